@@ -1,0 +1,153 @@
+package imageset
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// SetFormatVersion is bumped whenever the serialised Set changes incompatibly.
+const SetFormatVersion = 1
+
+// Kind says what role an image plays in the image set. It decides the exit
+// code bit when the image fails and the IDMS/ITMS group it lands in.
+type Kind string
+
+// Kinds of images in a Set.
+const (
+	KindAdditional       Kind = "additional"
+	KindOperatorCatalog  Kind = "operator-catalog"
+	KindOperatorBundle   Kind = "operator-bundle"
+	KindOperatorRelated  Kind = "operator-related"
+	KindRelease          Kind = "release"
+	KindReleaseComponent Kind = "release-component"
+	KindReleaseGraph     Kind = "release-graph"
+	KindHelm             Kind = "helm"
+)
+
+// Group is the content type a kind belongs to (release, operator, additional, helm).
+func (k Kind) Group() string {
+	switch k {
+	case KindRelease, KindReleaseComponent, KindReleaseGraph:
+		return "release"
+	case KindOperatorCatalog, KindOperatorBundle, KindOperatorRelated:
+		return "operator"
+	case KindHelm:
+		return "helm"
+	default:
+		return "additional"
+	}
+}
+
+// Image is one image of a Set: where it comes from, pinned to a digest, and
+// where it goes, relative to the mirror root.
+type Image struct {
+	// Source is the upstream reference pinned by digest: registry/repo@sha256:…
+	Source string `json:"source"`
+	// Origin is the reference as the configuration (or a catalog/payload) wrote it:
+	// by tag, by digest, or both. IDMS/ITMS are derived from it.
+	Origin string `json:"origin"`
+	// Digest is the manifest digest (of the index for multi-arch images).
+	Digest string `json:"digest"`
+	// Destination is repo path and tag under the mirror root, e.g. "ubi9/ubi:9.4".
+	// Every image has a tag at the destination so that registries which
+	// collect untagged manifests keep it.
+	Destination string `json:"destination"`
+	// Kind is the image's role.
+	Kind Kind `json:"kind"`
+	// Why lists the reasons the image is in the set, e.g. "mirror.additionalImages[2]".
+	Why []string `json:"why,omitempty"`
+}
+
+// DestinationRepo is the destination repository path (without tag).
+func (i Image) DestinationRepo() string {
+	repo, _ := splitTag(i.Destination)
+	return repo
+}
+
+// DestinationTag is the destination tag.
+func (i Image) DestinationTag() string {
+	_, tag := splitTag(i.Destination)
+	return tag
+}
+
+// ByDigest reports whether the origin names a digest (and so belongs in IDMS
+// rather than ITMS).
+func (i Image) ByDigest() bool { return strings.Contains(i.Origin, "@") }
+
+func splitTag(s string) (repo, tag string) {
+	slash := strings.LastIndex(s, "/")
+	colon := strings.LastIndex(s, ":")
+	if colon > slash {
+		return s[:colon], s[colon+1:]
+	}
+	return s, ""
+}
+
+// Set is every image an image set needs, deterministic and serialisable: it
+// is the plan (--dry-run), the archive index's content list, what prune diffs
+// and what generate reads.
+type Set struct {
+	FormatVersion int     `json:"formatVersion"`
+	Images        []Image `json:"images"`
+}
+
+// Add puts img into the set. An image already present under the same
+// destination only gains the new reasons; the same destination with another
+// digest is an error, since one tag cannot hold two images.
+func (s *Set) Add(img Image) error {
+	for i := range s.Images {
+		have := &s.Images[i]
+		if have.Destination != img.Destination {
+			continue
+		}
+		if have.Digest != img.Digest {
+			return fmt.Errorf("destination %s is claimed by %s (%s) and %s (%s)",
+				img.Destination, have.Origin, strings.Join(have.Why, ", "), img.Origin, strings.Join(img.Why, ", "))
+		}
+		have.Why = appendUnique(have.Why, img.Why...)
+		return nil
+	}
+	s.Images = append(s.Images, img)
+	return nil
+}
+
+// Sort orders images by destination so that equal sets serialise equally.
+func (s *Set) Sort() {
+	sort.Slice(s.Images, func(a, b int) bool { return s.Images[a].Destination < s.Images[b].Destination })
+}
+
+// Marshal returns the indented JSON form of the set, sorted.
+func (s *Set) Marshal() ([]byte, error) {
+	s.Sort()
+	if s.FormatVersion == 0 {
+		s.FormatVersion = SetFormatVersion
+	}
+	return json.MarshalIndent(s, "", "  ")
+}
+
+// UnmarshalSet parses a Set written by Marshal.
+func UnmarshalSet(data []byte) (*Set, error) {
+	var s Set
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("parsing image set: %w", err)
+	}
+	if s.FormatVersion > SetFormatVersion {
+		return nil, fmt.Errorf("image set format %d is newer than this gapmirror understands (%d): use a newer gapmirror", s.FormatVersion, SetFormatVersion)
+	}
+	return &s, nil
+}
+
+func appendUnique(list []string, more ...string) []string {
+outer:
+	for _, m := range more {
+		for _, l := range list {
+			if l == m {
+				continue outer
+			}
+		}
+		list = append(list, m)
+	}
+	return list
+}
