@@ -1,0 +1,159 @@
+package generate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Dir is the folder under the workspace that holds the generated manifests.
+const Dir = "cluster-resources"
+
+// tempPattern names the temporary files Write creates before renaming them.
+const tempPattern = ".gapmirror-*.tmp"
+
+// Files maps a manifest file name (no directory) to its content.
+type Files map[string][]byte
+
+// Names returns the file names, sorted.
+func (f Files) Names() []string {
+	names := make([]string, 0, len(f))
+	for n := range f {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Merge adds the files of other to f; a name both hold is an error.
+func (f Files) Merge(other Files) error {
+	for _, n := range other.Names() {
+		if _, dup := f[n]; dup {
+			return fmt.Errorf("two generated manifests are both named %s: give the catalogs distinct names", n)
+		}
+		f[n] = other[n]
+	}
+	return nil
+}
+
+// Write puts the files into dir (normally <workspace>/cluster-resources),
+// each written to a temporary file and renamed into place, and then removes
+// the gapmirror manifests an earlier run left there that this run no longer
+// produces. Files that are not gapmirror's own (other names, or without the
+// gapmirror.io/created-by annotation) are never touched. If a file cannot
+// be written, no manifest is replaced and nothing is removed.
+func (f Files) Write(dir string) error {
+	for _, n := range f.Names() {
+		if n == "" || n != filepath.Base(n) || n == "." || n == ".." || strings.ContainsAny(n, `/\`) {
+			return fmt.Errorf("manifest file name %q must be a plain file name", n)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("creating manifest folder: %w", err)
+	}
+	temps := map[string]string{}
+	cleanup := func() {
+		for _, t := range temps {
+			_ = os.Remove(t)
+		}
+	}
+	for _, n := range f.Names() {
+		t, err := writeTemp(dir, f[n])
+		if err != nil {
+			cleanup()
+			return fmt.Errorf("writing %s: %w", filepath.Join(dir, n), err)
+		}
+		temps[n] = t
+	}
+	for _, n := range f.Names() {
+		if err := os.Rename(temps[n], filepath.Join(dir, n)); err != nil {
+			cleanup()
+			return fmt.Errorf("writing %s: %w", filepath.Join(dir, n), err)
+		}
+		delete(temps, n)
+	}
+	if err := f.removeStale(dir); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// removeStale deletes gapmirror manifests in dir that f does not hold, and
+// temporary files an interrupted Write left behind.
+func (f Files) removeStale(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if _, keep := f[n]; keep || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, n)
+		if ok, _ := filepath.Match(tempPattern, n); !ok {
+			if !isManifestName(n) {
+				continue
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", path, err)
+			}
+			if !bytes.Contains(data, []byte(AnnotationCreatedBy+":")) {
+				continue
+			}
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing stale manifest %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// isManifestName reports whether n is a name gapmirror gives its manifests.
+func isManifestName(n string) bool {
+	switch n {
+	case FileIDMS, FileITMS, FileUpdateService, FileSignatures:
+		return true
+	}
+	return strings.HasSuffix(n, ".yaml") && (strings.HasPrefix(n, "cs-") || strings.HasPrefix(n, "cc-"))
+}
+
+func writeTemp(dir string, data []byte) (string, error) {
+	t, err := os.CreateTemp(dir, tempPattern)
+	if err != nil {
+		return "", err
+	}
+	name := t.Name()
+	_, werr := t.Write(data)
+	if werr == nil {
+		werr = t.Chmod(0o644)
+	}
+	if werr == nil {
+		werr = t.Sync()
+	}
+	if cerr := t.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		_ = os.Remove(name)
+		return "", werr
+	}
+	return name, nil
+}
+
+// syncDir flushes dir's entries (the renames) to disk where the platform
+// allows it.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", dir, err)
+	}
+	defer d.Close()
+	_ = d.Sync() // not supported on every platform/filesystem; renames are done
+	return nil
+}

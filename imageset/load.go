@@ -1,0 +1,562 @@
+package imageset
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// FieldError is one problem in a configuration file, located by file, line
+// and field path (e.g. mirror.operators[0].packages[1].channels).
+type FieldError struct {
+	File string
+	Line int
+	Path string
+	Msg  string
+}
+
+// Error formats the problem as "file:line: path: message".
+func (e FieldError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.File != "" && e.Line > 0:
+		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	case e.File != "":
+		fmt.Fprintf(&b, "%s: ", e.File)
+	case e.Line > 0:
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// FieldErrors is every problem found in a configuration, in file order.
+type FieldErrors []FieldError
+
+// Error lists the problems one per line.
+func (es FieldErrors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// LoadImageSetConfiguration reads, strictly decodes and validates an ImageSetConfiguration file.
+func LoadImageSetConfiguration(path string) (*ImageSetConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading image set configuration: %w", err)
+	}
+	return ParseImageSetConfiguration(data, path)
+}
+
+// ParseImageSetConfiguration strictly decodes and validates an ImageSetConfiguration;
+// filename is only used in error messages.
+func ParseImageSetConfiguration(data []byte, filename string) (*ImageSetConfiguration, error) {
+	var c ImageSetConfiguration
+	src, errs, err := decodeDocument(data, filename, iscDocument, &c)
+	if err != nil {
+		return nil, err
+	}
+	c.src = src
+	if errs = mergeErrors(errs, c.validate()); len(errs) > 0 {
+		return nil, errs
+	}
+	return &c, nil
+}
+
+// LoadDeleteImageSetConfiguration reads, strictly decodes and validates a DeleteImageSetConfiguration file.
+func LoadDeleteImageSetConfiguration(path string) (*DeleteImageSetConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading delete image set configuration: %w", err)
+	}
+	return ParseDeleteImageSetConfiguration(data, path)
+}
+
+// ParseDeleteImageSetConfiguration strictly decodes and validates a DeleteImageSetConfiguration;
+// filename is only used in error messages.
+func ParseDeleteImageSetConfiguration(data []byte, filename string) (*DeleteImageSetConfiguration, error) {
+	var c DeleteImageSetConfiguration
+	src, errs, err := decodeDocument(data, filename, discDocument, &c)
+	if err != nil {
+		return nil, err
+	}
+	c.src = src
+	if errs = mergeErrors(errs, c.validate()); len(errs) > 0 {
+		return nil, errs
+	}
+	return &c, nil
+}
+
+// source remembers where a configuration came from: its file and the line of every field path.
+type source struct {
+	file  string
+	lines map[string]int
+}
+
+func (s *source) fileName() string {
+	if s == nil {
+		return ""
+	}
+	return s.file
+}
+
+// line returns the line of path, or of its closest recorded parent.
+func (s *source) line(path string) int {
+	if s == nil {
+		return 0
+	}
+	for {
+		if l, ok := s.lines[path]; ok {
+			return l
+		}
+		if path == "" {
+			return 0
+		}
+		path = parentPath(path)
+	}
+}
+
+// parentPath drops the last ".field" or "[i]" of a field path.
+func parentPath(p string) string {
+	if strings.HasSuffix(p, "]") {
+		if i := strings.LastIndex(p, "["); i >= 0 {
+			return p[:i]
+		}
+	}
+	if i := strings.LastIndex(p, "."); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// documentSpec describes one configuration kind for the decoder.
+type documentSpec struct {
+	kind    string
+	section string // required top-level content key
+	// wrongKind explains what to do when the other kind is given.
+	wrongKind map[string]string
+	// misplaced explains top-level keys that belong elsewhere.
+	misplaced map[string]string
+}
+
+const storageConfigHint = "an oc-mirror v1 setting; gapmirror keeps its state in the workspace (--workspace) or next to the archive: remove it"
+
+var iscDocument = documentSpec{
+	kind:    ImageSetConfigurationKind,
+	section: "mirror",
+	wrongKind: map[string]string{
+		DeleteImageSetConfigurationKind: "this file says what to delete from a mirror, not what to mirror: run it with `gapmirror delete -c FILE`",
+	},
+	misplaced: map[string]string{
+		"delete":        "an ImageSetConfiguration has no delete: section; to delete images write a DeleteImageSetConfiguration (kind: DeleteImageSetConfiguration) and run `gapmirror delete`",
+		"storageConfig": storageConfigHint,
+	},
+}
+
+var discDocument = documentSpec{
+	kind:    DeleteImageSetConfigurationKind,
+	section: "delete",
+	wrongKind: map[string]string{
+		ImageSetConfigurationKind: "`gapmirror delete` needs a DeleteImageSetConfiguration (kind: DeleteImageSetConfiguration with a delete: section); to mirror this file run `gapmirror mirror -c FILE`",
+	},
+	misplaced: map[string]string{
+		"mirror":        "a DeleteImageSetConfiguration lists what to delete under delete:, not mirror:",
+		"archiveSize":   "a DeleteImageSetConfiguration writes no archive: remove archiveSize",
+		"storageConfig": storageConfigHint,
+	},
+}
+
+// decodeDocument parses data as exactly one YAML document and decodes it into
+// out against spec. Problems in the content come back as FieldErrors in errs;
+// err is set when the document cannot be decoded at all.
+func decodeDocument(data []byte, filename string, spec documentSpec, out any) (*source, FieldErrors, error) {
+	root, err := singleDocument(data, filename, spec.kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &decoder{src: &source{file: filename, lines: map[string]int{"": root.Line}}, misplaced: spec.misplaced}
+	if root.Kind != yaml.MappingNode {
+		d.fail(root, "", "expected a mapping with kind, apiVersion and %s, got %s", spec.section, describe(root))
+		return nil, nil, d.errs
+	}
+	kindKey, kindNode := lookup(root, "kind")
+	switch kind := scalarValue(kindNode); {
+	case kindNode == nil:
+		d.fail(root, "kind", "missing: set kind: %s", spec.kind)
+	case kind == spec.kind:
+	case spec.wrongKind[kind] != "":
+		d.fail(kindKey, "kind", "%s: %s", kind, spec.wrongKind[kind])
+		return nil, nil, d.errs
+	default:
+		d.fail(kindKey, "kind", "%q is not supported here: set kind: %s", kind, spec.kind)
+		return nil, nil, d.errs
+	}
+	apiKey, apiNode := lookup(root, "apiVersion")
+	switch api := scalarValue(apiNode); {
+	case apiNode == nil:
+		d.fail(root, "apiVersion", "missing: set apiVersion: %s", APIVersion)
+	case api == APIVersion:
+	case api == apiVersionV1:
+		d.fail(apiKey, "apiVersion", "%s is oc-mirror v1's format; gapmirror reads oc-mirror v2's: set apiVersion: %s, remove storageConfig (gapmirror keeps its state in the workspace), and fix any other field reported below (if the file was written for oc-mirror v2, changing apiVersion is enough)", apiVersionV1, APIVersion)
+	default:
+		d.fail(apiKey, "apiVersion", "%q is not supported: set apiVersion: %s", api, APIVersion)
+	}
+	if k, _ := lookup(root, spec.section); k == nil {
+		d.fail(root, spec.section, "missing: a %s needs a %s: section", spec.kind, spec.section)
+	}
+	d.decode(root, reflect.ValueOf(out).Elem(), "")
+	return d.src, d.errs, nil
+}
+
+// singleDocument parses data and returns the root node of its only document.
+func singleDocument(data []byte, filename, kind string) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, FieldErrors{{File: filename, Msg: fmt.Sprintf("file is empty: expected a %s (kind, apiVersion and content)", kind)}}
+		}
+		return nil, syntaxError(data, filename, err)
+	}
+	root := documentRoot(&doc)
+	if root == nil {
+		return nil, FieldErrors{{File: filename, Line: doc.Line, Msg: fmt.Sprintf("document is empty: expected a %s (kind, apiVersion and content)", kind)}}
+	}
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if errors.Is(err, io.EOF) {
+			return root, nil
+		}
+		if err != nil {
+			return nil, syntaxError(data, filename, err)
+		}
+		if extra := documentRoot(&next); extra != nil {
+			return nil, FieldErrors{{File: filename, Line: extra.Line, Msg: "a second YAML document starts here: a configuration file holds exactly one document; move it to its own file"}}
+		}
+	}
+}
+
+// documentRoot returns the content of a document node, or nil when it is empty.
+func documentRoot(doc *yaml.Node) *yaml.Node {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		return nil
+	}
+	return root
+}
+
+var yamlLineError = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// syntaxError turns a YAML parser error into a FieldError carrying its line.
+func syntaxError(data []byte, filename string, err error) error {
+	msg := err.Error()
+	if m := yamlLineError.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		detail := m[2]
+		if lines := bytes.Split(data, []byte("\n")); line >= 1 && line <= len(lines) && bytes.ContainsRune(lines[line-1], '\t') {
+			detail += " (this line has a tab: indent YAML with spaces)"
+		}
+		return FieldErrors{{File: filename, Line: line, Msg: "invalid YAML: " + detail}}
+	}
+	return FieldErrors{{File: filename, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}}
+}
+
+// lookup returns the key and value nodes of key in a mapping node.
+func lookup(m *yaml.Node, key string) (k, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i], resolve(m.Content[i+1])
+		}
+	}
+	return nil, nil
+}
+
+func scalarValue(n *yaml.Node) string {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// resolve follows aliases to the anchored node.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// decoder walks a YAML node tree against a Go type (fields named by json
+// tags), filling the value and collecting every unknown field and type error.
+type decoder struct {
+	src       *source
+	misplaced map[string]string
+	errs      FieldErrors
+}
+
+func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	d.errs = append(d.errs, FieldError{File: d.src.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	n = resolve(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		v.SetZero()
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		d.decodeStruct(n, v, path)
+	case reflect.Slice:
+		d.decodeSlice(n, v, path)
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			d.fail(n, path, "expected a string, got %s", describe(n))
+			return
+		}
+		v.SetString(n.Value)
+	case reflect.Bool:
+		var b bool
+		// Decode also accepts YAML 1.1 yes/no/on/off, as oc-mirror does.
+		if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+			d.fail(n, path, "expected true or false, got %s", describe(n))
+			return
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		var i int64
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
+			d.fail(n, path, "expected a whole number, got %s", describe(n))
+			return
+		}
+		v.SetInt(i)
+	default:
+		d.fail(n, path, "cannot decode into %s", v.Type())
+	}
+}
+
+func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.SequenceNode {
+		hint := ""
+		if n.Kind == yaml.MappingNode && v.Type().Elem().Kind() == reflect.Struct {
+			hint = ` (start each entry with "- ")`
+		}
+		if n.Kind == yaml.ScalarNode {
+			hint = fmt.Sprintf(` (write it as a list: "- %s")`, n.Value)
+		}
+		d.fail(n, path, "expected a list, got %s%s", describe(n), hint)
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, item := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		d.src.lines[p] = item.Line
+		d.decode(item, s.Index(i), p)
+	}
+	v.Set(s)
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping (field: value), got %s", describe(n))
+		return
+	}
+	fields := fieldsOf(v.Type())
+	seen := map[string]int{}
+	for _, kv := range mappingPairs(n) {
+		k, val := kv[0], kv[1]
+		if k.Kind != yaml.ScalarNode {
+			d.fail(k, path, "expected a field name, got %s", describe(k))
+			continue
+		}
+		p := joinPath(path, k.Value)
+		if msg, ok := d.misplaced[k.Value]; ok && path == "" {
+			d.fail(k, p, "%s", msg)
+			continue
+		}
+		idx, ok := fields.index[k.Value]
+		if !ok {
+			if s := suggest(k.Value, fields.names); s != "" {
+				d.fail(k, p, "unknown field (did you mean %q?)", s)
+			} else {
+				d.fail(k, p, "unknown field (known fields here: %s)", strings.Join(fields.names, ", "))
+			}
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.fail(k, p, "duplicate field (first set at line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		d.src.lines[p] = k.Line
+		d.decode(val, v.Field(idx), p)
+	}
+}
+
+// mappingPairs returns the key/value pairs of a mapping, expanding YAML merge
+// keys (<<: *anchor); explicit keys win over merged ones.
+func mappingPairs(n *yaml.Node) [][2]*yaml.Node {
+	var explicit, merged [][2]*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			sources := []*yaml.Node{resolve(v)}
+			if sources[0].Kind == yaml.SequenceNode {
+				sources = sources[0].Content
+			}
+			for _, s := range sources {
+				if s = resolve(s); s.Kind == yaml.MappingNode {
+					merged = append(merged, mappingPairs(s)...)
+				}
+			}
+			continue
+		}
+		explicit = append(explicit, [2]*yaml.Node{k, v})
+	}
+	have := map[string]bool{}
+	for _, kv := range explicit {
+		have[kv[0].Value] = true
+	}
+	for _, kv := range merged {
+		if !have[kv[0].Value] {
+			have[kv[0].Value] = true
+			explicit = append(explicit, kv)
+		}
+	}
+	return explicit
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// describe says what a node is, for "expected X, got Y" messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!int", "!!float":
+			return "the number " + n.Value
+		case "!!bool":
+			return "the boolean " + n.Value
+		default:
+			return strconv.Quote(n.Value)
+		}
+	}
+	return "an unsupported YAML node"
+}
+
+// structFields maps json field names of a struct type to field indexes.
+type structFields struct {
+	index map[string]int
+	names []string
+}
+
+func fieldsOf(t reflect.Type) structFields {
+	f := structFields{index: map[string]int{}}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		f.index[name] = i
+		f.names = append(f.names, name)
+	}
+	return f
+}
+
+// suggest returns the candidate closest to word when it is a likely typo of it.
+func suggest(word string, candidates []string) string {
+	best, bestDist := "", -1
+	lw := strings.ToLower(word)
+	for _, c := range candidates {
+		if d := editDistance(lw, strings.ToLower(c)); bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	if bestDist >= 0 && bestDist <= 1+len(word)/4 {
+		return best
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// mergeErrors combines decode and validation errors, drops validation errors
+// at or under a path that already failed to decode, and sorts them by line.
+func mergeErrors(decodeErrs, validateErrs FieldErrors) FieldErrors {
+	all := append(FieldErrors(nil), decodeErrs...)
+	for _, v := range validateErrs {
+		if !underAny(v.Path, decodeErrs) {
+			all = append(all, v)
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Line < all[j].Line })
+	return all
+}
+
+func underAny(path string, errs FieldErrors) bool {
+	for _, e := range errs {
+		if e.Path == "" {
+			continue
+		}
+		if path == e.Path || strings.HasPrefix(path, e.Path+".") || strings.HasPrefix(path, e.Path+"[") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,211 @@
+package imageset
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+)
+
+// Resolver finds the manifest digest an image reference names upstream.
+type Resolver interface {
+	ResolveDigest(ctx context.Context, ref reference.Named) (digest.Digest, error)
+}
+
+// ResolveOptions say how to resolve a configuration into a Set.
+type ResolveOptions struct {
+	// Resolver pins tags to digests; required when the config names tags.
+	Resolver Resolver
+	// Parallel is how many references are resolved at once (default 8).
+	Parallel int
+}
+
+// Unresolved is an image of the configuration that could not be pinned to a
+// digest, with the reason. It is reported and the rest of the Set goes on.
+type Unresolved struct {
+	Origin string
+	Kind   Kind
+	Why    string
+	Err    error
+}
+
+// Resolution is the outcome of Resolve besides the Set itself.
+type Resolution struct {
+	// Blocked lists the references mirror.blockedImages kept out of the set.
+	Blocked []string
+	// Failed lists the images that could not be resolved.
+	Failed []Unresolved
+	// Warnings are worth telling the user but stop nothing.
+	Warnings []string
+}
+
+// Resolve turns the configuration into a Set: every image pinned to a digest,
+// with its destination and the reason it is included.
+func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOptions) (*Set, *Resolution, error) {
+	if err := notImplemented(cfg); err != nil {
+		return nil, nil, err
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 8
+	}
+	blocked, err := compileBlocked(cfg.Mirror.BlockedImages)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &Resolution{}
+	var wanted []wantedImage
+	for i, ai := range cfg.Mirror.AdditionalImages {
+		path := fmt.Sprintf("mirror.additionalImages[%d]", i)
+		w, err := additionalImage(ai.Name, ai.TargetRepo, ai.TargetTag, path)
+		if err != nil {
+			return nil, nil, err
+		}
+		if b := blocked.match(w.origin.String(), w.destRepo); b != "" {
+			return nil, nil, fmt.Errorf("%s.name: %s is blocked by %s: remove the image or the blocking rule", path, ai.Name, b)
+		}
+		wanted = append(wanted, w)
+	}
+
+	set := &Set{FormatVersion: SetFormatVersion}
+	pinned := make([]digest.Digest, len(wanted))
+	errs := make([]error, len(wanted))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, opts.Parallel)
+	for i, w := range wanted {
+		if c, ok := w.origin.(reference.Canonical); ok {
+			pinned[i] = c.Digest()
+			continue
+		}
+		if opts.Resolver == nil {
+			errs[i] = fmt.Errorf("no registry access to resolve the tag of %s", w.origin)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			pinned[i], errs[i] = opts.Resolver.ResolveDigest(ctx, w.origin)
+		}()
+	}
+	wg.Wait()
+	for i, w := range wanted {
+		if errs[i] != nil {
+			res.Failed = append(res.Failed, Unresolved{Origin: w.origin.String(), Kind: KindAdditional, Why: w.why, Err: errs[i]})
+			continue
+		}
+		img := Image{
+			Source:      reference.TrimNamed(w.origin).String() + "@" + pinned[i].String(),
+			Origin:      w.origin.String(),
+			Digest:      pinned[i].String(),
+			Destination: w.destRepo + ":" + w.tag(pinned[i]),
+			Kind:        KindAdditional,
+			Why:         []string{w.why},
+		}
+		if err := set.Add(img); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w: give one of them another targetRepo or targetTag", w.why, err)
+		}
+	}
+	set.Sort()
+	sort.Slice(res.Failed, func(a, b int) bool { return res.Failed[a].Origin < res.Failed[b].Origin })
+	return set, res, nil
+}
+
+type wantedImage struct {
+	origin    reference.Named
+	destRepo  string
+	targetTag string
+	why       string
+}
+
+// tag is the destination tag: targetTag, else the origin's tag, else one
+// derived from the digest ("sha256-<hex>", oc-mirror's scheme), because
+// registries may garbage-collect untagged manifests.
+func (w wantedImage) tag(d digest.Digest) string {
+	if w.targetTag != "" {
+		return w.targetTag
+	}
+	if t, ok := w.origin.(reference.Tagged); ok {
+		return t.Tag()
+	}
+	return DigestTag(d)
+}
+
+// DigestTag is the tag an image known only by digest gets at the destination.
+func DigestTag(d digest.Digest) string {
+	return d.Algorithm().String() + "-" + d.Encoded()
+}
+
+func additionalImage(name, targetRepo, targetTag, path string) (wantedImage, error) {
+	named, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return wantedImage{}, fmt.Errorf("%s.name: %q is not an image reference: %w", path, name, err)
+	}
+	named = reference.TagNameOnly(named)
+	repo := reference.Path(named)
+	if targetRepo != "" {
+		repo = strings.Trim(targetRepo, "/")
+	}
+	return wantedImage{origin: named, destRepo: repo, targetTag: targetTag, why: path}, nil
+}
+
+type blockRule struct {
+	re   *regexp.Regexp
+	path string
+}
+
+type blockList []blockRule
+
+func compileBlocked(list []BlockedImage) (blockList, error) {
+	var out blockList
+	for i, b := range list {
+		re, err := regexp.Compile(b.Name)
+		if err != nil {
+			return nil, fmt.Errorf("mirror.blockedImages[%d].name: %q is not a valid regular expression: %w", i, b.Name, err)
+		}
+		out = append(out, blockRule{re: re, path: fmt.Sprintf("mirror.blockedImages[%d] (%q)", i, b.Name)})
+	}
+	return out, nil
+}
+
+// match returns the rule blocking an image (by origin or destination), or "".
+func (l blockList) match(origin, dest string) string {
+	for _, r := range l {
+		if r.re.MatchString(origin) || r.re.MatchString(dest) {
+			return r.path
+		}
+	}
+	return ""
+}
+
+// notImplemented fails loudly for configuration sections this version
+// parses but cannot mirror yet, instead of silently skipping them.
+func notImplemented(cfg *ImageSetConfiguration) error {
+	var parts []string
+	m := cfg.Mirror
+	if len(m.Operators) > 0 {
+		parts = append(parts, "mirror.operators")
+	}
+	if len(m.Platform.Channels) > 0 || m.Platform.Release != "" || m.Platform.Graph || m.Platform.KubeVirtContainer {
+		parts = append(parts, "mirror.platform")
+	}
+	if len(m.Helm.Repositories) > 0 || len(m.Helm.Local) > 0 {
+		parts = append(parts, "mirror.helm")
+	}
+	if len(m.Samples) > 0 {
+		parts = append(parts, "mirror.samples")
+	}
+	for i, ai := range m.AdditionalImages {
+		if len(ai.Platforms) > 0 {
+			parts = append(parts, fmt.Sprintf("mirror.additionalImages[%d].platforms", i))
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: not supported by this version of gapmirror yet; remove it from the configuration (nothing was mirrored)", strings.Join(parts, ", "))
+}
