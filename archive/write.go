@@ -1,0 +1,452 @@
+package archive
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"sort"
+	"time"
+	"unicode/utf8"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// BlobSource gives the content of blobs by digest; the local store and a
+// Reader implement it.
+type BlobSource interface {
+	// Open returns the blob's content; the caller closes it.
+	Open(d digest.Digest) (io.ReadCloser, error)
+}
+
+// WriteOptions tunes Write.
+type WriteOptions struct {
+	// MaxChunk is the largest size of a chunk file in bytes (0: DefaultMaxChunk).
+	MaxChunk int64
+	// Strict makes a blob (or index) larger than MaxChunk an error instead of
+	// a warning and an oversized chunk.
+	Strict bool
+	// Logger receives warnings (oversized chunks); nil means slog.Default().
+	Logger *slog.Logger
+	// Progress, if set, is called after each blob with the blob bytes written so far and in total.
+	Progress func(done, total int64)
+}
+
+// partialRE matches the temporary files Write creates; they never match the
+// chunk name pattern, so no reader mistakes them for chunks.
+var partialRE = regexp.MustCompile(`^mirror_[0-9]{6,}\.tar\.[A-Za-z0-9._-]+\.partial$`)
+
+// Write writes an archive into dir: the blobs listed in idx.Blobs (digest and
+// size; read from blobs and verified against both), idx.Extras (name and
+// Data), and an index describing them. It returns the completed index (IDs,
+// chunk assignments, chunk sizes and checksums filled in); idx itself is not
+// modified.
+//
+// Chunks are written under temporary names and moved into place only when
+// every one is complete and synced, so an interrupted or failed Write leaves
+// no mirror_*.tar a reader would trust, and an older archive already in dir
+// stays intact. Once the new archive is complete it replaces the older one:
+// its chunk 1 is removed first, then the new chunks are renamed into place
+// (chunk 1 last) and chunks of the older archive beyond the new count are
+// removed. Only one Write may run in a directory at a time.
+func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts WriteOptions) (*Index, error) {
+	if opts.MaxChunk == 0 {
+		opts.MaxChunk = DefaultMaxChunk
+	}
+	if opts.MaxChunk < MinMaxChunk {
+		return nil, fmt.Errorf("archive size %s is too small: use at least %s", humanSize(opts.MaxChunk), humanSize(MinMaxChunk))
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	out, err := prepare(idx)
+	if err != nil {
+		return nil, err
+	}
+	p := planner{max: opts.MaxChunk, id: out.ID, mtime: out.Created}
+	l, err := p.plan(out)
+	if err != nil {
+		return nil, err
+	}
+	if len(l.oversized) > 0 {
+		if opts.Strict {
+			return nil, fmt.Errorf("strict archive size: %s", l.oversized[0].message(opts.MaxChunk, true))
+		}
+		for _, o := range l.oversized {
+			opts.Logger.Warn(o.message(opts.MaxChunk, false))
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating archive directory: %w", err)
+	}
+	if err := removePartials(dir); err != nil {
+		return nil, err
+	}
+
+	w := &writer{ctx: ctx, dir: dir, idx: out, layout: l, blobs: blobs, progress: opts.Progress}
+	for _, b := range out.Blobs {
+		w.total += b.Size
+	}
+	defer w.cleanup()
+	for n := 2; n <= len(l.chunks); n++ {
+		if err := w.writeChunk(n); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.writeFirstChunk(); err != nil {
+		return nil, err
+	}
+	if err := w.commit(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// prepare copies idx, fills defaults and derived fields, and validates it.
+func prepare(idx *Index) (*Index, error) {
+	if idx == nil {
+		return nil, fmt.Errorf("archive index is nil")
+	}
+	out := *idx
+	out.FormatVersion = FormatVersion
+	out.Tool = Tool
+	if out.ToolVersion == "" {
+		out.ToolVersion = buildVersion()
+	}
+	if out.Created.IsZero() {
+		out.Created = time.Now()
+	}
+	out.Created = out.Created.UTC().Truncate(time.Second)
+	if out.ID == "" {
+		var r [6]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return nil, fmt.Errorf("making archive id: %w", err)
+		}
+		out.ID = out.Created.Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])
+	}
+	if err := validID(out.ID); err != nil {
+		return nil, err
+	}
+	if out.BasedOn != "" {
+		if err := validID(out.BasedOn); err != nil {
+			return nil, fmt.Errorf("basedOn: %w", err)
+		}
+		if out.BasedOn == out.ID {
+			return nil, fmt.Errorf("archive %s cannot be based on itself", out.ID)
+		}
+	}
+	if !utf8.ValidString(out.Config) {
+		return nil, fmt.Errorf("pinned configuration is not UTF-8 text")
+	}
+
+	out.Blobs = append([]Blob(nil), idx.Blobs...)
+	for i, b := range out.Blobs {
+		if err := validDigest(b.Digest); err != nil {
+			return nil, fmt.Errorf("blobs[%d]: digest %q: %w", i, b.Digest, err)
+		}
+		if b.Size < 0 {
+			return nil, fmt.Errorf("blobs[%d]: %s has negative size %d", i, b.Digest, b.Size)
+		}
+	}
+	sort.SliceStable(out.Blobs, func(a, b int) bool { return out.Blobs[a].Digest < out.Blobs[b].Digest })
+	uniq := out.Blobs[:0]
+	for _, b := range out.Blobs {
+		if n := len(uniq); n > 0 && uniq[n-1].Digest == b.Digest {
+			if uniq[n-1].Size != b.Size {
+				return nil, fmt.Errorf("blob %s is listed with sizes %d and %d", b.Digest, uniq[n-1].Size, b.Size)
+			}
+			continue
+		}
+		b.Chunk = 0
+		uniq = append(uniq, b)
+	}
+	out.Blobs = uniq
+
+	out.Extras = make([]Extra, len(idx.Extras))
+	for i, e := range idx.Extras {
+		sum := sha256.Sum256(e.Data)
+		out.Extras[i] = Extra{Name: e.Name, Size: int64(len(e.Data)), Digest: digest.NewDigestFromBytes(digest.SHA256, sum[:]), Data: e.Data}
+	}
+	if err := checkExtraNames(out.Extras); err != nil {
+		return nil, err
+	}
+	out.Chunks = nil
+	return &out, nil
+}
+
+// buildVersion is the version of the running gapmirror binary, as Go recorded it.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// removePartials deletes temporary chunk files left by an interrupted Write.
+func removePartials(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reading archive directory: %w", err)
+	}
+	for _, e := range entries {
+		if partialRE.MatchString(e.Name()) && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("removing a temporary file of an interrupted archive: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// writer holds the state of one Write.
+type writer struct {
+	ctx      context.Context
+	dir      string
+	idx      *Index
+	layout   *layout
+	blobs    BlobSource
+	progress func(done, total int64)
+	done     int64
+	total    int64
+	temps    map[int]string // chunk number → temporary path
+}
+
+// tempPath is the temporary name of chunk n.
+func (w *writer) tempPath(n int) string {
+	return filepath.Join(w.dir, ChunkName(n)+"."+w.idx.ID+".partial")
+}
+
+// cleanup removes temporary files that were not committed.
+func (w *writer) cleanup() {
+	for _, p := range w.temps {
+		_ = os.Remove(p) // best effort: the next Write removes leftovers too
+	}
+}
+
+// chunkFile is a chunk being written: tar on top of a buffer, a hash and a count.
+type chunkFile struct {
+	f    *os.File
+	bw   *bufio.Writer
+	hash *hashCounter
+	tw   *tar.Writer
+}
+
+// hashCounter hashes and counts what is written through it.
+type hashCounter struct {
+	h interface {
+		io.Writer
+		Sum([]byte) []byte
+	}
+	n int64
+}
+
+func (h *hashCounter) Write(p []byte) (int, error) {
+	h.n += int64(len(p))
+	return h.h.Write(p)
+}
+
+func (w *writer) create(n int) (*chunkFile, error) {
+	p := w.tempPath(n)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", ChunkName(n), err)
+	}
+	if w.temps == nil {
+		w.temps = map[int]string{}
+	}
+	w.temps[n] = p
+	bw := bufio.NewWriterSize(f, 1<<20)
+	hc := &hashCounter{h: sha256.New()}
+	return &chunkFile{f: f, bw: bw, hash: hc, tw: tar.NewWriter(io.MultiWriter(bw, hc))}, nil
+}
+
+// finish ends the tar, syncs and closes the file, and checks its planned size.
+func (w *writer) finish(n int, c *chunkFile) (digest.Digest, error) {
+	name := ChunkName(n)
+	err := c.tw.Close()
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err == nil {
+		err = c.f.Sync()
+	}
+	if cerr := c.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("writing %s: %w", name, err)
+	}
+	if c.hash.n != w.layout.sizes[n-1] {
+		return "", fmt.Errorf("internal error: %s is %d bytes, planned %d", name, c.hash.n, w.layout.sizes[n-1])
+	}
+	return digest.NewDigestFromBytes(digest.SHA256, c.hash.h.Sum(nil)), nil
+}
+
+// writeChunk writes chunk n (n ≥ 2): its marker, then its blobs.
+func (w *writer) writeChunk(n int) error {
+	c, err := w.create(n)
+	if err != nil {
+		return err
+	}
+	marker := markerBytes(w.idx.ID, n)
+	if err := writeEntry(c.tw, ChunkMarkerName, int64(len(marker)), w.idx.Created, bytes.NewReader(marker)); err != nil {
+		c.f.Close()
+		return fmt.Errorf("%s: %w", ChunkName(n), err)
+	}
+	if err := w.writeBlobs(n, c); err != nil {
+		c.f.Close()
+		return err
+	}
+	sum, err := w.finish(n, c)
+	if err != nil {
+		return err
+	}
+	w.idx.Chunks[n-1].SHA256 = sum
+	return nil
+}
+
+// writeFirstChunk writes chunk 1: the final index and its checksum, the extra
+// files, then the blobs of chunk 1. It runs last, once every other chunk's
+// checksum is known.
+func (w *writer) writeFirstChunk() error {
+	planned := w.idx.Chunks[0].Size
+	data, err := encodeIndex(w.idx, w.layout.rest, w.idx.Created)
+	if err != nil {
+		return err
+	}
+	if w.idx.Chunks[0].Size != planned {
+		return fmt.Errorf("internal error: %s would be %d bytes, planned %d", ChunkName(1), w.idx.Chunks[0].Size, planned)
+	}
+	c, err := w.create(1)
+	if err != nil {
+		return err
+	}
+	sum := indexSum(data)
+	err = writeEntry(c.tw, IndexName, int64(len(data)), w.idx.Created, bytes.NewReader(data))
+	if err == nil {
+		err = writeEntry(c.tw, IndexSumName, int64(len(sum)), w.idx.Created, bytes.NewReader(sum))
+	}
+	for _, e := range w.idx.Extras {
+		if err == nil {
+			err = writeEntry(c.tw, e.Name, e.Size, w.idx.Created, bytes.NewReader(e.Data))
+		}
+	}
+	if err == nil {
+		err = w.writeBlobs(1, c)
+	}
+	if err != nil {
+		c.f.Close()
+		return fmt.Errorf("%s: %w", ChunkName(1), err)
+	}
+	_, err = w.finish(1, c)
+	return err
+}
+
+// writeBlobs copies the blobs of chunk n from the source, verifying each.
+func (w *writer) writeBlobs(n int, c *chunkFile) error {
+	buf := make([]byte, 1<<20)
+	for _, b := range w.layout.chunks[n-1] {
+		if err := w.ctx.Err(); err != nil {
+			return fmt.Errorf("archive not written: %w", err)
+		}
+		if err := w.copyBlob(c.tw, b, buf); err != nil {
+			return err
+		}
+		w.done += b.Size
+		if w.progress != nil {
+			w.progress(w.done, w.total)
+		}
+	}
+	return nil
+}
+
+// copyBlob copies one blob into the tar and checks its size and digest.
+func (w *writer) copyBlob(tw *tar.Writer, b Blob, buf []byte) error {
+	rc, err := w.blobs.Open(b.Digest)
+	if err != nil {
+		return fmt.Errorf("reading blob %s for the archive: %w", b.Digest, err)
+	}
+	defer rc.Close()
+	if err := tw.WriteHeader(newHeader(blobName(b.Digest), b.Size, w.idx.Created)); err != nil {
+		return fmt.Errorf("writing tar header for blob %s: %w", b.Digest, err)
+	}
+	h := b.Digest.Algorithm().Hash()
+	src := &contextReader{ctx: w.ctx, r: io.TeeReader(io.LimitReader(rc, b.Size), h)}
+	n, err := io.CopyBuffer(tw, src, buf)
+	if err != nil {
+		return fmt.Errorf("copying blob %s into the archive: %w", b.Digest, err)
+	}
+	if n < b.Size {
+		return fmt.Errorf("blob %s in the store is %d bytes, expected %d: the store copy is damaged; remove it and mirror again", b.Digest, n, b.Size)
+	}
+	if extra, _ := rc.Read(buf[:1]); extra > 0 {
+		return fmt.Errorf("blob %s in the store is longer than the expected %d bytes: the store copy is damaged; remove it and mirror again", b.Digest, b.Size)
+	}
+	if got := digest.NewDigest(b.Digest.Algorithm(), h); got != b.Digest {
+		return fmt.Errorf("blob %s in the store is corrupt (its content hashes to %s): remove it and mirror again", b.Digest, got)
+	}
+	return nil
+}
+
+// contextReader stops reading once its context is done.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// commit replaces whatever archive dir holds with the new chunks.
+func (w *writer) commit() error {
+	first := filepath.Join(w.dir, ChunkName(1))
+	if err := os.Remove(first); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing chunk 1 of the older archive in %s: %w", w.dir, err)
+	}
+	for n := len(w.layout.chunks); n >= 1; n-- {
+		if err := os.Rename(w.temps[n], filepath.Join(w.dir, ChunkName(n))); err != nil {
+			return fmt.Errorf("moving %s into place (the archive in %s is incomplete; write it again): %w", ChunkName(n), w.dir, err)
+		}
+		delete(w.temps, n)
+	}
+	entries, err := os.ReadDir(w.dir)
+	if err != nil {
+		return fmt.Errorf("reading archive directory: %w", err)
+	}
+	for _, e := range entries {
+		if n := chunkNumber(e.Name()); n > len(w.layout.chunks) {
+			if err := os.Remove(filepath.Join(w.dir, e.Name())); err != nil {
+				return fmt.Errorf("removing %s of an older archive from %s: %w", e.Name(), w.dir, err)
+			}
+		}
+	}
+	return syncDir(w.dir)
+}
+
+// syncDir flushes a directory's entries (renames, removals) to disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("syncing archive directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("syncing archive directory %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+// Command gapmirror mirrors operator catalogs, release payloads and
+// additional images into air-gapped registries, by digest.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/gapmirror/gapmirror/mirror"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes gapmirror with args and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := newRootCommand(stderr)
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "error:", err)
+	return exitCode(err)
+}
+
+// exitCode maps an error to gapmirror's exit codes (oc-mirror v2's bits):
+// 1 generic, 2 release, 4 operator, 8 additional images, 16 helm, OR-ed.
+func exitCode(err error) int {
+	var fe *mirror.FailedError
+	if errors.As(err, &fe) {
+		return fe.ExitCode()
+	}
+	return 1
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/mirror"
+)
+
+type mirrorFlags struct {
+	config         string
+	from           string
+	workspace      string
+	dryRun         bool
+	parallelImages int
+	parallelLayers int
+	retryTimes     int
+	retryDelay     time.Duration
+	archiveSize    string
+	strictArchive  bool
+	force          bool
+}
+
+func newMirrorCommand(g *globalFlags) *cobra.Command {
+	f := &mirrorFlags{}
+	cmd := &cobra.Command{
+		Use:   "mirror -c isc.yaml (file://DIR | --from file://DIR docker://HOST[/PREFIX] | --workspace file://WS docker://HOST[/PREFIX])",
+		Short: "Mirror an image set to disk, from disk to a registry, or registry to registry",
+		Example: `  gapmirror mirror -c isc.yaml file:///media/mirror
+  gapmirror mirror -c isc.yaml --from file:///media/mirror docker://registry.airgap:5000/mirror
+  gapmirror mirror -c isc.yaml --workspace file:///ws docker://registry:5000/mirror`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMirror(cmd, g, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "the ImageSetConfiguration file (required, except for disk-to-mirror which can use the archive's)")
+	fl.StringVar(&f.from, "from", "", "disk-to-mirror: the file:// directory holding the archive chunks")
+	fl.StringVar(&f.workspace, "workspace", "", "mirror-to-mirror: the file:// directory for records and cluster resources")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "resolve the image set, print and save the plan, copy nothing")
+	fl.IntVar(&f.parallelImages, "parallel-images", 8, "images copied at once (1-64)")
+	fl.IntVar(&f.parallelLayers, "parallel-layers", 6, "blobs of one image copied at once (1-64)")
+	fl.IntVar(&f.retryTimes, "retry-times", 5, "retries of a failed blob or manifest transfer (0-100)")
+	fl.DurationVar(&f.retryDelay, "retry-delay", 500*time.Millisecond, "first retry delay; doubles each retry")
+	fl.StringVar(&f.archiveSize, "archive-size", "", "maximum size of an archive chunk: a number of GiB (as archiveSize) or e.g. 500MiB; default the config's archiveSize, else 500GiB")
+	fl.BoolVar(&f.strictArchive, "strict-archive", false, "fail instead of writing an oversized chunk when a single blob exceeds --archive-size")
+	fl.BoolVar(&f.force, "force", false, "copy every image even if the destination already has it")
+	return cmd
+}
+
+func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string) error {
+	log, err := g.logger(g.stderr)
+	if err != nil {
+		return err
+	}
+	if f.parallelImages < 1 || f.parallelImages > 64 {
+		return fmt.Errorf("--parallel-images %d: use 1 to 64", f.parallelImages)
+	}
+	if f.parallelLayers < 1 || f.parallelLayers > 64 {
+		return fmt.Errorf("--parallel-layers %d: use 1 to 64", f.parallelLayers)
+	}
+	if f.retryTimes < 0 || f.retryTimes > 100 {
+		return fmt.Errorf("--retry-times %d: use 0 to 100", f.retryTimes)
+	}
+	storeDir, err := g.storeDir()
+	if err != nil {
+		return err
+	}
+	trip := &mirror.Trip{
+		Upstream:    g.upstream(),
+		Mirror:      g.mirror(),
+		StoreDir:    storeDir,
+		DryRun:      f.dryRun,
+		Log:         log,
+		Out:         cmd.OutOrStdout(),
+		ToolVersion: version,
+		Copy: mirror.Options{
+			ParallelImages: f.parallelImages,
+			ParallelLayers: f.parallelLayers,
+			Retries:        f.retryTimes,
+			RetryDelay:     f.retryDelay,
+			Force:          f.force,
+			Progress:       g.progress("mirroring"),
+		},
+		StrictArchive: f.strictArchive,
+	}
+	if f.retryTimes == 0 {
+		trip.Copy.Retries = -1
+	}
+	if f.config != "" {
+		cfg, err := imageset.LoadImageSetConfiguration(f.config)
+		if err != nil {
+			return err
+		}
+		trip.Config, trip.ConfigPath = cfg, f.config
+		trip.ArchiveSize = cfg.ArchiveSizeBytes()
+	}
+	if f.archiveSize != "" {
+		n, err := archive.ParseSize(f.archiveSize)
+		if err != nil {
+			return fmt.Errorf("--archive-size: %w", err)
+		}
+		trip.ArchiveSize = n
+	}
+
+	ctx := cmd.Context()
+	var report *mirror.Report
+	switch {
+	case strings.HasPrefix(target, "file://"):
+		if f.from != "" || f.workspace != "" {
+			return fmt.Errorf("mirror-to-disk (%s) takes no --from or --workspace: the workspace is <dir>/working-dir", target)
+		}
+		if trip.Config == nil {
+			return fmt.Errorf("mirror-to-disk needs -c/--config")
+		}
+		dir, err := fileURL("destination", target)
+		if err != nil {
+			return err
+		}
+		report, err = trip.MirrorToDisk(ctx, dir)
+		if err != nil {
+			return err
+		}
+	case strings.HasPrefix(target, "docker://"):
+		root := strings.TrimPrefix(target, "docker://")
+		switch {
+		case f.from != "" && f.workspace != "":
+			return fmt.Errorf("give either --from (disk-to-mirror) or --workspace (mirror-to-mirror), not both")
+		case f.from != "":
+			dir, err := fileURL("--from", f.from)
+			if err != nil {
+				return err
+			}
+			report, err = trip.DiskToMirror(ctx, dir, root)
+			if err != nil {
+				return err
+			}
+		case f.workspace != "":
+			if trip.Config == nil {
+				return fmt.Errorf("mirror-to-mirror needs -c/--config")
+			}
+			dir, err := fileURL("--workspace", f.workspace)
+			if err != nil {
+				return err
+			}
+			report, err = trip.MirrorToMirror(ctx, dir, root)
+			if err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("a docker:// destination needs --from file://DIR (disk-to-mirror) or --workspace file://DIR (mirror-to-mirror)")
+		}
+	default:
+		return fmt.Errorf("destination %q: use file://DIR (mirror-to-disk) or docker://HOST[:PORT][/PREFIX]", target)
+	}
+	report.Summary(cmd.OutOrStdout())
+	return report.Err()
+}

@@ -1,0 +1,347 @@
+// Package registrytest runs the reference OCI registry (distribution/distribution)
+// in-process on 127.0.0.1 for tests, demos and benchmarks, with optional basic
+// auth, TLS, on-disk storage and fault injection.
+//
+// The registry's configuration is always built in code: REGISTRY_* environment
+// variables (which the registry normally reads as overrides) have no effect.
+package registrytest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/handlers"
+	"golang.org/x/crypto/bcrypt"
+
+	// Registered by name in the registry's factories: the htpasswd access
+	// controller and the two storage drivers this package offers.
+	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
+)
+
+// Options configures a Registry. The zero value is an in-memory, plain-HTTP
+// registry without auth on a random 127.0.0.1 port.
+type Options struct {
+	// Addr is the listen address; empty means "127.0.0.1:0" (a free loopback port).
+	Addr string
+	// Dir, when set, stores content on disk under this directory (filesystem
+	// driver); empty means in memory. The directory is left in place on Close.
+	Dir string
+	// Username and Password, when set, require HTTP basic auth (htpasswd, bcrypt).
+	Username string
+	// Password is the password of Username.
+	Password string
+	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1, ::1 and
+	// localhost, generated on start; see CAPEM, CertsDir and Client.
+	TLS bool
+	// SparseIndexes accepts image indexes whose platform manifests are not all
+	// in the repository (validation.manifests.indexes.platforms: none).
+	SparseIndexes bool
+	// Wrap, when set, wraps the registry's handler (fault injection, request
+	// recording). It can be replaced later with SetWrap.
+	Wrap func(http.Handler) http.Handler
+	// Debug lets the registry's own log lines and the HTTP server's errors
+	// through to the standard logrus logger and stderr; they are dropped otherwise.
+	Debug bool
+}
+
+// Registry is a running in-process registry.
+type Registry struct {
+	opts     Options
+	app      *handlers.App
+	server   *http.Server
+	listener net.Listener
+	host     string
+	scheme   string
+	workDir  string // htpasswd, certificates, auth.json; removed on Close
+	certsDir string
+	caPEM    []byte
+	authFile string
+	client   *http.Client
+	handler  atomic.Pointer[http.Handler] // app wrapped by the current Wrap
+	served   chan error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// maxListEntries bounds /v2/_catalog and tags/list pages; big enough for any fixture.
+const maxListEntries = 10000
+
+// New starts a registry with opts and returns once it accepts connections.
+// ctx scopes the registry's background work; call Close to stop it.
+func New(ctx context.Context, opts Options) (*Registry, error) {
+	if (opts.Username == "") != (opts.Password == "") {
+		return nil, errors.New("registrytest: Options.Username and Options.Password must be set together")
+	}
+	workDir, err := os.MkdirTemp("", "registrytest-")
+	if err != nil {
+		return nil, fmt.Errorf("registrytest: creating a work directory: %w", err)
+	}
+	r := &Registry{opts: opts, workDir: workDir, scheme: "http", served: make(chan error, 1)}
+	if err := r.start(ctx); err != nil {
+		_ = os.RemoveAll(workDir)
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Registry) start(ctx context.Context) error {
+	opts := r.opts
+	cfg, err := r.configuration()
+	if err != nil {
+		return err
+	}
+	setRegistryLogsVisible(opts.Debug)
+	app, err := newApp(ctx, cfg)
+	if err != nil {
+		releaseRegistryLogs(opts.Debug)
+		return err
+	}
+	r.app = app
+	r.SetWrap(opts.Wrap)
+
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy = nil
+	r.server = &http.Server{
+		Handler:           http.HandlerFunc(r.serveHTTP),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	if opts.Debug {
+		r.server.ErrorLog = log.New(os.Stderr, "registrytest: ", log.LstdFlags)
+	}
+	if opts.TLS {
+		cert, err := newSelfSignedCertificate()
+		if err != nil {
+			return r.abort(err)
+		}
+		r.scheme = "https"
+		r.caPEM = cert.certPEM
+		r.certsDir = filepath.Join(r.workDir, "certs.d")
+		if err := os.MkdirAll(r.certsDir, 0o700); err != nil {
+			return r.abort(fmt.Errorf("registrytest: creating the certificates directory: %w", err))
+		}
+		if err := os.WriteFile(filepath.Join(r.certsDir, "ca.crt"), cert.certPEM, 0o600); err != nil {
+			return r.abort(fmt.Errorf("registrytest: writing ca.crt: %w", err))
+		}
+		r.server.TLSConfig = cert.serverConfig()
+		transport.TLSClientConfig = cert.clientConfig()
+	}
+	r.client = &http.Client{Transport: transport}
+
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return r.abort(fmt.Errorf("registrytest: listening on %s (change Options.Addr): %w", addr, err))
+	}
+	r.listener = ln
+	r.host = ln.Addr().String()
+
+	if opts.Username != "" {
+		if err := r.writeAuthFile(); err != nil {
+			_ = ln.Close()
+			return r.abort(err)
+		}
+	}
+
+	go func() {
+		var err error
+		if opts.TLS {
+			err = r.server.ServeTLS(ln, "", "")
+		} else {
+			err = r.server.Serve(ln)
+		}
+		r.served <- err
+	}()
+	return nil
+}
+
+// abort undoes what start did before the server ran.
+func (r *Registry) abort(err error) error {
+	_ = r.app.Shutdown()
+	releaseRegistryLogs(r.opts.Debug)
+	return err
+}
+
+// configuration builds the registry configuration in code, without reading the
+// environment.
+func (r *Registry) configuration() (*configuration.Configuration, error) {
+	opts := r.opts
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("registrytest: generating the HTTP secret: %w", err)
+	}
+
+	cfg := &configuration.Configuration{}
+	cfg.Version = configuration.MajorMinorVersion(0, 1)
+	cfg.Log.Level = "error"
+	cfg.Log.AccessLog.Disabled = true
+	cfg.HTTP.Secret = hex.EncodeToString(secret)
+	cfg.Catalog.MaxEntries = maxListEntries
+	cfg.Tags.MaxTags = maxListEntries
+
+	storage := configuration.Storage{
+		"delete":      configuration.Parameters{"enabled": true},
+		"redirect":    configuration.Parameters{"disable": true},
+		"cache":       configuration.Parameters{"blobdescriptor": "inmemory"},
+		"maintenance": configuration.Parameters{"uploadpurging": map[any]any{"enabled": false}},
+	}
+	if opts.Dir != "" {
+		dir, err := filepath.Abs(opts.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("registrytest: Options.Dir %q: %w", opts.Dir, err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("registrytest: creating storage directory Options.Dir %q: %w", opts.Dir, err)
+		}
+		storage["filesystem"] = configuration.Parameters{"rootdirectory": dir}
+	} else {
+		storage["inmemory"] = configuration.Parameters{}
+	}
+	cfg.Storage = storage
+
+	if opts.SparseIndexes {
+		cfg.Validation.Manifests.Indexes.Platforms = "none"
+	}
+
+	if opts.Username != "" {
+		hash, err := bcrypt.GenerateFromPassword([]byte(opts.Password), bcrypt.MinCost)
+		if err != nil {
+			return nil, fmt.Errorf("registrytest: hashing Options.Password: %w", err)
+		}
+		path := filepath.Join(r.workDir, "htpasswd")
+		if err := os.WriteFile(path, []byte(opts.Username+":"+string(hash)+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("registrytest: writing htpasswd: %w", err)
+		}
+		cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{
+			"realm": "registrytest",
+			"path":  path,
+		}}
+	}
+	return cfg, nil
+}
+
+// newApp builds the registry application, turning its construction panics into errors.
+func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handlers.App, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("registrytest: starting the registry: %v", p)
+		}
+	}()
+	return handlers.NewApp(ctx, cfg), nil
+}
+
+// writeAuthFile writes a containers-auth.json for the registry's credentials.
+func (r *Registry) writeAuthFile() error {
+	type entry struct {
+		Auth string `json:"auth"`
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(r.opts.Username + ":" + r.opts.Password))
+	data, err := json.MarshalIndent(map[string]map[string]entry{
+		"auths": {r.host: {Auth: auth}},
+	}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("registrytest: encoding auth.json: %w", err)
+	}
+	path := filepath.Join(r.workDir, "auth.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("registrytest: writing auth.json: %w", err)
+	}
+	r.authFile = path
+	return nil
+}
+
+func (r *Registry) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	(*r.handler.Load()).ServeHTTP(w, req)
+}
+
+// SetWrap replaces the handler wrapper (nil removes it); requests already in
+// flight finish with the previous one.
+func (r *Registry) SetWrap(wrap func(http.Handler) http.Handler) {
+	var h http.Handler = r.app
+	if wrap != nil {
+		h = wrap(r.app)
+	}
+	r.handler.Store(&h)
+}
+
+// Host is the registry's "127.0.0.1:PORT", as used in image references.
+func (r *Registry) Host() string { return r.host }
+
+// URL is the registry's base URL, "http://127.0.0.1:PORT" or "https://…".
+func (r *Registry) URL() string { return r.scheme + "://" + r.host }
+
+// Ref is the image reference HOST/repo:tag, or HOST/repo@digest when ref is a digest.
+func (r *Registry) Ref(repo, ref string) string {
+	if isDigest(ref) {
+		return r.host + "/" + repo + "@" + ref
+	}
+	return r.host + "/" + repo + ":" + ref
+}
+
+// TLS reports whether the registry serves HTTPS.
+func (r *Registry) TLS() bool { return r.opts.TLS }
+
+// CAPEM is the PEM certificate clients must trust for HTTPS; nil without TLS.
+func (r *Registry) CAPEM() []byte { return r.caPEM }
+
+// CertsDir is a directory holding ca.crt, in the layout containers/image
+// expects for SystemContext.DockerCertPath; empty without TLS.
+func (r *Registry) CertsDir() string { return r.certsDir }
+
+// AuthFile is the path of a containers auth.json with the registry's
+// credentials; empty without auth.
+func (r *Registry) AuthFile() string { return r.authFile }
+
+// Client is an HTTP client that trusts the registry's certificate and never
+// uses a proxy. It sends no credentials by itself.
+func (r *Registry) Client() *http.Client { return r.client }
+
+// Close stops the server, drops open connections and removes the registry's
+// temporary files (not Options.Dir). It is safe to call more than once.
+func (r *Registry) Close() error {
+	r.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var errs []error
+		if err := r.server.Shutdown(ctx); err != nil {
+			// Requests still running (a slow client): cut them off.
+			if cerr := r.server.Close(); cerr != nil {
+				errs = append(errs, fmt.Errorf("registrytest: closing the server: %w", cerr))
+			}
+		}
+		if err := <-r.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("registrytest: serving: %w", err))
+		}
+		if err := r.app.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("registrytest: shutting the registry down: %w", err))
+		}
+		r.client.CloseIdleConnections()
+		releaseRegistryLogs(r.opts.Debug)
+		if err := os.RemoveAll(r.workDir); err != nil {
+			errs = append(errs, fmt.Errorf("registrytest: removing %s: %w", r.workDir, err))
+		}
+		r.closeErr = errors.Join(errs...)
+	})
+	return r.closeErr
+}

@@ -1,0 +1,327 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/manifest"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gapmirror/gapmirror/imageset"
+)
+
+// Options tune a copy.
+type Options struct {
+	// ParallelImages is how many images are copied at once (default 8).
+	ParallelImages int
+	// ParallelLayers is how many blobs of one image are copied at once (default 6).
+	ParallelLayers int
+	// Retries is how often a failed manifest or blob transfer is retried
+	// with exponential backoff (default 5; negative: none).
+	Retries int
+	// RetryDelay is the first backoff delay (default 500ms).
+	RetryDelay time.Duration
+	// Progress receives progress events; nil: none.
+	Progress Progress
+	// Force copies images even when the destination already has them.
+	Force bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.ParallelImages <= 0 {
+		o.ParallelImages = 8
+	}
+	if o.ParallelLayers <= 0 {
+		o.ParallelLayers = 6
+	}
+	if o.Retries == 0 {
+		o.Retries = 5
+	} else if o.Retries < 0 {
+		o.Retries = 0
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = 500 * time.Millisecond
+	}
+	if o.Progress == nil {
+		o.Progress = nopProgress{}
+	}
+	return o
+}
+
+// Failure is an image that could not be copied, and why.
+type Failure struct {
+	Image imageset.Image
+	Err   error
+}
+
+// Result tells what a copy did.
+type Result struct {
+	Copied  []imageset.Image // images written to the destination
+	Skipped []imageset.Image // images the destination already had
+	Failed  []Failure
+	// Blobs and Bytes count the blobs transferred (not reused or mounted).
+	Blobs int64
+	Bytes int64
+	// Reused counts blobs the destination already had or mounted.
+	Reused   int64
+	Duration time.Duration
+}
+
+// Err summarises the failures, or is nil.
+func (r *Result) Err() error {
+	if len(r.Failed) == 0 {
+		return nil
+	}
+	errs := make([]error, 0, len(r.Failed))
+	for _, f := range r.Failed {
+		errs = append(errs, f.Err)
+	}
+	return fmt.Errorf("%d of %d images failed: %w", len(r.Failed), len(r.Failed)+len(r.Copied)+len(r.Skipped), errors.Join(errs...))
+}
+
+// Copy copies every image of set from src to dst by digest. One image
+// failing does not stop the others. Each blob is transferred at most once
+// per call: images sharing a blob wait for the first transfer and then
+// reuse (mount) it. Every manifest and blob is verified against its digest
+// before the destination is asked to keep it.
+func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
+	opts = opts.withDefaults()
+	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}}
+	start := time.Now()
+	res := &Result{}
+	var mu sync.Mutex
+	sem := make(chan struct{}, opts.ParallelImages)
+	var wg sync.WaitGroup
+	opts.Progress.Start(len(set.Images))
+	for _, img := range set.Images {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(img imageset.Image) {
+			defer func() { <-sem; wg.Done() }()
+			skipped, err := c.image(ctx, img)
+			if d, ok := dst.(imageDone); ok {
+				d.ImageDone(img)
+			}
+			if s, ok := src.(imageDone); ok {
+				s.ImageDone(img)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				res.Failed = append(res.Failed, Failure{Image: img, Err: fmt.Errorf("%s (%s): %w", img.Origin, img.Destination, err)})
+			case skipped:
+				res.Skipped = append(res.Skipped, img)
+			default:
+				res.Copied = append(res.Copied, img)
+			}
+			opts.Progress.ImageDone(img, err)
+		}(img)
+	}
+	wg.Wait()
+	res.Blobs, res.Bytes, res.Reused = c.blobs.Load(), c.bytes.Load(), c.reused.Load()
+	res.Duration = time.Since(start)
+	opts.Progress.Finish()
+	return res
+}
+
+type copier struct {
+	src  Source
+	dst  Destination
+	opts Options
+
+	mu      sync.Mutex
+	flights map[digest.Digest]*flight
+
+	blobs, bytes, reused atomic.Int64
+}
+
+// flight is one transfer of a blob; images needing the same blob wait on it.
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+func (c *copier) image(ctx context.Context, img imageset.Image) (skipped bool, err error) {
+	d := digest.Digest(img.Digest)
+	if err := d.Validate(); err != nil {
+		return false, fmt.Errorf("image has no valid digest %q", img.Digest)
+	}
+	if !c.opts.Force {
+		var has bool
+		err := c.retry(ctx, func() (err error) { has, err = c.dst.HasManifest(ctx, img, d); return err })
+		if err != nil {
+			return false, fmt.Errorf("checking the destination: %w", err)
+		}
+		if has {
+			return true, nil
+		}
+	}
+	return false, c.manifest(ctx, img, d, true)
+}
+
+// manifest copies the manifest d of img with everything it references.
+func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Digest, top bool) error {
+	var data []byte
+	var mt string
+	err := c.retry(ctx, func() (err error) {
+		data, mt, err = c.src.Manifest(ctx, img, d)
+		if err == nil && digest.FromBytes(data) != d {
+			err = &DigestError{Digest: d, Msg: fmt.Sprintf("manifest content has digest %s", digest.FromBytes(data))}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reading manifest %s: %w", d, err)
+	}
+	if guessed := mediaTypeOf(data); guessed != "" {
+		mt = guessed
+	}
+	switch {
+	case isIndex(mt):
+		kids, err := children(data)
+		if err != nil {
+			return fmt.Errorf("parsing index %s: %w", d, err)
+		}
+		for _, k := range kids {
+			if err := c.manifest(ctx, img, k.Digest, false); err != nil {
+				return err
+			}
+		}
+	case mt == manifest.DockerV2Schema1MediaType || mt == manifest.DockerV2Schema1SignedMediaType:
+		return fmt.Errorf("manifest %s is Docker schema 1, which registries no longer accept: rebuild or re-push the image with a current tool", d)
+	default:
+		blobs, err := blobsOf(data)
+		if err != nil {
+			return fmt.Errorf("parsing manifest %s: %w", d, err)
+		}
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(c.opts.ParallelLayers)
+		for _, b := range blobs {
+			g.Go(func() error { return c.blob(gctx, img, b) })
+		}
+		if err := g.Wait(); err != nil {
+			return err
+		}
+	}
+	desc := ocispec.Descriptor{MediaType: mt, Digest: d, Size: int64(len(data))}
+	if err := c.retry(ctx, func() error { return c.dst.PutManifest(ctx, img, desc, data, top) }); err != nil {
+		return fmt.Errorf("writing manifest %s: %w", d, err)
+	}
+	return nil
+}
+
+// blob makes desc available to img at the destination, transferring it
+// only if no other image of this copy is doing or has done so.
+func (c *copier) blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) error {
+	for {
+		c.mu.Lock()
+		f := c.flights[desc.Digest]
+		if f == nil {
+			f = &flight{done: make(chan struct{})}
+			c.flights[desc.Digest] = f
+			c.mu.Unlock()
+			f.err = c.transfer(ctx, img, desc)
+			if f.err != nil {
+				c.mu.Lock()
+				delete(c.flights, desc.Digest) // let a later image try again
+				c.mu.Unlock()
+			}
+			close(f.done)
+			return f.err
+		}
+		c.mu.Unlock()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if f.err != nil {
+			return f.err
+		}
+		// Transferred for another image: reuse it (same repository in a
+		// store, a cross-repository mount in a registry).
+		return c.transfer(ctx, img, desc)
+	}
+}
+
+func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) error {
+	return c.retry(ctx, func() error {
+		has, err := c.dst.HasBlob(ctx, img, desc)
+		if err != nil {
+			return fmt.Errorf("checking blob %s at the destination: %w", desc.Digest, err)
+		}
+		if has {
+			c.reused.Add(1)
+			return nil
+		}
+		c.opts.Progress.AddTotal(desc.Size)
+		rc, err := c.src.Blob(ctx, img, desc)
+		if err != nil {
+			c.opts.Progress.AddTotal(-desc.Size)
+			return fmt.Errorf("reading blob %s: %w", desc.Digest, err)
+		}
+		defer rc.Close()
+		vr := &verifyingReader{r: rc, desc: desc, v: desc.Digest.Verifier(), progress: c.opts.Progress}
+		if err := c.dst.PutBlob(ctx, img, desc, vr); err != nil {
+			c.opts.Progress.Add(-vr.n)
+			c.opts.Progress.AddTotal(-desc.Size)
+			if vr.err != nil {
+				return vr.err
+			}
+			return fmt.Errorf("writing blob %s: %w", desc.Digest, err)
+		}
+		if vr.n != desc.Size || !vr.v.Verified() {
+			return &DigestError{Digest: desc.Digest, Msg: "the destination accepted a blob that was not read whole"}
+		}
+		c.blobs.Add(1)
+		c.bytes.Add(vr.n)
+		return nil
+	})
+}
+
+// verifyingReader yields desc's content and fails, instead of reporting EOF,
+// when the content does not match desc's digest and size; so a destination
+// never commits a corrupt blob.
+type verifyingReader struct {
+	r        io.Reader
+	desc     ocispec.Descriptor
+	v        digest.Verifier
+	n        int64
+	err      error
+	progress Progress
+}
+
+func (r *verifyingReader) Read(p []byte) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.v.Write(p[:n])
+		r.n += int64(n)
+		r.progress.Add(int64(n))
+		if r.n > r.desc.Size {
+			r.err = &DigestError{Digest: r.desc.Digest, Msg: fmt.Sprintf("source sent more than the %d bytes the manifest declares", r.desc.Size)}
+			return 0, r.err
+		}
+	}
+	if err == io.EOF {
+		if r.n != r.desc.Size {
+			r.err = &DigestError{Digest: r.desc.Digest, Msg: fmt.Sprintf("source sent %d bytes, the manifest declares %d", r.n, r.desc.Size)}
+			return n, r.err
+		}
+		if !r.v.Verified() {
+			r.err = &DigestError{Digest: r.desc.Digest, Msg: "content does not match the digest"}
+			return n, r.err
+		}
+	}
+	return n, err
+}

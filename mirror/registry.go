@@ -1,0 +1,363 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/distribution/reference"
+	"github.com/docker/distribution/registry/api/errcode"
+	v2 "github.com/docker/distribution/registry/api/v2"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/manifest"
+	"go.podman.io/image/v5/pkg/blobinfocache/memory"
+	"go.podman.io/image/v5/types"
+
+	"github.com/gapmirror/gapmirror/imageset"
+)
+
+// RegistryOptions say how to reach one side's registries. They map onto
+// containers/image's SystemContext, so auth.json, registries.conf mirrors and
+// certs.d work as they do for podman and skopeo.
+type RegistryOptions struct {
+	// AuthFile is a containers auth.json (or docker config.json); empty:
+	// $REGISTRY_AUTH_FILE, then the containers and docker defaults.
+	AuthFile string
+	// Insecure turns TLS verification off (and allows plain HTTP) for this side.
+	Insecure bool
+	// CertDir holds ca.crt / client certificates for the registries of this side.
+	CertDir string
+	// RegistriesConf is a registries.conf (mirrors, blocked registries);
+	// empty: the system's.
+	RegistriesConf string
+	// RegistriesConfDir is a registries.conf.d directory; empty: the system's.
+	RegistriesConfDir string
+	// UserAgent is sent with every request.
+	UserAgent string
+}
+
+// SystemContext builds the containers/image context for these options.
+func (o RegistryOptions) SystemContext() *types.SystemContext {
+	sys := &types.SystemContext{
+		AuthFilePath:                o.AuthFile,
+		DockerCertPath:              o.CertDir,
+		SystemRegistriesConfPath:    o.RegistriesConf,
+		SystemRegistriesConfDirPath: o.RegistriesConfDir,
+		DockerRegistryUserAgent:     o.UserAgent,
+		DockerInsecureSkipTLSVerify: types.NewOptionalBool(o.Insecure),
+	}
+	if o.Insecure {
+		sys.OCIInsecureSkipTLSVerify = true
+	}
+	return sys
+}
+
+// Registry reaches images in container registries.
+type Registry struct {
+	sys   *types.SystemContext
+	cache types.BlobInfoCache
+	// root is the mirror root ("host[:port][/prefix]") for a destination; for
+	// an upstream source it is empty and images are found by their Source.
+	root string
+
+	mu    sync.Mutex
+	srcs  map[string]types.ImageSource
+	dests map[string]types.ImageDestination
+}
+
+// NewUpstream returns a Source reading each image from its upstream
+// reference (imageset.Image.Source).
+func NewUpstream(o RegistryOptions) *Registry {
+	return &Registry{sys: o.SystemContext(), cache: memory.New(), srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}}
+}
+
+// NewMirror returns the mirror registry at root ("host[:port][/prefix]") as a
+// Destination (and Source) of images named by their destination.
+func NewMirror(root string, o RegistryOptions) (*Registry, error) {
+	root = strings.TrimSuffix(strings.TrimPrefix(root, "docker://"), "/")
+	if _, err := reference.ParseNormalizedNamed(root + "/x"); err != nil || !strings.ContainsAny(strings.SplitN(root, "/", 2)[0], ".:") && !strings.HasPrefix(root, "localhost") {
+		return nil, fmt.Errorf("mirror registry %q is not of the form host[:port][/path] (use a host name with a dot or a port, or localhost)", root)
+	}
+	r := NewUpstream(o)
+	r.root = root
+	return r, nil
+}
+
+// Root is the mirror root, empty for an upstream.
+func (r *Registry) Root() string { return r.root }
+
+// Name is where img lives in this registry.
+func (r *Registry) Name(img imageset.Image) string {
+	if r.root == "" {
+		return img.Source
+	}
+	return r.root + "/" + img.Destination
+}
+
+func (r *Registry) String() string {
+	if r.root == "" {
+		return "upstream registries"
+	}
+	return "docker://" + r.root
+}
+
+func (r *Registry) source(ctx context.Context, img imageset.Image) (types.ImageSource, error) {
+	key := r.Name(img)
+	r.mu.Lock()
+	src := r.srcs[key]
+	r.mu.Unlock()
+	if src != nil {
+		return src, nil
+	}
+	named, err := reference.ParseNormalizedNamed(key)
+	if err != nil {
+		return nil, fmt.Errorf("image reference %q: %w", key, err)
+	}
+	if r.root != "" {
+		// Read the mirror by digest: the tag may have moved.
+		named, err = reference.WithDigest(reference.TrimNamed(named), digest.Digest(img.Digest))
+		if err != nil {
+			return nil, err
+		}
+	}
+	ref, err := docker.NewReference(named)
+	if err != nil {
+		return nil, fmt.Errorf("image reference %q: %w", key, err)
+	}
+	src, err = ref.NewImageSource(ctx, r.sys)
+	if err != nil {
+		return nil, explain(err, key)
+	}
+	r.mu.Lock()
+	if have := r.srcs[key]; have != nil {
+		r.mu.Unlock()
+		src.Close()
+		return have, nil
+	}
+	r.srcs[key] = src
+	r.mu.Unlock()
+	return src, nil
+}
+
+func (r *Registry) dest(ctx context.Context, img imageset.Image) (types.ImageDestination, error) {
+	key := r.Name(img)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d := r.dests[key]; d != nil {
+		return d, nil
+	}
+	named, err := reference.ParseNormalizedNamed(key)
+	if err != nil {
+		return nil, fmt.Errorf("destination %q: %w", key, err)
+	}
+	ref, err := docker.NewReference(named)
+	if err != nil {
+		return nil, fmt.Errorf("destination %q: %w", key, err)
+	}
+	d, err := ref.NewImageDestination(ctx, r.sys)
+	if err != nil {
+		return nil, explain(err, key)
+	}
+	r.dests[key] = d
+	return d, nil
+}
+
+// ImageDone closes the connections opened for img.
+func (r *Registry) ImageDone(img imageset.Image) {
+	key := r.Name(img)
+	r.mu.Lock()
+	src, dst := r.srcs[key], r.dests[key]
+	delete(r.srcs, key)
+	delete(r.dests, key)
+	r.mu.Unlock()
+	if src != nil {
+		src.Close()
+	}
+	if dst != nil {
+		dst.Close()
+	}
+}
+
+// Close closes every open connection.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, s := range r.srcs {
+		s.Close()
+		delete(r.srcs, k)
+	}
+	for k, d := range r.dests {
+		d.Close()
+		delete(r.dests, k)
+	}
+	return nil
+}
+
+// Manifest implements Source.
+func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+	src, err := r.source(ctx, img)
+	if err != nil {
+		return nil, "", err
+	}
+	data, mt, err := src.GetManifest(ctx, &d)
+	if err != nil {
+		return nil, "", explain(err, r.Name(img))
+	}
+	return data, mt, nil
+}
+
+// Blob implements Source.
+func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	src, err := r.source(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+	rc, _, err := src.GetBlob(ctx, types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}, r.cache)
+	if err != nil {
+		return nil, explain(err, r.Name(img))
+	}
+	return rc, nil
+}
+
+// HasManifest implements Destination with one HEAD of the destination tag.
+func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest.Digest) (bool, error) {
+	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	if err != nil {
+		return false, err
+	}
+	ref, err := docker.NewReference(named)
+	if err != nil {
+		return false, err
+	}
+	got, err := docker.GetDigest(ctx, r.sys, ref)
+	if err != nil {
+		if isNotFound(err) {
+			return false, nil
+		}
+		return false, explain(err, r.Name(img))
+	}
+	return got == d, nil
+}
+
+// HasBlob implements Destination: a HEAD in the image's repository, then a
+// cross-repository mount from wherever this run has put the blob before.
+func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (bool, error) {
+	dst, err := r.dest(ctx, img)
+	if err != nil {
+		return false, err
+	}
+	recordCompression(r.cache, desc.Digest, desc.MediaType)
+	ok, _, err := dst.TryReusingBlob(ctx, types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}, r.cache, false)
+	if err != nil {
+		return false, explain(err, r.Name(img))
+	}
+	return ok, nil
+}
+
+// PutBlob implements Destination.
+func (r *Registry) PutBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor, rd io.Reader) error {
+	dst, err := r.dest(ctx, img)
+	if err != nil {
+		return err
+	}
+	isConfig := strings.Contains(desc.MediaType, "config")
+	if _, err := dst.PutBlob(ctx, rd, types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}, r.cache, isConfig); err != nil {
+		return explain(err, r.Name(img))
+	}
+	return nil
+}
+
+// PutManifest implements Destination: instances by digest, the image's own
+// manifest by its destination tag.
+func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc ocispec.Descriptor, data []byte, top bool) error {
+	dst, err := r.dest(ctx, img)
+	if err != nil {
+		return err
+	}
+	var instance *digest.Digest
+	if !top {
+		instance = &desc.Digest
+	}
+	if err := dst.PutManifest(ctx, data, instance); err != nil {
+		return explain(err, r.Name(img))
+	}
+	return nil
+}
+
+// ResolveDigest returns the manifest digest ref (by tag or digest) names
+// upstream, honouring registries.conf mirrors.
+func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (digest.Digest, error) {
+	if c, ok := ref.(reference.Canonical); ok {
+		return c.Digest(), nil
+	}
+	iref, err := docker.NewReference(ref)
+	if err != nil {
+		return "", fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	src, err := iref.NewImageSource(ctx, r.sys)
+	if err != nil {
+		return "", explain(err, ref.String())
+	}
+	defer src.Close()
+	data, _, err := src.GetManifest(ctx, nil)
+	if err != nil {
+		return "", explain(err, ref.String())
+	}
+	return manifest.Digest(data)
+}
+
+func isNotFound(err error) bool {
+	// containers/image reports a bodiless 404 (HEAD) only as text.
+	if strings.Contains(err.Error(), "StatusCode: 404,") {
+		return true
+	}
+	var status docker.UnexpectedHTTPStatusError
+	if errors.As(err, &status) && status.StatusCode == http.StatusNotFound {
+		return true
+	}
+	var ec errcode.Error
+	if errors.As(err, &ec) {
+		return ec.Code == v2.ErrorCodeManifestUnknown || ec.Code == v2.ErrorCodeNameUnknown
+	}
+	var ecs errcode.Errors
+	if errors.As(err, &ecs) {
+		for _, e := range ecs {
+			if isNotFound(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// explain adds what the user can do about common registry answers. The
+// registry's own answer is kept in the chain.
+func explain(err error, ref string) error {
+	msg := err.Error()
+	var hint string
+	var unauthorized docker.ErrUnauthorizedForCredentials
+	switch {
+	case errors.As(err, &unauthorized) || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "authentication required"):
+		hint = "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"
+	case strings.Contains(msg, "denied"):
+		hint = "the credentials are not allowed this operation; check the account's permissions"
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
+		hint = "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		hint = "the registry speaks plain HTTP: pass --src-tls-verify=false / --dest-tls-verify=false for this side"
+	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "i/o timeout"):
+		hint = "the registry is unreachable: check the host name, port and network (and HTTP(S)_PROXY)"
+	case isNotFound(err) || strings.Contains(msg, "manifest unknown"):
+		hint = "the image or tag does not exist there"
+	}
+	if hint == "" {
+		return fmt.Errorf("%s: %w", ref, err)
+	}
+	return fmt.Errorf("%s: %w (%s)", ref, err, hint)
+}

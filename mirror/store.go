@@ -1,0 +1,342 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/gapmirror/gapmirror/imageset"
+)
+
+// Store is the local content store: an OCI image layout whose blobs
+// directory is shared by every image. Blobs are written once, verified
+// against their digest, and published by an atomic rename, so a blob that
+// exists under its digest is always complete and correct. Manifests are
+// blobs too and are written after everything they reference, so a manifest
+// present in the store means the whole image is present.
+type Store struct {
+	dir string
+
+	mu   sync.Mutex
+	refs map[string]ocispec.Descriptor // ref name (destination) → top-level manifest
+}
+
+const storeIngest = "ingest"
+
+// OpenStore opens (creating if needed) the store in dir.
+func OpenStore(dir string) (*Store, error) {
+	for _, d := range []string{filepath.Join(dir, "blobs", "sha256"), filepath.Join(dir, storeIngest)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("creating store %s: %w", dir, err)
+		}
+	}
+	layout := filepath.Join(dir, ocispec.ImageLayoutFile)
+	if _, err := os.Stat(layout); errors.Is(err, fs.ErrNotExist) {
+		data, _ := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
+		if err := writeFileAtomic(layout, data); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{dir: dir, refs: map[string]ocispec.Descriptor{}}
+	idx, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range idx.Manifests {
+		if name := m.Annotations[ocispec.AnnotationRefName]; name != "" {
+			s.refs[name] = m
+		}
+	}
+	return s, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// BlobPath is where the blob with digest d lives (it may not exist).
+func (s *Store) BlobPath(d digest.Digest) string {
+	return filepath.Join(s.dir, "blobs", d.Algorithm().String(), d.Encoded())
+}
+
+// Has reports whether the blob is in the store.
+func (s *Store) Has(d digest.Digest) bool {
+	if d.Validate() != nil {
+		return false
+	}
+	_, err := os.Stat(s.BlobPath(d))
+	return err == nil
+}
+
+// Open opens the blob with digest d.
+func (s *Store) Open(d digest.Digest) (io.ReadCloser, error) {
+	if err := d.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid digest %q: %w", d, err)
+	}
+	f, err := os.Open(s.BlobPath(d))
+	if err != nil {
+		return nil, fmt.Errorf("blob %s is not in the store %s: %w", d, s.dir, err)
+	}
+	return f, nil
+}
+
+// ReadBlob reads a small blob (a manifest or config) whole.
+func (s *Store) ReadBlob(d digest.Digest) ([]byte, error) {
+	rc, err := s.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, err
+	}
+	if digest.FromBytes(data) != d {
+		return nil, fmt.Errorf("store blob %s does not match its digest: remove %s and run again", d, s.BlobPath(d))
+	}
+	return data, nil
+}
+
+// Put writes the blob read from r, which must have digest d and size size
+// (size < 0: unknown). The blob is published only once verified.
+func (s *Store) Put(d digest.Digest, size int64, r io.Reader) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("invalid digest %q: %w", d, err)
+	}
+	if s.Has(d) {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Join(s.dir, storeIngest), d.Encoded()+"-*")
+	if err != nil {
+		return fmt.Errorf("writing blob %s into the store: %w", d, err)
+	}
+	defer os.Remove(tmp.Name())
+	v := d.Verifier()
+	n, err := io.Copy(io.MultiWriter(tmp, v), r)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing blob %s into the store: %w", d, err)
+	}
+	if size >= 0 && n != size {
+		return &DigestError{Digest: d, Msg: fmt.Sprintf("got %d bytes, expected %d", n, size)}
+	}
+	if !v.Verified() {
+		return &DigestError{Digest: d, Msg: "content does not match the digest"}
+	}
+	if err := os.Rename(tmp.Name(), s.BlobPath(d)); err != nil {
+		return fmt.Errorf("writing blob %s into the store: %w", d, err)
+	}
+	return nil
+}
+
+// Tag records ref (a destination such as "ubi9/ubi:9.4") as naming the
+// manifest desc. It is kept in memory until SaveIndex.
+func (s *Store) Tag(ref string, desc ocispec.Descriptor) {
+	desc.Annotations = map[string]string{ocispec.AnnotationRefName: ref}
+	desc.Platform = nil
+	s.mu.Lock()
+	s.refs[ref] = desc
+	s.mu.Unlock()
+}
+
+// Resolve returns the manifest descriptor ref names, if any.
+func (s *Store) Resolve(ref string) (ocispec.Descriptor, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.refs[ref]
+	return d, ok
+}
+
+// SaveIndex writes index.json atomically with every ref recorded so far.
+func (s *Store) SaveIndex() error {
+	data, err := s.IndexJSON(nil)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(s.dir, ocispec.ImageIndexFile), data)
+}
+
+// IndexJSON returns an OCI index.json naming the refs given (all refs when
+// refs is nil), sorted by name.
+func (s *Store) IndexJSON(refs []string) ([]byte, error) {
+	s.mu.Lock()
+	var names []string
+	if refs == nil {
+		for n := range s.refs {
+			names = append(names, n)
+		}
+	} else {
+		names = append(names, refs...)
+	}
+	sort.Strings(names)
+	idx := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}}
+	for _, n := range names {
+		d, ok := s.refs[n]
+		if !ok {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("image %s is not in the store", n)
+		}
+		idx.Manifests = append(idx.Manifests, d)
+	}
+	s.mu.Unlock()
+	return json.MarshalIndent(idx, "", "  ")
+}
+
+func (s *Store) readIndex() (*ocispec.Index, error) {
+	data, err := os.ReadFile(filepath.Join(s.dir, ocispec.ImageIndexFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return &ocispec.Index{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("store %s: index.json is damaged (%v): remove it and run again, blobs will be reused", s.dir, err)
+	}
+	return &idx, nil
+}
+
+// CleanIngest removes half-written blobs left by an interrupted run.
+func (s *Store) CleanIngest() error {
+	entries, err := os.ReadDir(filepath.Join(s.dir, storeIngest))
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		os.Remove(filepath.Join(s.dir, storeIngest, e.Name()))
+	}
+	return nil
+}
+
+// Source returns the store as a Source of the images of a Set, found by
+// their destination names.
+func (s *Store) Source() Source { return storeEndpoint{s} }
+
+// Destination returns the store as a Destination.
+func (s *Store) Destination() Destination { return storeEndpoint{s} }
+
+type storeEndpoint struct{ s *Store }
+
+func (e storeEndpoint) String() string { return "oci:" + e.s.dir }
+
+func (e storeEndpoint) Manifest(_ context.Context, _ imageset.Image, d digest.Digest) ([]byte, string, error) {
+	data, err := e.s.ReadBlob(d)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, mediaTypeOf(data), nil
+}
+
+func (e storeEndpoint) Blob(_ context.Context, _ imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	return e.s.Open(desc.Digest)
+}
+
+func (e storeEndpoint) HasManifest(_ context.Context, img imageset.Image, d digest.Digest) (bool, error) {
+	if !e.s.Has(d) {
+		return false, nil
+	}
+	if desc, ok := e.s.Resolve(img.Destination); !ok || desc.Digest != d {
+		data, err := e.s.ReadBlob(d)
+		if err != nil {
+			return false, nil
+		}
+		e.s.Tag(img.Destination, ocispec.Descriptor{MediaType: mediaTypeOf(data), Digest: d, Size: int64(len(data))})
+	}
+	return true, nil
+}
+
+func (e storeEndpoint) HasBlob(_ context.Context, _ imageset.Image, desc ocispec.Descriptor) (bool, error) {
+	return e.s.Has(desc.Digest), nil
+}
+
+func (e storeEndpoint) PutBlob(_ context.Context, _ imageset.Image, desc ocispec.Descriptor, r io.Reader) error {
+	return e.s.Put(desc.Digest, desc.Size, r)
+}
+
+func (e storeEndpoint) PutManifest(_ context.Context, img imageset.Image, desc ocispec.Descriptor, data []byte, top bool) error {
+	if err := e.s.Put(desc.Digest, int64(len(data)), bytes.NewReader(data)); err != nil {
+		return err
+	}
+	if top {
+		e.s.Tag(img.Destination, desc)
+	}
+	return nil
+}
+
+func (e storeEndpoint) Close() error { return e.s.SaveIndex() }
+
+// DigestError says that content did not match the digest that names it.
+type DigestError struct {
+	Digest digest.Digest
+	Msg    string
+}
+
+func (e *DigestError) Error() string {
+	return fmt.Sprintf("blob %s: %s (the source served corrupt data; nothing was stored)", e.Digest, e.Msg)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// Blobs returns every blob the manifest d references, transitively,
+// including the manifests themselves: what an archive must carry for it.
+func (s *Store) Blobs(d digest.Digest) ([]ocispec.Descriptor, error) {
+	data, err := s.ReadBlob(d)
+	if err != nil {
+		return nil, err
+	}
+	mt := mediaTypeOf(data)
+	out := []ocispec.Descriptor{{MediaType: mt, Digest: d, Size: int64(len(data))}}
+	if isIndex(mt) {
+		kids, err := children(data)
+		if err != nil {
+			return nil, fmt.Errorf("store manifest %s: %w", d, err)
+		}
+		for _, k := range kids {
+			more, err := s.Blobs(k.Digest)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, more...)
+		}
+		return out, nil
+	}
+	blobs, err := blobsOf(data)
+	if err != nil {
+		return nil, fmt.Errorf("store manifest %s: %w", d, err)
+	}
+	for _, b := range blobs {
+		if !s.Has(b.Digest) {
+			return nil, fmt.Errorf("store is missing blob %s of manifest %s: run mirror-to-disk again to fetch it", b.Digest, d)
+		}
+	}
+	return append(out, blobs...), nil
+}

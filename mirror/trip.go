@@ -1,0 +1,462 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/generate"
+	"github.com/gapmirror/gapmirror/imageset"
+)
+
+// WorkingDir is the folder, inside the user's directory, where gapmirror
+// keeps its records, plans and cluster resources (oc-mirror's name).
+const WorkingDir = "working-dir"
+
+// Trip is one run of the pipeline: config → Set → copy → record → generate.
+type Trip struct {
+	Config     *imageset.ImageSetConfiguration
+	ConfigPath string
+	// StoreDir is the local store (an OCI layout) used by mirror-to-disk.
+	StoreDir string
+	Upstream RegistryOptions
+	Mirror   RegistryOptions
+	Copy     Options
+	// ArchiveSize is the chunk size in bytes (0: 500 GiB).
+	ArchiveSize   int64
+	StrictArchive bool
+	DryRun        bool
+	Log           *slog.Logger
+	Out           io.Writer
+	ToolVersion   string
+	// Now stamps records; tests set it.
+	Now func() time.Time
+}
+
+// Report is what a trip did.
+type Report struct {
+	Mode       string
+	Set        *imageset.Set
+	Resolution *imageset.Resolution
+	Result     *Result
+	// Archive lists the chunk files written (mirror-to-disk).
+	Archive []string
+	// ClusterResources lists the manifests written for the cluster.
+	ClusterResources []string
+	Workspace        string
+}
+
+func (t *Trip) now() time.Time {
+	if t.Now != nil {
+		return t.Now()
+	}
+	return time.Now().UTC()
+}
+
+func (t *Trip) resolve(ctx context.Context, up *Registry) (*imageset.Set, *imageset.Resolution, error) {
+	start := time.Now()
+	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
+	}
+	for _, w := range res.Warnings {
+		t.Log.Warn(w)
+	}
+	for _, f := range res.Failed {
+		t.Log.Error("cannot resolve image", "image", f.Origin, "why", f.Why, "error", f.Err)
+	}
+	t.Log.Info("image set resolved", "images", len(set.Images), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
+	return set, res, nil
+}
+
+// MirrorToDisk copies the image set from upstream into the local store and
+// writes an archive of it into dir.
+func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
+	ws := filepath.Join(dir, WorkingDir)
+	up := NewUpstream(t.Upstream)
+	defer up.Close()
+	set, res, err := t.resolve(ctx, up)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
+	store, err := OpenStore(t.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	if t.DryRun {
+		return rep, t.writePlan(ws, set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
+	}
+	if err := store.CleanIngest(); err != nil {
+		return nil, err
+	}
+	t.Log.Info("copying to the local store", "store", store.Dir(), "images", len(set.Images))
+	rep.Result = Copy(ctx, set, up, store.Destination(), t.Copy)
+	if err := store.SaveIndex(); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("interrupted: %w (run again to resume; every blob already stored is reused)", ctx.Err())
+	}
+	// The archive carries what is complete in the store; failed images are
+	// reported and left out, so the other side never trusts them.
+	carried := t.succeeded(set, rep.Result)
+	chunks, err := t.writeArchive(ctx, dir, store, carried)
+	if err != nil {
+		return rep, err
+	}
+	rep.Archive = chunks
+	return rep, t.record(ws, rep)
+}
+
+// succeeded is the subset of set that was copied or already present.
+func (t *Trip) succeeded(set *imageset.Set, res *Result) *imageset.Set {
+	failed := map[string]bool{}
+	for _, f := range res.Failed {
+		failed[f.Image.Destination] = true
+	}
+	out := &imageset.Set{FormatVersion: set.FormatVersion}
+	for _, img := range set.Images {
+		if !failed[img.Destination] {
+			out.Images = append(out.Images, img)
+		}
+	}
+	return out
+}
+
+func (t *Trip) writeArchive(ctx context.Context, dir string, store *Store, set *imageset.Set) ([]string, error) {
+	seen := map[digest.Digest]bool{}
+	var blobs []archive.Blob
+	var refs []string
+	for _, img := range set.Images {
+		descs, err := store.Blobs(digest.Digest(img.Digest))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", img.Destination, err)
+		}
+		refs = append(refs, img.Destination)
+		for _, d := range descs {
+			if !seen[d.Digest] {
+				seen[d.Digest] = true
+				blobs = append(blobs, archive.Blob{Digest: d.Digest, Size: d.Size})
+			}
+		}
+	}
+	sort.Slice(blobs, func(a, b int) bool { return blobs[a].Digest < blobs[b].Digest })
+	ociIndex, err := store.IndexJSON(refs)
+	if err != nil {
+		return nil, err
+	}
+	var pinned []byte
+	if t.Config != nil {
+		if pinned, err = imageset.MarshalYAML(t.Config); err != nil {
+			return nil, err
+		}
+	}
+	idx := &archive.Index{
+		ToolVersion: t.ToolVersion,
+		Created:     t.now(),
+		Config:      string(pinned),
+		Set:         set,
+		Blobs:       blobs,
+		Extras: []archive.Extra{
+			{Name: "index.json", Data: ociIndex},
+			{Name: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
+		},
+	}
+	t.Log.Info("writing archive", "dir", dir, "blobs", len(blobs))
+	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log})
+	if err != nil {
+		return nil, err
+	}
+	var chunks []string
+	for _, c := range written.Chunks {
+		chunks = append(chunks, filepath.Join(dir, c.Name))
+	}
+	return chunks, nil
+}
+
+// DiskToMirror pushes the images of the archive in dir to the registry at root.
+func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, error) {
+	ws := filepath.Join(dir, WorkingDir)
+	ar, err := archive.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	idx := ar.Index()
+	if err := t.checkConfig(idx.Config); err != nil {
+		return nil, err
+	}
+	dst, err := NewMirror(root, t.Mirror)
+	if err != nil {
+		return nil, err
+	}
+	defer dst.Close()
+	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws}
+	if t.DryRun {
+		return rep, t.writePlan(ws, idx.Set, nil)
+	}
+	t.Log.Info("pushing archive to the mirror", "archive", dir, "mirror", dst.Root(), "images", len(idx.Set.Images))
+	rep.Result = Copy(ctx, idx.Set, &ArchiveSource{Archive: ar, Name: dir}, dst, t.Copy)
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
+	}
+	if err := t.generate(ws, dst.Root(), rep); err != nil {
+		return rep, err
+	}
+	return rep, t.record(ws, rep)
+}
+
+// MirrorToMirror copies the image set from upstream straight into the
+// registry at root; dir is the workspace.
+func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, error) {
+	ws := filepath.Join(dir, WorkingDir)
+	if filepath.Base(dir) == WorkingDir {
+		ws = dir
+	}
+	dst, err := NewMirror(root, t.Mirror)
+	if err != nil {
+		return nil, err
+	}
+	defer dst.Close()
+	up := NewUpstream(t.Upstream)
+	defer up.Close()
+	set, res, err := t.resolve(ctx, up)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws}
+	if t.DryRun {
+		return rep, t.writePlan(ws, set, nil)
+	}
+	t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
+	rep.Result = Copy(ctx, set, up, dst, t.Copy)
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
+	}
+	if err := t.generate(ws, dst.Root(), rep); err != nil {
+		return rep, err
+	}
+	return rep, t.record(ws, rep)
+}
+
+// checkConfig refuses a -c config that differs from the one the archive
+// was made from: disk-to-mirror mirrors what the archive holds.
+func (t *Trip) checkConfig(pinned string) error {
+	if t.Config == nil || len(pinned) == 0 {
+		return nil
+	}
+	mine, err := imageset.MarshalYAML(t.Config)
+	if err != nil {
+		return err
+	}
+	if string(mine) != pinned {
+		return fmt.Errorf("%s differs from the ImageSetConfiguration the archive was made from: disk-to-mirror pushes what the archive holds; pass the same file, or leave out -c", t.ConfigPath)
+	}
+	return nil
+}
+
+// writePlan saves the Set and a src=dst mapping for --dry-run and prints it.
+func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Image) bool) error {
+	dir := filepath.Join(ws, "dry-run")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	data, err := set.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "set.json"), data); err != nil {
+		return err
+	}
+	var mapping, miss strings.Builder
+	for _, img := range set.Images {
+		fmt.Fprintf(&mapping, "%s=%s\n", img.Source, img.Destination)
+		if missing != nil && missing(img) {
+			fmt.Fprintf(&miss, "%s=%s\n", img.Source, img.Destination)
+		}
+		fmt.Fprintf(t.Out, "%-18s %s -> %s  (%s)\n", img.Kind, img.Origin, img.Destination, strings.Join(img.Why, "; "))
+	}
+	if err := writeFileAtomic(filepath.Join(dir, "mapping.txt"), []byte(mapping.String())); err != nil {
+		return err
+	}
+	if missing != nil {
+		if err := writeFileAtomic(filepath.Join(dir, "missing.txt"), []byte(miss.String())); err != nil {
+			return err
+		}
+	}
+	t.Log.Info("dry run: plan written", "set", filepath.Join(dir, "set.json"), "mapping", filepath.Join(dir, "mapping.txt"))
+	return nil
+}
+
+// generate writes the cluster resources for what reached the mirror.
+func (t *Trip) generate(ws, root string, rep *Report) error {
+	done := &imageset.Set{FormatVersion: rep.Set.FormatVersion}
+	done.Images = append(append(done.Images, rep.Result.Copied...), rep.Result.Skipped...)
+	done.Sort()
+	var notMirrored []string
+	notMirrored = append(notMirrored, rep.Resolution.Blocked...)
+	for _, f := range rep.Resolution.Failed {
+		notMirrored = append(notMirrored, f.Origin)
+	}
+	for _, f := range rep.Result.Failed {
+		notMirrored = append(notMirrored, f.Image.Origin)
+	}
+	files, err := generate.Manifests(generate.Input{
+		Set:         done,
+		MirrorRoot:  root,
+		NotMirrored: notMirrored,
+		Meta:        generate.Meta{ToolVersion: t.ToolVersion},
+	})
+	if err != nil {
+		return fmt.Errorf("generating cluster resources: %w", err)
+	}
+	dir := filepath.Join(ws, generate.Dir)
+	if err := files.Write(dir); err != nil {
+		return err
+	}
+	for name := range files {
+		rep.ClusterResources = append(rep.ClusterResources, filepath.Join(dir, name))
+	}
+	sort.Strings(rep.ClusterResources)
+	return nil
+}
+
+// runRecord is what the workspace keeps of each run.
+type runRecord struct {
+	FormatVersion int             `json:"formatVersion"`
+	Mode          string          `json:"mode"`
+	Time          time.Time       `json:"time"`
+	ToolVersion   string          `json:"toolVersion"`
+	Config        string          `json:"config,omitempty"`
+	Set           *imageset.Set   `json:"set"`
+	Copied        []string        `json:"copied"`
+	Skipped       []string        `json:"skipped"`
+	Failed        []failureRecord `json:"failed,omitempty"`
+	Archive       []string        `json:"archive,omitempty"`
+	Bytes         int64           `json:"bytes"`
+	Blobs         int64           `json:"blobs"`
+}
+
+type failureRecord struct {
+	Image string `json:"image"`
+	Error string `json:"error"`
+}
+
+func (t *Trip) record(ws string, rep *Report) error {
+	dir := filepath.Join(ws, "runs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	now := t.now()
+	rec := runRecord{FormatVersion: 1, Mode: rep.Mode, Time: now, ToolVersion: t.ToolVersion, Config: t.ConfigPath, Set: rep.Set, Archive: rep.Archive}
+	if r := rep.Result; r != nil {
+		for _, i := range r.Copied {
+			rec.Copied = append(rec.Copied, i.Destination)
+		}
+		for _, i := range r.Skipped {
+			rec.Skipped = append(rec.Skipped, i.Destination)
+		}
+		for _, f := range r.Failed {
+			rec.Failed = append(rec.Failed, failureRecord{Image: f.Image.Destination, Error: f.Err.Error()})
+		}
+		rec.Bytes, rec.Blobs = r.Bytes, r.Blobs
+		sort.Strings(rec.Copied)
+		sort.Strings(rec.Skipped)
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return err
+	}
+	name := now.Format("20060102T150405.000Z") + "-" + rep.Mode + ".json"
+	return writeFileAtomic(filepath.Join(dir, name), data)
+}
+
+// Summary prints what the trip did.
+func (r *Report) Summary(w io.Writer) {
+	if r.Result == nil {
+		fmt.Fprintf(w, "%s (dry run): %d images planned; plan in %s\n", r.Mode, len(r.Set.Images), filepath.Join(r.Workspace, "dry-run"))
+		return
+	}
+	res := r.Result
+	secs := res.Duration.Seconds()
+	fmt.Fprintf(w, "%s: %d images copied, %d already there, %d failed; %d blobs, %s moved in %.1fs (%.1f MiB/s); %d blobs reused\n",
+		r.Mode, len(res.Copied), len(res.Skipped), len(res.Failed)+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
+		float64(res.Bytes)/(1<<20)/max(secs, 0.001), res.Reused)
+	for _, c := range r.Archive {
+		fmt.Fprintf(w, "archive: %s\n", c)
+	}
+	for _, c := range r.ClusterResources {
+		fmt.Fprintf(w, "cluster resource: %s\n", c)
+	}
+	for _, f := range r.Resolution.Failed {
+		fmt.Fprintf(w, "FAILED %s (%s): %v\n", f.Origin, f.Why, f.Err)
+	}
+	for _, f := range res.Failed {
+		fmt.Fprintf(w, "FAILED %v\n", f.Err)
+	}
+}
+
+// Err is nil when every image made it, else a FailedError.
+func (r *Report) Err() error {
+	if r.Result == nil && len(r.Resolution.Failed) == 0 {
+		return nil
+	}
+	fe := &FailedError{}
+	for _, f := range r.Resolution.Failed {
+		fe.Groups = append(fe.Groups, f.Kind.Group())
+		fe.Errs = append(fe.Errs, fmt.Errorf("%s: %w", f.Origin, f.Err))
+	}
+	if r.Result != nil {
+		for _, f := range r.Result.Failed {
+			fe.Groups = append(fe.Groups, f.Image.Kind.Group())
+			fe.Errs = append(fe.Errs, f.Err)
+		}
+	}
+	if len(fe.Errs) == 0 {
+		return nil
+	}
+	return fe
+}
+
+// FailedError says which images failed; its exit code has a bit per
+// content group (2 release, 4 operator, 8 additional, 16 helm).
+type FailedError struct {
+	Groups []string
+	Errs   []error
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("%d images failed (see above); the others were mirrored: %v", len(e.Errs), errors.Join(e.Errs...))
+}
+
+// ExitCode is the OR of the failed groups' bits.
+func (e *FailedError) ExitCode() int {
+	code := 0
+	for _, g := range e.Groups {
+		switch g {
+		case "release":
+			code |= 2
+		case "operator":
+			code |= 4
+		case "helm":
+			code |= 16
+		default:
+			code |= 8
+		}
+	}
+	if code == 0 {
+		code = 1
+	}
+	return code
+}
