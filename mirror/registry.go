@@ -361,3 +361,13 @@ func explain(err error, ref string) error {
 	}
 	return fmt.Errorf("%s: %w (%s)", ref, err, hint)
 }
+
+// Check makes sure the mirror registry answers and accepts our credentials,
+// so that an unreachable or misconfigured mirror fails the run up front
+// with one clear error instead of one error per image.
+func (r *Registry) Check(ctx context.Context, img imageset.Image) error {
+	if _, err := r.HasManifest(ctx, img, digest.Digest(img.Digest)); err != nil {
+		return fmt.Errorf("cannot use the mirror registry %s: %w", r.root, err)
+	}
+	return nil
+}

@@ -206,6 +206,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if t.DryRun {
 		return rep, t.writePlan(ws, idx.Set, nil)
 	}
+	if len(idx.Set.Images) > 0 {
+		if err := dst.Check(ctx, idx.Set.Images[0]); err != nil {
+			return nil, err
+		}
+	}
 	t.Log.Info("pushing archive to the mirror", "archive", dir, "mirror", dst.Root(), "images", len(idx.Set.Images))
 	rep.Result = Copy(ctx, idx.Set, &ArchiveSource{Archive: ar, Name: dir}, dst, t.Copy)
 	if ctx.Err() != nil {
@@ -238,6 +243,11 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws}
 	if t.DryRun {
 		return rep, t.writePlan(ws, set, nil)
+	}
+	if len(set.Images) > 0 {
+		if err := dst.Check(ctx, set.Images[0]); err != nil {
+			return nil, err
+		}
 	}
 	t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
 	rep.Result = Copy(ctx, set, up, dst, t.Copy)

@@ -60,10 +60,20 @@ func must(t testing.TB, err error) {
 // multi-arch, every fifth in Docker schema2 format, and the last one
 // referenced only by digest.
 func (w *world) pushFleet(n int, layerSize int64) {
+	w.t.Helper()
+	w.pushFleetTo(imagebuilder.Target{URL: w.up.URL()}, n, layerSize)
+}
+
+// pushFleetAuth pushes a small fleet to an upstream that wants credentials.
+func (w *world) pushFleetAuth(n int, user, password string) {
+	w.t.Helper()
+	w.pushFleetTo(imagebuilder.Target{URL: w.up.URL(), Username: user, Password: password}, n, 16<<10)
+}
+
+func (w *world) pushFleetTo(target imagebuilder.Target, n int, layerSize int64) {
 	t := w.t
 	t.Helper()
 	ctx := context.Background()
-	target := imagebuilder.Target{URL: w.up.URL()}
 	base := imagebuilder.RandomLayer(1, layerSize)
 	for i := 0; i < n; i++ {
 		repo := fmt.Sprintf("apps/app-%02d", i)
@@ -118,7 +128,7 @@ func (w *world) gapmirror(args ...string) (code int, stdout, stderr string) {
 	w.t.Helper()
 	var out, errb bytes.Buffer
 	full := append([]string{args[0], "--src-tls-verify=false", "--dest-tls-verify=false", "--no-progress",
-		"--registries-conf", w.regsConf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache")}, args[1:]...)
+		"--retry-delay", "20ms", "--registries-conf", w.regsConf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache")}, args[1:]...)
 	code = run(context.Background(), full, &out, &errb)
 	w.t.Logf("gapmirror %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
 	return code, out.String(), errb.String()

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// buildBinary builds gapmirror as CI and users do.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gapmirror")
+	cmd := exec.Command("go", "build", "-tags", "containers_image_openpgp containers_image_storage_stub containers_image_docker_daemon_stub", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building gapmirror: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// blobLog records which blobs the upstream served and can slow them down.
+type blobLog struct {
+	mu     sync.Mutex
+	served map[digest.Digest]int
+	delay  time.Duration
+}
+
+func (l *blobLog) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, d, ok := registrytest.BlobPath(r.URL.Path); ok && r.Method == http.MethodGet {
+			l.mu.Lock()
+			l.served[d]++
+			delay := l.delay
+			l.mu.Unlock()
+			time.Sleep(delay)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TestKilledRunResumes kills a mirror-to-disk run with SIGKILL half-way;
+// the rerun completes, fetches no blob the store already had, and the
+// archive it writes mirrors correctly.
+func TestKilledRunResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(12, 512<<10)
+	isc := w.isc("")
+	log := &blobLog{served: map[digest.Digest]int{}, delay: 300 * time.Millisecond}
+	w.up.SetWrap(log.wrap)
+	bin := buildBinary(t)
+
+	out := filepath.Join(w.dir, "a")
+	cmd := exec.Command(bin, "mirror", "--src-tls-verify=false", "--no-progress", "--registries-conf", w.regsConf,
+		"--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"), "--parallel-images", "2", "--parallel-layers", "1", "-c", isc, "file://"+out)
+	must(t, cmd.Start())
+	blobs := filepath.Join(w.dir, "cache", ".gapmirror", "store", "blobs", "sha256")
+	deadline := time.Now().Add(30 * time.Second)
+	var before []os.DirEntry
+	for time.Now().Before(deadline) {
+		before, _ = os.ReadDir(blobs)
+		if len(before) >= 6 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	must(t, cmd.Process.Signal(syscall.SIGKILL))
+	cmd.Wait()
+	before, _ = os.ReadDir(blobs)
+	if len(before) < 6 {
+		t.Fatalf("the run was not half-way when killed: %d blobs stored", len(before))
+	}
+	if chunks, _ := filepath.Glob(filepath.Join(out, "mirror_*.tar")); len(chunks) > 0 {
+		t.Fatalf("a killed run left archive chunks: %v", chunks)
+	}
+	had := map[digest.Digest]bool{}
+	for _, e := range before {
+		had[digest.NewDigestFromEncoded(digest.SHA256, e.Name())] = true
+	}
+
+	log.mu.Lock()
+	log.served, log.delay = map[digest.Digest]int{}, 0
+	log.mu.Unlock()
+	code, stdout, _ := w.gapmirror("mirror", "-c", isc, "file://"+out)
+	var copied, there, failed int
+	fmt.Sscanf(stdout[strings.Index(stdout, "mirror-to-disk: "):], "mirror-to-disk: %d images copied, %d already there, %d failed", &copied, &there, &failed)
+	if code != 0 || copied+there != 12 || failed != 0 || copied == 0 {
+		t.Fatalf("rerun: exit %d\n%s", code, stdout)
+	}
+	for d := range had {
+		if log.served[d] > 0 {
+			t.Errorf("blob %s was complete in the store before the kill but fetched again", d)
+		}
+	}
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/m"); code != 0 {
+		t.Fatalf("d2m after the resumed run: exit %d", code)
+	}
+	w.assertMirrored(w.dst, "m")
+}
