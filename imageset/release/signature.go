@@ -1,0 +1,178 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Default release signature store and the environment variable that
+// replaces it (OKD, or an internal copy of the store).
+const (
+	DefaultSignatureURL = "https://mirror.openshift.com/pub/openshift-v4/signatures/openshift/release"
+	EnvSignatureURL     = "OCP_SIGNATURE_URL"
+)
+
+// MaxSignatures bounds how many signatures (signature-1 … signature-N) are
+// read for one release.
+const MaxSignatures = 16
+
+// maxSignatureBytes bounds one signature (real ones are under 1 KiB).
+const maxSignatureBytes = 1 << 20
+
+// SignatureSource gives the GPG signatures of a release payload digest, in
+// the store's order (index 0 is signature-1).
+type SignatureSource interface {
+	// Signatures returns every signature of digest; none is not an error.
+	Signatures(ctx context.Context, digest string) ([][]byte, error)
+	// Location says where the signatures of digest are looked up, for messages.
+	Location(digest string) string
+}
+
+// SignatureStore reads release signatures over HTTP(S) from
+// <URL>/sha256=<hex>/signature-<N>, N = 1, 2, … until the store answers
+// 404 (or 403, which object stores give for missing objects). The zero value
+// uses $OCP_SIGNATURE_URL, else DefaultSignatureURL.
+type SignatureStore struct {
+	// URL is the store's base URL; empty means $OCP_SIGNATURE_URL, else
+	// DefaultSignatureURL.
+	URL string
+	// HTTPClient sends the requests; nil means a client with the system
+	// trust store, proxy settings from the environment and a timeout.
+	HTTPClient *http.Client
+	// UserAgent is sent with every request when set.
+	UserAgent string
+}
+
+// BaseURL returns the store URL in use, without a trailing slash.
+func (s *SignatureStore) BaseURL() string {
+	base := s.URL
+	if base == "" {
+		base = strings.TrimSpace(os.Getenv(EnvSignatureURL))
+	}
+	if base == "" {
+		base = DefaultSignatureURL
+	}
+	return strings.TrimRight(base, "/")
+}
+
+// Location returns the folder URL that holds the signatures of digest.
+func (s *SignatureStore) Location(digest string) string {
+	return s.BaseURL() + "/" + strings.Replace(digest, ":", "=", 1)
+}
+
+// Signatures fetches signature-1, signature-2, … of digest until the store
+// has no more.
+func (s *SignatureStore) Signatures(ctx context.Context, digest string) ([][]byte, error) {
+	if !validDigest(digest) {
+		return nil, fmt.Errorf("release digest %q is not sha256:<64 hex digits>", digest)
+	}
+	base := s.BaseURL()
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("signature store URL %q is not an http(s) URL: fix it or %s", base, EnvSignatureURL)
+	}
+	client := httpClient(s.HTTPClient)
+	var out [][]byte
+	for n := 1; n <= MaxSignatures; n++ {
+		loc := fmt.Sprintf("%s/signature-%d", s.Location(digest), n)
+		data, found, err := s.fetch(ctx, client, loc)
+		if err != nil {
+			return nil, fmt.Errorf("fetching release signature %s: %w", loc, err)
+		}
+		if !found {
+			break
+		}
+		out = append(out, data)
+	}
+	return out, nil
+}
+
+// fetch GETs one signature; found is false when the store has none there.
+func (s *SignatureStore) fetch(ctx context.Context, client *http.Client, loc string) (data []byte, found bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, loc, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	if s.UserAgent != "" {
+		req.Header.Set("User-Agent", s.UserAgent)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w; check the network and proxy settings (HTTPS_PROXY), or set %s to a reachable signature store", err, EnvSignatureURL)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound, http.StatusForbidden:
+		return nil, false, nil
+	default:
+		return nil, false, fmt.Errorf("HTTP %s: %s; retry later, or set %s to another signature store", resp.Status, snippet(resp.Body), EnvSignatureURL)
+	}
+	data, err = io.ReadAll(io.LimitReader(resp.Body, maxSignatureBytes+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(data) > maxSignatureBytes {
+		return nil, false, fmt.Errorf("signature is larger than %d KiB: the URL does not look like a signature store", maxSignatureBytes>>10)
+	}
+	return data, true, nil
+}
+
+// SignatureDir is a directory laid out like a signature store
+// (<dir>/sha256=<hex>/signature-<N>), written by SaveSignatures; it lets
+// later runs and the air-gapped side read signatures without the network.
+type SignatureDir string
+
+// Location returns the folder that holds the signatures of digest.
+func (d SignatureDir) Location(digest string) string {
+	return filepath.Join(string(d), strings.Replace(digest, ":", "=", 1))
+}
+
+// Signatures reads signature-1, signature-2, … of digest until one is missing.
+func (d SignatureDir) Signatures(_ context.Context, digest string) ([][]byte, error) {
+	if !validDigest(digest) {
+		return nil, fmt.Errorf("release digest %q is not sha256:<64 hex digits>", digest)
+	}
+	var out [][]byte
+	for n := 1; n <= MaxSignatures; n++ {
+		path := filepath.Join(d.Location(digest), fmt.Sprintf("signature-%d", n))
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading release signature %s: %w", path, err)
+		}
+		out = append(out, data)
+	}
+	return out, nil
+}
+
+// SaveSignatures writes the signatures of digest into dir in the layout
+// SignatureDir reads, replacing any saved before.
+func SaveSignatures(dir, digest string, sigs [][]byte) error {
+	if !validDigest(digest) {
+		return fmt.Errorf("release digest %q is not sha256:<64 hex digits>", digest)
+	}
+	folder := SignatureDir(dir).Location(digest)
+	if err := os.RemoveAll(folder); err != nil {
+		return fmt.Errorf("saving release signatures in %s: %w", folder, err)
+	}
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		return fmt.Errorf("saving release signatures in %s: %w", folder, err)
+	}
+	for i, sig := range sigs {
+		path := filepath.Join(folder, fmt.Sprintf("signature-%d", i+1))
+		if err := os.WriteFile(path, sig, 0o644); err != nil {
+			return fmt.Errorf("saving release signature %s: %w", path, err)
+		}
+	}
+	return nil
+}
