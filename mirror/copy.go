@@ -72,6 +72,9 @@ type Result struct {
 	// Reused counts blobs the destination already had or mounted.
 	Reused   int64
 	Duration time.Duration
+	// Locations maps each blob this copy transferred or found to a
+	// destination repository that holds it; later runs mount from there.
+	Locations map[digest.Digest]string
 }
 
 // Err summarises the failures, or is nil.
@@ -93,7 +96,7 @@ func (r *Result) Err() error {
 // before the destination is asked to keep it.
 func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
 	opts = opts.withDefaults()
-	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}}
+	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, locations: map[digest.Digest]string{}}
 	start := time.Now()
 	res := &Result{}
 	var mu sync.Mutex
@@ -127,6 +130,7 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 	}
 	wg.Wait()
 	res.Blobs, res.Bytes, res.Reused = c.blobs.Load(), c.bytes.Load(), c.reused.Load()
+	res.Locations = c.locations
 	res.Duration = time.Since(start)
 	opts.Progress.Finish()
 	return res
@@ -137,8 +141,9 @@ type copier struct {
 	dst  Destination
 	opts Options
 
-	mu      sync.Mutex
-	flights map[digest.Digest]*flight
+	mu        sync.Mutex
+	flights   map[digest.Digest]*flight
+	locations map[digest.Digest]string
 
 	blobs, bytes, reused atomic.Int64
 }
@@ -260,6 +265,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		}
 		if has {
 			c.reused.Add(1)
+			c.located(desc.Digest, img)
 			return nil
 		}
 		c.opts.Progress.AddTotal(desc.Size)
@@ -283,8 +289,17 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		}
 		c.blobs.Add(1)
 		c.bytes.Add(vr.n)
+		c.located(desc.Digest, img)
 		return nil
 	})
+}
+
+func (c *copier) located(d digest.Digest, img imageset.Image) {
+	c.mu.Lock()
+	if _, ok := c.locations[d]; !ok {
+		c.locations[d] = img.DestinationRepo()
+	}
+	c.mu.Unlock()
 }
 
 // verifyingReader yields desc's content and fails, instead of reporting EOF,

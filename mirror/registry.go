@@ -362,6 +362,23 @@ func explain(err error, ref string) error {
 	return fmt.Errorf("%s: %w (%s)", ref, err, hint)
 }
 
+// KnownLocations tells the registry where blobs already are (destination
+// repository per digest, as an earlier run recorded), so new images can
+// mount them instead of needing their bytes.
+func (r *Registry) KnownLocations(locs map[digest.Digest]string) {
+	if r.root == "" {
+		return
+	}
+	host := strings.SplitN(r.root, "/", 2)[0]
+	for d, repo := range locs {
+		named, err := reference.ParseNormalizedNamed(r.root + "/" + repo)
+		if err != nil {
+			continue
+		}
+		r.cache.RecordKnownLocation(docker.Transport, types.BICTransportScope{Opaque: host}, d, types.BICLocationReference{Opaque: named.Name()})
+	}
+}
+
 // Check makes sure the mirror registry answers and accepts our credentials,
 // so that an unreachable or misconfigured mirror fails the run up front
 // with one clear error instead of one error per image.

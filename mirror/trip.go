@@ -36,7 +36,13 @@ type Trip struct {
 	// ArchiveSize is the chunk size in bytes (0: 500 GiB).
 	ArchiveSize   int64
 	StrictArchive bool
-	DryRun        bool
+	// Since picks the baseline of an incremental archive: only archives
+	// written before it count as carried (zero: every earlier archive).
+	Since time.Time
+	// SkipPredecessorCheck lets disk-to-mirror apply an incremental archive
+	// whose predecessor this workspace has no record of applying.
+	SkipPredecessorCheck bool
+	DryRun               bool
 	Log           *slog.Logger
 	Out           io.Writer
 	ToolVersion   string
@@ -112,7 +118,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
-	chunks, err := t.writeArchive(ctx, dir, store, carried)
+	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried)
 	if err != nil {
 		return rep, err
 	}
@@ -135,10 +141,28 @@ func (t *Trip) succeeded(set *imageset.Set, res *Result) *imageset.Set {
 	return out
 }
 
-func (t *Trip) writeArchive(ctx context.Context, dir string, store *Store, set *imageset.Set) ([]string, error) {
+func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store *Store, set *imageset.Set) ([]string, error) {
+	// Blobs an earlier archive of this workspace carried stay out: the air
+	// gap has them already.
+	history, err := ws.archives()
+	if err != nil {
+		return nil, err
+	}
+	carried := map[digest.Digest]bool{}
+	basedOn := ""
+	for _, r := range history {
+		if !t.Since.IsZero() && !r.Created.Before(t.Since) {
+			continue
+		}
+		for _, b := range r.Blobs {
+			carried[b] = true
+		}
+		basedOn = r.ID
+	}
 	seen := map[digest.Digest]bool{}
 	var blobs []archive.Blob
 	var refs []string
+	var bytes int64
 	for _, img := range set.Images {
 		descs, err := store.Blobs(digest.Digest(img.Digest))
 		if err != nil {
@@ -146,10 +170,11 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, store *Store, set *
 		}
 		refs = append(refs, img.Destination)
 		for _, d := range descs {
-			if !seen[d.Digest] {
-				seen[d.Digest] = true
+			if !seen[d.Digest] && !carried[d.Digest] {
 				blobs = append(blobs, archive.Blob{Digest: d.Digest, Size: d.Size})
+				bytes += d.Size
 			}
+			seen[d.Digest] = true
 		}
 	}
 	sort.Slice(blobs, func(a, b int) bool { return blobs[a].Digest < blobs[b].Digest })
@@ -165,6 +190,7 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, store *Store, set *
 	}
 	idx := &archive.Index{
 		ToolVersion: t.ToolVersion,
+		BasedOn:     basedOn,
 		Created:     t.now(),
 		Config:      string(pinned),
 		Set:         set,
@@ -174,9 +200,16 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, store *Store, set *
 			{Name: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		},
 	}
-	t.Log.Info("writing archive", "dir", dir, "blobs", len(blobs))
+	t.Log.Info("writing archive", "dir", dir, "new blobs", len(blobs), "bytes", HumanBytes(bytes), "carried earlier", len(seen)-len(blobs), "based on", basedOn)
 	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log})
 	if err != nil {
+		return nil, err
+	}
+	rec := archiveRecord{Seq: len(history) + 1, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
+	for _, b := range blobs {
+		rec.Blobs = append(rec.Blobs, b.Digest)
+	}
+	if err := ws.saveArchive(rec); err != nil {
 		return nil, err
 	}
 	var chunks []string
@@ -197,6 +230,16 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err := t.checkConfig(idx.Config); err != nil {
 		return nil, err
 	}
+	w := workspace{ws}
+	if idx.BasedOn != "" && !t.SkipPredecessorCheck {
+		applied, err := w.applied()
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := applied[idx.BasedOn]; !ok {
+			return nil, fmt.Errorf("archive %s in %s builds on archive %s, which has not been pushed from this directory: run disk-to-mirror with archive %s first (archives apply in the order they were made), or pass --skip-predecessor-check if the mirror already has it", idx.ID, dir, idx.BasedOn, idx.BasedOn)
+		}
+	}
 	dst, err := NewMirror(root, t.Mirror)
 	if err != nil {
 		return nil, err
@@ -211,10 +254,21 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 			return nil, err
 		}
 	}
-	t.Log.Info("pushing archive to the mirror", "archive", dir, "mirror", dst.Root(), "images", len(idx.Set.Images))
+	if err := t.seedLocations(w, dst); err != nil {
+		return nil, err
+	}
+	t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(idx.Set.Images))
 	rep.Result = Copy(ctx, idx.Set, &ArchiveSource{Archive: ar, Name: dir}, dst, t.Copy)
+	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
+		return rep, err
+	}
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
+	}
+	if len(rep.Result.Failed) == 0 {
+		if err := w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()}); err != nil {
+			return rep, err
+		}
 	}
 	if err := t.generate(ws, dst.Root(), rep); err != nil {
 		return rep, err
@@ -249,8 +303,15 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 			return nil, err
 		}
 	}
+	w := workspace{ws}
+	if err := t.seedLocations(w, dst); err != nil {
+		return nil, err
+	}
 	t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
 	rep.Result = Copy(ctx, set, up, dst, t.Copy)
+	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
+		return rep, err
+	}
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
 	}
@@ -258,6 +319,17 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		return rep, err
 	}
 	return rep, t.record(ws, rep)
+}
+
+// seedLocations tells the mirror where earlier runs put blobs, so images
+// that share them are mounted rather than sent again.
+func (t *Trip) seedLocations(w workspace, dst *Registry) error {
+	locs, err := w.locations(dst.Root())
+	if err != nil {
+		return err
+	}
+	dst.KnownLocations(locs)
+	return nil
 }
 
 // checkConfig refuses a -c config that differs from the one the archive

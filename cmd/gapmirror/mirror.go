@@ -24,6 +24,8 @@ type mirrorFlags struct {
 	archiveSize    string
 	strictArchive  bool
 	force          bool
+	since          string
+	skipPredCheck  bool
 }
 
 func newMirrorCommand(g *globalFlags) *cobra.Command {
@@ -51,6 +53,8 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.archiveSize, "archive-size", "", "maximum size of an archive chunk: a number of GiB (as archiveSize) or e.g. 500MiB; default the config's archiveSize, else 500GiB")
 	fl.BoolVar(&f.strictArchive, "strict-archive", false, "fail instead of writing an oversized chunk when a single blob exceeds --archive-size")
 	fl.BoolVar(&f.force, "force", false, "copy every image even if the destination already has it")
+	fl.StringVar(&f.since, "since", "", "mirror-to-disk: leave out only blobs carried by archives made before this date (yyyy-mm-dd), e.g. when a later archive was lost")
+	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
 	return cmd
 }
 
@@ -90,6 +94,14 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 		},
 		StrictArchive: f.strictArchive,
 	}
+	if f.since != "" {
+		since, err := time.Parse("2006-01-02", f.since)
+		if err != nil {
+			return fmt.Errorf("--since %q: use a date like 2026-11-01", f.since)
+		}
+		trip.Since = since
+	}
+	trip.SkipPredecessorCheck = f.skipPredCheck
 	if f.retryTimes == 0 {
 		trip.Copy.Retries = -1
 	}

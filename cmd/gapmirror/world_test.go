@@ -189,3 +189,42 @@ func (w *world) assertComplete(reg *registrytest.Registry, repo string, d digest
 		}
 	}
 }
+
+// blobsOf returns every blob (manifests included) of an upstream image.
+func (w *world) blobsOf(repo string, d digest.Digest, into map[digest.Digest]int64) {
+	data, _, err := w.up.Manifest(repo, d.String())
+	must(w.t, err)
+	into[d] = int64(len(data))
+	var m struct {
+		Manifests []ocispec.Descriptor `json:"manifests"`
+		Config    ocispec.Descriptor   `json:"config"`
+		Layers    []ocispec.Descriptor `json:"layers"`
+	}
+	must(w.t, json.Unmarshal(data, &m))
+	for _, c := range m.Manifests {
+		w.blobsOf(repo, c.Digest, into)
+	}
+	for _, b := range append(m.Layers, m.Config) {
+		if b.Digest != "" {
+			into[b.Digest] = b.Size
+		}
+	}
+}
+
+// uniqueBytes is the size of the blobs of images that the images in old lack.
+func (w *world) uniqueBytes(images, old []example) int64 {
+	have, want := map[digest.Digest]int64{}, map[digest.Digest]int64{}
+	for _, ex := range old {
+		w.blobsOf(ex.Repo, ex.Digest, have)
+	}
+	for _, ex := range images {
+		w.blobsOf(ex.Repo, ex.Digest, want)
+	}
+	var n int64
+	for d, size := range want {
+		if _, ok := have[d]; !ok {
+			n += size
+		}
+	}
+	return n
+}

@@ -1,0 +1,169 @@
+package mirror
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+)
+
+// workspace is the working-dir of a trip: the records that make the next
+// run incremental. Every file is JSON, written atomically, and versioned.
+type workspace struct{ dir string }
+
+const recordFormat = 1
+
+// archiveRecord is what mirror-to-disk remembers of an archive it wrote:
+// the blobs it carried, so that the next archive can leave them out.
+type archiveRecord struct {
+	FormatVersion int `json:"formatVersion"`
+	// Seq orders the archives of a workspace (timestamps may tie).
+	Seq     int             `json:"seq"`
+	ID      string          `json:"id"`
+	BasedOn string          `json:"basedOn,omitempty"`
+	Created time.Time       `json:"created"`
+	Images  int             `json:"images"`
+	Blobs   []digest.Digest `json:"blobs"`
+	Bytes   int64           `json:"bytes"`
+}
+
+// appliedRecord is what disk-to-mirror remembers of an archive it pushed.
+type appliedRecord struct {
+	FormatVersion int       `json:"formatVersion"`
+	ID            string    `json:"id"`
+	BasedOn       string    `json:"basedOn,omitempty"`
+	Mirror        string    `json:"mirror"`
+	Applied       time.Time `json:"applied"`
+}
+
+// locationRecord maps blobs to a repository of one mirror that holds them.
+type locationRecord struct {
+	FormatVersion int                      `json:"formatVersion"`
+	Mirror        string                   `json:"mirror"`
+	Blobs         map[digest.Digest]string `json:"blobs"`
+}
+
+func (w workspace) path(parts ...string) string {
+	return filepath.Join(append([]string{w.dir}, parts...)...)
+}
+
+func (w workspace) write(v any, parts ...string) error {
+	p := w.path(parts...)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(p, data)
+}
+
+func (w workspace) read(v any, parts ...string) (bool, error) {
+	data, err := os.ReadFile(w.path(parts...))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("workspace record %s is damaged: %w (remove it to start that record afresh)", w.path(parts...), err)
+	}
+	return true, nil
+}
+
+func (w workspace) readAll(dir string, each func(name string) error) error {
+	entries, err := os.ReadDir(w.path(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".json") {
+			if err := each(e.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// archives returns the archives this workspace wrote, oldest first.
+func (w workspace) archives() ([]archiveRecord, error) {
+	var out []archiveRecord
+	err := w.readAll("archives", func(name string) error {
+		var r archiveRecord
+		if _, err := w.read(&r, "archives", name); err != nil {
+			return err
+		}
+		if r.FormatVersion > recordFormat {
+			return fmt.Errorf("workspace record archives/%s was written by a newer gapmirror", name)
+		}
+		out = append(out, r)
+		return nil
+	})
+	sort.Slice(out, func(a, b int) bool { return out[a].Seq < out[b].Seq })
+	return out, err
+}
+
+func (w workspace) saveArchive(r archiveRecord) error {
+	r.FormatVersion = recordFormat
+	return w.write(r, "archives", r.ID+".json")
+}
+
+// applied returns the archives disk-to-mirror pushed from this workspace.
+func (w workspace) applied() (map[string]appliedRecord, error) {
+	out := map[string]appliedRecord{}
+	err := w.readAll("applied", func(name string) error {
+		var r appliedRecord
+		if _, err := w.read(&r, "applied", name); err != nil {
+			return err
+		}
+		out[r.ID] = r
+		return nil
+	})
+	return out, err
+}
+
+func (w workspace) markApplied(r appliedRecord) error {
+	r.FormatVersion = recordFormat
+	return w.write(r, "applied", r.ID+".json")
+}
+
+func locationFile(root string) string {
+	return strings.NewReplacer("/", "_", ":", "_").Replace(root) + ".json"
+}
+
+// locations returns where blobs are at the mirror root, as earlier runs saw.
+func (w workspace) locations(root string) (map[digest.Digest]string, error) {
+	var r locationRecord
+	if _, err := w.read(&r, "mirrors", locationFile(root)); err != nil {
+		return nil, err
+	}
+	if r.Blobs == nil {
+		r.Blobs = map[digest.Digest]string{}
+	}
+	return r.Blobs, nil
+}
+
+// addLocations merges locs into the record of the mirror root.
+func (w workspace) addLocations(root string, locs map[digest.Digest]string) error {
+	have, err := w.locations(root)
+	if err != nil {
+		return err
+	}
+	for d, repo := range locs {
+		have[d] = repo
+	}
+	return w.write(locationRecord{FormatVersion: recordFormat, Mirror: root, Blobs: have}, "mirrors", locationFile(root))
+}
