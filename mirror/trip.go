@@ -43,9 +43,9 @@ type Trip struct {
 	// whose predecessor this workspace has no record of applying.
 	SkipPredecessorCheck bool
 	DryRun               bool
-	Log           *slog.Logger
-	Out           io.Writer
-	ToolVersion   string
+	Log                  *slog.Logger
+	Out                  io.Writer
+	ToolVersion          string
 	// Now stamps records; tests set it.
 	Now func() time.Time
 }

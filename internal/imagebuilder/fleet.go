@@ -241,7 +241,7 @@ func DistinctBytes(images []FleetImage) int64 {
 		for _, b := range fi.Blobs() {
 			if !seen[b.Digest] {
 				seen[b.Digest] = true
-				total += b.Size()
+				total += b.Size
 			}
 		}
 	}

@@ -61,7 +61,7 @@ func TestFleet(t *testing.T) {
 		for _, b := range fi.Blobs() {
 			if !seen[b.Digest.String()] {
 				seen[b.Digest.String()] = true
-				wantBytes += b.Size()
+				wantBytes += b.Size
 			}
 		}
 	}
@@ -89,6 +89,18 @@ func TestFleetNamesAndErrors(t *testing.T) {
 	} {
 		if _, err := f.Build(); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v", name, err)
+		}
+	}
+}
+
+// BenchmarkRandomLayer measures random layer generation (digests included);
+// about 0.5 GB/s per core on the development machine.
+func BenchmarkRandomLayer(b *testing.B) {
+	const size = 64 << 20
+	b.SetBytes(size)
+	for i := range b.N {
+		if _, err := buildLayer(RandomLayer(uint64(i), size), FormatOCI); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

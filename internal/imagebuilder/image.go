@@ -255,7 +255,7 @@ func (c *layerCache) buildImage(spec ImageSpec) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	configBlob := Blob{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.SHA256.FromBytes(config), Data: config}
+	configBlob := NewBlob(ocispec.MediaTypeImageConfig, config)
 	mediaType := ocispec.MediaTypeImageManifest
 	if spec.Format == FormatDocker {
 		configBlob.MediaType = MediaTypeDockerConfig

@@ -24,13 +24,17 @@ type tarFile struct {
 // digest and diff ID on the way.
 func readLayer(t *testing.T, b Blob) []tarFile {
 	t.Helper()
-	if got := digest.SHA256.FromBytes(b.Data); got != b.Digest {
-		t.Fatalf("layer digest %s, content hashes to %s", b.Digest, got)
+	data, err := b.Bytes()
+	if err != nil {
+		t.Fatalf("reading layer %s: %v", b.Digest, err)
+	}
+	if got := digest.SHA256.FromBytes(data); got != b.Digest || int64(len(data)) != b.Size {
+		t.Fatalf("layer digest %s size %d, content hashes to %s (%d bytes)", b.Digest, b.Size, got, len(data))
 	}
 	var raw []byte
 	switch b.MediaType {
 	case ocispec.MediaTypeImageLayerGzip, MediaTypeDockerLayerGzip:
-		zr, err := gzip.NewReader(bytes.NewReader(b.Data))
+		zr, err := gzip.NewReader(bytes.NewReader(data))
 		if err != nil {
 			t.Fatalf("layer %s is not gzip: %v", b.Digest, err)
 		}
@@ -38,7 +42,7 @@ func readLayer(t *testing.T, b Blob) []tarFile {
 			t.Fatalf("gunzip layer %s: %v", b.Digest, err)
 		}
 	case ocispec.MediaTypeImageLayer, MediaTypeDockerLayer:
-		raw = b.Data
+		raw = data
 	default:
 		t.Fatalf("unexpected layer media type %q", b.MediaType)
 	}
@@ -133,10 +137,10 @@ func TestRandomLayerContent(t *testing.T) {
 
 func TestFileLayer(t *testing.T) {
 	files := map[string][]byte{
-		"/configs/foo/catalog.json": []byte(`{"schema":"olm.package","name":"foo"}`),
-		"configs/bar/catalog.json":  []byte(`{"schema":"olm.package","name":"bar"}`),
+		"/configs/foo/catalog.json":          []byte(`{"schema":"olm.package","name":"foo"}`),
+		"configs/bar/catalog.json":           []byte(`{"schema":"olm.package","name":"bar"}`),
 		"release-manifests/image-references": []byte("{}"),
-		"empty": nil,
+		"empty":                              nil,
 	}
 	b, err := buildLayer(FileLayer(files), FormatOCI)
 	if err != nil {
@@ -226,12 +230,12 @@ func TestBuildImage(t *testing.T) {
 				t.Fatalf("manifest has %d layers, want 3", len(m.Layers))
 			}
 			for i, l := range m.Layers {
-				if l.MediaType != wantTypes[i] || l.Digest != img.Layers[i].Digest || l.Size != img.Layers[i].Size() {
+				if l.MediaType != wantTypes[i] || l.Digest != img.Layers[i].Digest || l.Size != img.Layers[i].Size {
 					t.Errorf("layer %d descriptor %+v, want type %s and blob %s", i, l, wantTypes[i], img.Layers[i].Digest)
 				}
 			}
 			var cfg ocispec.Image
-			if err := json.Unmarshal(img.Config.Data, &cfg); err != nil {
+			if err := json.Unmarshal(mustBytes(t, img.Config), &cfg); err != nil {
 				t.Fatalf("config JSON: %v", err)
 			}
 			if cfg.OS != "linux" || cfg.Architecture != "arm64" || cfg.Variant != "v8" {
@@ -333,4 +337,14 @@ func TestBuildIndex(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustBytes is the content of an in-memory blob.
+func mustBytes(t *testing.T, b Blob) []byte {
+	t.Helper()
+	data, err := b.Bytes()
+	if err != nil {
+		t.Fatalf("blob %s: %v", b.Digest, err)
+	}
+	return data
 }

@@ -59,24 +59,61 @@ func FileLayer(files map[string][]byte) LayerSpec {
 	return LayerSpec{Files: files}
 }
 
-// Blob is one piece of content-addressed data: a layer or a config.
+// Blob is one piece of content-addressed data: a layer, a config or a
+// manifest. Configs, manifests and file-tree layers are held in memory; random
+// layers are regenerated from their seed whenever they are read, so gigabytes
+// of layers cost no memory.
 type Blob struct {
 	// MediaType is the blob's media type as manifests reference it.
 	MediaType string
-	// Digest is the sha256 digest of Data.
+	// Digest is the sha256 digest of the content.
 	Digest digest.Digest
-	// Data is the blob's content.
-	Data []byte
-	// DiffID is the digest of the uncompressed tar; empty for configs.
+	// Size is the content's length in bytes.
+	Size int64
+	// DiffID is the digest of the uncompressed tar; empty for configs and manifests.
 	DiffID digest.Digest
+
+	data   []byte     // content held in memory, or nil
+	random *LayerSpec // random layer regenerated on Open, or nil
 }
 
-// Size is the blob's length in bytes.
-func (b Blob) Size() int64 { return int64(len(b.Data)) }
+// NewBlob is an in-memory blob of data.
+func NewBlob(mediaType string, data []byte) Blob {
+	return Blob{MediaType: mediaType, Digest: digest.SHA256.FromBytes(data), Size: int64(len(data)), data: data}
+}
+
+// Open reads the blob's content; the caller must close it.
+func (b Blob) Open() io.ReadCloser {
+	if b.random == nil {
+		return io.NopCloser(bytes.NewReader(b.data))
+	}
+	pr, pw := io.Pipe()
+	spec := *b.random
+	go func() {
+		_, err := writeLayer(pw, spec)
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
+// Bytes is the blob's whole content, read into memory; do not modify it.
+func (b Blob) Bytes() ([]byte, error) {
+	if b.random == nil {
+		return b.data, nil
+	}
+	rc := b.Open()
+	defer rc.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(b.Size) + bytes.MinRead)
+	if _, err := buf.ReadFrom(rc); err != nil {
+		return nil, fmt.Errorf("generating layer %s: %w", b.Digest, err)
+	}
+	return buf.Bytes(), nil
+}
 
 // Descriptor is the OCI descriptor manifests use to reference the blob.
 func (b Blob) Descriptor() ocispec.Descriptor {
-	return ocispec.Descriptor{MediaType: b.MediaType, Digest: b.Digest, Size: b.Size()}
+	return ocispec.Descriptor{MediaType: b.MediaType, Digest: b.Digest, Size: b.Size}
 }
 
 // layerKey identifies a random layer for reuse within one build.
@@ -99,55 +136,79 @@ const (
 const chunkSize = 1 << 20
 
 // buildLayer makes the layer blob for spec in the media types of format.
+// A file-tree layer is kept in memory; a random layer is generated once here
+// to learn its digests, and again whenever it is read.
 func buildLayer(spec LayerSpec, format Format) (Blob, error) {
-	entries, err := layerEntries(spec)
+	mediaType := layerMediaType(format, !spec.Uncompressed)
+	if spec.Files != nil {
+		var out bytes.Buffer
+		diffID, err := writeLayer(&out, spec)
+		if err != nil {
+			return Blob{}, err
+		}
+		b := NewBlob(mediaType, out.Bytes())
+		b.DiffID = diffID
+		return b, nil
+	}
+	blobHash := digest.SHA256.Digester()
+	counter := &countingWriter{w: blobHash.Hash()}
+	diffID, err := writeLayer(counter, spec)
 	if err != nil {
 		return Blob{}, err
 	}
-	contentSize := spec.Size
-	if spec.Files != nil {
-		contentSize = 0
-		for _, e := range entries {
-			contentSize += int64(len(e.data))
-		}
-	}
-	var out bytes.Buffer
-	// Tar headers, padding and gzip framing stay well under 1/64 + 64 KiB.
-	out.Grow(int(contentSize + contentSize/64 + 64<<10))
+	return Blob{
+		MediaType: mediaType,
+		Digest:    blobHash.Digest(),
+		Size:      counter.n,
+		DiffID:    diffID,
+		random:    &spec,
+	}, nil
+}
 
+// writeLayer writes the layer's blob content to w and returns its diff ID.
+func writeLayer(w io.Writer, spec LayerSpec) (digest.Digest, error) {
+	entries, err := layerEntries(spec)
+	if err != nil {
+		return "", err
+	}
 	diffHash := digest.SHA256.Digester()
-	var sink io.Writer = &out
+	sink := w
 	var zw *gzip.Writer
 	if !spec.Uncompressed {
 		level := randomGzipLevel
 		if spec.Files != nil {
 			level = filesGzipLevel
 		}
-		zw, err = gzip.NewWriterLevel(&out, level)
-		if err != nil {
-			return Blob{}, fmt.Errorf("creating the gzip writer: %w", err)
+		if zw, err = gzip.NewWriterLevel(w, level); err != nil {
+			return "", fmt.Errorf("creating the gzip writer: %w", err)
 		}
 		sink = zw
 	}
 	tw := tar.NewWriter(io.MultiWriter(diffHash.Hash(), sink))
 	if err := writeEntries(tw, entries); err != nil {
-		return Blob{}, err
+		return "", err
 	}
 	if err := tw.Close(); err != nil {
-		return Blob{}, fmt.Errorf("finishing the layer tar: %w", err)
+		return "", fmt.Errorf("finishing the layer tar: %w", err)
 	}
 	if zw != nil {
 		if err := zw.Close(); err != nil {
-			return Blob{}, fmt.Errorf("finishing the layer gzip stream: %w", err)
+			return "", fmt.Errorf("finishing the layer gzip stream: %w", err)
 		}
 	}
-	data := out.Bytes()
-	return Blob{
-		MediaType: layerMediaType(format, !spec.Uncompressed),
-		Digest:    digest.SHA256.FromBytes(data),
-		Data:      data,
-		DiffID:    diffHash.Digest(),
-	}, nil
+	return diffHash.Digest(), nil
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // layerMediaType is the layer media type for format and compression.

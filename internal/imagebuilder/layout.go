@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,7 +19,7 @@ import (
 // (org.opencontainers.image.ref.name; empty for no name). An entry with the
 // same name is replaced. The result is readable as oci:DIR:REFNAME.
 func WriteLayout(dir, refName string, img *Image) error {
-	manifest := Blob{MediaType: img.MediaType, Digest: img.Digest, Data: img.Manifest}
+	manifest := NewBlob(img.MediaType, img.Manifest)
 	return writeLayout(dir, refName, img.Descriptor(), append(img.Blobs(), manifest))
 }
 
@@ -27,9 +28,9 @@ func WriteLayout(dir, refName string, img *Image) error {
 func WriteIndexLayout(dir, refName string, idx *Index) error {
 	blobs := idx.Blobs()
 	for _, img := range idx.Images {
-		blobs = append(blobs, Blob{MediaType: img.MediaType, Digest: img.Digest, Data: img.Manifest})
+		blobs = append(blobs, NewBlob(img.MediaType, img.Manifest))
 	}
-	blobs = append(blobs, Blob{MediaType: idx.MediaType, Digest: idx.Digest, Data: idx.Manifest})
+	blobs = append(blobs, NewBlob(idx.MediaType, idx.Manifest))
 	return writeLayout(dir, refName, idx.Descriptor(), blobs)
 }
 
@@ -97,10 +98,32 @@ func writeLayoutBlob(dir string, b Blob) error {
 		return fmt.Errorf("creating %s: %w", algDir, err)
 	}
 	path := filepath.Join(algDir, b.Digest.Encoded())
-	if st, err := os.Stat(path); err == nil && st.Size() == b.Size() {
+	if st, err := os.Stat(path); err == nil && st.Size() == b.Size {
 		return nil
 	}
-	return writeFileAtomic(path, b.Data)
+	tmp, err := os.CreateTemp(algDir, ".tmp-"+b.Digest.Encoded()+"-*")
+	if err != nil {
+		return fmt.Errorf("writing blob %s: %w", b.Digest, err)
+	}
+	verifier := b.Digest.Verifier()
+	rc := b.Open()
+	n, err := io.Copy(io.MultiWriter(tmp, verifier), rc)
+	_ = rc.Close()
+	err = errors.Join(err, tmp.Close())
+	if err == nil && (n != b.Size || !verifier.Verified()) {
+		err = fmt.Errorf("content (%d bytes) does not match the blob's size %d and digest", n, b.Size)
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("writing blob %s to %s: %w", b.Digest, path, err)
+	}
+	return nil
 }
 
 // writeFileAtomic writes data to path through a temporary file and a rename.

@@ -1,7 +1,6 @@
 package imagebuilder
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -132,15 +131,20 @@ func (p *pusher) endpoint(path string) string {
 	return p.base.String() + path
 }
 
-// do sends one request with credentials and returns the response.
-func (p *pusher) do(ctx context.Context, method, target string, body []byte, header http.Header) (*http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+// do sends one request with credentials and returns the response; body, when
+// not nil, is the request's content.
+func (p *pusher) do(ctx context.Context, method, target string, body *Blob, header http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
 		return nil, fmt.Errorf("building %s %s: %w", method, target, err)
+	}
+	if body != nil {
+		req.Body = body.Open()
+		req.ContentLength = body.Size
+		req.GetBody = func() (io.ReadCloser, error) { return body.Open(), nil }
+		if body.Size == 0 {
+			req.Body = http.NoBody
+		}
 	}
 	for k, v := range header {
 		req.Header[k] = v
@@ -220,7 +224,7 @@ func (p *pusher) pushBlob(ctx context.Context, repo string, b Blob) error {
 	q := location.Query()
 	q.Set("digest", b.Digest.String())
 	location.RawQuery = q.Encode()
-	resp, err = p.do(ctx, http.MethodPut, location.String(), b.Data, http.Header{
+	resp, err = p.do(ctx, http.MethodPut, location.String(), &b, http.Header{
 		"Content-Type": {"application/octet-stream"},
 	})
 	if err != nil {
@@ -258,7 +262,8 @@ func (p *pusher) pushManifest(ctx context.Context, repo, ref, mediaType string, 
 	if isDigest(ref) {
 		what = fmt.Sprintf("pushing manifest %s/%s@%s", p.base.Host, repo, ref)
 	}
-	resp, err := p.do(ctx, http.MethodPut, p.endpoint("/v2/"+repo+"/manifests/"+ref), manifest, http.Header{
+	body := NewBlob(mediaType, manifest)
+	resp, err := p.do(ctx, http.MethodPut, p.endpoint("/v2/"+repo+"/manifests/"+ref), &body, http.Header{
 		"Content-Type": {mediaType},
 	})
 	if err != nil {

@@ -46,8 +46,8 @@ func TestPushAndReadBack(t *testing.T) {
 	}
 	for _, b := range img.Blobs() {
 		data, err := reg.Blob("example/single", b.Digest)
-		if err != nil || len(data) != len(b.Data) {
-			t.Errorf("blob %s: %d bytes (%v), want %d", b.Digest, len(data), err, len(b.Data))
+		if err != nil || int64(len(data)) != b.Size {
+			t.Errorf("blob %s: %d bytes (%v), want %d", b.Digest, len(data), err, b.Size)
 		}
 	}
 	uploads := count.uploads.Load()
