@@ -133,3 +133,30 @@ func moveChunks(t *testing.T, from, to string) {
 		must(t, os.Rename(c, filepath.Join(to, filepath.Base(c))))
 	}
 }
+
+// TestDescribe: describe reports an archive's content and lineage, and
+// says when a chunk is damaged.
+func TestDescribe(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(4, 64<<10)
+	out := filepath.Join(w.dir, "a")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--archive-size", "128KiB", "file://"+out); code != 0 {
+		t.Fatal("m2d failed")
+	}
+	code, stdout, _ := w.gapmirror("describe", "file://"+out)
+	idx := archiveOf(t, out)
+	for _, want := range []string{idx.ID, "a full archive", "images:       4", "additional", "intact", w.images[0].Repo + ":v1"} {
+		if !strings.Contains(stdout, want) || code != 0 {
+			t.Errorf("describe (exit %d) does not say %q:\n%s", code, want, stdout)
+		}
+	}
+	chunk := filepath.Join(out, "mirror_000002.tar")
+	data, err := os.ReadFile(chunk)
+	must(t, err)
+	data[len(data)-3000] ^= 1
+	must(t, os.WriteFile(chunk, data, 0o644))
+	code, _, stderr := w.gapmirror("describe", "file://"+out)
+	if code != 1 || !strings.Contains(stderr, "mirror_000002.tar") {
+		t.Errorf("damaged chunk: exit %d, stderr:\n%s", code, stderr)
+	}
+}

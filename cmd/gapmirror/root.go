@@ -54,7 +54,7 @@ reads) and mirrors what it names by digest:
 	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors and blocked registries for sources); default the system's")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
-	root.AddCommand(newMirrorCommand(g), newVersionCommand())
+	root.AddCommand(newMirrorCommand(g), newDescribeCommand(), newVersionCommand())
 	return root
 }
 

@@ -128,7 +128,10 @@ func (w *world) gapmirror(args ...string) (code int, stdout, stderr string) {
 	w.t.Helper()
 	var out, errb bytes.Buffer
 	full := append([]string{args[0], "--src-tls-verify=false", "--dest-tls-verify=false", "--no-progress",
-		"--retry-delay", "20ms", "--registries-conf", w.regsConf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache")}, args[1:]...)
+		"--registries-conf", w.regsConf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache")}, args[1:]...)
+	if args[0] == "mirror" {
+		full = append(full[:1], append([]string{"--retry-delay", "20ms"}, full[1:]...)...)
+	}
 	code = run(context.Background(), full, &out, &errb)
 	w.t.Logf("gapmirror %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
 	return code, out.String(), errb.String()

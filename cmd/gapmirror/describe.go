@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/opencontainers/go-digest"
+	"github.com/spf13/cobra"
+
+	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/mirror"
+)
+
+func newDescribeCommand() *cobra.Command {
+	var quick bool
+	cmd := &cobra.Command{
+		Use:   "describe file://DIR",
+		Short: "Say what an archive contains, what it builds on, and whether it is complete and intact",
+		Example: `  gapmirror describe file:///media/mirror
+  gapmirror describe --quick file:///media/mirror   # skip reading every blob`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := fileURL("archive", args[0])
+			if err != nil {
+				return err
+			}
+			r, err := archive.Open(dir)
+			if err != nil {
+				return err
+			}
+			describe(cmd.OutOrStdout(), r.Index())
+			for _, s := range r.Stray() {
+				fmt.Fprintf(cmd.OutOrStdout(), "stray file (not part of this archive): %s\n", s)
+			}
+			if quick {
+				fmt.Fprintln(cmd.OutOrStdout(), "complete: every chunk present with the right size (blobs not read: --quick)")
+				return nil
+			}
+			if err := r.Verify(cmd.Context()); err != nil {
+				return fmt.Errorf("archive %s is damaged: %w", dir, err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "intact: every chunk and blob verified against its checksum")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&quick, "quick", false, "check chunks are present and sized right, without reading every blob")
+	return cmd
+}
+
+func describe(w io.Writer, idx *archive.Index) {
+	fmt.Fprintf(w, "archive:      %s\n", idx.ID)
+	if idx.BasedOn != "" {
+		fmt.Fprintf(w, "builds on:    %s (apply that archive first)\n", idx.BasedOn)
+	} else {
+		fmt.Fprintf(w, "builds on:    nothing (a full archive)\n")
+	}
+	fmt.Fprintf(w, "created:      %s by gapmirror %s\n", idx.Created.Format("2006-01-02 15:04:05 MST"), idx.ToolVersion)
+	var bytes int64
+	for _, b := range idx.Blobs {
+		bytes += b.Size
+	}
+	fmt.Fprintf(w, "blobs:        %d new, %s\n", len(idx.Blobs), mirror.HumanBytes(bytes))
+	for _, c := range idx.Chunks {
+		fmt.Fprintf(w, "chunk:        %s %s\n", c.Name, mirror.HumanBytes(c.Size))
+	}
+	kinds := map[imageset.Kind]int{}
+	if idx.Set != nil {
+		for _, img := range idx.Set.Images {
+			kinds[img.Kind]++
+		}
+		var names []string
+		for k := range kinds {
+			names = append(names, string(k))
+		}
+		sort.Strings(names)
+		fmt.Fprintf(w, "images:       %d\n", len(idx.Set.Images))
+		for _, k := range names {
+			fmt.Fprintf(w, "  %-20s %d\n", k, kinds[imageset.Kind(k)])
+		}
+		carried := map[digest.Digest]bool{}
+		for _, b := range idx.Blobs {
+			carried[b.Digest] = true
+		}
+		for _, img := range idx.Set.Images {
+			note := ""
+			if !carried[digest.Digest(img.Digest)] {
+				note = "  (manifest carried by an earlier archive)"
+			}
+			fmt.Fprintf(w, "  %s  %s%s\n", img.Destination, img.Digest, note)
+		}
+	}
+}
