@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/docker/distribution/registry/api/errcode"
@@ -66,6 +67,10 @@ type Registry struct {
 	// an upstream source it is empty and images are found by their Source.
 	root string
 
+	// Retries and RetryDelay govern retries of reference resolution.
+	Retries    int
+	RetryDelay time.Duration
+
 	mu    sync.Mutex
 	srcs  map[string]types.ImageSource
 	dests map[string]types.ImageDestination
@@ -74,7 +79,8 @@ type Registry struct {
 // NewUpstream returns a Source reading each image from its upstream
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
-	return &Registry{sys: o.SystemContext(), cache: memory.New(), srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}}
+	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}}
 }
 
 // NewMirror returns the mirror registry at root ("host[:port][/prefix]") as a
@@ -300,16 +306,24 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 	if err != nil {
 		return "", fmt.Errorf("image reference %q: %w", ref, err)
 	}
-	src, err := iref.NewImageSource(ctx, r.sys)
+	var d digest.Digest
+	err = Retry(ctx, r.Retries, r.RetryDelay, func() error {
+		src, err := iref.NewImageSource(ctx, r.sys)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		data, _, err := src.GetManifest(ctx, nil)
+		if err != nil {
+			return err
+		}
+		d, err = manifest.Digest(data)
+		return err
+	})
 	if err != nil {
 		return "", explain(err, ref.String())
 	}
-	defer src.Close()
-	data, _, err := src.GetManifest(ctx, nil)
-	if err != nil {
-		return "", explain(err, ref.String())
-	}
-	return manifest.Digest(data)
+	return d, nil
 }
 
 func isNotFound(err error) bool {

@@ -15,13 +15,17 @@ import (
 	"go.podman.io/image/v5/docker"
 )
 
-// retry runs op until it succeeds, fails for good, or the retries are spent,
-// backing off exponentially between attempts.
+// retry runs op until it succeeds, fails for good, or the retries are spent.
 func (c *copier) retry(ctx context.Context, op func() error) error {
-	delay := c.opts.RetryDelay
+	return Retry(ctx, c.opts.Retries, c.opts.RetryDelay, op)
+}
+
+// Retry runs op until it succeeds, fails for good (not Transient), or
+// retries are spent, backing off exponentially from delay.
+func Retry(ctx context.Context, retries int, delay time.Duration, op func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := op()
-		if err == nil || attempt >= c.opts.Retries || !Transient(err) {
+		if err == nil || attempt >= retries || !Transient(err) {
 			return err
 		}
 		select {

@@ -72,6 +72,8 @@ func (t *Trip) now() time.Time {
 
 func (t *Trip) resolve(ctx context.Context, up *Registry) (*imageset.Set, *imageset.Resolution, error) {
 	start := time.Now()
+	opts := t.Copy.withDefaults()
+	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
