@@ -1,0 +1,102 @@
+package imageset
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+)
+
+// tags is a Resolver over a fixed table of tag references.
+type tags map[string]digest.Digest
+
+func (t tags) ResolveDigest(_ context.Context, ref reference.Named) (digest.Digest, error) {
+	if d, ok := t[ref.String()]; ok {
+		return d, nil
+	}
+	return "", errors.New("manifest unknown")
+}
+
+func TestResolveAdditionalImages(t *testing.T) {
+	d1 := digest.FromString("one")
+	d2 := digest.FromString("two")
+	cfg, err := ParseImageSetConfiguration([]byte(`kind: ImageSetConfiguration
+apiVersion: mirror.openshift.io/v2alpha1
+mirror:
+  additionalImages:
+  - name: quay.io/org/app:1.0
+  - name: registry.example.com/team/tool@`+d2.String()+`
+  - name: busybox
+    targetRepo: tools/busybox
+    targetTag: stable
+  - name: quay.io/org/gone:1.0
+  blockedImages:
+  - name: internal/
+`), "isc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, res, err := Resolve(context.Background(), cfg, ResolveOptions{Resolver: tags{
+		"quay.io/org/app:1.0":              d1,
+		"docker.io/library/busybox:latest": d1,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Image{
+		"org/app:1.0":                      {Source: "quay.io/org/app@" + d1.String(), Origin: "quay.io/org/app:1.0", Digest: d1.String()},
+		"team/tool:sha256-" + d2.Encoded(): {Source: "registry.example.com/team/tool@" + d2.String(), Origin: "registry.example.com/team/tool@" + d2.String(), Digest: d2.String()},
+		"tools/busybox:stable":             {Source: "docker.io/library/busybox@" + d1.String(), Origin: "docker.io/library/busybox:latest", Digest: d1.String()},
+	}
+	if len(set.Images) != len(want) {
+		t.Fatalf("got %d images: %+v", len(set.Images), set.Images)
+	}
+	for _, img := range set.Images {
+		w, ok := want[img.Destination]
+		if !ok {
+			t.Errorf("unexpected destination %s", img.Destination)
+			continue
+		}
+		if img.Source != w.Source || img.Origin != w.Origin || img.Digest != w.Digest || img.Kind != KindAdditional {
+			t.Errorf("%s: got %+v, want %+v", img.Destination, img, w)
+		}
+		if len(img.Why) != 1 || !strings.HasPrefix(img.Why[0], "mirror.additionalImages[") {
+			t.Errorf("%s: why = %v", img.Destination, img.Why)
+		}
+	}
+	if len(res.Failed) != 1 || res.Failed[0].Origin != "quay.io/org/gone:1.0" || res.Failed[0].Why != "mirror.additionalImages[3]" {
+		t.Errorf("failed = %+v", res.Failed)
+	}
+	// Deterministic: sorted by destination.
+	for i := 1; i < len(set.Images); i++ {
+		if set.Images[i-1].Destination > set.Images[i].Destination {
+			t.Errorf("set not sorted")
+		}
+	}
+}
+
+func TestResolveErrors(t *testing.T) {
+	head := "kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n"
+	d := digest.FromString("x")
+	for _, c := range []struct{ name, body, want string }{
+		{"blocked", "  additionalImages:\n  - name: quay.io/internal/app:1\n  blockedImages:\n  - name: internal/\n", "mirror.additionalImages[0].name: quay.io/internal/app:1 is blocked by mirror.blockedImages[0]"},
+		{"two images one tag", "  additionalImages:\n  - name: quay.io/a/app:1\n  - name: quay.io/b/x:1\n    targetRepo: a/app\n", "destination a/app:1 is claimed by"},
+		{"operators", "  operators:\n  - catalog: quay.io/c/index:v1\n", "mirror.operators: not supported"},
+		{"platforms", "  additionalImages:\n  - name: quay.io/a/app:1\n    platforms:\n    - os: linux\n      architecture: amd64\n", "mirror.additionalImages[0].platforms: not supported"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := ParseImageSetConfiguration([]byte(head+c.body), "isc.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := tags{"quay.io/a/app:1": d, "quay.io/b/x:1": digest.FromString("y"), "quay.io/internal/app:1": d}
+			_, _, err = Resolve(context.Background(), cfg, ResolveOptions{Resolver: all})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,187 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/docker"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// uploads counts finished blob uploads and mounts per digest at a registry.
+type uploads struct {
+	mu      sync.Mutex
+	put     map[digest.Digest]int
+	mounted map[digest.Digest]int
+}
+
+func (u *uploads) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		u.mu.Lock()
+		switch {
+		case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blobs/uploads/") && q.Get("digest") != "":
+			u.put[digest.Digest(q.Get("digest"))]++
+		case r.Method == http.MethodPost && q.Get("mount") != "":
+			u.mounted[digest.Digest(q.Get("mount"))]++
+		}
+		u.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func testOptions(t *testing.T) RegistryOptions {
+	conf := filepath.Join(t.TempDir(), "registries.conf")
+	if err := os.WriteFile(conf, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return RegistryOptions{Insecure: true, RegistriesConf: conf, AuthFile: filepath.Join(t.TempDir(), "auth.json")}
+}
+
+// TestSharedLayerIsMounted: a base layer shared by ten images in ten
+// repositories is uploaded once; the other nine get it by cross-repository
+// mount. This guards the blob-info cache trick in mount.go.
+func TestSharedLayerIsMounted(t *testing.T) {
+	up := registrytest.Start(t, registrytest.Options{})
+	dst := registrytest.Start(t, registrytest.Options{})
+	u := &uploads{put: map[digest.Digest]int{}, mounted: map[digest.Digest]int{}}
+	dst.SetWrap(u.wrap)
+	base := imagebuilder.RandomLayer(1, 64<<10)
+	set := &imageset.Set{}
+	var baseDigest digest.Digest
+	for i := 0; i < 10; i++ {
+		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{base, imagebuilder.RandomLayer(uint64(10+i), 8<<10)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		baseDigest = img.Layers[0].Descriptor().Digest
+		repo := fmt.Sprintf("ns/app-%d", i)
+		if err := imagebuilder.Push(context.Background(), imagebuilder.Target{URL: up.URL()}, repo, "v1", img); err != nil {
+			t.Fatal(err)
+		}
+		set.Images = append(set.Images, imageset.Image{Source: up.Host() + "/" + repo + "@" + img.Digest.String(), Origin: up.Host() + "/" + repo + ":v1",
+			Digest: img.Digest.String(), Destination: repo + ":v1", Kind: imageset.KindAdditional})
+	}
+	src := NewUpstream(testOptions(t))
+	mir, err := NewMirror(dst.Host()+"/m", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Copy(context.Background(), set, src, mir, Options{ParallelImages: 4})
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if u.put[baseDigest] != 1 {
+		t.Errorf("shared base layer uploaded %d times, want once", u.put[baseDigest])
+	}
+	if u.mounted[baseDigest] != 9 {
+		t.Errorf("shared base layer mounted %d times, want 9", u.mounted[baseDigest])
+	}
+	for d, n := range u.put {
+		if n > 1 {
+			t.Errorf("blob %s uploaded %d times", d, n)
+		}
+	}
+}
+
+// TestStoreRefusesCorruptBlobs: a blob whose bytes or size do not match its
+// digest never appears in the store, and a good one appears whole.
+func TestStoreRefusesCorruptBlobs(t *testing.T) {
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := []byte("layer bytes")
+	d := digest.FromBytes(good)
+	for _, c := range []struct {
+		name string
+		data []byte
+		size int64
+	}{
+		{"flipped", []byte("layer byteS"), int64(len(good))},
+		{"short", good[:5], int64(len(good))},
+		{"wrong size", good, 3},
+	} {
+		err := s.Put(d, c.size, bytes.NewReader(c.data))
+		var de *DigestError
+		if !errors.As(err, &de) {
+			t.Errorf("%s: got %v, want a DigestError", c.name, err)
+		}
+		if s.Has(d) {
+			t.Fatalf("%s: corrupt blob stored", c.name)
+		}
+	}
+	if err := s.Put(d, int64(len(good)), bytes.NewReader(good)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReadBlob(d); err != nil || !bytes.Equal(got, good) {
+		t.Errorf("ReadBlob = %q, %v", got, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(s.Dir(), storeIngest)); len(entries) != 0 {
+		t.Errorf("ingest not cleaned: %v", entries)
+	}
+}
+
+// TestVerifyingReader: short, long and corrupt streams fail before EOF is
+// reported, so a destination never commits them.
+func TestVerifyingReader(t *testing.T) {
+	good := bytes.Repeat([]byte("x"), 10000)
+	desc := descOf(good)
+	for _, c := range []struct {
+		name string
+		data []byte
+		ok   bool
+	}{
+		{"good", good, true},
+		{"short", good[:9999], false},
+		{"long", append(append([]byte{}, good...), 'y'), false},
+		{"corrupt", append([]byte("y"), good[1:]...), false},
+	} {
+		vr := &verifyingReader{r: bytes.NewReader(c.data), desc: desc, v: desc.Digest.Verifier(), progress: nopProgress{}}
+		_, err := io.Copy(io.Discard, vr)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: err = %v", c.name, err)
+		}
+	}
+}
+
+func TestTransient(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{docker.UnexpectedHTTPStatusError{StatusCode: 503}, true},
+		{docker.UnexpectedHTTPStatusError{StatusCode: 429}, true},
+		{docker.UnexpectedHTTPStatusError{StatusCode: 404}, false},
+		{docker.UnexpectedHTTPStatusError{StatusCode: 401}, false},
+		{fmt.Errorf("reading blob: %w", syscall.ECONNRESET), true},
+		{fmt.Errorf("x: %w", io.ErrUnexpectedEOF), true},
+		{&DigestError{Digest: "sha256:00", Msg: "bad"}, true},
+		{context.Canceled, false},
+		{errors.New("manifest unknown"), false},
+		{errors.New("read: connection reset by peer"), true},
+	} {
+		if got := Transient(c.err); got != c.want {
+			t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func descOf(b []byte) ocispec.Descriptor {
+	return ocispec.Descriptor{Digest: digest.FromBytes(b), Size: int64(len(b))}
+}
