@@ -42,7 +42,11 @@ type Trip struct {
 	// SkipPredecessorCheck lets disk-to-mirror apply an incremental archive
 	// whose predecessor this workspace has no record of applying.
 	SkipPredecessorCheck bool
-	DryRun               bool
+	// RetryFailed is a failure file an earlier run wrote: copy exactly the
+	// images it lists, with the digests that run pinned, instead of
+	// resolving the configuration again.
+	RetryFailed string
+	DryRun      bool
 	Log                  *slog.Logger
 	Out                  io.Writer
 	ToolVersion          string
@@ -61,6 +65,8 @@ type Report struct {
 	// ClusterResources lists the manifests written for the cluster.
 	ClusterResources []string
 	Workspace        string
+	// FailedFile lists the failed images for --retry-failed.
+	FailedFile string
 }
 
 func (t *Trip) now() time.Time {
@@ -71,6 +77,9 @@ func (t *Trip) now() time.Time {
 }
 
 func (t *Trip) resolve(ctx context.Context, up *Registry) (*imageset.Set, *imageset.Resolution, error) {
+	if t.RetryFailed != "" {
+		return nil, nil, errors.New("internal: resolve called for a retry")
+	}
 	start := time.Now()
 	opts := t.Copy.withDefaults()
 	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
@@ -88,13 +97,59 @@ func (t *Trip) resolve(ctx context.Context, up *Registry) (*imageset.Set, *image
 	return set, res, nil
 }
 
+// plan is the Set of a trip and the part of it to copy: all of it, or with
+// --retry-failed the images an earlier run failed.
+func (t *Trip) plan(ctx context.Context, up *Registry) (set, todo *imageset.Set, res *imageset.Resolution, err error) {
+	if t.RetryFailed == "" {
+		set, res, err = t.resolve(ctx, up)
+		return set, set, res, err
+	}
+	var ff failedFile
+	data, err := os.ReadFile(t.RetryFailed)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("--retry-failed: %w", err)
+	}
+	if err := json.Unmarshal(data, &ff); err != nil || ff.Set == nil {
+		return nil, nil, nil, fmt.Errorf("--retry-failed %s: not a gapmirror failure file (%v)", t.RetryFailed, err)
+	}
+	failed := map[string]bool{}
+	for _, f := range ff.Failed {
+		failed[f.Image] = true
+	}
+	todo = &imageset.Set{FormatVersion: ff.Set.FormatVersion}
+	for _, img := range ff.Set.Images {
+		if failed[img.Destination] {
+			todo.Images = append(todo.Images, img)
+		}
+	}
+	t.Log.Info("retrying the failed images of an earlier run", "file", t.RetryFailed, "images", len(todo.Images))
+	return ff.Set, todo, &imageset.Resolution{}, nil
+}
+
+// copyPlan copies todo and counts the rest of set as done by an earlier run.
+func (t *Trip) copyPlan(ctx context.Context, set, todo *imageset.Set, src Source, dst Destination) *Result {
+	res := Copy(ctx, todo, src, dst, t.Copy)
+	if len(todo.Images) != len(set.Images) {
+		in := map[string]bool{}
+		for _, img := range todo.Images {
+			in[img.Destination] = true
+		}
+		for _, img := range set.Images {
+			if !in[img.Destination] {
+				res.Skipped = append(res.Skipped, img)
+			}
+		}
+	}
+	return res
+}
+
 // MirrorToDisk copies the image set from upstream into the local store and
 // writes an archive of it into dir.
 func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	ws := filepath.Join(dir, WorkingDir)
 	up := NewUpstream(t.Upstream)
 	defer up.Close()
-	set, res, err := t.resolve(ctx, up)
+	set, todo, res, err := t.plan(ctx, up)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +165,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		return nil, err
 	}
 	t.Log.Info("copying to the local store", "store", store.Dir(), "images", len(set.Images))
-	rep.Result = Copy(ctx, set, up, store.Destination(), t.Copy)
+	rep.Result = t.copyPlan(ctx, set, todo, up, store.Destination())
 	if err := store.SaveIndex(); err != nil {
 		return nil, err
 	}
@@ -292,7 +347,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	defer dst.Close()
 	up := NewUpstream(t.Upstream)
 	defer up.Close()
-	set, res, err := t.resolve(ctx, up)
+	set, todo, res, err := t.plan(ctx, up)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +365,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		return nil, err
 	}
 	t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
-	rep.Result = Copy(ctx, set, up, dst, t.Copy)
+	rep.Result = t.copyPlan(ctx, set, todo, up, dst)
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
@@ -463,7 +518,25 @@ func (t *Trip) record(ws string, rep *Report) error {
 		return err
 	}
 	name := now.Format("20060102T150405.000Z") + "-" + rep.Mode + ".json"
-	return writeFileAtomic(filepath.Join(dir, name), data)
+	if err := writeFileAtomic(filepath.Join(dir, name), data); err != nil {
+		return err
+	}
+	if len(rec.Failed) > 0 {
+		rep.FailedFile = filepath.Join(ws, "failed", name)
+		if err := (workspace{ws}).write(failedFile{FormatVersion: recordFormat, Mode: rep.Mode, Set: rep.Set, Failed: rec.Failed}, "failed", name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// failedFile is what --retry-failed reads: the pinned Set of a run and the
+// images of it that failed.
+type failedFile struct {
+	FormatVersion int             `json:"formatVersion"`
+	Mode          string          `json:"mode"`
+	Set           *imageset.Set   `json:"set"`
+	Failed        []failureRecord `json:"failed"`
 }
 
 // Summary prints what the trip did.
@@ -488,6 +561,12 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	for _, f := range res.Failed {
 		fmt.Fprintf(w, "FAILED %v\n", f.Err)
+	}
+	if r.FailedFile != "" {
+		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
+	}
+	if len(r.Resolution.Failed) > 0 {
+		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")
 	}
 }
 

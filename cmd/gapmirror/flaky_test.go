@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -40,4 +42,37 @@ func TestFlakyUpstream(t *testing.T) {
 		t.Fatalf("d2m exit %d", code)
 	}
 	w.assertMirrored(w.dst, "d")
+}
+
+// TestRetryFailed: a run with an image failing for good lists it in a
+// failure file; --retry-failed copies exactly that image.
+func TestRetryFailed(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(5, 32<<10)
+	data, _, err := w.up.Manifest(w.images[1].Repo, w.images[1].Digest.String())
+	must(t, err)
+	all := layersOf(t, data)
+	w.up.SetWrap(registrytest.NewBlobCorrupter(0, all[len(all)-1]).Wrap)
+	ws := filepath.Join(w.dir, "ws")
+	code, stdout, _ := w.gapmirror("mirror", "-c", w.isc(""), "--retry-times", "1", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 8 {
+		t.Fatalf("exit %d, want 8", code)
+	}
+	i := strings.Index(stdout, "--retry-failed ")
+	if i < 0 {
+		t.Fatalf("no retry hint:\n%s", stdout)
+	}
+	file := strings.TrimSpace(strings.SplitN(stdout[i+len("--retry-failed "):], "\n", 2)[0])
+
+	w.up.SetWrap(nil)
+	code, stdout, _ = w.gapmirror("mirror", "--retry-failed", file, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 0 || !strings.Contains(stdout, "1 images copied, 4 already there, 0 failed") {
+		t.Fatalf("retry: exit %d\n%s", code, stdout)
+	}
+	w.assertMirrored(w.dst, "m")
+	idms, err := os.ReadFile(filepath.Join(ws, "working-dir", "cluster-resources", "itms-gapmirror.yaml"))
+	must(t, err)
+	if !strings.Contains(string(idms), w.up.Host()+"/apps") {
+		t.Errorf("cluster resources after the retry do not cover the set:\n%s", idms)
+	}
 }

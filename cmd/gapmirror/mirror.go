@@ -26,6 +26,7 @@ type mirrorFlags struct {
 	force          bool
 	since          string
 	skipPredCheck  bool
+	retryFailed    string
 }
 
 func newMirrorCommand(g *globalFlags) *cobra.Command {
@@ -53,6 +54,7 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.archiveSize, "archive-size", "", "maximum size of an archive chunk: a number of GiB (as archiveSize) or e.g. 500MiB; default the config's archiveSize, else 500GiB")
 	fl.BoolVar(&f.strictArchive, "strict-archive", false, "fail instead of writing an oversized chunk when a single blob exceeds --archive-size")
 	fl.BoolVar(&f.force, "force", false, "copy every image even if the destination already has it")
+	fl.StringVar(&f.retryFailed, "retry-failed", "", "copy exactly the images a failed run listed in this file (its path is printed at the end of that run), with the digests that run pinned")
 	fl.StringVar(&f.since, "since", "", "mirror-to-disk: leave out only blobs carried by archives made before this date (yyyy-mm-dd), e.g. when a later archive was lost")
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
 	return cmd
@@ -102,6 +104,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 		trip.Since = since
 	}
 	trip.SkipPredecessorCheck = f.skipPredCheck
+	trip.RetryFailed = f.retryFailed
 	if f.retryTimes == 0 {
 		trip.Copy.Retries = -1
 	}
@@ -128,7 +131,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 		if f.from != "" || f.workspace != "" {
 			return fmt.Errorf("mirror-to-disk (%s) takes no --from or --workspace: the workspace is <dir>/working-dir", target)
 		}
-		if trip.Config == nil {
+		if trip.Config == nil && f.retryFailed == "" {
 			return fmt.Errorf("mirror-to-disk needs -c/--config")
 		}
 		dir, err := fileURL("destination", target)
@@ -154,7 +157,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 				return err
 			}
 		case f.workspace != "":
-			if trip.Config == nil {
+			if trip.Config == nil && f.retryFailed == "" {
 				return fmt.Errorf("mirror-to-mirror needs -c/--config")
 			}
 			dir, err := fileURL("--workspace", f.workspace)

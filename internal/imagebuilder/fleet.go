@@ -55,20 +55,28 @@ type FleetImage struct {
 	Index *Index
 }
 
-// Digest is the manifest (or index) digest.
+// Digest is the manifest (or index) digest; empty for a zero FleetImage.
 func (fi FleetImage) Digest() digest.Digest {
-	if fi.Index != nil {
+	switch {
+	case fi.Index != nil:
 		return fi.Index.Digest
+	case fi.Image != nil:
+		return fi.Image.Digest
+	default:
+		return ""
 	}
-	return fi.Image.Digest
 }
 
-// MediaType is the manifest (or index) media type.
+// MediaType is the manifest (or index) media type; empty for a zero FleetImage.
 func (fi FleetImage) MediaType() string {
-	if fi.Index != nil {
+	switch {
+	case fi.Index != nil:
 		return fi.Index.MediaType
+	case fi.Image != nil:
+		return fi.Image.MediaType
+	default:
+		return ""
 	}
-	return fi.Image.MediaType
 }
 
 // Ref is host/repo:tag.
@@ -78,10 +86,14 @@ func (fi FleetImage) Ref(host string) string {
 
 // Blobs is every distinct blob of the image.
 func (fi FleetImage) Blobs() []Blob {
-	if fi.Index != nil {
+	switch {
+	case fi.Index != nil:
 		return fi.Index.Blobs()
+	case fi.Image != nil:
+		return fi.Image.Blobs()
+	default:
+		return nil
 	}
-	return fi.Image.Blobs()
 }
 
 // defaults returns f with empty fields filled in.
@@ -220,9 +232,10 @@ func PushFleet(ctx context.Context, t Target, images []FleetImage) error {
 		return err
 	}
 	for _, fi := range images {
-		if fi.Index != nil {
+		switch {
+		case fi.Index != nil:
 			err = p.pushIndex(ctx, fi.Repo, fi.Tag, fi.Index)
-		} else {
+		default:
 			err = p.pushImage(ctx, fi.Repo, fi.Tag, fi.Image)
 		}
 		if err != nil {

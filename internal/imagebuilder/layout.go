@@ -19,6 +19,9 @@ import (
 // (org.opencontainers.image.ref.name; empty for no name). An entry with the
 // same name is replaced. The result is readable as oci:DIR:REFNAME.
 func WriteLayout(dir, refName string, img *Image) error {
+	if img == nil {
+		return fmt.Errorf("writing OCI layout %s: no image given", dir)
+	}
 	manifest := NewBlob(img.MediaType, img.Manifest)
 	return writeLayout(dir, refName, img.Descriptor(), append(img.Blobs(), manifest))
 }
@@ -26,6 +29,9 @@ func WriteLayout(dir, refName string, img *Image) error {
 // WriteIndexLayout writes a multi-platform image into the OCI image layout at
 // dir like WriteLayout does; refName names the index.
 func WriteIndexLayout(dir, refName string, idx *Index) error {
+	if idx == nil {
+		return fmt.Errorf("writing OCI layout %s: no index given", dir)
+	}
 	blobs := idx.Blobs()
 	for _, img := range idx.Images {
 		blobs = append(blobs, NewBlob(img.MediaType, img.Manifest))

@@ -101,6 +101,9 @@ func PushManifest(ctx context.Context, t Target, repo, ref, mediaType string, ma
 }
 
 func (p *pusher) pushImage(ctx context.Context, repo, tag string, img *Image) error {
+	if img == nil {
+		return fmt.Errorf("pushing %s/%s: no image given", p.base.Host, repo)
+	}
 	for _, b := range img.Blobs() {
 		if err := p.pushBlob(ctx, repo, b); err != nil {
 			return err
@@ -114,6 +117,9 @@ func (p *pusher) pushImage(ctx context.Context, repo, tag string, img *Image) er
 }
 
 func (p *pusher) pushIndex(ctx context.Context, repo, tag string, idx *Index) error {
+	if idx == nil {
+		return fmt.Errorf("pushing %s/%s: no index given", p.base.Host, repo)
+	}
 	for _, img := range idx.Images {
 		if err := p.pushImage(ctx, repo, "", img); err != nil {
 			return fmt.Errorf("image %s of index: %w", img.Platform, err)
