@@ -47,9 +47,9 @@ type Trip struct {
 	// resolving the configuration again.
 	RetryFailed string
 	DryRun      bool
-	Log                  *slog.Logger
-	Out                  io.Writer
-	ToolVersion          string
+	Log         *slog.Logger
+	Out         io.Writer
+	ToolVersion string
 	// Now stamps records; tests set it.
 	Now func() time.Time
 }
