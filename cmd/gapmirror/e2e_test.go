@@ -88,3 +88,28 @@ func TestThreeTrips(t *testing.T) {
 		t.Log("skopeo not installed: skipping the independent-client cross-check")
 	}
 }
+
+// TestRegistriesConfMirror: images named under a registry this machine
+// cannot reach are pulled through the mirror registries.conf gives for it,
+// as podman and skopeo would, and keep their original names in IDMS.
+func TestRegistriesConfMirror(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 16<<10)
+	conf := "[[registry]]\nprefix = \"registry.example.invalid\"\nlocation = \"registry.example.invalid\"\n" +
+		"[[registry.mirror]]\nlocation = \"" + w.up.Host() + "\"\ninsecure = true\n"
+	must(t, os.WriteFile(w.regsConf, []byte(conf), 0o644))
+	for i := range w.images {
+		w.images[i].Ref = strings.Replace(w.images[i].Ref, w.up.Host(), "registry.example.invalid", 1)
+	}
+	ws := filepath.Join(w.dir, "ws")
+	code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	w.assertMirrored(w.dst, "m")
+	itms, err := os.ReadFile(filepath.Join(ws, "working-dir", "cluster-resources", "itms-gapmirror.yaml"))
+	must(t, err)
+	if !strings.Contains(string(itms), "registry.example.invalid/apps") {
+		t.Errorf("ITMS does not keep the original registry name:\n%s", itms)
+	}
+}
