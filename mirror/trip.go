@@ -257,7 +257,11 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 			{Name: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		},
 	}
-	t.Log.Info("writing archive", "dir", dir, "new blobs", len(blobs), "bytes", HumanBytes(bytes), "carried earlier", len(seen)-len(blobs), "based on", basedOn)
+	args := []any{"dir", dir, "newBlobs", len(blobs), "bytes", HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
+	if basedOn != "" {
+		args = append(args, "basedOn", basedOn)
+	}
+	t.Log.Info("writing archive", args...)
 	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,438 @@
+// Command bench measures gapmirror's three trips on generated images and
+// prints the figures next to baselines measured in the same run: a plain
+// copy of the same blob files and skopeo copying the same images. It prints
+// figures, not pass/fail; it fails only when a run fails.
+//
+// Scenario A (throughput): -images images sharing a base layer, -size bytes
+// of unique blobs in all, from a registry on filesystem storage.
+// Scenario B (per-image overhead): -small images of 20–100 KiB each, like
+// operator bundles.
+//
+// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-keep]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+func main() {
+	bin := flag.String("gapmirror", "bin/gapmirror", "the gapmirror binary to measure (build it with make build)")
+	size := flag.String("size", "256MiB", "scenario A: total bytes of unique blobs (at least 200MiB for the issue's figure), e.g. 256MiB or 1GiB")
+	images := flag.Int("images", 20, "scenario A: number of images")
+	small := flag.Int("small", 500, "scenario B: number of small images (0 skips scenario B)")
+	trace := flag.Bool("trace", false, "write every HTTP request the registries serve into gapmirror.log")
+	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
+	flag.Parse()
+
+	total, err := archive.ParseSize(*size)
+	if err != nil {
+		fail("-size: %v", err)
+	}
+	if *images < 1 || *images > 10000 {
+		fail("-images %d: use 1 to 10000", *images)
+	}
+	if total < int64(*images)*(64<<10) {
+		fail("-size %s is too small for %d images: give each image at least 64KiB", *size, *images)
+	}
+	if *small < 0 || *small > 100000 {
+		fail("-small %d: use 0 to 100000", *small)
+	}
+	abs, err := filepath.Abs(*bin)
+	if err == nil {
+		_, err = os.Stat(abs)
+	}
+	if err != nil {
+		fail("the gapmirror binary %q is not there (%v): run make build, or pass -gapmirror PATH", *bin, err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(abs)
+	if err != nil {
+		fail("%v", err)
+	}
+	b.trace = *trace
+	err = b.run(ctx, total, *images, *small)
+	b.close(*keep)
+	if err != nil {
+		fail("%v", err)
+	}
+}
+
+// fail prints a message and exits 1.
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+// bench is one benchmark run: a work directory, the registries it started,
+// the binaries it measures and a log of everything they printed.
+type bench struct {
+	bin        string
+	skopeo     string // "" when skopeo is not installed
+	dir        string
+	log        *os.File
+	regsConf   string
+	authFile   string
+	registries map[string]*registrytest.Registry // by name
+	// requests counts the HTTP requests all the registries served.
+	requests atomic.Int64
+	// trace logs every request.
+	trace bool
+}
+
+func newBench(bin string) (*bench, error) {
+	dir, err := os.MkdirTemp("", "gapmirror-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the work directory: %w", err)
+	}
+	b := &bench{bin: bin, dir: dir, registries: map[string]*registrytest.Registry{},
+		regsConf: filepath.Join(dir, "registries.conf"),
+		authFile: filepath.Join(dir, "auth.json"),
+	}
+	b.skopeo, _ = exec.LookPath("skopeo")
+	// Keep the host's containers configuration out of the measurements.
+	if err := os.WriteFile(b.regsConf, nil, 0o644); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", b.regsConf, err)
+	}
+	if err := os.WriteFile(b.authFile, []byte(`{"auths":{}}`+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", b.authFile, err)
+	}
+	if b.log, err = os.Create(filepath.Join(dir, "gapmirror.log")); err != nil {
+		return nil, fmt.Errorf("creating the log: %w", err)
+	}
+	return b, nil
+}
+
+// close stops the registries and removes the work directory unless keep.
+func (b *bench) close(keep bool) {
+	for _, r := range b.registries {
+		if err := r.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		}
+	}
+	_ = b.log.Close()
+	if keep {
+		fmt.Printf("\nKept %s (registries/, scenario-a/, scenario-b/, gapmirror.log).\n", b.dir)
+		return
+	}
+	if err := os.RemoveAll(b.dir); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: removing %s: %v\n", b.dir, err)
+	}
+}
+
+func (b *bench) run(ctx context.Context, size int64, images, small int) error {
+	b.header()
+	if err := b.throughput(ctx, size, images); err != nil {
+		return err
+	}
+	if small > 0 {
+		if err := b.overhead(ctx, small); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// header prints when, where and what is measured.
+func (b *bench) header() {
+	version := "unknown"
+	if out, err := exec.Command(b.bin, "version").Output(); err == nil {
+		version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "gapmirror"))
+	}
+	skopeo := "not installed: skopeo baselines skipped"
+	if b.skopeo != "" {
+		if out, err := exec.Command(b.skopeo, "--version").Output(); err == nil {
+			skopeo = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "skopeo version"))
+		}
+	}
+	fmt.Printf("gapmirror bench, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Printf("machine:   %s/%s, %d CPUs%s, %s\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.Version())
+	fmt.Printf("gapmirror: %s (%s)\n", version, b.bin)
+	fmt.Printf("skopeo:    %s\n", skopeo)
+	fmt.Printf("work dir:  %s (log of every run: gapmirror.log)\n", b.dir)
+	fmt.Println("Registries run in this process on 127.0.0.1 with filesystem storage; every figure is wall time of the command, start to exit.")
+}
+
+// cpuModel is ", <model name>" from /proc/cpuinfo, or "" where there is none.
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return " (" + strings.TrimSpace(v) + ")"
+		}
+	}
+	return ""
+}
+
+// registry is the filesystem-backed registry stored under registries/name,
+// started on first use.
+func (b *bench) registry(ctx context.Context, name string) (*registrytest.Registry, error) {
+	if r, ok := b.registries[name]; ok {
+		return r, nil
+	}
+	r, err := registrytest.New(ctx, registrytest.Options{Dir: filepath.Join(b.dir, "registries", name), Wrap: b.count})
+	if err != nil {
+		return nil, fmt.Errorf("starting registry %s: %w", name, err)
+	}
+	b.registries[name] = r
+	return r, nil
+}
+
+// count wraps a registry's handler to count its requests.
+func (b *bench) count(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.requests.Add(1)
+		if b.trace {
+			logMu.Lock()
+			fmt.Fprintf(b.log, "request %s %s %s\n", r.Host, r.Method, r.URL.Path)
+			logMu.Unlock()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// counts is what a gapmirror run's summary says it did.
+type counts struct {
+	copied, there, failed int
+}
+
+var summaryRE = regexp.MustCompile(`(\d+) images copied, (\d+) already there, (\d+) failed`)
+
+// gapmirror runs the binary once with the isolation flags, its output going
+// to the log, and returns the wall time and the summary counts. A non-zero
+// exit is an error carrying the end of the output.
+func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (time.Duration, counts, error) {
+	full := append(slices.Clone(args), "--no-progress", "--registries-conf", b.regsConf, "--authfile", b.authFile,
+		"--src-tls-verify=false", "--dest-tls-verify=false")
+	var out bytes.Buffer
+	took, err := b.command(ctx, label, &out, b.bin, full, nil)
+	var c counts
+	if m := summaryRE.FindStringSubmatch(out.String()); m != nil {
+		c.copied, _ = strconv.Atoi(m[1])
+		c.there, _ = strconv.Atoi(m[2])
+		c.failed, _ = strconv.Atoi(m[3])
+	}
+	if err != nil {
+		return took, c, fmt.Errorf("%s failed: %w\n--- last lines of its output (run with -keep to keep the whole log, %s) ---\n%s",
+			label, err, b.log.Name(), tail(out.String(), 30))
+	}
+	return took, c, nil
+}
+
+// command runs name with args, writing its output to out and to the log
+// under a header, and returns the wall time.
+func (b *bench) command(ctx context.Context, label string, out *bytes.Buffer, name string, args, env []string) (time.Duration, error) {
+	var buf bytes.Buffer
+	if out == nil {
+		out = &buf
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	b.logRun(label, name, args, took, err, out.Bytes())
+	return took, err
+}
+
+var logMu sync.Mutex
+
+// logRun appends one command and its output to the log.
+func (b *bench) logRun(label, name string, args []string, took time.Duration, err error, output []byte) {
+	logMu.Lock()
+	defer logMu.Unlock()
+	status := "ok"
+	if err != nil {
+		status = err.Error()
+	}
+	fmt.Fprintf(b.log, "=== %s: %s %s\n", label, name, strings.Join(args, " "))
+	b.log.Write(output)
+	fmt.Fprintf(b.log, "=== %s: %s after %.2fs\n\n", label, status, took.Seconds())
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// skopeoCopy copies every src[i] to dst[i] with `skopeo copy --all`, at most
+// parallel at a time, as a shell script around skopeo would, and returns the
+// wall time of the whole batch.
+func (b *bench) skopeoCopy(ctx context.Context, label string, src, dst []string, parallel int) (time.Duration, error) {
+	env := []string{"CONTAINERS_REGISTRIES_CONF=" + b.regsConf}
+	start := time.Now()
+	work := make(chan int)
+	errs := make(chan error, len(src))
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				args := []string{"--insecure-policy", "copy", "--all", "--quiet", "--authfile", b.authFile,
+					"--src-tls-verify=false", "--dest-tls-verify=false", src[i], dst[i]}
+				if strings.HasPrefix(dst[i], "oci:") {
+					args = slices.DeleteFunc(args, func(a string) bool { return a == "--dest-tls-verify=false" })
+				}
+				var out bytes.Buffer
+				if _, err := b.command(ctx, label, &out, b.skopeo, args, env); err != nil {
+					errs <- fmt.Errorf("%s: skopeo copy %s %s: %w\n%s", label, src[i], dst[i], err, tail(out.String(), 10))
+				}
+			}
+		}()
+	}
+	for i := range src {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return time.Since(start), ctx.Err()
+}
+
+// plainCopy copies every regular file under src into dst with io.Copy (no
+// fsync): the floor for moving these bytes on this disk.
+func plainCopy(src, dst string) (time.Duration, int64, error) {
+	start := time.Now()
+	var total int64
+	err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if e.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		n, err := copyFile(path, target)
+		total += n
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("plain copy of %s: %w", src, err)
+	}
+	return time.Since(start), total, nil
+}
+
+func copyFile(src, dst string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// chunkBytes is the number and total size of the mirror_*.tar chunks in dir.
+func chunkBytes(dir string) (int, int64, error) {
+	chunks, err := filepath.Glob(filepath.Join(dir, "mirror_*.tar"))
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(chunks) == 0 {
+		return 0, 0, fmt.Errorf("no mirror_*.tar in %s", dir)
+	}
+	var total int64
+	for _, c := range chunks {
+		fi, err := os.Stat(c)
+		if err != nil {
+			return 0, 0, err
+		}
+		total += fi.Size()
+	}
+	return len(chunks), total, nil
+}
+
+// writeConfig writes an ImageSetConfiguration listing refs as additional images.
+func writeConfig(path string, refs []string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintf(w, "kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n")
+	for _, r := range refs {
+		fmt.Fprintf(w, "  - name: %s\n", r)
+	}
+	err = w.Flush()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// mib is n bytes in MiB.
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// humanBytes formats n as B, KiB, MiB or GiB.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", mib(n))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}

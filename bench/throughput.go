@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+)
+
+// row is one line of the throughput table.
+type row struct {
+	op    string
+	took  time.Duration
+	bytes int64 // bytes moved, for MiB/s; 0 prints "-"
+	// requests is the number of HTTP requests the registries served.
+	requests int64
+	// skopeo is the comparable skopeo baseline and its name; nil prints "-".
+	skopeo *row
+}
+
+// throughput is scenario A: n images sharing a base layer, size bytes of
+// unique blobs, each trip and each baseline measured once.
+func (b *bench) throughput(ctx context.Context, size int64, n int) error {
+	dir := filepath.Join(b.dir, "scenario-a")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	base := size / 4
+	own := (size - base) / int64(n)
+	fmt.Printf("\nScenario A, throughput: %d images, a %s base layer shared by all and %s of their own each\n",
+		n, humanBytes(base), humanBytes(own))
+
+	up, err := b.registry(ctx, "a-upstream")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	fleet := imagebuilder.Fleet{Count: n, Seed: 42, RepoPrefix: "bench/app-", Tag: "v1", BaseLayerSize: base, UniqueLayerSize: own}
+	images, err := fleet.Build()
+	if err != nil {
+		return fmt.Errorf("building scenario A's images: %w", err)
+	}
+	if err := imagebuilder.PushFleet(ctx, imagebuilder.Target{URL: up.URL(), Client: up.Client()}, images); err != nil {
+		return fmt.Errorf("pushing scenario A's images: %w", err)
+	}
+	unique := imagebuilder.DistinctBytes(images)
+	fmt.Printf("  %s of unique blobs (tar+gzip, random content) generated and pushed upstream in %.1fs\n",
+		humanBytes(unique), time.Since(start).Seconds())
+
+	var refs, repoTags []string
+	for _, fi := range images {
+		refs = append(refs, fi.Ref(up.Host()))
+		repoTags = append(repoTags, fi.Repo+":"+fi.Tag)
+	}
+	isc := filepath.Join(dir, "isc.yaml")
+	if err := writeConfig(isc, refs); err != nil {
+		return err
+	}
+	cache := filepath.Join(dir, "cache")
+	archiveDir := filepath.Join(dir, "archive")
+	m2dArgs := []string{"mirror", "-c", isc, "--cache-dir", cache, "file://" + archiveDir}
+
+	// gapmirror's trips.
+	m2d, err := b.trip(ctx, "A mirror-to-disk", n, false, m2dArgs...)
+	if err != nil {
+		return err
+	}
+	chunks, archiveBytes, err := chunkBytes(archiveDir)
+	if err != nil {
+		return fmt.Errorf("A mirror-to-disk: %w", err)
+	}
+	d2mReg, err := b.registry(ctx, "a-d2m")
+	if err != nil {
+		return err
+	}
+	d2m, err := b.trip(ctx, "A disk-to-mirror", n, false, "mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-airgap"),
+		"--from", "file://"+archiveDir, "docker://"+d2mReg.Host()+"/mirror")
+	if err != nil {
+		return err
+	}
+	m2mReg, err := b.registry(ctx, "a-m2m")
+	if err != nil {
+		return err
+	}
+	m2mArgs := []string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-m2m"),
+		"--workspace", "file://" + filepath.Join(dir, "workspace"), "docker://" + m2mReg.Host() + "/mirror"}
+	m2m, err := b.trip(ctx, "A mirror-to-mirror", n, false, m2mArgs...)
+	if err != nil {
+		return err
+	}
+	m2dAgain, err := b.trip(ctx, "A mirror-to-disk, no change", n, true, m2dArgs...)
+	if err != nil {
+		return err
+	}
+	_, rerunArchiveBytes, err := chunkBytes(archiveDir)
+	if err != nil {
+		return fmt.Errorf("A mirror-to-disk rerun: %w", err)
+	}
+	m2mAgain, err := b.trip(ctx, "A mirror-to-mirror, no change", n, true, m2mArgs...)
+	if err != nil {
+		return err
+	}
+
+	// Baselines.
+	// The plain copy takes a fraction of a second: the median of three runs
+	// keeps one hiccup from skewing every ratio.
+	var copies []time.Duration
+	var plainBytes int64
+	for i := range 3 {
+		took, n, err := plainCopy(filepath.Join(cache, ".gapmirror", "store", "blobs"), filepath.Join(dir, fmt.Sprintf("plain-copy-%d", i)))
+		if err != nil {
+			return err
+		}
+		copies, plainBytes = append(copies, took), n
+	}
+	slices.Sort(copies)
+	plain := &row{op: "plain copy of the blob files (io.Copy, no fsync)", took: copies[1], bytes: plainBytes}
+	fmt.Printf("  %-52s %7.2fs  median of 3\n", plain.op, plain.took.Seconds())
+	var skSeq, skPar, skParAgain, skOCI *row
+	if b.skopeo != "" {
+		if skSeq, err = b.skopeoRow(ctx, "skopeo copy --all, one image at a time", "a-skopeo-seq", up.Host(), repoTags, 1, unique); err != nil {
+			return err
+		}
+		if skPar, err = b.skopeoRow(ctx, "skopeo copy --all, 4 images at a time", "a-skopeo-par", up.Host(), repoTags, 4, unique); err != nil {
+			return err
+		}
+		if skParAgain, err = b.skopeoRow(ctx, "skopeo copy --all, 4 at a time, again (all there)", "a-skopeo-par", up.Host(), repoTags, 4, 0); err != nil {
+			return err
+		}
+		var dst []string
+		layout := filepath.Join(dir, "skopeo-oci")
+		for _, rt := range repoTags {
+			dst = append(dst, "oci:"+layout+":"+rt)
+		}
+		took, err := b.skopeoCopy(ctx, "A skopeo to oci:", dockerRefs(up.Host(), repoTags), dst, 1)
+		if err != nil {
+			return err
+		}
+		skOCI = &row{op: "skopeo copy --all to one oci: layout, one at a time", took: took, bytes: unique}
+		fmt.Printf("  %-52s %7.2fs\n", skOCI.op, took.Seconds())
+	}
+
+	m2d.row.bytes, d2m.row.bytes, m2m.row.bytes = unique, unique, unique
+	m2d.row.skopeo, d2m.row.skopeo, m2m.row.skopeo, m2mAgain.row.skopeo = skOCI, skPar, skPar, skParAgain
+	rows := []*row{&m2d.row, &d2m.row, &m2m.row, &m2dAgain.row, &m2mAgain.row, plain}
+	for _, r := range []*row{skSeq, skPar, skParAgain, skOCI} {
+		if r != nil {
+			rows = append(rows, r)
+		}
+	}
+	fmt.Println()
+	printThroughput(rows, plain)
+
+	fmt.Println()
+	fmt.Printf("  archive: %d chunk(s), %s for %s of unique blobs (%.3f×)\n", chunks, humanBytes(archiveBytes), humanBytes(unique),
+		float64(archiveBytes)/float64(unique))
+	fmt.Printf("  no-change mirror-to-disk rerun: %s, archive of %s (the first run's: %s)\n",
+		m2dAgain.summary(), humanBytes(rerunArchiveBytes), humanBytes(archiveBytes))
+	fmt.Printf("  no-change mirror-to-mirror rerun: %s\n", m2mAgain.summary())
+	if b.skopeo == "" {
+		fmt.Println("  skopeo is not installed: the skopeo baselines were skipped")
+	}
+	fmt.Println("  × = seconds ÷ the baseline's seconds, both measured in this run (lower is faster; 1.00 = as fast).")
+	fmt.Println("  MiB/s = unique blob bytes ÷ seconds. mirror-to-disk writes them twice (local store, then archive, fsynced).")
+	fmt.Println("  × skopeo compares mirror-to-disk with skopeo → oci:, the others with skopeo docker → docker, 4 at a time.")
+	return nil
+}
+
+// tripResult is one measured gapmirror run.
+type tripResult struct {
+	row    row
+	counts counts
+}
+
+// summary says what the run reported.
+func (t tripResult) summary() string {
+	return fmt.Sprintf("%d images copied, %d already there", t.counts.copied, t.counts.there)
+}
+
+// trip runs one gapmirror trip over n images and checks its summary: a
+// first run must copy every image, a rerun must find every image there.
+func (b *bench) trip(ctx context.Context, label string, n int, rerun bool, args ...string) (tripResult, error) {
+	before := b.requests.Load()
+	took, c, err := b.gapmirror(ctx, label, args...)
+	res := tripResult{row: row{op: "gapmirror " + strings.TrimPrefix(strings.TrimPrefix(label, "A "), "B "), took: took,
+		requests: b.requests.Load() - before}, counts: c}
+	if err != nil {
+		return res, err
+	}
+	fmt.Printf("  %-52s %7.2fs  %s\n", res.row.op, took.Seconds(), res.summary())
+	want := counts{copied: n}
+	if rerun {
+		want = counts{there: n}
+	}
+	if c != want {
+		return res, fmt.Errorf("%s: gapmirror reported %d copied, %d already there, %d failed; want %d, %d, 0 (log: %s)",
+			label, c.copied, c.there, c.failed, want.copied, want.there, b.log.Name())
+	}
+	return res, nil
+}
+
+// skopeoRow copies every image from upstream to the registry named reg with
+// skopeo, parallel at a time.
+func (b *bench) skopeoRow(ctx context.Context, op, reg, upstream string, repoTags []string, parallel int, bytes int64) (*row, error) {
+	r, err := b.registry(ctx, reg)
+	if err != nil {
+		return nil, err
+	}
+	var dst []string
+	for _, rt := range repoTags {
+		dst = append(dst, "docker://"+r.Host()+"/mirror/"+rt)
+	}
+	took, err := b.skopeoCopy(ctx, "A "+op, dockerRefs(upstream, repoTags), dst, parallel)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("  %-52s %7.2fs\n", op, took.Seconds())
+	return &row{op: op, took: took, bytes: bytes}, nil
+}
+
+// dockerRefs is docker://host/repoTag for each repoTag.
+func dockerRefs(host string, repoTags []string) []string {
+	var refs []string
+	for _, rt := range repoTags {
+		refs = append(refs, "docker://"+host+"/"+rt)
+	}
+	return refs
+}
+
+// printThroughput prints the table of scenario A.
+func printThroughput(rows []*row, plain *row) {
+	// "×" is one column wide but two bytes: the header is spelled out.
+	fmt.Printf("  %-52s %8s %8s  × plain copy  × skopeo\n", "operation", "seconds", "MiB/s")
+	for _, r := range rows {
+		speed, vsSkopeo := "-", "-"
+		if r.bytes > 0 {
+			speed = fmt.Sprintf("%.1f", mib(r.bytes)/max(r.took.Seconds(), 1e-6))
+		}
+		if r.skopeo != nil {
+			vsSkopeo = fmt.Sprintf("%.2f", r.took.Seconds()/r.skopeo.took.Seconds())
+		}
+		fmt.Printf("  %-52s %8.2f %8s %13.2f %9s\n", r.op, r.took.Seconds(), speed, r.took.Seconds()/plain.took.Seconds(), vsSkopeo)
+	}
+}
