@@ -129,53 +129,12 @@ func (b *bench) overhead(ctx context.Context, n int) error {
 	for _, si := range images {
 		refs = append(refs, up.Host()+"/"+si.repo+":"+si.tag)
 	}
-	isc := filepath.Join(dir, "isc.yaml")
-	if err := writeConfig(isc, refs); err != nil {
-		return err
-	}
-	cache := filepath.Join(dir, "cache")
-	archiveDir := filepath.Join(dir, "archive")
-	m2dArgs := []string{"mirror", "-c", isc, "--cache-dir", cache, "file://" + archiveDir}
-
-	m2d, err := b.trip(ctx, "B mirror-to-disk", n, false, m2dArgs...)
+	t, err := b.runTrips(ctx, dir, "B", n, refs)
 	if err != nil {
 		return err
 	}
-	_, archiveBytes, err := chunkBytes(archiveDir)
-	if err != nil {
-		return fmt.Errorf("B mirror-to-disk: %w", err)
-	}
-	d2mReg, err := b.registry(ctx, "b-d2m")
-	if err != nil {
-		return err
-	}
-	d2m, err := b.trip(ctx, "B disk-to-mirror", n, false, "mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-airgap"),
-		"--from", "file://"+archiveDir, "docker://"+d2mReg.Host()+"/mirror")
-	if err != nil {
-		return err
-	}
-	m2mReg, err := b.registry(ctx, "b-m2m")
-	if err != nil {
-		return err
-	}
-	m2mArgs := []string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-m2m"),
-		"--workspace", "file://" + filepath.Join(dir, "workspace"), "docker://" + m2mReg.Host() + "/mirror"}
-	m2m, err := b.trip(ctx, "B mirror-to-mirror", n, false, m2mArgs...)
-	if err != nil {
-		return err
-	}
-	m2dAgain, err := b.trip(ctx, "B mirror-to-disk, no change", n, true, m2dArgs...)
-	if err != nil {
-		return err
-	}
-	_, rerunArchiveBytes, err := chunkBytes(archiveDir)
-	if err != nil {
-		return fmt.Errorf("B mirror-to-disk rerun: %w", err)
-	}
-	m2mAgain, err := b.trip(ctx, "B mirror-to-mirror, no change", n, true, m2mArgs...)
-	if err != nil {
-		return err
-	}
+	m2d, d2m, m2m, m2dAgain, m2mAgain := t.m2d, t.d2m, t.m2m, t.m2dAgain, t.m2mAgain
+	archiveBytes, rerunArchiveBytes := t.archiveBytes, t.rerunArchiveBytes
 
 	rows := []row{m2d.row, d2m.row, m2m.row, m2dAgain.row, m2mAgain.row,
 		{op: "bare HTTP push of the same images, 4 at a time", took: bare, requests: bareRequests}}

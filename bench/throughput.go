@@ -57,54 +57,12 @@ func (b *bench) throughput(ctx context.Context, size int64, n int) error {
 		refs = append(refs, fi.Ref(up.Host()))
 		repoTags = append(repoTags, fi.Repo+":"+fi.Tag)
 	}
-	isc := filepath.Join(dir, "isc.yaml")
-	if err := writeConfig(isc, refs); err != nil {
-		return err
-	}
-	cache := filepath.Join(dir, "cache")
-	archiveDir := filepath.Join(dir, "archive")
-	m2dArgs := []string{"mirror", "-c", isc, "--cache-dir", cache, "file://" + archiveDir}
-
-	// gapmirror's trips.
-	m2d, err := b.trip(ctx, "A mirror-to-disk", n, false, m2dArgs...)
+	t, err := b.runTrips(ctx, dir, "A", n, refs)
 	if err != nil {
 		return err
 	}
-	chunks, archiveBytes, err := chunkBytes(archiveDir)
-	if err != nil {
-		return fmt.Errorf("A mirror-to-disk: %w", err)
-	}
-	d2mReg, err := b.registry(ctx, "a-d2m")
-	if err != nil {
-		return err
-	}
-	d2m, err := b.trip(ctx, "A disk-to-mirror", n, false, "mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-airgap"),
-		"--from", "file://"+archiveDir, "docker://"+d2mReg.Host()+"/mirror")
-	if err != nil {
-		return err
-	}
-	m2mReg, err := b.registry(ctx, "a-m2m")
-	if err != nil {
-		return err
-	}
-	m2mArgs := []string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-m2m"),
-		"--workspace", "file://" + filepath.Join(dir, "workspace"), "docker://" + m2mReg.Host() + "/mirror"}
-	m2m, err := b.trip(ctx, "A mirror-to-mirror", n, false, m2mArgs...)
-	if err != nil {
-		return err
-	}
-	m2dAgain, err := b.trip(ctx, "A mirror-to-disk, no change", n, true, m2dArgs...)
-	if err != nil {
-		return err
-	}
-	_, rerunArchiveBytes, err := chunkBytes(archiveDir)
-	if err != nil {
-		return fmt.Errorf("A mirror-to-disk rerun: %w", err)
-	}
-	m2mAgain, err := b.trip(ctx, "A mirror-to-mirror, no change", n, true, m2mArgs...)
-	if err != nil {
-		return err
-	}
+	m2d, d2m, m2m, m2dAgain, m2mAgain := t.m2d, t.d2m, t.m2m, t.m2dAgain, t.m2mAgain
+	chunks, archiveBytes, rerunArchiveBytes := t.chunks, t.archiveBytes, t.rerunArchiveBytes
 
 	// Baselines.
 	// The plain copy takes a fraction of a second: the median of three runs
@@ -112,7 +70,7 @@ func (b *bench) throughput(ctx context.Context, size int64, n int) error {
 	var copies []time.Duration
 	var plainBytes int64
 	for i := range 3 {
-		took, n, err := plainCopy(filepath.Join(cache, ".gapmirror", "store", "blobs"), filepath.Join(dir, fmt.Sprintf("plain-copy-%d", i)))
+		took, n, err := plainCopy(filepath.Join(dir, "cache", ".gapmirror", "store", "blobs"), filepath.Join(dir, fmt.Sprintf("plain-copy-%d", i)))
 		if err != nil {
 			return err
 		}
@@ -246,4 +204,61 @@ func printThroughput(rows []*row, plain *row) {
 		}
 		fmt.Printf("  %-52s %8.2f %8s %13.2f %9s\n", r.op, r.took.Seconds(), speed, r.took.Seconds()/plain.took.Seconds(), vsSkopeo)
 	}
+}
+
+// trips is what the five gapmirror runs of a scenario measured.
+type trips struct {
+	m2d, d2m, m2m, m2dAgain, m2mAgain tripResult
+	// chunks, archiveBytes: the first archive; rerunArchiveBytes: the no-change one.
+	chunks                          int
+	archiveBytes, rerunArchiveBytes int64
+}
+
+// runTrips mirrors refs to disk, from disk into a fresh registry, registry to
+// registry, then reruns mirror-to-disk and mirror-to-mirror with no change.
+// scenario prefixes the labels ("A", "B").
+func (b *bench) runTrips(ctx context.Context, dir, scenario string, n int, refs []string) (*trips, error) {
+	isc := filepath.Join(dir, "isc.yaml")
+	if err := writeConfig(isc, refs); err != nil {
+		return nil, err
+	}
+	archiveDir := filepath.Join(dir, "archive")
+	m2dArgs := []string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache"), "file://" + archiveDir}
+	label := func(s string) string { return scenario + " " + s }
+	lower := strings.ToLower(scenario)
+	t := &trips{}
+	var err error
+	if t.m2d, err = b.trip(ctx, label("mirror-to-disk"), n, false, m2dArgs...); err != nil {
+		return nil, err
+	}
+	if t.chunks, t.archiveBytes, err = chunkBytes(archiveDir); err != nil {
+		return nil, fmt.Errorf("%s: %w", label("mirror-to-disk"), err)
+	}
+	d2mReg, err := b.registry(ctx, lower+"-d2m")
+	if err != nil {
+		return nil, err
+	}
+	if t.d2m, err = b.trip(ctx, label("disk-to-mirror"), n, false, "mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-airgap"),
+		"--from", "file://"+archiveDir, "docker://"+d2mReg.Host()+"/mirror"); err != nil {
+		return nil, err
+	}
+	m2mReg, err := b.registry(ctx, lower+"-m2m")
+	if err != nil {
+		return nil, err
+	}
+	m2mArgs := []string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-m2m"),
+		"--workspace", "file://" + filepath.Join(dir, "workspace"), "docker://" + m2mReg.Host() + "/mirror"}
+	if t.m2m, err = b.trip(ctx, label("mirror-to-mirror"), n, false, m2mArgs...); err != nil {
+		return nil, err
+	}
+	if t.m2dAgain, err = b.trip(ctx, label("mirror-to-disk, no change"), n, true, m2dArgs...); err != nil {
+		return nil, err
+	}
+	if _, t.rerunArchiveBytes, err = chunkBytes(archiveDir); err != nil {
+		return nil, fmt.Errorf("%s: %w", label("mirror-to-disk rerun"), err)
+	}
+	if t.m2mAgain, err = b.trip(ctx, label("mirror-to-mirror, no change"), n, true, m2mArgs...); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
