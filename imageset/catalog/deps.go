@@ -1,0 +1,197 @@
+package catalog
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// dependencies resolves the requirements of kept bundles not resolved yet.
+// It reports whether it changed any channel's wanted entries.
+func (r *run) dependencies() bool {
+	changed := false
+	for _, b := range r.keptBundles() {
+		if r.resolved[b] {
+			continue
+		}
+		r.resolved[b] = true
+		for _, req := range b.requiresPkgs {
+			rng, err := ParseSkipRange(req.VersionRange)
+			if err != nil {
+				continue // rejected when the catalog was loaded
+			}
+			desc := fmt.Sprintf("%s %s %s", PropertyPackageRequired, req.PackageName, req.VersionRange)
+			match := func(c *Bundle) bool { return c.Package == req.PackageName && rng.Contains(c.version) }
+			var candidates []*Bundle
+			if p := r.c.Package(req.PackageName); p != nil {
+				candidates = p.Bundles
+			}
+			if r.require(b, desc, candidates, match) {
+				changed = true
+			}
+		}
+		for _, gvk := range b.requiresGVKs {
+			desc := fmt.Sprintf("%s %s", PropertyGVKRequired, gvk)
+			match := func(c *Bundle) bool { return slices.Contains(c.provides, gvk) }
+			if r.require(b, desc, r.providers(gvk), match) {
+				changed = true
+			}
+		}
+	}
+	return changed
+}
+
+// require satisfies one requirement of b: by a kept bundle if one matches,
+// else by the best matching candidate, which is then kept.
+func (r *run) require(b *Bundle, desc string, candidates []*Bundle, match func(*Bundle) bool) bool {
+	dep := DependencyReport{Package: b.Package, Bundle: b.Name, Requirement: desc}
+	why := Reason{Kind: ReasonDependency, Detail: fmt.Sprintf("required by %s/%s (%s)", b.Package, b.Name, desc)}
+	var keptMatch, best *Bundle
+	for _, c := range candidates {
+		if c == b || !match(c) {
+			continue
+		}
+		if r.isKept(c) && (keptMatch == nil || r.better(c, keptMatch)) {
+			keptMatch = c
+		}
+		if best == nil || r.better(c, best) {
+			best = c
+		}
+	}
+	if match(b) {
+		keptMatch = b // a bundle satisfying its own requirement needs nothing else
+	}
+	switch {
+	case keptMatch != nil:
+		dep.SatisfiedBy = keptMatch.Package + "/" + keptMatch.Name
+		r.report.Dependencies = append(r.report.Dependencies, dep)
+		if keptMatch == b {
+			return false
+		}
+		return r.want(keptMatch, why)
+	case best != nil:
+		dep.SatisfiedBy = best.Package + "/" + best.Name
+		dep.Added = true
+		r.report.Dependencies = append(r.report.Dependencies, dep)
+		return r.want(best, why)
+	default:
+		r.report.Dependencies = append(r.report.Dependencies, dep)
+		r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s/%s requires %s, which nothing in the catalog provides: OLM will not install it unless another catalog provides it", b.Package, b.Name, desc))
+		return false
+	}
+}
+
+// better orders candidates: bundles of packages already kept first, then the
+// newest version, then package and bundle name.
+func (r *run) better(a, b *Bundle) bool {
+	ak, bk := r.pkgs[a.Package] != nil, r.pkgs[b.Package] != nil
+	if ak != bk {
+		return ak
+	}
+	if a.Package == b.Package {
+		if c := compareVersions(a.version, b.version); c != 0 {
+			return c > 0
+		}
+		return a.Name < b.Name
+	}
+	return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Name, b.Name)) < 0
+}
+
+// want keeps bundle b for reason why: in a kept channel of its package that
+// holds it (the default channel first), else in the package's default
+// channel or its first channel holding b, adding the package if needed.
+func (r *run) want(b *Bundle, why Reason) bool {
+	p := r.c.Package(b.Package)
+	s := r.pkgs[p.Name]
+	if s == nil {
+		s = r.addPackage(p, nil, false)
+	}
+	dc := p.DefaultChannel
+	if s.spec != nil && s.spec.DefaultChannel != "" {
+		dc = s.spec.DefaultChannel
+	}
+	var target *chanSel
+	for _, name := range sortedKeys(s.channels) {
+		cs := s.channels[name]
+		if _, ok := cs.g.index[b.Name]; !ok {
+			continue
+		}
+		if target == nil || name == dc {
+			target = cs
+		}
+	}
+	if target == nil {
+		var pick *Channel
+		for _, ch := range p.Channels {
+			if ch.Entry(b.Name) == nil {
+				continue
+			}
+			if pick == nil || ch.Name == dc {
+				pick = ch
+			}
+		}
+		if pick == nil {
+			return false // NewCatalog guarantees every bundle is in a channel
+		}
+		target = s.addChannel(pick)
+	}
+	if target.keepAll {
+		return false
+	}
+	return target.add(target.g.index[b.Name], why)
+}
+
+// isKept reports whether b is kept in some channel as things stand.
+func (r *run) isKept(b *Bundle) bool {
+	s := r.pkgs[b.Package]
+	if s == nil {
+		return false
+	}
+	for _, cs := range s.channels {
+		if i, ok := cs.g.index[b.Name]; ok && cs.kept != nil && cs.kept[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// keptBundles lists the kept bundles in package and name order.
+func (r *run) keptBundles() []*Bundle {
+	var out []*Bundle
+	for _, name := range sortedKeys(r.pkgs) {
+		s := r.pkgs[name]
+		seen := map[string]bool{}
+		for _, chName := range sortedKeys(s.channels) {
+			cs := s.channels[chName]
+			for _, i := range cs.g.members(cs.kept) {
+				n := cs.g.names[i]
+				if seen[n] {
+					continue
+				}
+				seen[n] = true
+				if b := s.p.Bundle(n); b != nil {
+					out = append(out, b)
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *Bundle) int {
+		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// providers lists the bundles of the catalog that provide gvk.
+func (r *run) providers(gvk GVK) []*Bundle {
+	if r.gvks == nil {
+		r.gvks = map[GVK][]*Bundle{}
+		for _, name := range r.c.names {
+			for _, b := range r.c.pkgs[name].Bundles {
+				for _, g := range b.provides {
+					r.gvks[g] = append(r.gvks[g], b)
+				}
+			}
+		}
+	}
+	return r.gvks[gvk]
+}

@@ -1,0 +1,197 @@
+package catalog
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+)
+
+// realCatalogDir holds the 35 real community catalogs (one package per file),
+// in the shared workspace next to the repository.
+const realCatalogDir = "../../../shared/realdata/catalogs/v4.18"
+
+var (
+	realOnce sync.Once
+	realCat  *Catalog
+	realErr  error
+)
+
+// realCatalog loads the real catalogs once, or skips the test when they are absent.
+func realCatalog(t testing.TB) *Catalog {
+	t.Helper()
+	if _, err := os.Stat(realCatalogDir); err != nil {
+		t.Skipf("real catalogs not available at %s (shared workspace data, not part of the repository): %v", realCatalogDir, err)
+	}
+	realOnce.Do(func() { realCat, realErr = LoadFS(os.DirFS(realCatalogDir), ".") })
+	if realErr != nil {
+		t.Fatalf("loading real catalogs: %v", realErr)
+	}
+	return realCat
+}
+
+// fixture builds small catalogs from a compact channel notation:
+//
+//	"stable: 1.0.0; 1.1.0>1.0.0; 1.2.0>1.1.0!1.1.0,0.9.0; 1.3.0>1.2.0~>=1.0.0 <1.3.0"
+//
+// Each entry is a version, then optionally ">replaced", "!skipped,skipped"
+// and "~skipRange"; bundle names are "<package>.v<version>". Every version
+// used as an entry gets a bundle.
+type fixture struct {
+	pkgs   []*Package
+	others []*Blob
+}
+
+func (f *fixture) pkg(name, defaultChannel string, channels ...string) *Package {
+	p := &Package{Name: name, DefaultChannel: defaultChannel}
+	have := map[string]bool{}
+	for _, spec := range channels {
+		chName, body, _ := strings.Cut(spec, ":")
+		ch := &Channel{Package: name, Name: strings.TrimSpace(chName)}
+		for _, item := range strings.Split(body, ";") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			var e ChannelEntry
+			if rest, rng, ok := strings.Cut(item, "~"); ok {
+				item, e.SkipRange = rest, rng
+			}
+			if rest, skips, ok := strings.Cut(item, "!"); ok {
+				item = rest
+				for _, s := range strings.Split(skips, ",") {
+					e.Skips = append(e.Skips, name+".v"+s)
+				}
+			}
+			if rest, repl, ok := strings.Cut(item, ">"); ok {
+				item, e.Replaces = rest, name+".v"+repl
+			}
+			e.Name = name + ".v" + item
+			ch.Entries = append(ch.Entries, e)
+			if !have[item] {
+				have[item] = true
+				p.Bundles = append(p.Bundles, fxBundle(name, item))
+			}
+		}
+		p.Channels = append(p.Channels, ch)
+	}
+	f.pkgs = append(f.pkgs, p)
+	return p
+}
+
+func fxBundle(pkg, version string) *Bundle {
+	return &Bundle{
+		Package: pkg,
+		Name:    pkg + ".v" + version,
+		Image:   fmt.Sprintf("quay.example.com/%s/bundle:v%s", pkg, version),
+		Properties: []Property{
+			genProperty(PropertyPackage, map[string]string{"packageName": pkg, "version": version}),
+			genProperty(PropertyGVK, GVK{Group: pkg + ".example.com", Version: "v1", Kind: "Thing"}),
+		},
+		RelatedImages: []RelatedImage{
+			{Name: "operator", Image: fmt.Sprintf("quay.example.com/%s/operator:v%s", pkg, version)},
+			{Name: "shared", Image: "quay.example.com/shared/kube-rbac-proxy:v1"},
+		},
+	}
+}
+
+// property adds a property to the bundle of pkg at version.
+func (f *fixture) property(pkg, version, typ string, value any) {
+	for _, p := range f.pkgs {
+		if p.Name != pkg {
+			continue
+		}
+		for _, b := range p.Bundles {
+			if b.Name == pkg+".v"+version {
+				b.Properties = append(b.Properties, genProperty(typ, value))
+				return
+			}
+		}
+	}
+	panic(fmt.Sprintf("fixture has no bundle %s.v%s", pkg, version))
+}
+
+func (f *fixture) catalog(t testing.TB) *Catalog {
+	t.Helper()
+	c, err := NewCatalog(f.pkgs, f.others)
+	if err != nil {
+		t.Fatalf("fixture catalog: %v", err)
+	}
+	return c
+}
+
+// keptBundles returns the names of every bundle of the catalog, sorted.
+func keptBundles(c *Catalog) []string {
+	var out []string
+	for _, name := range c.PackageNames() {
+		for _, b := range c.Package(name).Bundles {
+			out = append(out, b.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// entryNames returns the entries of a channel, sorted.
+func entryNames(c *Catalog, pkg, channel string) []string {
+	p := c.Package(pkg)
+	if p == nil {
+		return nil
+	}
+	ch := p.Channel(channel)
+	if ch == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ch.Entries {
+		out = append(out, e.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// names prefixes versions with the package's bundle naming.
+func names(pkg string, versions ...string) []string {
+	out := make([]string, len(versions))
+	for i, v := range versions {
+		out[i] = pkg + ".v" + v
+	}
+	slices.Sort(out)
+	return out
+}
+
+// renderFS writes the catalog with WriteFiles into an in-memory file system.
+func renderFS(t testing.TB, c *Catalog) fstest.MapFS {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	if err := c.WriteFiles(func(name string, data []byte) error {
+		fsys[name] = &fstest.MapFile{Data: slices.Clone(data), Mode: 0o644}
+		return nil
+	}); err != nil {
+		t.Fatalf("WriteFiles: %v", err)
+	}
+	return fsys
+}
+
+// rendered returns the catalog's files as one string per file, for comparisons.
+func rendered(t testing.TB, c *Catalog) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, f := range renderFS(t, c) {
+		out[name] = string(f.Data)
+	}
+	return out
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

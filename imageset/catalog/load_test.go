@@ -1,0 +1,390 @@
+package catalog
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+func TestLoadRealCatalogs(t *testing.T) {
+	c := realCatalog(t)
+	var channels, bundles int
+	for _, name := range c.PackageNames() {
+		p := c.Package(name)
+		channels += len(p.Channels)
+		bundles += len(p.Bundles)
+		if p.Pos.File != name+".yaml" || p.Pos.Line < 1 {
+			t.Errorf("package %s: position %v, want %s.yaml with a line", name, p.Pos, name)
+		}
+		for _, b := range p.Bundles {
+			if b.Version() == nil {
+				t.Errorf("bundle %s has no version", b.Name)
+			}
+		}
+	}
+	if got := len(c.PackageNames()); got != 35 || channels != 78 || bundles != 727 {
+		t.Errorf("got %d packages, %d channels, %d bundles; want 35, 78, 727", got, channels, bundles)
+	}
+	p := c.Package("rabbitmq-messaging-topology-operator")
+	b := p.Bundles[len(p.Bundles)-1]
+	for _, cand := range p.Bundles {
+		if len(cand.RequiredPackages()) > 0 {
+			b = cand
+		}
+	}
+	if len(b.RequiredPackages()) != 1 || b.RequiredPackages()[0].PackageName != "rabbitmq-cluster-operator" {
+		t.Errorf("olm.package.required not read: %+v", b.RequiredPackages())
+	}
+	if len(b.RequiredGVKs()) == 0 || len(b.GVKs()) == 0 || len(b.PropertyValues(PropertyCSVMetadata)) != 1 {
+		t.Errorf("bundle properties not read: required %v, provided %v", b.RequiredGVKs(), b.GVKs())
+	}
+}
+
+// formatsFS is a catalog tree mixing every input form LoadFS accepts.
+func formatsFS() fstest.MapFS {
+	csv := "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\nmetadata:\n  name: beta.v1.0.0\n"
+	return fstest.MapFS{
+		"alpha/index.yaml": {Data: []byte(`---
+# a comment before the first blob
+schema: olm.package
+name: alpha
+defaultChannel: stable
+icon: {base64data: aWNvbg==, mediatype: image/png}
+x-custom: {keep: me}
+---
+---
+schema: olm.channel
+package: alpha
+name: stable
+x-channel-note: kept
+entries:
+  - name: alpha.v1.0.0
+  - name: alpha.v1.1.0
+    replaces: alpha.v1.0.0
+    x-entry-note: kept too
+    skipRange: '>=1.0.0 <1.1.0'
+---
+defaults: &defaults
+  schema: olm.bundle
+  package: alpha
+<<: *defaults
+name: alpha.v1.0.0
+image: quay.example.com/alpha/bundle@sha256:1111
+properties:
+  - type: olm.package
+    value: {packageName: alpha, version: 1.0.0}
+  - type: example.com/answer
+    value: 42
+---
+schema: olm.bundle
+package: alpha
+name: alpha.v1.1.0
+image: quay.example.com/alpha/bundle@sha256:2222
+properties:
+  - type: olm.package
+    value: {packageName: alpha, version: "1.1.0"}
+  - type: olm.gvk
+    value: {group: alpha.example.com, version: v1, kind: Alpha}
+relatedImages:
+  - {name: operator, image: quay.example.com/alpha/operator@sha256:aaaa}
+---
+schema: example.com.notes
+package: alpha
+name: alpha-notes
+notes: [1, 2.5, true, null]
+`)},
+		"beta/catalog.json": {Data: []byte(`{"schema":"olm.package","name":"beta","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"beta","name":"stable","entries":[{"name":"beta.v1.0.0"}]}{"schema":"olm.bundle","package":"beta","name":"beta.v1.0.0","image":"quay.example.com/beta/bundle@sha256:3333",
+ "properties":[{"type":"olm.package","value":{"packageName":"beta","version":"1.0.0"}},
+  {"type":"olm.bundle.object","value":{"ref":"objects/csv.yaml"}},
+  {"type":"olm.gvk.required","value":{"group":"alpha.example.com","version":"v1","kind":"Alpha"}}]}
+{"schema":"olm.deprecations","package":"beta","entries":[{"reference":{"schema":"olm.package"},"message":"use alpha"}]}
+`)},
+		"beta/.indexignore":        {Data: []byte("# bundle manifests are not blobs\nobjects/\n")},
+		"beta/objects/csv.yaml":    {Data: []byte(csv)},
+		"gamma/blobs":              {Data: []byte(`  {"schema":"olm.package","name":"gamma","defaultChannel":"alpha"}`)},
+		"gamma/more":               {Data: []byte("schema: olm.channel\npackage: gamma\nname: alpha\nentries: [{name: gamma.v0.1.0}]\n---\nschema: olm.bundle\npackage: gamma\nname: gamma.v0.1.0\nimage: quay.example.com/gamma/bundle:0.1.0\nproperties: [{type: olm.package, value: {packageName: gamma, version: 0.1.0}}]\n")},
+		"catalog-wide.json":        {Data: []byte(`{"schema":"example.com.catalog-info","owner":"platform team"}`)},
+		"README.md":                {Data: []byte("this file is ignored\n")},
+		".indexignore":             {Data: []byte("*.md\n")},
+		"gamma/.indexignore":       {Data: []byte("")},
+		"gamma/notes/.indexignore": {Data: []byte("*\n")},
+		"gamma/notes/todo.txt":     {Data: []byte("not a blob\n")},
+	}
+}
+
+func TestLoadFormats(t *testing.T) {
+	fsys := formatsFS()
+	c, err := LoadFS(fsys, ".")
+	if err != nil {
+		t.Fatalf("LoadFS: %v", err)
+	}
+	alphaText := string(fsys["alpha/index.yaml"].Data)
+	if got := c.PackageNames(); !slices.Equal(got, []string{"alpha", "beta", "gamma"}) {
+		t.Fatalf("packages %v", got)
+	}
+	alpha := c.Package("alpha")
+	if b := alpha.Bundle("alpha.v1.0.0"); b == nil || b.VersionString() != "1.0.0" || b.Pos.File != "alpha/index.yaml" || b.Pos.Line != lineOf(alphaText, "defaults: &defaults") {
+		t.Errorf("bundle from a YAML merge key: %+v", b)
+	}
+	if ch := alpha.Channel("stable"); ch.Pos.Line != lineOf(alphaText, "schema: olm.channel") || ch.Entries[1].SkipRange != ">=1.0.0 <1.1.0" {
+		t.Errorf("channel position %v, entries %+v", ch.Pos, ch.Entries)
+	}
+	if len(alpha.Others) != 1 || alpha.Others[0].Name != "alpha-notes" {
+		t.Errorf("custom blob of alpha: %+v", alpha.Others)
+	}
+	if len(c.Others()) != 1 || c.Others()[0].Schema != "example.com.catalog-info" {
+		t.Errorf("package-less blobs: %+v", c.Others())
+	}
+	beta := c.Package("beta")
+	if beta.Deprecations == nil || beta.Deprecations.Entries[0].Message != "use alpha" {
+		t.Errorf("deprecations: %+v", beta.Deprecations)
+	}
+	if b := beta.Bundles[0]; b.Pos.Line != 2 || b.Pos.Offset < 90 {
+		t.Errorf("concatenated JSON blob position %v", b.Pos)
+	}
+	obj := beta.Bundles[0].PropertyValues(PropertyBundleObject)
+	var v struct{ Data string }
+	if len(obj) != 1 || json.Unmarshal(obj[0], &v) != nil {
+		t.Fatalf("bundle object: %s", obj)
+	}
+	if data, _ := base64.StdEncoding.DecodeString(v.Data); !strings.Contains(string(data), "ClusterServiceVersion") {
+		t.Errorf("olm.bundle.object ref not inlined: %q", data)
+	}
+	if c.Package("gamma").Bundles[0].Image != "quay.example.com/gamma/bundle:0.1.0" {
+		t.Error("extension-less YAML file not read")
+	}
+
+	// Unknown fields survive a write.
+	files := rendered(t, c)
+	for file, want := range map[string][]string{
+		"alpha/catalog.json": {`"x-custom"`, `"keep": "me"`, `"x-channel-note": "kept"`, `"x-entry-note": "kept too"`, `"icon"`, `"type": "example.com/answer"`, `"value": 42`, `"notes": [`, `2.5`},
+		"beta/catalog.json":  {`"olm.deprecations"`, `"olm.gvk.required"`},
+		OthersFile:           {`"owner": "platform team"`},
+	} {
+		for _, w := range want {
+			if !strings.Contains(files[file], w) {
+				t.Errorf("%s lacks %s:\n%s", file, w, files[file])
+			}
+		}
+	}
+}
+
+func TestLoadRoot(t *testing.T) {
+	fsys := fstest.MapFS{}
+	for name, f := range formatsFS() {
+		fsys["configs/"+name] = f
+	}
+	for _, root := range []string{"configs", "/configs", "configs/", "./configs"} {
+		c, err := LoadFS(fsys, root)
+		if err != nil {
+			t.Fatalf("LoadFS(%q): %v", root, err)
+		}
+		if p := c.Package("alpha"); p == nil || p.Pos.File != "configs/alpha/index.yaml" {
+			t.Errorf("LoadFS(%q): alpha at %v", root, p)
+		}
+	}
+	if _, err := LoadFS(fsys, "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("missing root: %v", err)
+	}
+	if _, err := LoadFS(fsys, "configs/README.md"); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("file as root: %v", err)
+	}
+}
+
+func TestIndexIgnore(t *testing.T) {
+	fsys := fstest.MapFS{
+		".indexignore":          {Data: []byte("# opm's documented example\n**/*\n!*.json\n!*.yaml\n**/objects/*.json\n**/objects/*.yaml\n")},
+		"packageB/.indexignore": {Data: []byte("notes/\n!keep.yaml\n/local-only.yaml\n")},
+	}
+	m, err := newIgnoreMatcher(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]bool{
+		"packageA/index.yaml":              false,
+		"packageA/index.json":              false,
+		"README.md":                        true,
+		"packageA/objects/csv.yaml":        true,
+		"packageB/index.yaml":              false,
+		"packageB/objects/crd.json":        true,
+		"packageB/notes/a.yaml":            true,  // dir-only pattern of packageB
+		"packageA/notes/a.yaml":            false, // packageB's patterns do not apply here
+		"packageB/objects/keep.yaml":       false, // re-included later
+		"packageB/local-only.yaml":         true,  // anchored to packageB
+		"packageB/sub/local-only.yaml":     false,
+		".indexignore":                     true,
+		"packageB/.indexignore":            true,
+		"packageC/deprecations.yaml":       false,
+		"packageC/Dockerfile":              true,
+		"packageC/nested/deep/catalog.yml": true, // *.yml is not re-included
+	}
+	for p, want := range cases {
+		if got := m.ignored(p, false); got != want {
+			t.Errorf("ignored(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	pkgYAML := "schema: olm.package\nname: p\ndefaultChannel: stable\n"
+	chanYAML := "---\nschema: olm.channel\npackage: p\nname: stable\nentries: [{name: p.v1.0.0}]\n"
+	bundleYAML := func(version string) string {
+		return "---\nschema: olm.bundle\npackage: p\nname: p.v1.0.0\nimage: example.com/p:1\nproperties: [{type: olm.package, value: {packageName: p, version: \"" + version + "\"}}]\n"
+	}
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"JSON syntax", map[string]string{"p/c.json": "{\"schema\":\"olm.package\",\"name\":\"p\"}\n{\"schema\": \"olm.channel\",,}\n"},
+			[]string{"p/c.json:2 (byte", "malformed JSON"}},
+		{"JSON truncated", map[string]string{"p/c.json": "{\"schema\":\"olm.package\",\n\"name\":"},
+			[]string{"p/c.json:2", "unexpected end of file"}},
+		{"JSON not an object", map[string]string{"p/c.json": "[1,2]"},
+			[]string{"p/c.json:1 (byte 0)", "expected a JSON object"}},
+		{"YAML syntax", map[string]string{"p/c.yaml": pkgYAML + "---\nschema: olm.channel\n  name: [oops\n"},
+			[]string{"p/c.yaml:6", "malformed YAML"}},
+		{"YAML scalar document", map[string]string{"p/c.yaml": pkgYAML + "---\njust a string\n"},
+			[]string{"p/c.yaml:5", "expected a YAML mapping"}},
+		{"missing schema", map[string]string{"p/c.yaml": "name: p\n"},
+			[]string{"p/c.yaml:1", `no "schema" field`}},
+		{"wrong field type", map[string]string{"p/c.yaml": pkgYAML + "---\nschema: olm.channel\npackage: p\nname: stable\nentries: {name: x}\n"},
+			[]string{"p/c.yaml:5", "olm.channel blob", `"entries"`}},
+		{"bad version", map[string]string{"p/c.yaml": pkgYAML + chanYAML + bundleYAML("1.0")},
+			[]string{"p/c.yaml:10", `version "1.0" is not semantic versioning`}},
+		{"channel names a missing bundle", map[string]string{"p/c.yaml": pkgYAML + chanYAML},
+			[]string{"p/c.yaml:5", `names bundle "p.v1.0.0", which package "p" does not have`}},
+		{"channel of unknown package", map[string]string{"p/c.yaml": "schema: olm.channel\npackage: q\nname: s\nentries: [{name: q.v1}]\n"},
+			[]string{"p/c.yaml:1", `names package "q", which has no olm.package blob`}},
+		{"duplicate package", map[string]string{"a.yaml": pkgYAML + chanYAML + bundleYAML("1.0.0"), "b.yaml": pkgYAML},
+			[]string{"b.yaml:1", `package "p" is defined twice (first at a.yaml:1)`}},
+		{"missing default channel", map[string]string{"p/c.yaml": strings.Replace(pkgYAML, "stable", "fast", 1) + chanYAML + bundleYAML("1.0.0")},
+			[]string{"p/c.yaml:1", `defaultChannel "fast" is not a channel`}},
+		{"bundle in no channel", map[string]string{"p/c.yaml": pkgYAML + strings.Replace(chanYAML, "entries: [{name: p.v1.0.0}]", "entries: []", 1) + bundleYAML("1.0.0")},
+			[]string{"is in no channel", "has no entries"}},
+		{"package property mismatch", map[string]string{"p/c.yaml": pkgYAML + chanYAML + strings.Replace(bundleYAML("1.0.0"), "packageName: p", "packageName: q", 1)},
+			[]string{"p/c.yaml:10", `names package "q"`}},
+		{"bad skipRange", map[string]string{"p/c.yaml": pkgYAML + strings.Replace(chanYAML, "{name: p.v1.0.0}", "{name: p.v1.0.0, skipRange: '>=banana'}", 1) + bundleYAML("1.0.0")},
+			[]string{"p/c.yaml:5", "skipRange"}},
+		{"bad deprecation", map[string]string{"p/c.yaml": pkgYAML + chanYAML + bundleYAML("1.0.0") + "---\nschema: olm.deprecations\npackage: p\nentries: [{reference: {schema: olm.channel}, message: old}]\n"},
+			[]string{"p/c.yaml:16", "needs a name"}},
+		{"missing bundle object file", map[string]string{"p/c.yaml": pkgYAML + chanYAML + strings.Replace(bundleYAML("1.0.0"), "}}]", "}}, {type: olm.bundle.object, value: {ref: objects/gone.yaml}}]", 1)},
+			[]string{"p/c.yaml:10", `refers to "objects/gone.yaml"`}},
+		{"two files broken", map[string]string{"a.json": "{", "b.yaml": "a: [\n"},
+			[]string{"a.json:1", "b.yaml:"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{}
+			for name, data := range tc.files {
+				fsys[name] = &fstest.MapFile{Data: []byte(data)}
+			}
+			_, err := LoadFS(fsys, ".")
+			if err == nil {
+				t.Fatal("LoadFS succeeded, want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSourceErrorIsReachable(t *testing.T) {
+	_, err := LoadFS(fstest.MapFS{"x/c.json": {Data: []byte("\n\n{\"name\":1}")}}, ".")
+	var se *SourceError
+	if !errors.As(err, &se) || se.Pos.File != "x/c.json" || se.Pos.Line != 3 || se.Pos.Offset != 2 {
+		t.Fatalf("want a SourceError at x/c.json:3 byte 2, got %#v", err)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	gen, err := Generate(GenSpec{Seed: 7, Packages: 6, Bundles: 25, Channels: 4, Deprecations: true, Others: true, ObjectBytes: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	formats, err := LoadFS(formatsFS(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]func(t *testing.T) *Catalog{
+		"generated": func(*testing.T) *Catalog { return gen },
+		"formats":   func(*testing.T) *Catalog { return formats },
+		"real":      func(t *testing.T) *Catalog { return realCatalog(t) },
+	}
+	for name, source := range sources {
+		t.Run(name, func(t *testing.T) {
+			c := source(t)
+			first := renderFS(t, c)
+			again, err := LoadFS(first, ".")
+			if err != nil {
+				t.Fatalf("loading the written catalog: %v", err)
+			}
+			second := renderFS(t, again)
+			if len(first) != len(second) {
+				t.Fatalf("%d files written, %d after a round trip", len(first), len(second))
+			}
+			for file, f := range first {
+				if string(second[file].Data) != string(f.Data) {
+					t.Errorf("%s differs after a round trip", file)
+				}
+			}
+			if !slices.Equal(keptBundles(c), keptBundles(again)) {
+				t.Error("bundles differ after a round trip")
+			}
+			for _, pn := range c.PackageNames() {
+				for _, b := range c.Package(pn).Bundles {
+					b2 := again.Package(pn).Bundle(b.Name)
+					if mustJSON(t, b.Properties) != mustJSON(t, b2.Properties) || mustJSON(t, b.RelatedImages) != mustJSON(t, b2.RelatedImages) {
+						t.Errorf("bundle %s changed in a round trip", b.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestWriteDir(t *testing.T) {
+	c, err := LoadFS(formatsFS(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "configs")
+	if err := c.WriteDir(dir); err != nil {
+		t.Fatalf("WriteDir: %v", err)
+	}
+	for _, f := range []string{"alpha/catalog.json", "beta/catalog.json", "gamma/catalog.json", OthersFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	again, err := LoadFS(os.DirFS(dir), ".")
+	if err != nil || len(again.PackageNames()) != 3 {
+		t.Fatalf("reloading: %v", err)
+	}
+	if err := c.WriteDir(dir); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Errorf("writing into a non-empty directory: %v", err)
+	}
+	bad := &Catalog{pkgs: map[string]*Package{"../escape": {Name: "../escape"}}, names: []string{"../escape"}}
+	if err := bad.WriteFiles(func(string, []byte) error { return nil }); err == nil {
+		t.Error("a package name with a path separator was written")
+	}
+}
+
+// lineOf returns the 1-based line of the first occurrence of sub in text.
+func lineOf(text, sub string) int {
+	i := strings.Index(text, sub)
+	if i < 0 {
+		return -1
+	}
+	return strings.Count(text[:i], "\n") + 1
+}
