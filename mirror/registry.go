@@ -211,6 +211,13 @@ func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Di
 	if err != nil {
 		return nil, "", err
 	}
+	// Opening a docker source already fetched the manifest its reference
+	// names; when that is d, take it from there instead of a second GET.
+	if c, ok := src.Reference().DockerReference().(reference.Canonical); ok && c.Digest() == d {
+		if data, mt, err := src.GetManifest(ctx, nil); err == nil && d.Algorithm().Available() && d.Algorithm().FromBytes(data) == d {
+			return data, mt, nil
+		}
+	}
 	data, mt, err := src.GetManifest(ctx, &d)
 	if err != nil {
 		return nil, "", explain(err, r.Name(img))
@@ -273,8 +280,21 @@ func (r *Registry) PutBlob(ctx context.Context, img imageset.Image, desc ocispec
 		return err
 	}
 	isConfig := strings.Contains(desc.MediaType, "config")
-	if _, err := dst.PutBlob(ctx, rd, types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}, r.cache, isConfig); err != nil {
+	info := types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}
+	if desc.Digest.Algorithm() == digest.Canonical {
+		// Given a digest, the docker destination HEADs the blob again before
+		// uploading, though the copy has just asked (HasBlob). Without one it
+		// hashes the stream and uploads under that digest, which rd (a
+		// verifying reader) guarantees is desc.Digest. Other algorithms are
+		// uploaded under sha256 either way, so they keep theirs.
+		info.Digest = ""
+	}
+	got, err := dst.PutBlob(ctx, rd, info, r.cache, isConfig)
+	if err != nil {
 		return explain(err, r.Name(img))
+	}
+	if info.Digest == "" && got.Digest != desc.Digest {
+		return fmt.Errorf("%s: blob %s was written with digest %s: the content read did not match the manifest; run again to retry", r.Name(img), desc.Digest, got.Digest)
 	}
 	return nil
 }
