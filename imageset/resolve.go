@@ -23,6 +23,35 @@ type ResolveOptions struct {
 	Resolver Resolver
 	// Parallel is how many references are resolved at once (default 8).
 	Parallel int
+	// Contributors resolve the sections that need more than a tag lookup
+	// (operator catalogs, release payloads); a section with no contributor
+	// fails as not implemented.
+	Contributors []Contributor
+}
+
+// Contributor adds the images of one configuration section to the set.
+type Contributor interface {
+	// Sections are the configuration paths it handles, e.g. "mirror.operators".
+	Sections() []string
+	// Contribute adds the section's images to r.Set and its failures to
+	// r.Resolution. An error stops the whole resolution: return one only
+	// for bad configuration or when nothing of the section can be trusted.
+	Contribute(ctx context.Context, cfg *ImageSetConfiguration, r *Resolving) error
+}
+
+// Resolving is what a Contributor works on.
+type Resolving struct {
+	Set        *Set
+	Resolution *Resolution
+	Resolver   Resolver
+	Parallel   int
+	blocked    blockList
+}
+
+// Blocked returns the mirror.blockedImages rule that keeps an image out of
+// the set, by its origin or its destination repository, or "".
+func (r *Resolving) Blocked(origin, destRepo string) string {
+	return r.blocked.match(origin, destRepo)
 }
 
 // Unresolved is an image of the configuration that could not be pinned to a
@@ -47,7 +76,13 @@ type Resolution struct {
 // Resolve turns the configuration into a Set: every image pinned to a digest,
 // with its destination and the reason it is included.
 func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOptions) (*Set, *Resolution, error) {
-	if err := notImplemented(cfg); err != nil {
+	handled := map[string]bool{}
+	for _, c := range opts.Contributors {
+		for _, s := range c.Sections() {
+			handled[s] = true
+		}
+	}
+	if err := notImplemented(cfg, handled); err != nil {
 		return nil, nil, err
 	}
 	if opts.Parallel <= 0 {
@@ -108,6 +143,12 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 		}
 		if err := set.Add(img); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w: give one of them another targetRepo or targetTag", w.why, err)
+		}
+	}
+	rs := &Resolving{Set: set, Resolution: res, Resolver: opts.Resolver, Parallel: opts.Parallel, blocked: blocked}
+	for _, c := range opts.Contributors {
+		if err := c.Contribute(ctx, cfg, rs); err != nil {
+			return nil, nil, err
 		}
 	}
 	set.Sort()
@@ -184,13 +225,13 @@ func (l blockList) match(origin, dest string) string {
 
 // notImplemented fails loudly for configuration sections this version
 // parses but cannot mirror yet, instead of silently skipping them.
-func notImplemented(cfg *ImageSetConfiguration) error {
+func notImplemented(cfg *ImageSetConfiguration, handled map[string]bool) error {
 	var parts []string
 	m := cfg.Mirror
-	if len(m.Operators) > 0 {
+	if len(m.Operators) > 0 && !handled["mirror.operators"] {
 		parts = append(parts, "mirror.operators")
 	}
-	if len(m.Platform.Channels) > 0 || m.Platform.Release != "" || m.Platform.Graph || m.Platform.KubeVirtContainer {
+	if (len(m.Platform.Channels) > 0 || m.Platform.Release != "" || m.Platform.Graph || m.Platform.KubeVirtContainer) && !handled["mirror.platform"] {
 		parts = append(parts, "mirror.platform")
 	}
 	if len(m.Helm.Repositories) > 0 || len(m.Helm.Local) > 0 {

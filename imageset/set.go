@@ -58,6 +58,10 @@ type Image struct {
 	Kind Kind `json:"kind"`
 	// Why lists the reasons the image is in the set, e.g. "mirror.additionalImages[2]".
 	Why []string `json:"why,omitempty"`
+	// Built marks an image gapmirror made (a filtered catalog, a graph-data
+	// image): it exists only in the local store, never upstream, so it is
+	// read from there and left out of IDMS/ITMS.
+	Built bool `json:"built,omitempty"`
 }
 
 // DestinationRepo is the destination repository path (without tag).

@@ -52,6 +52,8 @@ type Trip struct {
 	ToolVersion string
 	// Now stamps records; tests set it.
 	Now func() time.Time
+
+	content content
 }
 
 // Report is what a trip did.
@@ -76,14 +78,20 @@ func (t *Trip) now() time.Time {
 	return time.Now().UTC()
 }
 
-func (t *Trip) resolve(ctx context.Context, up *Registry) (*imageset.Set, *imageset.Resolution, error) {
+// contributors resolve the configuration sections that need registry
+// access and the local store: operator catalogs and release payloads.
+func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
+	return nil
+}
+
+func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*imageset.Set, *imageset.Resolution, error) {
 	if t.RetryFailed != "" {
 		return nil, nil, errors.New("internal: resolve called for a retry")
 	}
 	start := time.Now()
 	opts := t.Copy.withDefaults()
 	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
-	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages})
+	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
@@ -99,9 +107,9 @@ func (t *Trip) resolve(ctx context.Context, up *Registry) (*imageset.Set, *image
 
 // plan is the Set of a trip and the part of it to copy: all of it, or with
 // --retry-failed the images an earlier run failed.
-func (t *Trip) plan(ctx context.Context, up *Registry) (set, todo *imageset.Set, res *imageset.Resolution, err error) {
+func (t *Trip) plan(ctx context.Context, up *Registry, store *Store) (set, todo *imageset.Set, res *imageset.Resolution, err error) {
 	if t.RetryFailed == "" {
-		set, res, err = t.resolve(ctx, up)
+		set, res, err = t.resolve(ctx, up, store)
 		return set, set, res, err
 	}
 	var ff failedFile
@@ -149,15 +157,15 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	ws := filepath.Join(dir, WorkingDir)
 	up := NewUpstream(t.Upstream)
 	defer up.Close()
-	set, todo, res, err := t.plan(ctx, up)
-	if err != nil {
-		return nil, err
-	}
-	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
 	store, err := OpenStore(t.StoreDir)
 	if err != nil {
 		return nil, err
 	}
+	set, todo, res, err := t.plan(ctx, up, store)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
 	if t.DryRun {
 		return rep, t.writePlan(ws, set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
 	}
@@ -165,7 +173,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		return nil, err
 	}
 	t.Log.Info("copying to the local store", "store", store.Dir(), "images", len(set.Images))
-	rep.Result = t.copyPlan(ctx, set, todo, up, store.Destination())
+	rep.Result = t.copyPlan(ctx, set, todo, builtSource{up, store}, store.Destination())
 	if err := store.SaveIndex(); err != nil {
 		return nil, err
 	}
@@ -252,10 +260,10 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 		Config:      string(pinned),
 		Set:         set,
 		Blobs:       blobs,
-		Extras: []archive.Extra{
+		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
 			{Name: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		},
+		}, t.content.extras...),
 	}
 	args := []any{"dir", dir, "newBlobs", len(blobs), "bytes", HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
 	if basedOn != "" {
@@ -351,7 +359,13 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	defer dst.Close()
 	up := NewUpstream(t.Upstream)
 	defer up.Close()
-	set, todo, res, err := t.plan(ctx, up)
+	// The store holds what gapmirror builds (filtered catalogs) and the
+	// catalog images it reads, so reruns reuse them.
+	store, err := OpenStore(t.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	set, todo, res, err := t.plan(ctx, up, store)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +383,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		return nil, err
 	}
 	t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
-	rep.Result = t.copyPlan(ctx, set, todo, up, dst)
+	rep.Result = t.copyPlan(ctx, set, todo, builtSource{up, store}, dst)
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
@@ -455,11 +469,24 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 	for _, f := range rep.Result.Failed {
 		notMirrored = append(notMirrored, f.Image.Origin)
 	}
+	catalogs, err := generate.CatalogsFromSet(done, root)
+	if err != nil {
+		return fmt.Errorf("generating cluster resources: %w", err)
+	}
+	for i := range catalogs {
+		for _, img := range done.Images {
+			if img.Kind == imageset.KindOperatorCatalog && img.Digest == catalogs[i].Digest {
+				catalogs[i].TemplatePath = t.content.catalogTemplates[img.Destination]
+			}
+		}
+	}
 	files, err := generate.Manifests(generate.Input{
-		Set:         done,
-		MirrorRoot:  root,
-		NotMirrored: notMirrored,
-		Meta:        generate.Meta{ToolVersion: t.ToolVersion},
+		Set:               done,
+		MirrorRoot:        root,
+		NotMirrored:       notMirrored,
+		Catalogs:          catalogs,
+		ReleaseSignatures: t.content.signatures,
+		Meta:              generate.Meta{ToolVersion: t.ToolVersion},
 	})
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)
