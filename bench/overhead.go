@@ -170,6 +170,14 @@ func (b *bench) overhead(ctx context.Context, n int) error {
 		fmt.Printf("  %-52s %8.2f %9.1f %17.2f %15.1f\n", r.op, secs, float64(n)/secs, secs*100/float64(n), float64(r.requests)/float64(n))
 	}
 	fmt.Println()
+	// Weekly reruns are the common case: their cost next to the first run.
+	for _, p := range []struct {
+		what         string
+		first, again time.Duration
+	}{{"mirror-to-disk", m2d.row.took, m2dAgain.row.took}, {"mirror-to-mirror", m2m.row.took, m2mAgain.row.took}} {
+		fmt.Printf("  no-change rerun, %-16s %6.2fs for %d images = %.3f× the first run (%.2fs), %.2fs per 100 images\n",
+			p.what+":", p.again.Seconds(), n, p.again.Seconds()/max(p.first.Seconds(), 0.001), p.first.Seconds(), p.again.Seconds()*100/float64(n))
+	}
 	fmt.Printf("  archive of the first mirror-to-disk: %s; of the no-change rerun: %d bytes (%s)\n",
 		humanBytes(archiveBytes), rerunArchiveBytes, humanBytes(rerunArchiveBytes))
 	fmt.Println("  the skopeo row is the time of the timed images scaled to all of them.")
