@@ -52,8 +52,12 @@ type Trip struct {
 	ToolVersion string
 	// Now stamps records; tests set it.
 	Now func() time.Time
+	// Releases say where release payloads, graphs and signatures come from.
+	Releases ReleaseOptions
 
 	content content
+	// ws is the workspace of the running trip (release graphs, signatures).
+	ws string
 }
 
 // Report is what a trip did.
@@ -81,7 +85,7 @@ func (t *Trip) now() time.Time {
 // contributors resolve the configuration sections that need registry
 // access and the local store: operator catalogs and release payloads.
 func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
-	return nil
+	return []imageset.Contributor{&releaseContributor{t: t, up: up, store: store}}
 }
 
 func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*imageset.Set, *imageset.Resolution, error) {
@@ -161,6 +165,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.ws = ws
 	set, todo, res, err := t.plan(ctx, up, store)
 	if err != nil {
 		return nil, err
@@ -315,6 +320,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	}
 	defer dst.Close()
 	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws}
+	if err := t.restoreReleaseFiles(ar, ws); err != nil {
+		return nil, err
+	}
 	if t.DryRun {
 		return rep, t.writePlan(ws, idx.Set, nil)
 	}
@@ -365,6 +373,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err != nil {
 		return nil, err
 	}
+	t.ws = ws
 	set, todo, res, err := t.plan(ctx, up, store)
 	if err != nil {
 		return nil, err
@@ -485,7 +494,7 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 		MirrorRoot:        root,
 		NotMirrored:       notMirrored,
 		Catalogs:          catalogs,
-		ReleaseSignatures: t.content.signatures,
+		ReleaseSignatures: t.releaseSignatures(ws, done),
 		Meta:              generate.Meta{ToolVersion: t.ToolVersion},
 	})
 	if err != nil {
