@@ -18,6 +18,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
 // WorkingDir is the folder, inside the user's directory, where gapmirror
@@ -605,7 +606,18 @@ func (r *Report) Summary(w io.Writer) {
 	if r.FailedFile != "" {
 		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
 	}
-	if len(r.Resolution.Failed) > 0 {
+	refused, unresolved := 0, 0
+	for _, f := range r.Resolution.Failed {
+		if errors.Is(f.Err, release.ErrReleaseNotVerified) {
+			refused++
+		} else {
+			unresolved++
+		}
+	}
+	if refused > 0 {
+		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
+	}
+	if unresolved > 0 {
 		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")
 	}
 }

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// releaseWorld is a world whose upstream registry holds generated release
+// payloads, with an update service, a signature store and the graph data
+// served over HTTP on 127.0.0.1, and a throwaway signing key.
+type releaseWorld struct {
+	*world
+	key      *releasetest.Key
+	keyFile  string
+	graphs   *releasetest.GraphServer
+	sigs     *releasetest.SignatureServer
+	server   *httptest.Server
+	payloads map[string]*releasetest.Payload
+	// served are the signatures the store serves, by version (re-signing
+	// gives other bytes).
+	served map[string][]byte
+}
+
+// newReleaseWorld pushes one payload per version (components images each,
+// a KubeVirt disk when kubeVirt), publishes them as channel stable-4.18 and
+// signs each with the world's key.
+func newReleaseWorld(t *testing.T, versions []string, components int, kubeVirt bool) *releaseWorld {
+	t.Helper()
+	w := &releaseWorld{world: newWorld(t, registrytest.Options{}), graphs: releasetest.NewGraphServer(),
+		sigs: releasetest.NewSignatureServer(), payloads: map[string]*releasetest.Payload{}, served: map[string][]byte{}}
+	key, err := releasetest.NewKey("gapmirror e2e")
+	must(t, err)
+	w.key = key
+	w.keyFile = filepath.Join(w.dir, "release-key.asc")
+	must(t, os.WriteFile(w.keyFile, key.PublicKey(), 0o644))
+
+	ctx := context.Background()
+	target := imagebuilder.Target{URL: w.up.URL()}
+	g := releasetest.NewGraph("amd64", versions...)
+	var previous []string
+	for _, v := range versions {
+		p, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: v, Host: w.up.Host(), Components: components, KubeVirt: kubeVirt, Previous: previous})
+		must(t, err)
+		must(t, p.Push(ctx, target))
+		w.payloads[v] = p
+		g.SetPayload(v, p.PullSpec())
+		sig, err := key.SignRelease(p.Digest.String(), p.Ref())
+		must(t, err)
+		w.sigs.Put(p.Digest.String(), sig)
+		w.served[v] = sig
+		previous = append(previous, v)
+	}
+	must(t, w.graphs.Put("stable-4.18", g.GenerateEdges()))
+
+	// The graph image's base: a tiny image upstream.
+	base, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 1<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(ctx, target, "ubi9/ubi", "latest", base))
+
+	mux := http.NewServeMux()
+	mux.Handle("/graph", w.graphs)
+	mux.Handle("/signatures/", w.sigs)
+	tgz := graphDataTarball(t)
+	mux.HandleFunc("/graph-data", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write(tgz) })
+	w.server = httptest.NewServer(mux)
+	t.Cleanup(w.server.Close)
+	return w
+}
+
+// graphDataTarball is a small cincinnati-graph-data tarball.
+func graphDataTarball(t *testing.T) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, body := range map[string]string{
+		"channels/stable-4.18.yaml": "name: stable-4.18\nversions:\n- 4.18.1\n- 4.18.2\n- 4.18.3\n",
+		"version":                   "1.0.0\n",
+	} {
+		must(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}))
+		_, err := tw.Write([]byte(body))
+		must(t, err)
+	}
+	must(t, tw.Close())
+	must(t, zw.Close())
+	return buf.Bytes()
+}
+
+// flags point gapmirror at the world's services and key.
+func (w *releaseWorld) flags() []string {
+	return []string{
+		"--graph-url", w.server.URL + "/graph",
+		"--release-signature-url", w.server.URL + "/signatures",
+		"--release-signature-key", w.keyFile,
+		"--graph-data-url", w.server.URL + "/graph-data",
+		"--graph-base-image", w.up.Host() + "/ubi9/ubi:latest",
+	}
+}
+
+// releaseISC writes an ImageSetConfiguration with the given mirror.platform body.
+func (w *releaseWorld) releaseISC(name, platform string) string {
+	path := filepath.Join(w.dir, name+".yaml")
+	must(w.t, os.WriteFile(path, []byte("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  platform:\n"+platform), 0o644))
+	return path
+}
+
+func (w *releaseWorld) run(args ...string) (int, string, string) {
+	w.t.Helper()
+	return w.gapmirror(append(args, w.flags()...)...)
+}
+
+// assertRelease checks that a release and every component are at the
+// mirror under prefix, by digest, at oc-mirror's layout.
+func (w *releaseWorld) assertRelease(prefix string, p *releasetest.Payload, kubeVirt bool) {
+	t := w.t
+	t.Helper()
+	check := func(repo, tag string, want digest.Digest) {
+		t.Helper()
+		got, err := w.dst.ManifestDigest(prefix+"/"+repo, tag)
+		if err != nil || got != want {
+			t.Errorf("%s/%s:%s: digest %s (%v), want %s", prefix, repo, tag, got, err, want)
+			return
+		}
+		w.assertComplete(w.dst, prefix+"/"+repo, want)
+	}
+	check("openshift/release-images", p.Tag, p.Digest)
+	for _, c := range p.Components {
+		check("openshift/release", p.Tag+"-"+c.Name, c.Digest)
+	}
+	if kubeVirt {
+		check("openshift/release", p.Tag+"-kube-virt-container", p.KubeVirt["amd64"].Digest)
+	}
+}
+
+// TestReleasesDiskToMirror mirrors three signed release payloads (32
+// components each, sharing layers, with KubeVirt disks) and the graph-data
+// image to disk, carries the archive to an empty directory, and pushes it to
+// a registry: every release and component is at the documented place by
+// digest, the signature ConfigMaps hold the served signatures, IDMS maps both
+// source repositories, the UpdateService names the graph image, and
+// disk-to-mirror never asks the update service.
+func TestReleasesDiskToMirror(t *testing.T) {
+	versions := []string{"4.18.1", "4.18.2", "4.18.3"}
+	w := newReleaseWorld(t, versions, releasetest.DefaultComponents, true)
+	isc := w.releaseISC("isc", "    graph: true\n    kubeVirtContainer: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.3\n")
+	m2d := filepath.Join(w.dir, "m2d")
+	code, out, errOut := w.run("mirror", "-c", isc, "file://"+m2d)
+	if code != 0 {
+		t.Fatalf("mirror-to-disk exit %d", code)
+	}
+	// 3 releases × (32 components + KubeVirt + release image) + graph image;
+	// components unchanged between versions are already in the store.
+	var copied, there int
+	if _, err := fmt.Sscanf(out, "mirror-to-disk: %d images copied, %d already there", &copied, &there); err != nil || copied+there != 3*(releasetest.DefaultComponents+2)+1 {
+		t.Errorf("summary does not account for %d images:\n%s", 3*(releasetest.DefaultComponents+2)+1, out)
+	}
+	if !strings.Contains(errOut, "release signature verified") {
+		t.Errorf("no verification logged:\n%s", errOut)
+	}
+
+	// The air-gapped side gets the archive chunks only.
+	airgap := filepath.Join(w.dir, "airgap")
+	must(t, os.MkdirAll(airgap, 0o755))
+	chunks, _ := filepath.Glob(filepath.Join(m2d, "mirror_*.tar"))
+	if len(chunks) == 0 {
+		t.Fatal("no archive chunk written")
+	}
+	for _, c := range chunks {
+		data, err := os.ReadFile(c)
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(airgap, filepath.Base(c)), data, 0o644))
+	}
+	asked := w.graphs.Requests() + w.sigs.Requests()
+	code, _, _ = w.run("mirror", "--from", "file://"+airgap, "docker://"+w.dst.Host()+"/mirror")
+	if code != 0 {
+		t.Fatalf("disk-to-mirror exit %d", code)
+	}
+	if n := w.graphs.Requests() + w.sigs.Requests(); n != asked {
+		t.Errorf("disk-to-mirror asked the update service or signature store %d times", n-asked)
+	}
+	for _, v := range versions {
+		w.assertRelease("mirror", w.payloads[v], true)
+	}
+	gd, err := w.dst.ManifestDigest("mirror/openshift/graph-image", "latest")
+	if err != nil {
+		t.Fatalf("graph image not mirrored: %v", err)
+	}
+	w.assertComplete(w.dst, "mirror/openshift/graph-image", gd)
+	w.assertGraphImage("mirror/openshift/graph-image", gd)
+
+	res := filepath.Join(airgap, "working-dir", "cluster-resources")
+	w.assertSignatureConfigMaps(filepath.Join(res, "signature-configmap.yaml"), versions)
+	w.assertReleaseIDMS(filepath.Join(res, "idms-gapmirror.yaml"), w.dst.Host()+"/mirror")
+
+	us, err := os.ReadFile(filepath.Join(res, "updateService.yaml"))
+	must(t, err)
+	for _, want := range []string{"releases: " + w.dst.Host() + "/mirror/openshift/release-images", "graphDataImage: " + w.dst.Host() + "/mirror/openshift/graph-image:latest"} {
+		if !strings.Contains(string(us), want) {
+			t.Errorf("UpdateService lacks %q:\n%s", want, us)
+		}
+	}
+	// The update graph travelled with the archive.
+	if _, err := os.Stat(filepath.Join(airgap, "working-dir", "release-graphs", "amd64-stable-4.18.json")); err != nil {
+		t.Errorf("update graph not restored on the air-gapped side: %v", err)
+	}
+	// The graph image stays out of the mirror sets.
+	idms, _ := os.ReadFile(filepath.Join(res, "idms-gapmirror.yaml"))
+	if strings.Contains(string(idms), "graph-image") {
+		t.Errorf("IDMS names the graph image:\n%s", idms)
+	}
+}
+
+// assertGraphImage checks the graph image's command and that its top layer
+// holds the graph data under /var/lib/cincinnati-graph-data.
+func (w *releaseWorld) assertGraphImage(repo string, d digest.Digest) {
+	t := w.t
+	data, _, err := w.dst.Manifest(repo, d.String())
+	must(t, err)
+	var m ocispec.Manifest
+	must(t, json.Unmarshal(data, &m))
+	cfgData, err := w.dst.Blob(repo, m.Config.Digest)
+	must(t, err)
+	var cfg ocispec.Image
+	must(t, json.Unmarshal(cfgData, &cfg))
+	if got := strings.Join(cfg.Config.Cmd, " "); !strings.Contains(got, "cp -rp /var/lib/cincinnati-graph-data/* /var/lib/cincinnati/graph-data") {
+		t.Errorf("graph image command is %q", got)
+	}
+	top, err := w.dst.Blob(repo, m.Layers[len(m.Layers)-1].Digest)
+	must(t, err)
+	zr, err := gzip.NewReader(bytes.NewReader(top))
+	must(t, err)
+	tr := tar.NewReader(zr)
+	found := false
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		if hdr.Name == "var/lib/cincinnati-graph-data/channels/stable-4.18.yaml" {
+			found = hdr.Uid == 0 && hdr.Gid == 0
+		}
+	}
+	if !found {
+		t.Error("graph image's top layer lacks /var/lib/cincinnati-graph-data/channels/stable-4.18.yaml owned by root")
+	}
+}
+
+// assertSignatureConfigMaps checks one ConfigMap per release whose binaryData
+// decodes to the signature the store served, and none for other versions.
+func (w *releaseWorld) assertSignatureConfigMaps(path string, versions []string) {
+	t := w.t
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("signature ConfigMaps: %v", err)
+	}
+	type cm struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name      string            `json:"name"`
+			Namespace string            `json:"namespace"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"metadata"`
+		BinaryData map[string][]byte `json:"binaryData"`
+	}
+	got := map[string][]byte{}
+	n := 0
+	for _, doc := range strings.Split(string(data), "---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		var c cm
+		must(t, yaml.Unmarshal([]byte(doc), &c))
+		n++
+		if c.Kind != "ConfigMap" || c.Metadata.Namespace != "openshift-config-managed" {
+			t.Errorf("signature object %s is a %s in %q", c.Metadata.Name, c.Kind, c.Metadata.Namespace)
+		}
+		if _, ok := c.Metadata.Labels["release.openshift.io/verification-signatures"]; !ok {
+			t.Errorf("ConfigMap %s lacks the verification-signatures label", c.Metadata.Name)
+		}
+		for k, v := range c.BinaryData {
+			got[k] = v
+		}
+	}
+	if n != len(versions) {
+		t.Errorf("%d signature ConfigMaps, want %d", n, len(versions))
+	}
+	for _, v := range versions {
+		p := w.payloads[v]
+		key := "sha256-" + p.Digest.Encoded() + "-1"
+		if want := w.served[v]; !bytes.Equal(got[key], want) {
+			t.Errorf("release %s: binaryData[%s] is %d bytes, not the served signature", v, key, len(got[key]))
+		}
+	}
+}
+
+// assertReleaseIDMS checks that IDMS maps the release image repository and
+// the component repository to their mirrors.
+func (w *releaseWorld) assertReleaseIDMS(path, root string) {
+	t := w.t
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("IDMS: %v", err)
+	}
+	entries := map[string][]string{}
+	for _, doc := range strings.Split(string(data), "---\n") {
+		var o struct {
+			Spec struct {
+				ImageDigestMirrors []struct {
+					Source  string   `json:"source"`
+					Mirrors []string `json:"mirrors"`
+				} `json:"imageDigestMirrors"`
+			} `json:"spec"`
+		}
+		must(t, yaml.Unmarshal([]byte(doc), &o))
+		for _, e := range o.Spec.ImageDigestMirrors {
+			entries[e.Source] = e.Mirrors
+		}
+	}
+	for src, mirror := range map[string]string{
+		w.up.Host() + "/openshift-release-dev/ocp-release":      root + "/openshift/release-images",
+		w.up.Host() + "/openshift-release-dev/ocp-v4.0-art-dev": root + "/openshift/release",
+	} {
+		if got := entries[src]; len(got) != 1 || got[0] != mirror {
+			t.Errorf("IDMS maps %s to %v, want [%s]\n%s", src, got, mirror, data)
+		}
+	}
+}
+
+// TestReleasesRefusedSignatures: a release whose signature is missing, made
+// with an untrusted key, or signs another digest is refused with the version
+// and the reason, the good one is mirrored, and the exit code has the
+// release bit.
+func TestReleasesRefusedSignatures(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2", "4.18.3", "4.18.4"}, 6, false)
+	w.sigs.Put(w.payloads["4.18.2"].Digest.String()) // no signature
+	other, err := releasetest.NewKey("someone else")
+	must(t, err)
+	p3 := w.payloads["4.18.3"]
+	sig, err := other.SignRelease(p3.Digest.String(), p3.Ref())
+	must(t, err)
+	w.sigs.Put(p3.Digest.String(), sig)
+	p4 := w.payloads["4.18.4"]
+	sig, err = w.key.SignRelease(w.payloads["4.18.1"].Digest.String(), p4.Ref())
+	must(t, err)
+	w.sigs.Put(p4.Digest.String(), sig)
+
+	isc := w.releaseISC("isc", "    channels:\n    - name: stable-4.18\n      full: true\n")
+	ws := filepath.Join(w.dir, "ws")
+	code, out, errOut := w.run("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code&2 == 0 {
+		t.Fatalf("exit %d, want the release bit (2) set", code)
+	}
+	all := out + errOut
+	for _, want := range []string{
+		"release 4.18.2 (arch amd64, " + w.payloads["4.18.2"].Digest.String() + ") refused: no signature found",
+		"release 4.18.3 (arch amd64, " + p3.Digest.String() + ") refused: signature-1 is made with an unknown key",
+		"release 4.18.4 (arch amd64, " + p4.Digest.String() + ") refused: signature-1 signs another digest",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	w.assertRelease("m", w.payloads["4.18.1"], false)
+	for _, v := range []string{"4.18.2", "4.18.3", "4.18.4"} {
+		if _, err := w.dst.ManifestDigest("m/openshift/release-images", w.payloads[v].Tag); err == nil {
+			t.Errorf("refused release %s reached the mirror", v)
+		}
+	}
+	w.assertSignatureConfigMaps(filepath.Join(ws, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.1"})
+}
