@@ -389,3 +389,153 @@ func TestReleasesRefusedSignatures(t *testing.T) {
 	}
 	w.assertSignatureConfigMaps(filepath.Join(ws, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.1"})
 }
+
+// closedURL is an http URL on 127.0.0.1 where nothing listens.
+func closedURL(t *testing.T) string {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	u := srv.URL
+	srv.Close()
+	return u
+}
+
+// runWith runs gapmirror with the world's flags, some replaced (an empty
+// value drops the flag).
+func (w *releaseWorld) runWith(over map[string]string, args ...string) (int, string, string) {
+	w.t.Helper()
+	fl := w.flags()
+	var out []string
+	for i := 0; i < len(fl); i += 2 {
+		v, ok := over[fl[i]]
+		switch {
+		case !ok:
+			out = append(out, fl[i], fl[i+1])
+		case v != "":
+			out = append(out, fl[i], v)
+		}
+	}
+	for k, v := range over {
+		if !strings.Contains(strings.Join(fl, " "), k) && v != "" {
+			if v == "true" {
+				out = append(out, k)
+			} else {
+				out = append(out, k, v)
+			}
+		}
+	}
+	return w.gapmirror(append(args, out...)...)
+}
+
+// TestReleasesBadInput: wrong channels, versions and unreachable services
+// fail with a message naming what to fix, and no release is planned that
+// was not verified.
+func TestReleasesBadInput(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 3, false)
+	risky := releasetest.NewGraph("amd64", "4.18.1", "4.18.2").
+		SetPayload("4.18.1", w.payloads["4.18.1"].PullSpec()).SetPayload("4.18.2", w.payloads["4.18.2"].PullSpec()).
+		ConditionalEdge("4.18.1", "4.18.2", releasetest.Risk{Name: "TestRiskEtcdSlow", URL: "https://issues.example/ETCD-1", Message: "etcd is slow"})
+	must(t, w.graphs.Put("fast-4.18", risky))
+	channel := func(body string) string { return "    channels:\n    - name: " + body + "\n" }
+	noKey := os.Getenv("OCP_SIGNATURE_VERIFICATION_PK") == ""
+	if _, err := os.Stat("/etc/pki/rpm-gpg/RPM-GPG-KEY-redhat-release"); err == nil {
+		noKey = false
+	}
+
+	cases := []struct {
+		name     string
+		platform string
+		over     map[string]string
+		code     int
+		want     []string
+		released bool // the plan holds release images
+	}{
+		{name: "unknown channel", platform: channel("stable-9.99"), code: 1,
+			want: []string{"mirror.platform.channels", "channel stable-9.99 has no releases for arch amd64"}},
+		{name: "version not in channel", platform: channel("stable-4.18\n      minVersion: 4.18.7"), code: 1,
+			want: []string{"mirror.platform.channels[0].minVersion 4.18.7 is not in channel stable-4.18", "4.18.1, 4.18.2"}},
+		{name: "min above max", platform: channel("stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.1"), code: 1,
+			want: []string{"mirror.platform.channels[0].maxVersion", "lower than minVersion 4.18.2"}},
+		{name: "unreachable update service", platform: channel("stable-4.18"), over: map[string]string{"--graph-url": closedURL(t) + "/graph"}, code: 1,
+			want: []string{"fetching update graph of channel stable-4.18", "connection refused"}},
+		{name: "unreachable signature store", platform: channel("stable-4.18"), over: map[string]string{"--release-signature-url": closedURL(t)}, code: 2,
+			want: []string{"release 4.18.2 (arch amd64, " + w.payloads["4.18.2"].Digest.String() + ") refused: its signatures could not be fetched", "connection refused"}},
+		{name: "key file missing", platform: channel("stable-4.18"), over: map[string]string{"--release-signature-key": filepath.Join(w.dir, "nope.asc")}, code: 1,
+			want: []string{"nope.asc", "--release-signature-key"}},
+		{name: "conditional update not allowed", platform: channel("fast-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n      shortestPath: true"), code: 1,
+			want: []string{"no upgrade path from 4.18.1 to 4.18.2", "TestRiskEtcdSlow"}},
+		{name: "conditional update included", platform: channel("fast-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n      shortestPath: true"),
+			over: map[string]string{"--include-conditional": "true"}, code: 0, released: true,
+			want: []string{"conditional update 4.18.1 → 4.18.2 (channel fast-4.18) taken despite known risks: TestRiskEtcdSlow (https://issues.example/ETCD-1)"}},
+		{name: "verification skipped", platform: channel("stable-4.18"),
+			over: map[string]string{"--release-signature-url": closedURL(t), "--release-signature-key": "", "--skip-release-signature-verification": "true"}, code: 0, released: true,
+			want: []string{"RELEASE SIGNATURE VERIFICATION IS OFF", "release 4.18.2 (arch amd64, " + w.payloads["4.18.2"].Digest.String() + ") is NOT verified"}},
+		{name: "platforms not supported", platform: "    platforms:\n    - os: linux\n      architecture: arm64\n" + channel("stable-4.18"), code: 1,
+			want: []string{"mirror.platform.platforms", "not supported yet"}},
+	}
+	if noKey {
+		cases = append(cases, struct {
+			name     string
+			platform string
+			over     map[string]string
+			code     int
+			want     []string
+			released bool
+		}{name: "no trusted key", platform: channel("stable-4.18"), over: map[string]string{"--release-signature-key": ""}, code: 1,
+			want: []string{"no trusted release signing key", "--release-signature-key", "OCP_SIGNATURE_VERIFICATION_PK"}})
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			isc := w.releaseISC(fmt.Sprintf("bad-%d", i), c.platform)
+			dir := filepath.Join(w.dir, fmt.Sprintf("bad-%d", i))
+			code, out, errOut := w.runWith(c.over, "mirror", "-c", isc, "--dry-run", "file://"+dir)
+			if code != c.code {
+				t.Errorf("exit %d, want %d", code, c.code)
+			}
+			for _, s := range c.want {
+				if !strings.Contains(out+errOut, s) {
+					t.Errorf("output lacks %q", s)
+				}
+			}
+			plan, err := os.ReadFile(filepath.Join(dir, "working-dir", "dry-run", "set.json"))
+			if has := err == nil && strings.Contains(string(plan), `"kind": "release"`); has != c.released {
+				t.Errorf("plan holds release images: %v, want %v", has, c.released)
+			}
+		})
+	}
+}
+
+// TestReleasesMultiArchAndSingle mirrors the amd64 and the multi payload of
+// a channel head, and plans a single release named by tag and by digest.
+func TestReleasesMultiArchAndSingle(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 4, false)
+	multi, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: "4.18.2", Arch: "multi", Host: w.up.Host(), Components: 4})
+	must(t, err)
+	must(t, multi.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}))
+	sig, err := w.key.SignRelease(multi.Digest.String(), multi.Ref())
+	must(t, err)
+	w.sigs.Put(multi.Digest.String(), sig)
+	must(t, w.graphs.Put("stable-4.18", releasetest.NewGraph("multi", "4.18.2").SetPayload("4.18.2", multi.PullSpec())))
+
+	isc := w.releaseISC("multi", "    architectures: [amd64, multi]\n    channels:\n    - name: stable-4.18\n")
+	code, _, _ := w.run("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	w.assertRelease("m", w.payloads["4.18.2"], false)
+	w.assertRelease("m", multi, false)
+	if multi.Tag != "4.18.2-multi" {
+		t.Errorf("multi payload tag %s", multi.Tag)
+	}
+
+	p1 := w.payloads["4.18.1"]
+	for name, ref := range map[string]string{"tag": p1.Ref(), "digest": multi.PullSpec()} {
+		isc := w.releaseISC("single-"+name, "    release: "+ref+"\n")
+		code, out, _ := w.run("mirror", "-c", isc, "--dry-run", "file://"+filepath.Join(w.dir, "single-"+name))
+		want := "openshift/release-images:4.18.1-x86_64"
+		if name == "digest" {
+			want = "openshift/release-images:4.18.2-multi"
+		}
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("release by %s: exit %d, plan lacks %s:\n%s", name, code, want, out)
+		}
+	}
+}
