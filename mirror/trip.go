@@ -336,7 +336,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(idx.Set.Images))
-	rep.Result = Copy(ctx, idx.Set, &ArchiveSource{Archive: ar, Name: dir}, dst, t.Copy)
+	rep.Result = Copy(ctx, idx.Set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}

@@ -539,3 +539,54 @@ func TestReleasesMultiArchAndSingle(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasesIncremental: a second mirror-to-disk that adds a release
+// carries only the new blobs, yet disk-to-mirror of it still writes the
+// signature ConfigMaps of every release of the image set.
+func TestReleasesIncremental(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2", "4.18.3"}, 6, false)
+	out, airgap := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "airgap")
+	must(t, os.MkdirAll(airgap, 0o755))
+	carry := func() *archiveIndexInfo {
+		t.Helper()
+		chunks, _ := filepath.Glob(filepath.Join(out, "mirror_*.tar"))
+		old, _ := filepath.Glob(filepath.Join(airgap, "mirror_*.tar"))
+		for _, c := range old {
+			must(t, os.Remove(c))
+		}
+		for _, c := range chunks {
+			must(t, os.Rename(c, filepath.Join(airgap, filepath.Base(c))))
+		}
+		idx := archiveOf(t, airgap)
+		return &archiveIndexInfo{id: idx.ID, blobs: len(idx.Blobs)}
+	}
+	isc := func(maxVersion string) string {
+		return w.releaseISC("isc-"+maxVersion, "    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: "+maxVersion+"\n")
+	}
+	if code, _, _ := w.run("mirror", "-c", isc("4.18.2"), "file://"+out); code != 0 {
+		t.Fatal("first mirror-to-disk failed")
+	}
+	first := carry()
+	if code, _, _ := w.run("mirror", "--from", "file://"+airgap, "docker://"+w.dst.Host()+"/m"); code != 0 {
+		t.Fatal("first disk-to-mirror failed")
+	}
+	if code, _, _ := w.run("mirror", "-c", isc("4.18.3"), "file://"+out); code != 0 {
+		t.Fatal("second mirror-to-disk failed")
+	}
+	second := carry()
+	if second.blobs == 0 || second.blobs >= first.blobs {
+		t.Errorf("second archive carries %d blobs, the first %d: want only the new release's", second.blobs, first.blobs)
+	}
+	if code, _, _ := w.run("mirror", "--from", "file://"+airgap, "docker://"+w.dst.Host()+"/m"); code != 0 {
+		t.Fatal("second disk-to-mirror failed")
+	}
+	for _, v := range []string{"4.18.1", "4.18.2", "4.18.3"} {
+		w.assertRelease("m", w.payloads[v], false)
+	}
+	w.assertSignatureConfigMaps(filepath.Join(airgap, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.1", "4.18.2", "4.18.3"})
+}
+
+type archiveIndexInfo struct {
+	id    string
+	blobs int
+}
