@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -589,4 +590,77 @@ func TestReleasesIncremental(t *testing.T) {
 type archiveIndexInfo struct {
 	id    string
 	blobs int
+}
+
+// realChannels holds real cincinnati-graph-data channel lists (not in the repository).
+const realChannels = "../../../shared/realdata/cincinnati/channels"
+
+// TestReleasesRealChannel plans the shortest upgrade path through the real
+// stable-4.17 channel (real versions, generated edges) with the CLI: the
+// dry-run plan holds exactly the releases the release package selects,
+// each one read from its payload and verified.
+func TestReleasesRealChannel(t *testing.T) {
+	cf, err := releasetest.ReadChannelFile(filepath.Join(realChannels, "stable-4.17.yaml"))
+	if err != nil {
+		t.Skipf("real channel lists not available in %s: %v", realChannels, err)
+	}
+	var minor []string
+	for _, v := range cf.Versions {
+		if strings.HasPrefix(v, "4.17.") {
+			minor = append(minor, v)
+		}
+	}
+	if len(minor) < 2 {
+		t.Skipf("stable-4.17 has %d 4.17 releases", len(minor))
+	}
+	from, to := minor[0], minor[len(minor)-1]
+	w := newReleaseWorld(t, nil, 0, false)
+
+	// Plan with the library on placeholder payloads, then publish real
+	// payloads for the selected versions only.
+	g := releasetest.NewGraph("amd64", cf.Versions...).GenerateEdges()
+	data, err := g.JSON()
+	must(t, err)
+	parsed, err := release.ParseGraph(data, "stable-4.17", "amd64")
+	must(t, err)
+	spec := release.Spec{Channels: []release.ChannelSpec{{Name: "stable-4.17", MinVersion: from, MaxVersion: to, ShortestPath: true}}}
+	plan, err := release.NewPlan(release.Graphs{{Channel: "stable-4.17", Type: release.TypeOCP, Arch: "amd64"}: parsed}, spec)
+	must(t, err)
+	want := map[string]bool{}
+	for _, r := range plan.Releases {
+		p, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: r.Version, Host: w.up.Host(), Components: 2})
+		must(t, err)
+		must(t, p.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}))
+		sig, err := w.key.SignRelease(p.Digest.String(), p.Ref())
+		must(t, err)
+		w.sigs.Put(p.Digest.String(), sig)
+		g.SetPayload(r.Version, p.PullSpec())
+		want["openshift/release-images:"+p.Tag] = true
+	}
+	must(t, w.graphs.Put("stable-4.17", g))
+
+	isc := w.releaseISC("real", fmt.Sprintf("    channels:\n    - name: stable-4.17\n      minVersion: %s\n      maxVersion: %s\n      shortestPath: true\n", from, to))
+	dir := filepath.Join(w.dir, "real")
+	if code, _, _ := w.run("mirror", "-c", isc, "--dry-run", "file://"+dir); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "working-dir", "dry-run", "set.json"))
+	must(t, err)
+	var set struct {
+		Images []struct {
+			Destination string `json:"destination"`
+			Kind        string `json:"kind"`
+		} `json:"images"`
+	}
+	must(t, json.Unmarshal(raw, &set))
+	got := map[string]bool{}
+	for _, img := range set.Images {
+		if img.Kind == "release" {
+			got[img.Destination] = true
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(want) < 2 {
+		t.Errorf("plan from %s to %s holds %v, want %v", from, to, got, want)
+	}
+	t.Logf("stable-4.17: %d releases, shortest path %s → %s takes %d", len(cf.Versions), from, to, len(want))
 }
