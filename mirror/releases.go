@@ -333,6 +333,9 @@ func (c *releaseContributor) readPayload(ctx context.Context, rel release.Releas
 		return err
 	})
 	if err != nil {
+		if rel.Version != "" {
+			return nil, fmt.Errorf("release %s (arch %s): %w", rel.Version, rel.Arch, err)
+		}
 		return nil, err
 	}
 	if rel.Version != "" && p.Version != rel.Version {

@@ -435,6 +435,19 @@ func TestReleasesBadInput(t *testing.T) {
 		SetPayload("4.18.1", w.payloads["4.18.1"].PullSpec()).SetPayload("4.18.2", w.payloads["4.18.2"].PullSpec()).
 		ConditionalEdge("4.18.1", "4.18.2", releasetest.Risk{Name: "TestRiskEtcdSlow", URL: "https://issues.example/ETCD-1", Message: "etcd is slow"})
 	must(t, w.graphs.Put("fast-4.18", risky))
+	// broken-4.18 names a signed payload digest that is not in the registry.
+	missing := w.up.Host() + "/openshift-release-dev/ocp-release@" + releasetest.PayloadDigest("amd64", "4.18.9")
+	must(t, w.graphs.Put("broken-4.18", releasetest.NewGraph("amd64", "4.18.9").SetPayload("4.18.9", missing)))
+	sig, err := w.key.SignRelease(releasetest.PayloadDigest("amd64", "4.18.9"), missing)
+	must(t, err)
+	w.sigs.Put(releasetest.PayloadDigest("amd64", "4.18.9"), sig)
+	// A key directory: the trusted key next to an unrelated one.
+	keyDir := filepath.Join(w.dir, "keys")
+	must(t, os.MkdirAll(keyDir, 0o755))
+	other, err := releasetest.NewKey("unrelated")
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(keyDir, "a-other.asc"), other.PublicKey(), 0o644))
+	must(t, os.WriteFile(filepath.Join(keyDir, "b-release.gpg"), w.key.BinaryPublicKey(), 0o644))
 	channel := func(body string) string { return "    channels:\n    - name: " + body + "\n" }
 	noKey := os.Getenv("OCP_SIGNATURE_VERIFICATION_PK") == ""
 	if _, err := os.Stat("/etc/pki/rpm-gpg/RPM-GPG-KEY-redhat-release"); err == nil {
@@ -448,6 +461,7 @@ func TestReleasesBadInput(t *testing.T) {
 		code     int
 		want     []string
 		released bool // the plan holds release images
+		env      map[string]string
 	}{
 		{name: "unknown channel", platform: channel("stable-9.99"), code: 1,
 			want: []string{"mirror.platform.channels", "channel stable-9.99 has no releases for arch amd64"}},
@@ -469,6 +483,14 @@ func TestReleasesBadInput(t *testing.T) {
 		{name: "verification skipped", platform: channel("stable-4.18"),
 			over: map[string]string{"--release-signature-url": closedURL(t), "--release-signature-key": "", "--skip-release-signature-verification": "true"}, code: 0, released: true,
 			want: []string{"RELEASE SIGNATURE VERIFICATION IS OFF", "release 4.18.2 (arch amd64, " + w.payloads["4.18.2"].Digest.String() + ") is NOT verified"}},
+		{name: "payload missing from the registry", platform: channel("broken-4.18"), code: 2,
+			want: []string{missing + ": release 4.18.9 (arch amd64): reading release image", "manifest unknown"}},
+		{name: "key directory", platform: channel("stable-4.18"), over: map[string]string{"--release-signature-key": keyDir}, code: 0, released: true,
+			want: []string{"release signature verified version=4.18.2"}},
+		{name: "environment instead of flags", platform: channel("stable-4.18"), code: 0, released: true,
+			over: map[string]string{"--graph-url": "", "--release-signature-url": "", "--release-signature-key": ""},
+			env: map[string]string{"UPDATE_URL_OVERRIDE": w.server.URL + "/graph", "OCP_SIGNATURE_URL": w.server.URL + "/signatures", "OCP_SIGNATURE_VERIFICATION_PK": w.keyFile},
+			want: []string{"release signature verified version=4.18.2", "store=" + w.server.URL + "/signatures"}},
 		{name: "platforms not supported", platform: "    platforms:\n    - os: linux\n      architecture: arm64\n" + channel("stable-4.18"), code: 1,
 			want: []string{"mirror.platform.platforms", "not supported yet"}},
 	}
@@ -480,11 +502,15 @@ func TestReleasesBadInput(t *testing.T) {
 			code     int
 			want     []string
 			released bool
+			env      map[string]string
 		}{name: "no trusted key", platform: channel("stable-4.18"), over: map[string]string{"--release-signature-key": ""}, code: 1,
 			want: []string{"no trusted release signing key", "--release-signature-key", "OCP_SIGNATURE_VERIFICATION_PK"}})
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
 			isc := w.releaseISC(fmt.Sprintf("bad-%d", i), c.platform)
 			dir := filepath.Join(w.dir, fmt.Sprintf("bad-%d", i))
 			code, out, errOut := w.runWith(c.over, "mirror", "-c", isc, "--dry-run", "file://"+dir)
