@@ -489,7 +489,7 @@ func TestReleasesBadInput(t *testing.T) {
 			want: []string{"release signature verified version=4.18.2"}},
 		{name: "environment instead of flags", platform: channel("stable-4.18"), code: 0, released: true,
 			over: map[string]string{"--graph-url": "", "--release-signature-url": "", "--release-signature-key": ""},
-			env: map[string]string{"UPDATE_URL_OVERRIDE": w.server.URL + "/graph", "OCP_SIGNATURE_URL": w.server.URL + "/signatures", "OCP_SIGNATURE_VERIFICATION_PK": w.keyFile},
+			env:  map[string]string{"UPDATE_URL_OVERRIDE": w.server.URL + "/graph", "OCP_SIGNATURE_URL": w.server.URL + "/signatures", "OCP_SIGNATURE_VERIFICATION_PK": w.keyFile},
 			want: []string{"release signature verified version=4.18.2", "store=" + w.server.URL + "/signatures"}},
 		{name: "platforms not supported", platform: "    platforms:\n    - os: linux\n      architecture: arm64\n" + channel("stable-4.18"), code: 1,
 			want: []string{"mirror.platform.platforms", "not supported yet"}},
