@@ -266,7 +266,8 @@ func (w *releaseWorld) assertGraphImage(repo string, d digest.Digest) {
 }
 
 // assertSignatureConfigMaps checks one ConfigMap per release whose binaryData
-// decodes to the signature the store served, and none for other versions.
+// decodes to the signature the store served, and none for other releases;
+// releases are named by their key in w.payloads.
 func (w *releaseWorld) assertSignatureConfigMaps(path string, versions []string) {
 	t := w.t
 	t.Helper()
@@ -540,13 +541,21 @@ func TestReleasesMultiArchAndSingle(t *testing.T) {
 	sig, err := w.key.SignRelease(multi.Digest.String(), multi.Ref())
 	must(t, err)
 	w.sigs.Put(multi.Digest.String(), sig)
+	w.payloads["4.18.2-multi"], w.served["4.18.2-multi"] = multi, sig
 	must(t, w.graphs.Put("stable-4.18", releasetest.NewGraph("multi", "4.18.2").SetPayload("4.18.2", multi.PullSpec())))
 
-	isc := w.releaseISC("multi", "    architectures: [amd64, multi]\n    channels:\n    - name: stable-4.18\n")
+	isc := w.releaseISC("multi", "    graph: true\n    architectures: [amd64, multi]\n    channels:\n    - name: stable-4.18\n")
 	code, _, _ := w.run("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+	// mirror-to-mirror pushes the graph image it built from the local store.
+	gd, err := w.dst.ManifestDigest("m/openshift/graph-image", "latest")
+	if err != nil {
+		t.Fatalf("graph image not mirrored: %v", err)
+	}
+	w.assertGraphImage("m/openshift/graph-image", gd)
+	w.assertSignatureConfigMaps(filepath.Join(w.dir, "ws", "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.2", "4.18.2-multi"})
 	w.assertRelease("m", w.payloads["4.18.2"], false)
 	w.assertRelease("m", multi, false)
 	if multi.Tag != "4.18.2-multi" {
