@@ -117,7 +117,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 		if verifier.Keyring != nil {
 			defer verifier.Keyring.Close()
 		}
-		verdicts = verifier.VerifyAll(ctx, releases)
+		verdicts = c.verifyAll(ctx, verifier, releases)
 	}
 	type accepted struct {
 		rel     release.Release
@@ -207,6 +207,34 @@ func (c *releaseContributor) verifier() (*release.Verifier, error) {
 	v.Keyring = kr
 	c.t.Log.Info("release signatures checked against", "keys", strings.Join(kr.Fingerprints(), ","), "store", v.Source.(*release.SignatureStore).BaseURL())
 	return v, nil
+}
+
+// verifyAll checks every release, first with the signatures an earlier run
+// saved in the workspace, then, for those they do not prove, with the
+// signature store. Signatures of a digest never change and cached ones are
+// checked against the trusted keys like fresh ones, so reruns need the
+// store only for new releases.
+func (c *releaseContributor) verifyAll(ctx context.Context, v *release.Verifier, releases []release.Release) []release.Verdict {
+	if v.Skip || c.t.ws == "" {
+		return v.VerifyAll(ctx, releases)
+	}
+	cached := *v
+	cached.Source = release.SignatureDir(filepath.Join(c.t.ws, releaseSignaturesDir))
+	out := cached.VerifyAll(ctx, releases)
+	var again []int
+	var rels []release.Release
+	for i, vd := range out {
+		if vd.Status != release.StatusVerified {
+			again = append(again, i)
+			rels = append(rels, releases[i])
+		} else {
+			c.t.Log.Debug("release verified with the signatures saved by an earlier run", "version", releases[i].Version, "digest", releases[i].Digest)
+		}
+	}
+	for j, vd := range v.VerifyAll(ctx, rels) {
+		out[again[j]] = vd
+	}
+	return out
 }
 
 // spec turns mirror.platform into a planning spec.
