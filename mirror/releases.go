@@ -162,8 +162,12 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 				Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: errs[i]})
 			continue
 		}
-		if err := c.addRelease(r, rel, payloads[i]); err != nil {
+		added, err := c.addRelease(r, rel, payloads[i])
+		if err != nil {
 			return err
+		}
+		if !added {
+			continue
 		}
 		var sigs [][]byte
 		for _, s := range a.verdict.Signatures {
@@ -375,7 +379,7 @@ func (c *releaseContributor) readPayload(ctx context.Context, rel release.Releas
 // addRelease puts a release image and its components into the Set, at
 // oc-mirror's layout: openshift/release-images:<version>-<arch> and
 // openshift/release:<version>-<arch>-<component>.
-func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Release, p *release.Payload) error {
+func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Release, p *release.Payload) (added bool, err error) {
 	rel.Version = p.Version
 	if rel.Arch == "" {
 		rel.Arch = p.Arch
@@ -390,10 +394,10 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 	if b := r.Blocked(img.Origin, img.DestinationRepo()); b != "" {
 		r.Resolution.Blocked = append(r.Resolution.Blocked, img.Origin)
 		r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("release %s (arch %s) is blocked by %s: none of its images is mirrored", rel.Version, rel.Arch, b))
-		return nil
+		return false, nil
 	}
 	if err := r.Set.Add(img); err != nil {
-		return fmt.Errorf("release %s (arch %s): %w", rel.Version, rel.Arch, err)
+		return false, fmt.Errorf("release %s (arch %s): %w", rel.Version, rel.Arch, err)
 	}
 	comps := p.Components
 	if p.KubeVirt != nil {
@@ -403,7 +407,7 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 	for _, comp := range comps {
 		named, err := reference.ParseNormalizedNamed(comp.Image)
 		if err != nil {
-			return fmt.Errorf("release %s component %s: %w", rel.Version, comp.Name, err)
+			return false, fmt.Errorf("release %s component %s: %w", rel.Version, comp.Name, err)
 		}
 		ci := imageset.Image{
 			Source:      reference.TrimNamed(named).String() + "@" + comp.Digest.String(),
@@ -419,11 +423,11 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 			continue
 		}
 		if err := r.Set.Add(ci); err != nil {
-			return fmt.Errorf("release %s component %s: %w", rel.Version, comp.Name, err)
+			return false, fmt.Errorf("release %s component %s: %w", rel.Version, comp.Name, err)
 		}
 	}
 	c.t.Log.Info("release payload read", "version", rel.Version, "arch", rel.Arch, "components", len(comps))
-	return nil
+	return true, nil
 }
 
 // signatureExtra is the archive name of signature n (1-based) of a release.

@@ -492,6 +492,11 @@ func TestReleasesBadInput(t *testing.T) {
 			over: map[string]string{"--graph-url": "", "--release-signature-url": "", "--release-signature-key": ""},
 			env:  map[string]string{"UPDATE_URL_OVERRIDE": w.server.URL + "/graph", "OCP_SIGNATURE_URL": w.server.URL + "/signatures", "OCP_SIGNATURE_VERIFICATION_PK": w.keyFile},
 			want: []string{"release signature verified version=4.18.2", "store=" + w.server.URL + "/signatures"}},
+		{name: "blocked component", platform: channel("stable-4.18") + "  blockedImages:\n  - name: " + w.payloads["4.18.2"].Components[2].Digest.Encoded() + "\n",
+			code: 0, released: true,
+			want: []string{"component " + w.payloads["4.18.2"].Components[2].Name + " of release 4.18.2 is blocked by mirror.blockedImages[0]"}},
+		{name: "blocked release", platform: channel("stable-4.18") + "  blockedImages:\n  - name: ^openshift/release-images$\n", code: 0,
+			want: []string{"release 4.18.2 (arch amd64) is blocked by mirror.blockedImages[0]"}},
 		{name: "platforms not supported", platform: "    platforms:\n    - os: linux\n      architecture: arm64\n" + channel("stable-4.18"), code: 1,
 			want: []string{"mirror.platform.platforms", "not supported yet"}},
 	}
