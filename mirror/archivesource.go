@@ -24,10 +24,20 @@ type ArchiveSource struct {
 	Archive BlobReader
 	// Name names the archive in errors, e.g. its directory.
 	Name string
+	// Mirror, when set, gives manifests an earlier archive carried and the
+	// mirror already has in the image's repository under another tag: an
+	// unchanged release component gets a new tag with every release, and
+	// the copy reads the manifest again to push that tag.
+	Mirror Source
 }
 
 // Manifest implements Source.
-func (a *ArchiveSource) Manifest(_ context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+func (a *ArchiveSource) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+	if a.Mirror != nil && !a.Archive.Has(d) {
+		if data, mt, err := a.Mirror.Manifest(ctx, img, d); err == nil && d.Validate() == nil && d.Algorithm().FromBytes(data) == d {
+			return data, mt, nil
+		}
+	}
 	rc, err := a.open(d)
 	if err != nil {
 		return nil, "", err

@@ -18,6 +18,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
 // WorkingDir is the folder, inside the user's directory, where gapmirror
@@ -52,8 +53,12 @@ type Trip struct {
 	ToolVersion string
 	// Now stamps records; tests set it.
 	Now func() time.Time
+	// Releases say where release payloads, graphs and signatures come from.
+	Releases ReleaseOptions
 
 	content content
+	// ws is the workspace of the running trip (release graphs, signatures).
+	ws string
 }
 
 // Report is what a trip did.
@@ -81,7 +86,7 @@ func (t *Trip) now() time.Time {
 // contributors resolve the configuration sections that need registry
 // access and the local store: operator catalogs and release payloads.
 func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
-	return nil
+	return []imageset.Contributor{&releaseContributor{t: t, up: up, store: store}}
 }
 
 func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*imageset.Set, *imageset.Resolution, error) {
@@ -161,6 +166,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.ws = ws
 	set, todo, res, err := t.plan(ctx, up, store)
 	if err != nil {
 		return nil, err
@@ -315,6 +321,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	}
 	defer dst.Close()
 	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws}
+	if err := t.restoreReleaseFiles(ar, ws); err != nil {
+		return nil, err
+	}
 	if t.DryRun {
 		return rep, t.writePlan(ws, idx.Set, nil)
 	}
@@ -327,7 +336,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(idx.Set.Images))
-	rep.Result = Copy(ctx, idx.Set, &ArchiveSource{Archive: ar, Name: dir}, dst, t.Copy)
+	rep.Result = Copy(ctx, idx.Set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
@@ -365,6 +374,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err != nil {
 		return nil, err
 	}
+	t.ws = ws
 	set, todo, res, err := t.plan(ctx, up, store)
 	if err != nil {
 		return nil, err
@@ -485,7 +495,7 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 		MirrorRoot:        root,
 		NotMirrored:       notMirrored,
 		Catalogs:          catalogs,
-		ReleaseSignatures: t.content.signatures,
+		ReleaseSignatures: t.releaseSignatures(ws, done),
 		Meta:              generate.Meta{ToolVersion: t.ToolVersion},
 	})
 	if err != nil {
@@ -596,7 +606,18 @@ func (r *Report) Summary(w io.Writer) {
 	if r.FailedFile != "" {
 		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
 	}
-	if len(r.Resolution.Failed) > 0 {
+	refused, unresolved := 0, 0
+	for _, f := range r.Resolution.Failed {
+		if errors.Is(f.Err, release.ErrReleaseNotVerified) {
+			refused++
+		} else {
+			unresolved++
+		}
+	}
+	if refused > 0 {
+		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
+	}
+	if unresolved > 0 {
 		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")
 	}
 }

@@ -27,6 +27,7 @@ type mirrorFlags struct {
 	since          string
 	skipPredCheck  bool
 	retryFailed    string
+	releases       mirror.ReleaseOptions
 }
 
 func newMirrorCommand(g *globalFlags) *cobra.Command {
@@ -57,6 +58,7 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.retryFailed, "retry-failed", "", "copy exactly the images a failed run listed in this file (its path is printed at the end of that run), with the digests that run pinned")
 	fl.StringVar(&f.since, "since", "", "mirror-to-disk: leave out only blobs carried by archives made before this date (yyyy-mm-dd), e.g. when a later archive was lost")
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
+	addReleaseFlags(fl, &f.releases)
 	return cmd
 }
 
@@ -95,6 +97,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 			Progress:       g.progress("mirroring"),
 		},
 		StrictArchive: f.strictArchive,
+		Releases:      f.releases,
 	}
 	if f.since != "" {
 		since, err := time.Parse("2006-01-02", f.since)

@@ -105,7 +105,7 @@ func (c *GraphClient) Graph(ctx context.Context, key GraphKey) (*Graph, error) {
 	base := c.URL(key.Type)
 	u, err := url.Parse(base)
 	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, fmt.Errorf("update service URL %q is not an absolute URL: fix --update-url or %s", base, EnvUpdateURLOverride)
+		return nil, fmt.Errorf("update service URL %q is not an absolute URL: fix --graph-url or %s", base, EnvUpdateURLOverride)
 	}
 	q := u.Query()
 	q.Set("channel", key.Channel)

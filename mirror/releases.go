@@ -1,0 +1,586 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
+)
+
+// ReleaseOptions say where release payloads, their update graphs and
+// signatures come from, and how the signatures are checked.
+type ReleaseOptions struct {
+	// GraphURL is the update graph endpoint for every channel type; empty:
+	// $UPDATE_URL_OVERRIDE (OpenShift channels), then the public services.
+	GraphURL string
+	// SignatureURL is the release signature store; empty:
+	// $OCP_SIGNATURE_URL, then mirror.openshift.com.
+	SignatureURL string
+	// SignatureKeys are trusted key files or directories; empty:
+	// $OCP_SIGNATURE_VERIFICATION_PK, then Red Hat's installed release key.
+	SignatureKeys []string
+	// SkipSignatureVerification mirrors releases whether or not a trusted
+	// signature vouches for them (loudly logged).
+	SkipSignatureVerification bool
+	// IncludeConditional lets upgrade paths take updates with known risks.
+	IncludeConditional bool
+	// GraphDataURL serves the update graph data tarball (graph: true);
+	// empty: release.DefaultGraphDataURL.
+	GraphDataURL string
+	// GraphBaseImage is the image the graph data is layered on; empty:
+	// release.DefaultGraphBaseImage.
+	GraphBaseImage string
+	// HTTPClient sends the update service and signature store requests;
+	// nil: system trust store, proxy from the environment.
+	HTTPClient *http.Client
+}
+
+// Names of the release files a trip keeps: in the workspace, and as extra
+// files of the archive so that the air-gapped side has them.
+const (
+	releaseGraphsDir     = "release-graphs"
+	releaseSignaturesDir = "release-signatures"
+)
+
+// ocpReleaseRepository is the repository OpenShift release signatures name
+// as identity; accepted even when the update service lists payloads in
+// another registry (an enclave's mirror), since the digest must match anyway.
+const ocpReleaseRepository = "quay.io/openshift-release-dev/ocp-release"
+
+// releaseContributor resolves mirror.platform: update graphs, release
+// selection, signature verification, payload components, graph image.
+type releaseContributor struct {
+	t     *Trip
+	up    *Registry
+	store *Store
+}
+
+func (c *releaseContributor) Sections() []string { return []string{"mirror.platform"} }
+
+// Contribute adds the selected releases and their components to r.Set. A
+// release that cannot be proved genuine, or whose payload cannot be read,
+// fails on its own (release exit bit); bad configuration and unreachable
+// update services stop the run.
+func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.ImageSetConfiguration, r *imageset.Resolving) error {
+	p := cfg.Mirror.Platform
+	if len(p.Channels) == 0 && p.Release == "" && !p.Graph {
+		if p.KubeVirtContainer {
+			r.Resolution.Warnings = append(r.Resolution.Warnings, "mirror.platform.kubeVirtContainer has no effect without channels or release")
+		}
+		return nil
+	}
+	if len(p.Platforms) > 0 {
+		return fmt.Errorf("mirror.platform.platforms: sparse multi-architecture payloads are not supported yet; use architectures: [multi] for the whole multi payload (nothing was mirrored)")
+	}
+	opts := c.t.Releases
+	var releases []release.Release
+	switch {
+	case p.Release != "":
+		if len(p.Channels) > 0 {
+			r.Resolution.Warnings = append(r.Resolution.Warnings, "mirror.platform.release is set, so mirror.platform.channels are ignored (as oc-mirror does)")
+		}
+		rel, err := c.single(ctx, p)
+		if err != nil {
+			return err
+		}
+		releases = append(releases, rel)
+	case len(p.Channels) > 0:
+		plan, err := c.plan(ctx, p, opts)
+		if err != nil {
+			return err
+		}
+		r.Resolution.Warnings = append(r.Resolution.Warnings, plan.Warnings...)
+		releases = plan.Releases
+	}
+
+	var verdicts []release.Verdict
+	if len(releases) > 0 {
+		verifier, err := c.verifier()
+		if err != nil {
+			return err
+		}
+		if verifier.Keyring != nil {
+			defer verifier.Keyring.Close()
+		}
+		verdicts = c.verifyAll(ctx, verifier, releases)
+	}
+	type accepted struct {
+		rel     release.Release
+		verdict release.Verdict
+	}
+	var ok []accepted
+	for _, v := range verdicts {
+		rel := v.Release
+		if err := v.Err(); err != nil {
+			c.t.Log.Error("release refused", "version", rel.Version, "arch", rel.Arch, "digest", rel.Digest, "reason", v.Reason)
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{
+				Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: err})
+			continue
+		}
+		if v.Status == release.StatusSkipped {
+			c.t.Log.Warn(v.Reason)
+		} else {
+			c.t.Log.Info("release signature verified", "version", rel.Version, "arch", rel.Arch, "digest", rel.Digest, "key", v.Fingerprint, "signature", v.Index)
+		}
+		ok = append(ok, accepted{rel, v})
+	}
+
+	// Payloads are read in parallel; images are added in plan order so the
+	// Set does not depend on timing.
+	payloads := make([]*release.Payload, len(ok))
+	errs := make([]error, len(ok))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, r.Parallel))
+	for i, a := range ok {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			payloads[i], errs[i] = c.readPayload(ctx, a.rel, p.KubeVirtContainer)
+		}()
+	}
+	wg.Wait()
+	for i, a := range ok {
+		rel := a.rel
+		if errs[i] != nil {
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{
+				Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: errs[i]})
+			continue
+		}
+		added, err := c.addRelease(r, rel, payloads[i])
+		if err != nil {
+			return err
+		}
+		if !added {
+			continue
+		}
+		var sigs [][]byte
+		for _, s := range a.verdict.Signatures {
+			if s.Verified || a.verdict.Status == release.StatusSkipped {
+				sigs = append(sigs, s.Data)
+			}
+		}
+		if err := c.keepSignatures(rel.Digest, sigs); err != nil {
+			return err
+		}
+	}
+	if p.Graph {
+		if err := c.graphImage(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verifier builds the signature checker from the options, or fails when no
+// trusted key is available and verification is not skipped.
+func (c *releaseContributor) verifier() (*release.Verifier, error) {
+	opts := c.t.Releases
+	v := &release.Verifier{
+		Source:           &release.SignatureStore{URL: opts.SignatureURL, HTTPClient: opts.HTTPClient, UserAgent: "gapmirror/" + c.t.ToolVersion},
+		AcceptIdentities: []string{ocpReleaseRepository},
+		Skip:             opts.SkipSignatureVerification,
+	}
+	if opts.SkipSignatureVerification {
+		c.t.Log.Warn("RELEASE SIGNATURE VERIFICATION IS OFF (--skip-release-signature-verification): release payloads are mirrored without proof that their publisher released them")
+		return v, nil
+	}
+	paths, err := release.TrustedKeyPaths(opts.SignatureKeys)
+	if err != nil {
+		return nil, fmt.Errorf("mirror.platform: %w", err)
+	}
+	kr, err := release.LoadKeyring(paths...)
+	if err != nil {
+		return nil, fmt.Errorf("mirror.platform: %w: fix --release-signature-key or %s", err, release.EnvSignatureKey)
+	}
+	v.Keyring = kr
+	c.t.Log.Info("release signatures checked against", "keys", strings.Join(kr.Fingerprints(), ","), "store", v.Source.(*release.SignatureStore).BaseURL())
+	return v, nil
+}
+
+// verifyAll checks every release, first with the signatures an earlier run
+// saved in the workspace, then, for those they do not prove, with the
+// signature store. Signatures of a digest never change and cached ones are
+// checked against the trusted keys like fresh ones, so reruns need the
+// store only for new releases.
+func (c *releaseContributor) verifyAll(ctx context.Context, v *release.Verifier, releases []release.Release) []release.Verdict {
+	if v.Skip || c.t.ws == "" {
+		return v.VerifyAll(ctx, releases)
+	}
+	cached := *v
+	cached.Source = release.SignatureDir(filepath.Join(c.t.ws, releaseSignaturesDir))
+	out := cached.VerifyAll(ctx, releases)
+	var again []int
+	var rels []release.Release
+	for i, vd := range out {
+		if vd.Status != release.StatusVerified {
+			again = append(again, i)
+			rels = append(rels, releases[i])
+		} else {
+			c.t.Log.Debug("release verified with the signatures saved by an earlier run", "version", releases[i].Version, "digest", releases[i].Digest)
+		}
+	}
+	for j, vd := range v.VerifyAll(ctx, rels) {
+		out[again[j]] = vd
+	}
+	return out
+}
+
+// spec turns mirror.platform into a planning spec.
+func spec(p imageset.Platform, includeConditional bool) release.Spec {
+	s := release.Spec{Architectures: p.Architectures, IncludeConditional: includeConditional}
+	for _, ch := range p.Channels {
+		s.Channels = append(s.Channels, release.ChannelSpec{
+			Name: ch.Name, Type: release.ChannelType(ch.ReleaseType()), MinVersion: ch.MinVersion, MaxVersion: ch.MaxVersion,
+			ShortestPath: ch.ShortestPath, Full: ch.Full,
+		})
+	}
+	return s
+}
+
+// plan fetches the update graphs (saving them in the workspace and the
+// archive) and selects the releases of the channels.
+func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts ReleaseOptions) (*release.Plan, error) {
+	client := &release.GraphClient{HTTPClient: opts.HTTPClient, UserAgent: "gapmirror/" + c.t.ToolVersion}
+	if opts.GraphURL != "" {
+		client.OCPURL, client.OKDURL = opts.GraphURL, opts.GraphURL
+	}
+	s := spec(p, opts.IncludeConditional)
+	var src release.GraphSource = client
+	if c.t.ws != "" {
+		src = release.SavingGraphSource{Source: client, Dir: filepath.Join(c.t.ws, releaseGraphsDir)}
+	}
+	graphs, err := release.FetchGraphs(ctx, src, s)
+	if err != nil {
+		return nil, fmt.Errorf("mirror.platform.channels: %w", err)
+	}
+	keys := make([]release.GraphKey, 0, len(graphs))
+	for k := range graphs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool { return keys[a].String() < keys[b].String() })
+	for _, k := range keys {
+		g := graphs[k]
+		if len(g.Raw) > 0 {
+			c.t.content.addExtra(path.Join(releaseGraphsDir, release.GraphFileName(k.Channel, k.Arch)), g.Raw)
+		}
+	}
+	plan, err := release.NewPlan(graphs, s)
+	if err != nil {
+		return nil, err
+	}
+	if len(plan.Releases) == 0 {
+		return nil, fmt.Errorf("mirror.platform.channels: no release images found: check the channels and version bounds")
+	}
+	// The plan (and --dry-run) names the risks of every conditional update
+	// an upgrade path takes, next to the release it leads to.
+	for _, u := range plan.ConditionalUpdates {
+		var risks []string
+		for _, rk := range u.Risks {
+			if rk.URL != "" {
+				risks = append(risks, rk.Name+" ("+rk.URL+")")
+			} else {
+				risks = append(risks, rk.Name)
+			}
+		}
+		note := fmt.Sprintf("conditional update %s → %s (channel %s) taken despite known risks: %s", u.From, u.To, u.Channel, strings.Join(risks, ", "))
+		for i := range plan.Releases {
+			if plan.Releases[i].Arch == u.Arch && plan.Releases[i].Version == u.To {
+				plan.Releases[i].Why = append(plan.Releases[i].Why, note)
+			}
+		}
+	}
+	for _, rel := range plan.Releases {
+		c.t.Log.Info("release selected", "version", rel.Version, "arch", rel.Arch, "channels", strings.Join(rel.Channels, ","), "why", strings.Join(rel.Why, "; "))
+	}
+	return plan, nil
+}
+
+// single resolves mirror.platform.release, a release image by tag or digest.
+func (c *releaseContributor) single(ctx context.Context, p imageset.Platform) (release.Release, error) {
+	named, err := reference.ParseNormalizedNamed(p.Release)
+	if err != nil {
+		return release.Release{}, fmt.Errorf("mirror.platform.release: %q is not an image reference: %w", p.Release, err)
+	}
+	named = reference.TagNameOnly(named)
+	d, err := c.up.ResolveDigest(ctx, named)
+	if err != nil {
+		return release.Release{}, fmt.Errorf("mirror.platform.release: resolving %s: %w", p.Release, err)
+	}
+	arch := ""
+	if len(p.Architectures) > 1 {
+		return release.Release{}, fmt.Errorf("mirror.platform.architectures: a single release image (mirror.platform.release) has one architecture; list at most one")
+	}
+	if len(p.Architectures) == 1 {
+		if arch, err = release.GraphArch(p.Architectures[0]); err != nil {
+			return release.Release{}, fmt.Errorf("mirror.platform.architectures[0]: %w", err)
+		}
+	}
+	return release.Release{
+		Arch:    arch,
+		Type:    release.TypeOCP,
+		Payload: reference.TrimNamed(named).String() + "@" + d.String(),
+		Digest:  d.String(),
+		Why:     []string{"mirror.platform.release " + p.Release},
+	}, nil
+}
+
+// payloadImages reads release images through the upstream registry.
+type payloadImages struct{ up *Registry }
+
+func (p payloadImages) Manifest(ctx context.Context, ref string, d digest.Digest) ([]byte, string, error) {
+	return p.up.Manifest(ctx, imageset.Image{Source: ref}, d)
+}
+
+func (p payloadImages) Blob(ctx context.Context, ref string, d digest.Digest, size int64) (io.ReadCloser, error) {
+	return p.up.Blob(ctx, imageset.Image{Source: ref}, ocispec.Descriptor{Digest: d, Size: size})
+}
+
+// readPayload reads the component list of a release, retrying transient
+// registry errors like the copy does.
+func (c *releaseContributor) readPayload(ctx context.Context, rel release.Release, kubeVirt bool) (*release.Payload, error) {
+	var opts []release.PayloadOption
+	if kubeVirt {
+		opts = append(opts, release.WithKubeVirt())
+	}
+	defer c.up.ImageDone(imageset.Image{Source: rel.Payload})
+	var p *release.Payload
+	err := Retry(ctx, c.up.Retries, c.up.RetryDelay, func() (err error) {
+		p, err = release.ReadPayload(ctx, payloadImages{c.up}, rel.Payload, digest.Digest(rel.Digest), rel.Arch, opts...)
+		return err
+	})
+	if err != nil {
+		if rel.Version != "" {
+			return nil, fmt.Errorf("release %s (arch %s): %w", rel.Version, rel.Arch, err)
+		}
+		return nil, err
+	}
+	if rel.Version != "" && p.Version != rel.Version {
+		return nil, fmt.Errorf("release image %s says it is version %s, but the update graph lists it as %s: the update service and the registry disagree; retry later or report it", rel.Payload, p.Version, rel.Version)
+	}
+	return p, nil
+}
+
+// addRelease puts a release image and its components into the Set, at
+// oc-mirror's layout: openshift/release-images:<version>-<arch> and
+// openshift/release:<version>-<arch>-<component>.
+func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Release, p *release.Payload) (added bool, err error) {
+	rel.Version = p.Version
+	if rel.Arch == "" {
+		rel.Arch = p.Arch
+		if p.Instance != digest.Digest(rel.Digest) {
+			rel.Arch = release.ArchMulti
+		}
+	}
+	img := imageset.Image{
+		Source: rel.Payload, Origin: rel.Payload, Digest: rel.Digest,
+		Destination: rel.Destination(), Kind: imageset.KindRelease, Why: rel.Why,
+	}
+	if b := r.Blocked(img.Origin, img.DestinationRepo()); b != "" {
+		r.Resolution.Blocked = append(r.Resolution.Blocked, img.Origin)
+		r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("release %s (arch %s) is blocked by %s: none of its images is mirrored", rel.Version, rel.Arch, b))
+		return false, nil
+	}
+	if err := r.Set.Add(img); err != nil {
+		return false, fmt.Errorf("release %s (arch %s): %w", rel.Version, rel.Arch, err)
+	}
+	comps := p.Components
+	if p.KubeVirt != nil {
+		comps = append(append([]release.Component(nil), comps...), *p.KubeVirt)
+	}
+	why := fmt.Sprintf("component of release %s (arch %s)", rel.Version, rel.Arch)
+	for _, comp := range comps {
+		named, err := reference.ParseNormalizedNamed(comp.Image)
+		if err != nil {
+			return false, fmt.Errorf("release %s component %s: %w", rel.Version, comp.Name, err)
+		}
+		ci := imageset.Image{
+			Source:      reference.TrimNamed(named).String() + "@" + comp.Digest.String(),
+			Origin:      comp.Image,
+			Digest:      comp.Digest.String(),
+			Destination: rel.ComponentDestination(comp.Name),
+			Kind:        imageset.KindReleaseComponent,
+			Why:         []string{why},
+		}
+		if b := r.Blocked(ci.Origin, ci.DestinationRepo()); b != "" {
+			r.Resolution.Blocked = append(r.Resolution.Blocked, ci.Origin)
+			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("component %s of release %s is blocked by %s: clusters cannot install or update to %s from this mirror", comp.Name, rel.Version, b, rel.Version))
+			continue
+		}
+		if err := r.Set.Add(ci); err != nil {
+			return false, fmt.Errorf("release %s component %s: %w", rel.Version, comp.Name, err)
+		}
+	}
+	c.t.Log.Info("release payload read", "version", rel.Version, "arch", rel.Arch, "components", len(comps))
+	return true, nil
+}
+
+// signatureExtra is the archive name of signature n (1-based) of a release.
+func signatureExtra(releaseDigest string, n int) string {
+	return path.Join(releaseSignaturesDir, strings.Replace(releaseDigest, ":", "=", 1), "signature-"+strconv.Itoa(n))
+}
+
+// keepSignatures records a release's signatures for the cluster
+// resources, the archive and the workspace.
+func (c *releaseContributor) keepSignatures(releaseDigest string, sigs [][]byte) error {
+	if len(sigs) == 0 {
+		return nil
+	}
+	c.t.content.addSignatures(releaseDigest, sigs)
+	for i, s := range sigs {
+		c.t.content.addExtra(signatureExtra(releaseDigest, i+1), s)
+	}
+	if c.t.ws != "" {
+		if err := release.SaveSignatures(filepath.Join(c.t.ws, releaseSignaturesDir), releaseDigest, sigs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// graphImage builds the update graph data image into the local store and
+// adds it to the Set (graph: true).
+func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolving) error {
+	opts := c.t.Releases
+	dataURL := opts.GraphDataURL
+	if dataURL == "" {
+		dataURL = release.DefaultGraphDataURL
+	}
+	baseRef := opts.GraphBaseImage
+	if baseRef == "" {
+		baseRef = release.DefaultGraphBaseImage
+	}
+	tgz, err := release.FetchGraphData(ctx, opts.HTTPClient, dataURL)
+	if err != nil {
+		return fmt.Errorf("mirror.platform.graph: %w", err)
+	}
+	named, err := reference.ParseNormalizedNamed(baseRef)
+	if err != nil {
+		return fmt.Errorf("--graph-base-image %q is not an image reference: %w", baseRef, err)
+	}
+	named = reference.TagNameOnly(named)
+	bd, err := c.up.ResolveDigest(ctx, named)
+	if err != nil {
+		return fmt.Errorf("mirror.platform.graph: graph image base %s: %w (pick another with --graph-base-image)", baseRef, err)
+	}
+	base := imageset.Image{Source: reference.TrimNamed(named).String() + "@" + bd.String(), Origin: named.String(), Digest: bd.String(),
+		Destination: "gapmirror-graph-base:" + imageset.DigestTag(bd), Kind: imageset.KindReleaseGraph}
+	res := Copy(ctx, &imageset.Set{Images: []imageset.Image{base}}, c.up, c.store.Destination(), c.t.Copy)
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("mirror.platform.graph: copying the graph image base %s into the local store: %w", baseRef, err)
+	}
+	d, err := release.BuildGraphImage(c.store, bd, tgz)
+	if err != nil {
+		return fmt.Errorf("mirror.platform.graph: %w", err)
+	}
+	data, err := c.store.ReadBlob(d)
+	if err != nil {
+		return err
+	}
+	c.store.Tag(release.GraphImageDestination, ocispec.Descriptor{MediaType: mediaTypeOf(data), Digest: d, Size: int64(len(data))})
+	if err := c.store.SaveIndex(); err != nil {
+		return err
+	}
+	ref := "localhost/gapmirror/graph-image@" + d.String()
+	img := imageset.Image{Source: ref, Origin: ref, Digest: d.String(), Destination: release.GraphImageDestination,
+		Kind: imageset.KindReleaseGraph, Built: true,
+		Why: []string{fmt.Sprintf("mirror.platform.graph: update graph data from %s on %s", dataURL, baseRef)}}
+	if err := r.Set.Add(img); err != nil {
+		return fmt.Errorf("mirror.platform.graph: %w", err)
+	}
+	c.t.Log.Info("graph data image built", "digest", d, "base", baseRef, "graphData", dataURL)
+	return nil
+}
+
+// restoreReleaseFiles takes the release signatures and update graphs an
+// archive carries into the content of this trip and the workspace, so that
+// disk-to-mirror writes the signature ConfigMaps and keeps the graphs.
+func (t *Trip) restoreReleaseFiles(ar *archive.Reader, ws string) error {
+	sigs := map[string][][]byte{}
+	for _, e := range ar.Index().Extras {
+		switch {
+		case strings.HasPrefix(e.Name, releaseSignaturesDir+"/"):
+			parts := strings.Split(e.Name, "/")
+			n, err := strconv.Atoi(strings.TrimPrefix(parts[len(parts)-1], "signature-"))
+			if len(parts) != 3 || err != nil || n < 1 || n > release.MaxSignatures {
+				return fmt.Errorf("archive extra %s is not a release signature file: the archive is damaged or from another tool", e.Name)
+			}
+			rd := strings.Replace(parts[1], "=", ":", 1)
+			if _, err := digest.Parse(rd); err != nil {
+				return fmt.Errorf("archive extra %s: %q is not a release digest", e.Name, parts[1])
+			}
+			data, err := ar.Extra(e.Name)
+			if err != nil {
+				return fmt.Errorf("reading release signature %s from the archive: %w", e.Name, err)
+			}
+			for len(sigs[rd]) < n {
+				sigs[rd] = append(sigs[rd], nil)
+			}
+			sigs[rd][n-1] = data
+		case strings.HasPrefix(e.Name, releaseGraphsDir+"/"):
+			data, err := ar.Extra(e.Name)
+			if err != nil {
+				return fmt.Errorf("reading update graph %s from the archive: %w", e.Name, err)
+			}
+			dir := filepath.Join(ws, releaseGraphsDir)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			if err := writeFileAtomic(filepath.Join(dir, path.Base(e.Name)), data); err != nil {
+				return err
+			}
+		}
+	}
+	for rd, list := range sigs {
+		for i, s := range list {
+			if s == nil {
+				return fmt.Errorf("archive carries signature %d of release %s but not signature %d: the archive is damaged", len(list), rd, i+1)
+			}
+		}
+		t.content.addSignatures(rd, list)
+		if err := release.SaveSignatures(filepath.Join(ws, releaseSignaturesDir), rd, list); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseSignatures returns the signatures of the release images that
+// reached the mirror: those this trip collected, else those an earlier run
+// saved in the workspace (a --retry-failed run resolves nothing).
+func (t *Trip) releaseSignatures(ws string, done *imageset.Set) map[string][][]byte {
+	out := map[string][][]byte{}
+	t.content.mu.Lock()
+	have := t.content.signatures
+	t.content.mu.Unlock()
+	for _, img := range done.Images {
+		if img.Kind != imageset.KindRelease {
+			continue
+		}
+		if s, ok := have[img.Digest]; ok && len(s) > 0 {
+			out[img.Digest] = s
+			continue
+		}
+		if s, err := release.SignatureDir(filepath.Join(ws, releaseSignaturesDir)).Signatures(context.Background(), img.Digest); err == nil && len(s) > 0 {
+			out[img.Digest] = s
+			continue
+		}
+		t.Log.Warn("no signature for a mirrored release: clusters that verify releases will refuse to update to it", "release", img.Destination, "digest", img.Digest)
+	}
+	return out
+}
