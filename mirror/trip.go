@@ -46,6 +46,9 @@ type Trip struct {
 	// images it lists, with the digests that run pinned, instead of
 	// resolving the configuration again.
 	RetryFailed string
+	// Prune deletes from the mirror what earlier runs of this workspace
+	// pushed there and the image set no longer holds (else: only listed).
+	Prune       bool
 	DryRun      bool
 	Log         *slog.Logger
 	Out         io.Writer
@@ -54,6 +57,8 @@ type Trip struct {
 	Now func() time.Time
 
 	content content
+	// leftOut names the images mirror-to-disk could not put in its archive.
+	leftOut []string
 }
 
 // Report is what a trip did.
@@ -69,6 +74,10 @@ type Report struct {
 	Workspace        string
 	// FailedFile lists the failed images for --retry-failed.
 	FailedFile string
+	// LeftOut names images of the set a partial archive does not carry.
+	LeftOut []string
+	// Prune is what the prune step did or would do (mirror destinations).
+	Prune *PruneReport
 }
 
 func (t *Trip) now() time.Time {
@@ -183,6 +192,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
+	t.leftOut = leftOut(rep)
 	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried)
 	if err != nil {
 		return rep, err
@@ -259,6 +269,7 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 		Created:     t.now(),
 		Config:      string(pinned),
 		Set:         set,
+		LeftOut:     t.leftOut,
 		Blobs:       blobs,
 		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
@@ -314,7 +325,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
-	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws}
+	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws, LeftOut: idx.LeftOut}
 	if t.DryRun {
 		return rep, t.writePlan(ws, idx.Set, nil)
 	}
@@ -340,6 +351,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		}
 	}
 	if err := t.generate(ws, dst.Root(), rep); err != nil {
+		return rep, err
+	}
+	if err := t.pruneMirror(ctx, w, dst, rep); err != nil {
 		return rep, err
 	}
 	return rep, t.record(ws, rep)
@@ -391,6 +405,9 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
 	}
 	if err := t.generate(ws, dst.Root(), rep); err != nil {
+		return rep, err
+	}
+	if err := t.pruneMirror(ctx, w, dst, rep); err != nil {
 		return rep, err
 	}
 	return rep, t.record(ws, rep)
@@ -587,6 +604,7 @@ func (r *Report) Summary(w io.Writer) {
 	for _, c := range r.ClusterResources {
 		fmt.Fprintf(w, "cluster resource: %s\n", c)
 	}
+	r.printPrune(w)
 	for _, f := range r.Resolution.Failed {
 		fmt.Fprintf(w, "FAILED %s (%s): %v\n", f.Origin, f.Why, f.Err)
 	}
@@ -604,7 +622,7 @@ func (r *Report) Summary(w io.Writer) {
 // Err is nil when every image made it, else a FailedError.
 func (r *Report) Err() error {
 	if r.Result == nil && len(r.Resolution.Failed) == 0 {
-		return nil
+		return r.pruneErr()
 	}
 	fe := &FailedError{}
 	for _, f := range r.Resolution.Failed {
@@ -618,7 +636,7 @@ func (r *Report) Err() error {
 		}
 	}
 	if len(fe.Errs) == 0 {
-		return nil
+		return r.pruneErr()
 	}
 	return fe
 }
