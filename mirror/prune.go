@@ -282,7 +282,11 @@ func (r *Report) printPrune(w io.Writer) {
 		fmt.Fprintf(w, "prune: nothing to delete: every image this workspace pushed to the mirror is in the image set\n")
 		return
 	}
-	PrintPlan(w, p.Plan)
+	if !p.Executed {
+		PrintPlan(w, p.Plan)
+	} else {
+		printKept(w, p.Plan)
+	}
 	switch {
 	case !p.Executed:
 		fmt.Fprintf(w, "prune preview: %d deletes listed above (and in %s); nothing was deleted: run again with --prune to delete them\n", len(p.Plan.Actions), p.File)
@@ -300,6 +304,10 @@ func PrintPlan(w io.Writer, p *prune.Plan) {
 	for _, a := range p.Actions {
 		fmt.Fprintf(w, "  %s\n", a)
 	}
+	printKept(w, p)
+}
+
+func printKept(w io.Writer, p *prune.Plan) {
 	for _, k := range p.Kept {
 		fmt.Fprintf(w, "  keep            %s@%s: %s\n", k.Image, k.Digest, k.Why)
 	}

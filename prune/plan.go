@@ -57,6 +57,8 @@ type Action struct {
 	// For lists the candidates (destination@digest) this action serves.
 	For []string `json:"for"`
 	Why string   `json:"why"`
+	// Stays says, for a DeleteTag, why the manifest itself is kept.
+	Stays string `json:"stays,omitempty"`
 }
 
 // Key identifies an action for comparing plans.
@@ -66,7 +68,7 @@ func (a Action) Key() string { return string(a.Op) + " " + a.Repo + "@" + a.Dige
 func (a Action) String() string {
 	switch a.Op {
 	case DeleteTag:
-		return fmt.Sprintf("delete tag      %s:%s (manifest %s kept: %s)", a.Repo, a.Tag, short(a.Digest), a.Why)
+		return fmt.Sprintf("delete tag      %s:%s: %s; manifest %s stays: %s", a.Repo, a.Tag, a.Why, short(a.Digest), a.Stays)
 	default:
 		tags := "untagged"
 		if len(a.Tags) > 0 {
@@ -227,7 +229,7 @@ func planRepo(ctx context.Context, reg *Registry, root, repo string, cands []Can
 		d := digest.Digest(c.Digest)
 		if why, ok := protected[d]; ok {
 			if removed[tag] {
-				rp.tags = append(rp.tags, Action{Op: DeleteTag, Repo: repo, Digest: c.Digest, Tag: tag, For: []string{c.Key()}, Why: c.Why + "; the manifest stays because " + why})
+				rp.tags = append(rp.tags, Action{Op: DeleteTag, Repo: repo, Digest: c.Digest, Tag: tag, For: []string{c.Key()}, Why: c.Why, Stays: why})
 			} else {
 				rp.kept = append(rp.kept, Kept{Image: c.Destination, Digest: c.Digest, Why: why})
 			}
