@@ -212,3 +212,117 @@ func TestPruneMirrorToMirror(t *testing.T) {
 		t.Errorf("fourth m2m: exit %d", code)
 	}
 }
+
+// corrupt makes upstream serve image i's own layer with wrong bytes.
+func (w *world) corrupt(i int) {
+	w.t.Helper()
+	data, _, err := w.up.Manifest(w.images[i].Repo, w.images[i].Digest.String())
+	must(w.t, err)
+	all := layersOf(w.t, data)
+	w.up.SetWrap(registrytest.NewBlobCorrupter(0, all[len(all)-1]).Wrap)
+}
+
+// TestPruneNotAfterFailure: a run in which an image failed does not prune
+// (the run's exit code says why), and a later complete run does.
+func TestPruneNotAfterFailure(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(4, 16<<10)
+	im := w.images
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	// app-01 leaves the set; app-02 joins it but cannot be copied.
+	w.corrupt(2)
+	isc := w.iscOf("b.yaml", entry{name: im[0].Ref}, entry{name: im[2].Ref})
+	code, stdout, stderr := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", "--retry-times", "1", dst)
+	if code != 8 || !strings.Contains(stdout, "prune: skipped, nothing deleted: some images failed") {
+		t.Errorf("failed run with --prune: exit %d (want 8)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	w.present(w.dst, "m/"+im[1].Repo, "v1", im[1].Digest)
+	if files, _ := filepath.Glob(filepath.Join(w.dir, "ws", "working-dir", "prune", "*")); len(files) != 0 {
+		t.Errorf("a failed run wrote prune records: %v", files)
+	}
+	// --retry-failed copies part of the set: it does not prune either.
+	failed, _ := filepath.Glob(filepath.Join(w.dir, "ws", "working-dir", "failed", "*.json"))
+	w.up.SetWrap(nil)
+	code, stdout, _ = w.gapmirror("mirror", "--retry-failed", failed[0], "--workspace", ws, "--prune", dst)
+	if code != 1 || !strings.Contains(stdout, "--retry-failed run") {
+		t.Errorf("--retry-failed with --prune: exit %d (want 1)", code)
+	}
+	w.present(w.dst, "m/"+im[1].Repo, "v1", im[1].Digest)
+	// A complete run prunes.
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatalf("complete run: exit %d", code)
+	}
+	w.gone(w.dst, "m/"+im[1].Repo, "v1", im[1].Digest)
+	w.present(w.dst, "m/"+im[2].Repo, "v1", im[2].Digest)
+}
+
+// TestPruneDiskToMirror: disk-to-mirror prunes what an earlier archive
+// pushed and the new one's image set lacks, and refuses to prune with an
+// archive mirror-to-disk could not fill completely.
+func TestPruneDiskToMirror(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(6, 16<<10)
+	im := w.images
+	out := filepath.Join(w.dir, "out")
+	airgap := filepath.Join(w.dir, "airgap")
+	dst := "docker://" + w.dst.Host() + "/d"
+	trip := func(isc string, wantM2D int) {
+		t.Helper()
+		if code, _, _ := w.gapmirror("mirror", "-c", isc, "--retry-times", "1", "file://"+out); code != wantM2D {
+			t.Fatalf("m2d: exit %d, want %d", code, wantM2D)
+		}
+		moveChunks(t, out, airgap)
+	}
+	trip(w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}, entry{name: im[2].Ref}), 0)
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+airgap, dst); code != 0 {
+		t.Fatal("first d2m failed")
+	}
+	// An archive missing an image that failed upstream: no prune.
+	w.corrupt(4)
+	trip(w.iscOf("b.yaml", entry{name: im[0].Ref}, entry{name: im[4].Ref}), 8)
+	code, stdout, _ := w.gapmirror("mirror", "--from", "file://"+airgap, "--prune", dst)
+	if code != 1 || !strings.Contains(stdout, "the archive is partial") {
+		t.Errorf("d2m --prune of a partial archive: exit %d (want 1)", code)
+	}
+	w.present(w.dst, "d/"+im[1].Repo, "v1", im[1].Digest)
+	w.present(w.dst, "d/"+im[2].Repo, "v1", im[2].Digest)
+	// The next archive is complete: its d2m prunes app-01 and tool-02.
+	w.up.SetWrap(nil)
+	trip(w.iscOf("b.yaml", entry{name: im[0].Ref}, entry{name: im[4].Ref}), 0)
+	code, stdout, _ = w.gapmirror("mirror", "--from", "file://"+airgap, "--prune", dst)
+	if code != 0 || !strings.Contains(stdout, "prune: 2 of 2 deletes done") {
+		t.Fatalf("d2m --prune: exit %d", code)
+	}
+	w.gone(w.dst, "d/"+im[1].Repo, "v1", im[1].Digest)
+	w.gone(w.dst, "d/"+im[2].Repo, "v1", im[2].Digest)
+	w.present(w.dst, "d/"+im[0].Repo, "v1", im[0].Digest)
+	w.present(w.dst, "d/"+im[4].Repo, "v1", im[4].Digest)
+}
+
+// TestPruneRegistryRefusesDelete: a registry with deletes disabled fails
+// the prune with the registry's answer and what to change.
+func TestPruneRegistryRefusesDelete(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 16<<10)
+	im := w.images
+	locked := registrytest.Start(t, registrytest.Options{DisableDelete: true})
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + locked.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	code, _, stderr := w.gapmirror("mirror", "-c", w.iscOf("b.yaml", entry{name: im[0].Ref}), "--workspace", ws, "--prune", dst)
+	if code != 1 || !strings.Contains(stderr, "UNSUPPORTED") || !strings.Contains(stderr, "storage.delete.enabled") || !strings.Contains(stderr, locked.Host()) {
+		t.Errorf("exit %d (want 1), stderr:\n%s", code, stderr)
+	}
+	w.present(locked, "m/"+im[1].Repo, im[1].Tag, im[1].Digest)
+	// Still listed for the next try.
+	code, stdout, _ := w.gapmirror("mirror", "-c", w.iscOf("b.yaml", entry{name: im[0].Ref}), "--workspace", ws, dst)
+	if code != 0 || !strings.Contains(stdout, "m/"+im[1].Repo+"@"+im[1].Digest.String()) {
+		t.Errorf("preview after a refused prune: exit %d", code)
+	}
+}
