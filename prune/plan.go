@@ -371,7 +371,7 @@ func childrenOf(ctx context.Context, reg *Registry, repo string, d digest.Digest
 
 // Outcome is what executing a plan did.
 type Outcome struct {
-	Done   []Action      `json:"done"`
+	Done   []Action       `json:"done"`
 	Failed []FailedAction `json:"failed,omitempty"`
 	// Skipped are actions of the plan the registry's state no longer
 	// allows (or that a reviewed plan did not list).

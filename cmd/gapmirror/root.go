@@ -55,7 +55,7 @@ reads) and mirrors what it names by digest:
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
 	root.AddCommand(newMirrorCommand(g), newDescribeCommand(), newVersionCommand())
-	root.AddCommand(newListCommand(g))
+	root.AddCommand(newListCommand(g), newDeleteCommand(g))
 	return root
 }
 
