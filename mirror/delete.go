@@ -232,7 +232,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 		if ai.TargetTag != "" {
 			tag = ai.TargetTag
 		}
-		var found, foreign int
+		var found, foreign, blockedN int
 		for _, m := range images {
 			mrepo, mtag := splitDest(m.Destination)
 			if mrepo != repo || (tag != "" && mtag != tag) || (dig != "" && m.Digest != dig) {
@@ -243,6 +243,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 				continue
 			}
 			if isBlocked(m.Origin, m.Destination) {
+				blockedN++
 				continue
 			}
 			found++
@@ -253,7 +254,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 			items = append(items, DeleteItem{ImageName: m.Origin, ImageReference: "docker://" + root + "/" + m.Destination, Type: string(m.Kind), Digest: m.Digest, Why: path})
 		}
 		switch {
-		case found > 0:
+		case found > 0, blockedN > 0:
 		case foreign > 0:
 			errs = append(errs, fmt.Errorf("%s: %s: %s is at %s/%s but this workspace did not push it there (it was already present), so gapmirror will not delete it", cfgPath, path, ai.Name, root, repo))
 		default:

@@ -36,7 +36,9 @@ func sortImages(list []MirroredImage) {
 	sort.Slice(list, func(a, b int) bool { return list[a].key() < list[b].key() })
 }
 
-// remember adds what a copy pushed and found at the root to its record.
+// remember adds what a copy pushed and found at the root to its record,
+// right after the copy, so that even a run that fails later keeps track of
+// what it pushed.
 func (t *Trip) remember(w workspace, root string, res *Result) error {
 	r, err := w.mirrorRecord(root)
 	if err != nil {
@@ -95,14 +97,11 @@ type deletionRecord struct {
 	Outcome       *prune.Outcome `json:"outcome,omitempty"`
 }
 
-// pruneMirror runs after a copy into the mirror: it records what reached
-// the root and, when the run mirrored the whole image set, works out what
+// pruneMirror runs after a copy into the mirror (and remember): when the
+// run mirrored the whole image set, it works out what
 // earlier runs pushed that the set no longer holds, then deletes it
 // (--prune) or lists it.
 func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep *Report) error {
-	if err := t.remember(w, dst.Root(), rep.Result); err != nil {
-		return err
-	}
 	why := ""
 	switch {
 	case t.RetryFailed != "":

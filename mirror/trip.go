@@ -342,6 +342,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
+	if err := t.remember(w, dst.Root(), rep.Result); err != nil {
+		return rep, err
+	}
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
 	}
@@ -399,6 +402,9 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
 	rep.Result = t.copyPlan(ctx, set, todo, builtSource{up, store}, dst)
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
+		return rep, err
+	}
+	if err := t.remember(w, dst.Root(), rep.Result); err != nil {
 		return rep, err
 	}
 	if ctx.Err() != nil {
