@@ -106,14 +106,14 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 	switch {
 	case t.RetryFailed != "":
 		why = "a --retry-failed run copies part of the image set; run a full mirror to prune"
-	case len(rep.Result.Failed) > 0 || len(rep.Resolution.Failed) > 0:
+	case rep.Result != nil && len(rep.Result.Failed) > 0 || len(rep.Resolution.Failed) > 0:
 		why = "some images failed, so the image set was not mirrored completely"
 	case len(rep.LeftOut) > 0:
 		why = fmt.Sprintf("the archive is partial: mirror-to-disk left out %d images that failed there", len(rep.LeftOut))
 	case ctx.Err() != nil:
 		why = "the run was interrupted"
 	}
-	pr := &PruneReport{Executed: t.Prune, Skipped: why}
+	pr := &PruneReport{Executed: t.Prune && !t.DryRun, Skipped: why}
 	rep.Prune = pr
 	if why != "" {
 		return nil
@@ -144,7 +144,7 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 	pr.Plan = plan
 	drec := deletionRecord{FormatVersion: recordFormat, Kind: "prune-preview", Mirror: dst.Root(), Time: t.now(), ToolVersion: t.ToolVersion, Plan: plan}
 	name := drec.Time.Format("20060102T150405.000Z")
-	if !t.Prune {
+	if !pr.Executed {
 		pr.File = w.path("prune", name+"-preview.json")
 		return w.write(drec, "prune", name+"-preview.json")
 	}
@@ -288,7 +288,7 @@ func (r *Report) printPrune(w io.Writer) {
 	}
 	switch {
 	case !p.Executed:
-		fmt.Fprintf(w, "prune preview: %d deletes listed above (and in %s); nothing was deleted: run again with --prune to delete them\n", len(p.Plan.Actions), p.File)
+		fmt.Fprintf(w, "prune preview: %d deletes listed above (and in %s); nothing was deleted: run with --prune (and without --dry-run) to delete them\n", len(p.Plan.Actions), p.File)
 	case p.Outcome != nil:
 		fmt.Fprintf(w, "prune: %d of %d deletes done, %d failed; record in %s\n", len(p.Outcome.Done), len(p.Plan.Actions), len(p.Outcome.Failed), p.File)
 		for _, f := range p.Outcome.Failed {

@@ -327,7 +327,10 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	defer dst.Close()
 	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws, LeftOut: idx.LeftOut}
 	if t.DryRun {
-		return rep, t.writePlan(ws, idx.Set, nil)
+		if err := t.writePlan(ws, idx.Set, nil); err != nil {
+			return rep, err
+		}
+		return rep, t.pruneMirror(ctx, workspace{ws}, dst, rep)
 	}
 	if len(idx.Set.Images) > 0 {
 		if err := dst.Check(ctx, idx.Set.Images[0]); err != nil {
@@ -388,7 +391,10 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	}
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws}
 	if t.DryRun {
-		return rep, t.writePlan(ws, set, nil)
+		if err := t.writePlan(ws, set, nil); err != nil {
+			return rep, err
+		}
+		return rep, t.pruneMirror(ctx, workspace{ws}, dst, rep)
 	}
 	if len(set.Images) > 0 {
 		if err := dst.Check(ctx, set.Images[0]); err != nil {
@@ -597,6 +603,7 @@ type failedFile struct {
 func (r *Report) Summary(w io.Writer) {
 	if r.Result == nil {
 		fmt.Fprintf(w, "%s (dry run): %d images planned; plan in %s\n", r.Mode, len(r.Set.Images), filepath.Join(r.Workspace, "dry-run"))
+		r.printPrune(w)
 		return
 	}
 	res := r.Result

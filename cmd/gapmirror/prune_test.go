@@ -152,11 +152,21 @@ func TestPruneMirrorToMirror(t *testing.T) {
 
 	kept := []entry{{name: im[0].Ref}, {name: im[1].Ref}, {name: im[3].Ref}, {name: im[5].Ref}}
 	isc2 := w.iscOf("kept.yaml", kept...)
-	code, stdout, _ := w.gapmirror("mirror", "-c", isc2, "--workspace", ws, dst)
+	// --dry-run --prune previews and deletes nothing.
+	code, stdout, _ := w.gapmirror("mirror", "-c", isc2, "--workspace", ws, "--dry-run", "--prune", dst)
+	if code != 0 || !strings.Contains(stdout, "dry run") || !strings.Contains(stdout, "prune preview") {
+		t.Fatalf("dry run: exit %d", code)
+	}
+	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-preview.json"))
+	w.present(w.dst, "m2m/"+im[2].Repo, "v1", im[2].Digest)
+	code, stdout, _ = w.gapmirror("mirror", "-c", isc2, "--workspace", ws, dst)
 	if code != 0 || !strings.Contains(stdout, "prune preview") || !strings.Contains(stdout, "--prune") {
 		t.Fatalf("second m2m (preview): exit %d", code)
 	}
 	_, preview := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-preview.json"))
+	if a, b := actionKeys(dry.Plan.Actions), actionKeys(preview.Plan.Actions); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) != 8 {
+		t.Errorf("dry-run preview\n%s\ndiffers from the run's preview\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
 	// Nothing deleted by a preview.
 	w.present(w.dst, "m2m/"+im[2].Repo, "v1", im[2].Digest)
 	w.present(w.dst, "m2m/apps/app-00", "stable", im[0].Digest)
