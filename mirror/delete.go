@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/prune"
 )
 
@@ -170,9 +171,6 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 	del := cfg.Delete
 	var errs []error
 	var unsupported []string
-	if len(del.Platform.Channels) > 0 || del.Platform.Release != "" || del.Platform.Graph || del.Platform.KubeVirtContainer {
-		unsupported = append(unsupported, "delete.platform")
-	}
 	if len(del.Operators) > 0 {
 		unsupported = append(unsupported, "delete.operators")
 	}
@@ -185,6 +183,8 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 	if len(unsupported) > 0 {
 		errs = append(errs, fmt.Errorf("%s: %s: deleting by these sections is not supported by this version of gapmirror yet (nothing was planned); list the images under delete.additionalImages, or drop them from the ImageSetConfiguration and run `gapmirror mirror --prune`", cfgPath, strings.Join(unsupported, ", ")))
 	}
+	platform, perrs := platformImages(del.Platform, cfgPath, images)
+	errs = append(errs, perrs...)
 	var blocked []*regexp.Regexp
 	for i, b := range del.BlockedImages {
 		re, err := regexp.Compile(b.Name)
@@ -206,6 +206,13 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 	}
 	seen := map[string]bool{}
 	var items []DeleteItem
+	for _, p := range platform {
+		if isBlocked(p.img.Origin, p.img.Destination) || seen[p.img.key()] {
+			continue
+		}
+		seen[p.img.key()] = true
+		items = append(items, DeleteItem{ImageName: p.img.Origin, ImageReference: "docker://" + root + "/" + p.img.Destination, Type: string(p.img.Kind), Digest: p.img.Digest, Why: p.why})
+	}
 	for i, ai := range del.AdditionalImages {
 		path := fmt.Sprintf("delete.additionalImages[%d]", i)
 		if len(ai.Platforms) > 0 {
@@ -406,4 +413,108 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 		return rep, fmt.Errorf("%d deletes of the plan were skipped because the registry changed since %s was generated (listed above); generate it again", len(skipped), planPath)
 	}
 	return rep, nil
+}
+
+type matchedImage struct {
+	img MirroredImage
+	why string
+}
+
+// platformImages matches delete.platform against the recorded release
+// images by oc-mirror's destination layout: release images at
+// openshift/release-images:<version>-<arch>, their components (and KubeVirt
+// disk) at openshift/release:<version>-<arch>-<name>, the graph image.
+// Only pinned releases can be matched: a version range would need the
+// update graph, which delete does not query.
+func platformImages(pl imageset.Platform, cfgPath string, images []MirroredImage) ([]matchedImage, []error) {
+	var out []matchedImage
+	var errs []error
+	arches := pl.Architectures
+	if len(pl.Platforms) > 0 {
+		arches = []string{release.ArchMulti}
+	}
+	if len(arches) == 0 {
+		arches = []string{release.DefaultArch}
+	}
+	// byTag adds the release image tagged tag and its components.
+	byTag := func(tag, path string) bool {
+		found := false
+		for _, m := range images {
+			if !m.Pushed {
+				continue
+			}
+			repo, mtag := splitDest(m.Destination)
+			switch {
+			case m.Kind == imageset.KindRelease && repo == release.ReleaseImageRepository && mtag == tag,
+				m.Kind == imageset.KindReleaseComponent && repo == release.ComponentRepository && strings.HasPrefix(mtag, tag+"-"):
+				out = append(out, matchedImage{m, path + " (release " + tag + ")"})
+				found = true
+			}
+		}
+		return found
+	}
+	if pl.Release != "" {
+		path := "delete.platform.release"
+		named, err := reference.ParseNormalizedNamed(pl.Release)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s: %q is not an image reference: %w", cfgPath, path, pl.Release, err))
+		} else {
+			var dig, tag string
+			if c, ok := named.(reference.Canonical); ok {
+				dig = c.Digest().String()
+			}
+			if t, ok := named.(reference.Tagged); ok {
+				tag = t.Tag()
+			}
+			var tags []string
+			for _, m := range images {
+				_, mtag := splitDest(m.Destination)
+				if m.Kind == imageset.KindRelease && m.Pushed && (m.Origin == pl.Release || dig != "" && m.Digest == dig || tag != "" && mtag == tag) {
+					tags = append(tags, mtag)
+				}
+			}
+			ok := false
+			for _, t := range tags {
+				ok = byTag(t, path) || ok
+			}
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: %s: release %s was not mirrored to this root by this workspace", cfgPath, path, pl.Release))
+			}
+		}
+	}
+	for i, ch := range pl.Channels {
+		path := fmt.Sprintf("delete.platform.channels[%d]", i)
+		if ch.MinVersion == "" || ch.MinVersion != ch.MaxVersion || ch.Full || ch.ShortestPath {
+			errs = append(errs, fmt.Errorf("%s: %s: give the release to delete as minVersion = maxVersion (e.g. both 4.18.1); ranges, full and shortestPath need the update graph, which delete does not query", cfgPath, path))
+			continue
+		}
+		typ := release.TypeOCP
+		if ch.ReleaseType() == imageset.ReleaseTypeOKD {
+			typ = release.TypeOKD
+		}
+		for _, a := range arches {
+			ga, err := release.GraphArch(a)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: delete.platform.architectures: %w", cfgPath, err))
+				continue
+			}
+			tag := release.Release{Version: ch.MinVersion, Arch: ga, Type: typ}.Tag()
+			if !byTag(tag, path) {
+				errs = append(errs, fmt.Errorf("%s: %s: release %s (%s) was not mirrored to this root by this workspace (looked for %s:%s in its records)", cfgPath, path, ch.MinVersion, ga, release.ReleaseImageRepository, tag))
+			}
+		}
+	}
+	if pl.Graph {
+		found := false
+		for _, m := range images {
+			if m.Kind == imageset.KindReleaseGraph && m.Pushed {
+				out = append(out, matchedImage{m, "delete.platform.graph"})
+				found = true
+			}
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("%s: delete.platform.graph: no graph image was mirrored to this root by this workspace", cfgPath))
+		}
+	}
+	return out, errs
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
@@ -158,4 +160,69 @@ func TestDeleteBadInput(t *testing.T) {
 		})
 	}
 	w.present(w.dst, "mirror/"+im[0].Repo, "v1", im[0].Digest)
+}
+
+// TestDeleteRelease: delete.platform with a pinned release removes the
+// release image and its components that the workspace's records show at
+// the mirror (oc-mirror's layout), and leaves the other release. The
+// records are written as a release mirroring run leaves them.
+func TestDeleteRelease(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	ctx := context.Background()
+	root := w.dst.Host() + "/m"
+	target := imagebuilder.Target{URL: w.dst.URL()}
+	type rec struct {
+		dest, kind string
+		d          string
+	}
+	var recs []rec
+	for i, dest := range []struct{ dest, kind string }{
+		{"openshift/release-images:4.18.1-x86_64", "release"},
+		{"openshift/release:4.18.1-x86_64-etcd", "release-component"},
+		{"openshift/release:4.18.1-x86_64-kube-virt-container", "release-component"},
+		{"openshift/release-images:4.18.2-x86_64", "release"},
+		{"openshift/release:4.18.2-x86_64-etcd", "release-component"},
+	} {
+		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(uint64(100+i), 2048)}})
+		must(t, err)
+		repo, tag, _ := strings.Cut(dest.dest, ":")
+		must(t, imagebuilder.Push(ctx, target, "m/"+repo, tag, img))
+		recs = append(recs, rec{dest.dest, dest.kind, img.Digest.String()})
+	}
+	ws := filepath.Join(w.dir, "ws")
+	var b strings.Builder
+	b.WriteString(`{"formatVersion": 1, "mirror": "` + root + `", "blobs": {}, "images": [`)
+	for i, r := range recs {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`{"destination": "` + r.dest + `", "digest": "` + r.d + `", "kind": "` + r.kind + `", "origin": "quay.io/openshift-release-dev/ocp-v4.0-art-dev@` + r.d + `", "pushed": true, "firstSeen": "2026-11-01T00:00:00Z", "lastSeen": "2026-11-01T00:00:00Z"}`)
+	}
+	b.WriteString("]}")
+	must(t, os.MkdirAll(filepath.Join(ws, "working-dir", "mirrors"), 0o755))
+	must(t, os.WriteFile(filepath.Join(ws, "working-dir", "mirrors", strings.NewReplacer("/", "_", ":", "_").Replace(root)+".json"), []byte(b.String()), 0o644))
+
+	disc := w.disc("disc.yaml", "  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.1\n")
+	code, stdout, _ := w.gapmirror("delete", "-c", disc, "--generate", "--workspace", "file://"+ws, "docker://"+root)
+	if code != 0 || !strings.Contains(stdout, "3 images, 3 deletes") {
+		t.Fatalf("generate: exit %d", code)
+	}
+	plan := filepath.Join(ws, "working-dir", "delete", "delete-images.yaml")
+	if code, _, _ := w.gapmirror("delete", "--delete-yaml-file", plan, "docker://"+root); code != 0 {
+		t.Fatal("delete failed")
+	}
+	for _, r := range recs[:3] {
+		repo, tag, _ := strings.Cut(r.dest, ":")
+		w.gone(w.dst, "m/"+repo, tag, digest.Digest(r.d))
+	}
+	for _, r := range recs[3:] {
+		repo, tag, _ := strings.Cut(r.dest, ":")
+		w.present(w.dst, "m/"+repo, tag, digest.Digest(r.d))
+	}
+	// A range cannot be resolved without the update graph: refused.
+	rng := w.disc("range.yaml", "  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n")
+	code, _, stderr := w.gapmirror("delete", "-c", rng, "--generate", "--workspace", "file://"+ws, "docker://"+root)
+	if code != 1 || !strings.Contains(stderr, "delete.platform.channels[0]") || !strings.Contains(stderr, "minVersion = maxVersion") {
+		t.Errorf("range: exit %d\n%s", code, stderr)
+	}
 }
