@@ -117,7 +117,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	}
 	plan, err := prune.Compute(ctx, reg, root, cands, keep)
 	if err != nil {
-		return "", nil, fmt.Errorf("working out the deletes at %s: %w", root, err)
+		return "", nil, fmt.Errorf("working out the deletes at %s: %w", root, hint(err))
 	}
 	abs, _ := filepath.Abs(cfgPath)
 	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
@@ -350,7 +350,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	}
 	now, err := prune.Compute(ctx, reg, root, cands, keep)
 	if err != nil {
-		return nil, fmt.Errorf("checking the plan against %s: %w", root, err)
+		return nil, fmt.Errorf("checking the plan against %s: %w", root, hint(err))
 	}
 	// Do what the reviewed plan says and the registry still allows.
 	current := map[string]prune.Action{}

@@ -138,7 +138,7 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 	}
 	plan, err := prune.Compute(ctx, reg, dst.Root(), cands, keep)
 	if err != nil {
-		pr.Err = fmt.Errorf("working out what to prune from %s: %w", dst.Root(), err)
+		pr.Err = fmt.Errorf("working out what to prune from %s: %w", dst.Root(), hint(err))
 		return nil
 	}
 	pr.Plan = plan
@@ -331,4 +331,21 @@ func leftOut(rep *Report) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// hint adds what to do about a registry error met while planning deletes
+// (the copy's explain does the same for transfers).
+func hint(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "i/o timeout"):
+		return fmt.Errorf("%w (the registry is unreachable: check the host name, port and network)", err)
+	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
+		return fmt.Errorf("%w (the registry's TLS certificate is not trusted: add its CA with --dest-cert-dir or /etc/containers/certs.d, or pass --dest-tls-verify=false)", err)
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return fmt.Errorf("%w (the registry speaks plain HTTP: pass --dest-tls-verify=false)", err)
+	case strings.Contains(msg, " 401") || strings.Contains(msg, " 403") || strings.Contains(msg, "DENIED") || strings.Contains(msg, "UNAUTHORIZED"):
+		return fmt.Errorf("%w (check the credentials for this registry in --authfile and that they may list tags and delete)", err)
+	}
+	return err
 }

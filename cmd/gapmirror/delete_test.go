@@ -160,6 +160,13 @@ func TestDeleteBadInput(t *testing.T) {
 		})
 	}
 	w.present(w.dst, "mirror/"+im[0].Repo, "v1", im[0].Digest)
+
+	// An unreachable mirror: named, with what to check.
+	must(t, w.dst.Close())
+	code, _, stderr := w.gapmirror("delete", "-c", good, "--generate", "--workspace", "file://"+ws, dst)
+	if code != 1 || !strings.Contains(stderr, w.dst.Host()) || !strings.Contains(stderr, "unreachable") {
+		t.Errorf("unreachable mirror: exit %d\n%s", code, stderr)
+	}
 }
 
 // TestDeleteRelease: delete.platform with a pinned release removes the
