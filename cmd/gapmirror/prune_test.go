@@ -336,3 +336,27 @@ func TestPruneRegistryRefusesDelete(t *testing.T) {
 		t.Errorf("preview after a refused prune: exit %d", code)
 	}
 }
+
+// TestPruneMovedTag: when upstream moves a tag, the mirror gets the new
+// image under it and prune deletes the old manifest, now untagged, and
+// leaves the tag alone.
+func TestPruneMovedTag(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 16<<10)
+	im := w.images
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	isc := w.iscOf("a.yaml", entry{name: im[0].Ref})
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	newer, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(4242, 8<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}, im[0].Repo, "v1", newer))
+	code, stdout, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst)
+	if code != 0 || !strings.Contains(stdout, "now names "+newer.Digest.String()) || !strings.Contains(stdout, "untagged") {
+		t.Fatalf("second m2m: exit %d", code)
+	}
+	w.present(w.dst, "m/"+im[0].Repo, "v1", newer.Digest)
+	w.gone(w.dst, "m/"+im[0].Repo, "", im[0].Digest)
+}
