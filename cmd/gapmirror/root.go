@@ -40,7 +40,10 @@ reads) and mirrors what it names by digest:
 
   mirror-to-disk:   gapmirror mirror -c isc.yaml file:///media/mirror
   disk-to-mirror:   gapmirror mirror -c isc.yaml --from file:///media/mirror docker://registry.airgap:5000/mirror
-  mirror-to-mirror: gapmirror mirror -c isc.yaml --workspace file:///ws docker://registry:5000/mirror`,
+  mirror-to-mirror: gapmirror mirror -c isc.yaml --workspace file:///ws docker://registry:5000/mirror
+
+Add --prune to disk-to-mirror and mirror-to-mirror to delete what earlier runs pushed and the image
+set no longer holds; gapmirror delete removes images a DeleteImageSetConfiguration names.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
