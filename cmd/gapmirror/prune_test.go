@@ -360,3 +360,37 @@ func TestPruneMovedTag(t *testing.T) {
 	w.present(w.dst, "m/"+im[0].Repo, "v1", newer.Digest)
 	w.gone(w.dst, "m/"+im[0].Repo, "", im[0].Digest)
 }
+
+// TestPruneIndexAndItsChild: an index and, separately, one of its platform
+// manifests both leave the set: each manifest is deleted once, the
+// platform manifest with its own tag.
+func TestPruneIndexAndItsChild(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(5, 16<<10)
+	im := w.images
+	child := w.childOf(im[3])
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	// The index is tagged "a1", which sorts before the child's sha256-… tag.
+	all := w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[3].Ref, targetTag: "a1"}, entry{name: w.up.Host() + "/" + im[3].Repo + "@" + child.String()})
+	if code, _, _ := w.gapmirror("mirror", "-c", all, "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("b.yaml", entry{name: im[0].Ref}), "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("prune failed")
+	}
+	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	seen := map[string]int{}
+	for _, a := range pruned.Outcome.Done {
+		seen[a.Digest]++
+		if a.Digest == child.String() && (len(a.Tags) != 1 || a.Tags[0] != "sha256-"+child.Encoded()) {
+			t.Errorf("the platform manifest's delete does not name its tag: %+v", a)
+		}
+	}
+	if len(pruned.Outcome.Done) != 3 || seen[im[3].Digest.String()] != 1 || seen[child.String()] != 1 {
+		t.Errorf("deletes: %v", actionKeys(pruned.Outcome.Done))
+	}
+	w.gone(w.dst, "m/"+im[3].Repo, "a1", im[3].Digest)
+	w.gone(w.dst, "m/"+im[3].Repo, "sha256-"+child.Encoded(), child)
+	w.present(w.dst, "m/"+im[0].Repo, "v1", im[0].Digest)
+}
