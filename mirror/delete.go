@@ -335,6 +335,9 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	if root != l.Mirror {
 		return nil, fmt.Errorf("%s is a plan for docker://%s, not docker://%s: pass the destination it was generated for, or generate a plan for this one", planPath, l.Mirror, root)
 	}
+	if fi, err := os.Stat(l.Workspace); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s was generated from the workspace %s, which is not there any more: its records must be updated with what gets deleted; restore it, or generate the plan again from where the workspace is now", planPath, l.Workspace)
+	}
 	w := workspace{l.Workspace}
 	cands := make([]prune.Candidate, 0, len(l.Items))
 	for _, it := range l.Items {
