@@ -72,6 +72,10 @@ type Index struct {
 	Config string `json:"config,omitempty"`
 	// Set is every image of the image set.
 	Set *imageset.Set `json:"set,omitempty"`
+	// LeftOut names the images of the image set that failed in
+	// mirror-to-disk and are not in the archive: disk-to-mirror does not
+	// prune with a partial archive.
+	LeftOut []string `json:"leftOut,omitempty"`
 	// Blobs is every blob the archive carries, sorted by digest.
 	Blobs []Blob `json:"blobs"`
 	// Extras are the small named files carried in chunk 1 (OCI index.json, signatures, …).

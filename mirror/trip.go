@@ -47,6 +47,9 @@ type Trip struct {
 	// images it lists, with the digests that run pinned, instead of
 	// resolving the configuration again.
 	RetryFailed string
+	// Prune deletes from the mirror what earlier runs of this workspace
+	// pushed there and the image set no longer holds (else: only listed).
+	Prune       bool
 	DryRun      bool
 	Log         *slog.Logger
 	Out         io.Writer
@@ -59,6 +62,8 @@ type Trip struct {
 	content content
 	// ws is the workspace of the running trip (release graphs, signatures).
 	ws string
+	// leftOut names the images mirror-to-disk could not put in its archive.
+	leftOut []string
 }
 
 // Report is what a trip did.
@@ -74,6 +79,10 @@ type Report struct {
 	Workspace        string
 	// FailedFile lists the failed images for --retry-failed.
 	FailedFile string
+	// LeftOut names images of the set a partial archive does not carry.
+	LeftOut []string
+	// Prune is what the prune step did or would do (mirror destinations).
+	Prune *PruneReport
 }
 
 func (t *Trip) now() time.Time {
@@ -189,6 +198,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
+	t.leftOut = leftOut(rep)
 	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried)
 	if err != nil {
 		return rep, err
@@ -265,6 +275,7 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 		Created:     t.now(),
 		Config:      string(pinned),
 		Set:         set,
+		LeftOut:     t.leftOut,
 		Blobs:       blobs,
 		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
@@ -320,12 +331,15 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
-	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws}
+	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws, LeftOut: idx.LeftOut}
 	if err := t.restoreReleaseFiles(ar, ws); err != nil {
 		return nil, err
 	}
 	if t.DryRun {
-		return rep, t.writePlan(ws, idx.Set, nil)
+		if err := t.writePlan(ws, idx.Set, nil); err != nil {
+			return rep, err
+		}
+		return rep, t.pruneMirror(ctx, workspace{ws}, dst, rep)
 	}
 	if len(idx.Set.Images) > 0 {
 		if err := dst.Check(ctx, idx.Set.Images[0]); err != nil {
@@ -340,6 +354,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
+	if err := t.remember(w, dst.Root(), rep.Result); err != nil {
+		return rep, err
+	}
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
 	}
@@ -349,6 +366,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		}
 	}
 	if err := t.generate(ws, dst.Root(), rep); err != nil {
+		return rep, err
+	}
+	if err := t.pruneMirror(ctx, w, dst, rep); err != nil {
 		return rep, err
 	}
 	return rep, t.record(ws, rep)
@@ -381,7 +401,10 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	}
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws}
 	if t.DryRun {
-		return rep, t.writePlan(ws, set, nil)
+		if err := t.writePlan(ws, set, nil); err != nil {
+			return rep, err
+		}
+		return rep, t.pruneMirror(ctx, workspace{ws}, dst, rep)
 	}
 	if len(set.Images) > 0 {
 		if err := dst.Check(ctx, set.Images[0]); err != nil {
@@ -397,10 +420,16 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
+	if err := t.remember(w, dst.Root(), rep.Result); err != nil {
+		return rep, err
+	}
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
 	}
 	if err := t.generate(ws, dst.Root(), rep); err != nil {
+		return rep, err
+	}
+	if err := t.pruneMirror(ctx, w, dst, rep); err != nil {
 		return rep, err
 	}
 	return rep, t.record(ws, rep)
@@ -584,6 +613,7 @@ type failedFile struct {
 func (r *Report) Summary(w io.Writer) {
 	if r.Result == nil {
 		fmt.Fprintf(w, "%s (dry run): %d images planned; plan in %s\n", r.Mode, len(r.Set.Images), filepath.Join(r.Workspace, "dry-run"))
+		r.printPrune(w)
 		return
 	}
 	res := r.Result
@@ -597,6 +627,7 @@ func (r *Report) Summary(w io.Writer) {
 	for _, c := range r.ClusterResources {
 		fmt.Fprintf(w, "cluster resource: %s\n", c)
 	}
+	r.printPrune(w)
 	for _, f := range r.Resolution.Failed {
 		fmt.Fprintf(w, "FAILED %s (%s): %v\n", f.Origin, f.Why, f.Err)
 	}
@@ -625,7 +656,7 @@ func (r *Report) Summary(w io.Writer) {
 // Err is nil when every image made it, else a FailedError.
 func (r *Report) Err() error {
 	if r.Result == nil && len(r.Resolution.Failed) == 0 {
-		return nil
+		return r.pruneErr()
 	}
 	fe := &FailedError{}
 	for _, f := range r.Resolution.Failed {
@@ -639,7 +670,7 @@ func (r *Report) Err() error {
 		}
 	}
 	if len(fe.Errs) == 0 {
-		return nil
+		return r.pruneErr()
 	}
 	return fe
 }

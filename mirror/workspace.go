@@ -43,11 +43,16 @@ type appliedRecord struct {
 	Applied       time.Time `json:"applied"`
 }
 
-// locationRecord maps blobs to a repository of one mirror that holds them.
+// locationRecord is what the workspace knows of one mirror root: where
+// blobs are (so later runs mount them) and which images gapmirror pushed
+// there (so prune and delete touch only those).
 type locationRecord struct {
 	FormatVersion int                      `json:"formatVersion"`
 	Mirror        string                   `json:"mirror"`
 	Blobs         map[digest.Digest]string `json:"blobs"`
+	// Images is every manifest a run of this workspace found or pushed at
+	// this root and that has not been deleted since, sorted.
+	Images []MirroredImage `json:"images,omitempty"`
 }
 
 func (w workspace) path(parts ...string) string {
@@ -144,26 +149,44 @@ func locationFile(root string) string {
 	return strings.NewReplacer("/", "_", ":", "_").Replace(root) + ".json"
 }
 
-// locations returns where blobs are at the mirror root, as earlier runs saw.
-func (w workspace) locations(root string) (map[digest.Digest]string, error) {
-	var r locationRecord
-	if _, err := w.read(&r, "mirrors", locationFile(root)); err != nil {
+// mirrorRecord returns the record of the mirror root (empty if none).
+func (w workspace) mirrorRecord(root string) (*locationRecord, error) {
+	r := &locationRecord{}
+	if _, err := w.read(r, "mirrors", locationFile(root)); err != nil {
 		return nil, err
+	}
+	if r.FormatVersion > recordFormat {
+		return nil, fmt.Errorf("workspace record %s was written by a newer gapmirror", w.path("mirrors", locationFile(root)))
 	}
 	if r.Blobs == nil {
 		r.Blobs = map[digest.Digest]string{}
+	}
+	r.FormatVersion, r.Mirror = recordFormat, root
+	return r, nil
+}
+
+func (w workspace) saveMirrorRecord(r *locationRecord) error {
+	sortImages(r.Images)
+	return w.write(r, "mirrors", locationFile(r.Mirror))
+}
+
+// locations returns where blobs are at the mirror root, as earlier runs saw.
+func (w workspace) locations(root string) (map[digest.Digest]string, error) {
+	r, err := w.mirrorRecord(root)
+	if err != nil {
+		return nil, err
 	}
 	return r.Blobs, nil
 }
 
 // addLocations merges locs into the record of the mirror root.
 func (w workspace) addLocations(root string, locs map[digest.Digest]string) error {
-	have, err := w.locations(root)
+	r, err := w.mirrorRecord(root)
 	if err != nil {
 		return err
 	}
 	for d, repo := range locs {
-		have[d] = repo
+		r.Blobs[d] = repo
 	}
-	return w.write(locationRecord{FormatVersion: recordFormat, Mirror: root, Blobs: have}, "mirrors", locationFile(root))
+	return w.saveMirrorRecord(r)
 }

@@ -28,6 +28,7 @@ type mirrorFlags struct {
 	skipPredCheck  bool
 	retryFailed    string
 	releases       mirror.ReleaseOptions
+	prune          bool
 }
 
 func newMirrorCommand(g *globalFlags) *cobra.Command {
@@ -57,6 +58,7 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.BoolVar(&f.force, "force", false, "copy every image even if the destination already has it")
 	fl.StringVar(&f.retryFailed, "retry-failed", "", "copy exactly the images a failed run listed in this file (its path is printed at the end of that run), with the digests that run pinned")
 	fl.StringVar(&f.since, "since", "", "mirror-to-disk: leave out only blobs carried by archives made before this date (yyyy-mm-dd), e.g. when a later archive was lost")
+	fl.BoolVar(&f.prune, "prune", false, "disk-to-mirror, mirror-to-mirror: once every image is mirrored, delete from the mirror what earlier runs of this workspace pushed there and the image set no longer holds (without it, the run only lists them)")
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
 	addReleaseFlags(fl, &f.releases)
 	return cmd
@@ -108,6 +110,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	}
 	trip.SkipPredecessorCheck = f.skipPredCheck
 	trip.RetryFailed = f.retryFailed
+	trip.Prune = f.prune
 	if f.retryTimes == 0 {
 		trip.Copy.Retries = -1
 	}
@@ -133,6 +136,9 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	case strings.HasPrefix(target, "file://"):
 		if f.from != "" || f.workspace != "" {
 			return fmt.Errorf("mirror-to-disk (%s) takes no --from or --workspace: the workspace is <dir>/working-dir", target)
+		}
+		if f.prune {
+			return fmt.Errorf("--prune deletes from a mirror registry: use it with disk-to-mirror or mirror-to-mirror (a docker:// destination), not with mirror-to-disk")
 		}
 		if trip.Config == nil && f.retryFailed == "" {
 			return fmt.Errorf("mirror-to-disk needs -c/--config")

@@ -40,7 +40,10 @@ reads) and mirrors what it names by digest:
 
   mirror-to-disk:   gapmirror mirror -c isc.yaml file:///media/mirror
   disk-to-mirror:   gapmirror mirror -c isc.yaml --from file:///media/mirror docker://registry.airgap:5000/mirror
-  mirror-to-mirror: gapmirror mirror -c isc.yaml --workspace file:///ws docker://registry:5000/mirror`,
+  mirror-to-mirror: gapmirror mirror -c isc.yaml --workspace file:///ws docker://registry:5000/mirror
+
+Add --prune to disk-to-mirror and mirror-to-mirror to delete what earlier runs pushed and the image
+set no longer holds; gapmirror delete removes images a DeleteImageSetConfiguration names.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -55,7 +58,7 @@ reads) and mirrors what it names by digest:
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
 	root.AddCommand(newMirrorCommand(g), newDescribeCommand(), newVersionCommand())
-	root.AddCommand(newListCommand(g))
+	root.AddCommand(newListCommand(g), newDeleteCommand(g))
 	return root
 }
 

@@ -53,6 +53,9 @@ type Options struct {
 	// SparseIndexes accepts image indexes whose platform manifests are not all
 	// in the repository (validation.manifests.indexes.platforms: none).
 	SparseIndexes bool
+	// DisableDelete turns manifest and blob deletes off (storage.delete.enabled:
+	// false), as many production registries run: DELETE answers 405 UNSUPPORTED.
+	DisableDelete bool
 	// Wrap, when set, wraps the registry's handler (fault injection, request
 	// recording). It can be replaced later with SetWrap.
 	Wrap func(http.Handler) http.Handler
@@ -201,7 +204,7 @@ func (r *Registry) configuration() (*configuration.Configuration, error) {
 	cfg.Tags.MaxTags = maxListEntries
 
 	storage := configuration.Storage{
-		"delete":      configuration.Parameters{"enabled": true},
+		"delete":      configuration.Parameters{"enabled": !opts.DisableDelete},
 		"redirect":    configuration.Parameters{"disable": true},
 		"cache":       configuration.Parameters{"blobdescriptor": "inmemory"},
 		"maintenance": configuration.Parameters{"uploadpurging": map[any]any{"enabled": false}},

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/mirror"
+)
+
+type deleteFlags struct {
+	config     string
+	generate   bool
+	workspace  string
+	deleteYAML string
+	deleteID   string
+	dryRun     bool
+}
+
+func newDeleteCommand(g *globalFlags) *cobra.Command {
+	f := &deleteFlags{}
+	cmd := &cobra.Command{
+		Use:   "delete (-c disc.yaml --generate --workspace file://WS | --delete-yaml-file FILE) docker://HOST[/PREFIX]",
+		Short: "Delete images this workspace mirrored from a mirror registry, in two reviewed steps",
+		Long: `delete removes from a mirror registry images that gapmirror pushed there, as oc-mirror v2 does:
+
+  1. gapmirror delete -c delete-isc.yaml --generate --workspace file://WS docker://HOST/PREFIX
+     resolves the DeleteImageSetConfiguration against what the workspace recorded pushing to
+     that mirror and writes the plan to WS/working-dir/delete/delete-images.yaml. Nothing is deleted.
+  2. gapmirror delete --delete-yaml-file WS/working-dir/delete/delete-images.yaml docker://HOST/PREFIX
+     checks the plan against the registry again and deletes (--dry-run: only shows).
+
+Only manifests this workspace pushed are deleted, and never one a tag or index that stays still
+uses (then only the tag is removed). The registry reclaims layer storage when its garbage
+collection runs.`,
+		Example: `  gapmirror delete -c delete-isc.yaml --generate --workspace file:///ws docker://registry:5000/mirror
+  gapmirror delete --delete-yaml-file /ws/working-dir/delete/delete-images.yaml docker://registry:5000/mirror`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDelete(cmd, g, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "the DeleteImageSetConfiguration (with --generate)")
+	fl.BoolVar(&f.generate, "generate", false, "write the delete plan, delete nothing")
+	fl.StringVar(&f.workspace, "workspace", "", "with --generate: the file:// workspace (or disk-to-mirror directory) whose records say what was pushed")
+	fl.StringVar(&f.deleteYAML, "delete-yaml-file", "", "execute this delete plan (written by --generate)")
+	fl.StringVar(&f.deleteID, "delete-id", "", "with --generate: name the plan delete-images-<id>.yaml")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "with --delete-yaml-file: check the plan against the registry and show what would be deleted")
+	return cmd
+}
+
+func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string) error {
+	if _, err := g.logger(g.stderr); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(target, "docker://") {
+		return fmt.Errorf("destination %q: delete works on a mirror registry, docker://HOST[:PORT][/PREFIX]", target)
+	}
+	d := &mirror.Delete{Mirror: g.mirror(), Out: cmd.OutOrStdout(), ToolVersion: version}
+	root := strings.TrimPrefix(target, "docker://")
+	switch {
+	case f.generate && f.deleteYAML != "":
+		return fmt.Errorf("give either --generate (write a plan) or --delete-yaml-file (execute one), not both")
+	case f.generate:
+		if f.config == "" {
+			return fmt.Errorf("delete --generate needs -c/--config, a DeleteImageSetConfiguration")
+		}
+		if f.workspace == "" {
+			return fmt.Errorf("delete --generate needs --workspace file://DIR: the workspace (or disk-to-mirror directory) that mirrored the images")
+		}
+		if f.dryRun {
+			return fmt.Errorf("--dry-run goes with --delete-yaml-file; --generate never deletes anything")
+		}
+		dir, err := fileURL("--workspace", f.workspace)
+		if err != nil {
+			return err
+		}
+		cfg, err := imageset.LoadDeleteImageSetConfiguration(f.config)
+		if err != nil {
+			return err
+		}
+		_, _, err = d.Generate(cmd.Context(), cfg, f.config, dir, root, f.deleteID)
+		return err
+	case f.deleteYAML != "":
+		if f.config != "" || f.workspace != "" || f.deleteID != "" {
+			return fmt.Errorf("--delete-yaml-file takes the plan alone: -c, --workspace and --delete-id go with --generate")
+		}
+		_, err := d.Execute(cmd.Context(), f.deleteYAML, root, f.dryRun)
+		return err
+	default:
+		return fmt.Errorf("delete needs --generate (with -c and --workspace) to write a plan, or --delete-yaml-file to execute one")
+	}
+}

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/prune"
+)
+
+// entry is one additionalImages item of a test ISC.
+type entry struct{ name, targetRepo, targetTag string }
+
+// iscOf writes an ImageSetConfiguration with exactly these entries.
+func (w *world) iscOf(file string, entries ...entry) string {
+	var b strings.Builder
+	b.WriteString("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n")
+	for _, e := range entries {
+		fmt.Fprintf(&b, "  - name: %s\n", e.name)
+		if e.targetRepo != "" {
+			fmt.Fprintf(&b, "    targetRepo: %s\n", e.targetRepo)
+		}
+		if e.targetTag != "" {
+			fmt.Fprintf(&b, "    targetTag: %s\n", e.targetTag)
+		}
+	}
+	return w.writeFile(file, b.String())
+}
+
+// childOf is the first platform manifest of an upstream index.
+func (w *world) childOf(ex example) digest.Digest {
+	data, _, err := w.up.Manifest(ex.Repo, ex.Digest.String())
+	must(w.t, err)
+	var idx struct {
+		Manifests []struct {
+			Digest digest.Digest `json:"digest"`
+		} `json:"manifests"`
+	}
+	must(w.t, json.Unmarshal(data, &idx))
+	if len(idx.Manifests) == 0 {
+		w.t.Fatalf("%s is not an index", ex.Ref)
+	}
+	return idx.Manifests[0].Digest
+}
+
+// deletionFile reads the newest prune/delete record matching pattern.
+func deletionFile(t *testing.T, pattern string) (string, struct {
+	Kind    string         `json:"kind"`
+	Plan    prune.Plan     `json:"plan"`
+	Outcome *prune.Outcome `json:"outcome"`
+}) {
+	t.Helper()
+	var rec struct {
+		Kind    string         `json:"kind"`
+		Plan    prune.Plan     `json:"plan"`
+		Outcome *prune.Outcome `json:"outcome"`
+	}
+	files, _ := filepath.Glob(pattern)
+	if len(files) == 0 {
+		t.Fatalf("no file %s", pattern)
+	}
+	sort.Strings(files)
+	data, err := os.ReadFile(files[len(files)-1])
+	must(t, err)
+	must(t, json.Unmarshal(data, &rec))
+	return files[len(files)-1], rec
+}
+
+func actionKeys(list []prune.Action) []string {
+	var out []string
+	for _, a := range list {
+		out = append(out, a.Key())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// gone checks that repo has neither the tag nor (when d is set) the manifest.
+func (w *world) gone(reg *registrytest.Registry, repo, tag string, d digest.Digest) {
+	w.t.Helper()
+	if tag != "" {
+		if got, err := reg.ManifestDigest(repo, tag); err == nil {
+			w.t.Errorf("%s:%s still there (%s)", repo, tag, got)
+		}
+	}
+	if d != "" {
+		if _, err := reg.ManifestDigest(repo, d.String()); err == nil {
+			w.t.Errorf("%s@%s still there", repo, d)
+		}
+	}
+}
+
+// present checks that repo:tag names d and is complete.
+func (w *world) present(reg *registrytest.Registry, repo, tag string, d digest.Digest) {
+	w.t.Helper()
+	got, err := reg.ManifestDigest(repo, tag)
+	if err != nil || got != d {
+		w.t.Errorf("%s:%s: got %s, %v; want %s", repo, tag, got, err, d)
+		return
+	}
+	w.assertComplete(reg, repo, d)
+}
+
+// TestPruneMirrorToMirror: images leaving the image set are listed by the
+// next run and deleted with --prune, exactly as listed; content something
+// kept still uses (same digest under a kept tag, a platform manifest of a
+// kept index, a tag someone else added) and images gapmirror did not push
+// stay.
+func TestPruneMirrorToMirror(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(8, 16<<10)
+	im := w.images
+	// 0 app-00, 1 app-01, 2 tool-02, 3 app-03 (index), 4 app-04 (docker),
+	// 5 tool-05, 6 app-06, 7 app-07 (index, by digest only).
+	child := w.childOf(im[3])
+	childRef := w.up.Host() + "/" + im[3].Repo + "@" + child.String()
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m2m"
+	ctx := context.Background()
+
+	// Someone else's images at the mirror: one gapmirror never mirrors,
+	// and app-06, which another workspace mirrored before ours ran.
+	other, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 4<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(ctx, imagebuilder.Target{URL: w.dst.URL()}, "m2m/apps/foreign", "v1", other))
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("other.yaml", entry{name: im[6].Ref}), "--workspace", "file://"+filepath.Join(w.dir, "other-ws"), dst); code != 0 {
+		t.Fatal("the other workspace's mirror failed")
+	}
+
+	all := []entry{
+		{name: im[0].Ref}, {name: im[0].Ref, targetTag: "stable"},
+		{name: im[1].Ref}, {name: im[1].Ref, targetRepo: "copies/app-01"},
+		{name: im[2].Ref}, {name: im[3].Ref}, {name: childRef},
+		{name: im[4].Ref}, {name: im[5].Ref}, {name: im[6].Ref}, {name: im[7].Ref},
+	}
+	if code, stdout, _ := w.gapmirror("mirror", "-c", w.iscOf("all.yaml", all...), "--workspace", ws, dst); code != 0 || !strings.Contains(stdout, "prune: nothing to delete") {
+		t.Fatalf("first m2m: exit %d", code)
+	}
+	// After the first run someone tags app-04's manifest for their own use.
+	m4, mt4, err := w.dst.Manifest("m2m/"+im[4].Repo, "v1")
+	must(t, err)
+	must(t, imagebuilder.PushManifest(ctx, imagebuilder.Target{URL: w.dst.URL()}, "m2m/"+im[4].Repo, "pinned", mt4, m4))
+
+	kept := []entry{{name: im[0].Ref}, {name: im[1].Ref}, {name: im[3].Ref}, {name: im[5].Ref}}
+	isc2 := w.iscOf("kept.yaml", kept...)
+	// --dry-run --prune previews and deletes nothing.
+	code, stdout, _ := w.gapmirror("mirror", "-c", isc2, "--workspace", ws, "--dry-run", "--prune", dst)
+	if code != 0 || !strings.Contains(stdout, "dry run") || !strings.Contains(stdout, "prune preview") {
+		t.Fatalf("dry run: exit %d", code)
+	}
+	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-preview.json"))
+	w.present(w.dst, "m2m/"+im[2].Repo, "v1", im[2].Digest)
+	code, stdout, _ = w.gapmirror("mirror", "-c", isc2, "--workspace", ws, dst)
+	if code != 0 || !strings.Contains(stdout, "prune preview") || !strings.Contains(stdout, "--prune") {
+		t.Fatalf("second m2m (preview): exit %d", code)
+	}
+	_, preview := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-preview.json"))
+	if a, b := actionKeys(dry.Plan.Actions), actionKeys(preview.Plan.Actions); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) != 8 {
+		t.Errorf("dry-run preview\n%s\ndiffers from the run's preview\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	// Nothing deleted by a preview.
+	w.present(w.dst, "m2m/"+im[2].Repo, "v1", im[2].Digest)
+	w.present(w.dst, "m2m/apps/app-00", "stable", im[0].Digest)
+
+	code, stdout, _ = w.gapmirror("mirror", "-c", isc2, "--workspace", ws, "--prune", dst)
+	if code != 0 || !strings.Contains(stdout, "prune:") {
+		t.Fatalf("third m2m (--prune): exit %d", code)
+	}
+	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	if pruned.Outcome == nil || len(pruned.Outcome.Failed) != 0 {
+		t.Fatalf("prune outcome: %+v", pruned.Outcome)
+	}
+	if a, b := actionKeys(preview.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Errorf("the preview listed\n%s\nbut --prune deleted\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+
+	// Kept images are whole.
+	for _, i := range []int{0, 1, 3, 5} {
+		w.present(w.dst, "m2m/"+im[i].Repo, im[i].Tag, im[i].Digest)
+	}
+	// Same digest under a second tag: only the tag went.
+	w.gone(w.dst, "m2m/apps/app-00", "stable", "")
+	// Same digest in another repository: that repository's copy went, the kept one is whole (checked above).
+	w.gone(w.dst, "m2m/copies/app-01", "v1", im[1].Digest)
+	// Plainly removed.
+	w.gone(w.dst, "m2m/"+im[2].Repo, "v1", im[2].Digest)
+	// Platform manifest of a kept index: the tag went, the manifest stays.
+	w.gone(w.dst, "m2m/"+im[3].Repo, "sha256-"+child.Encoded(), "")
+	w.assertComplete(w.dst, "m2m/"+im[3].Repo, child)
+	// Someone else's tag names app-04's manifest: our tag went, theirs is whole.
+	w.gone(w.dst, "m2m/"+im[4].Repo, "v1", "")
+	w.present(w.dst, "m2m/"+im[4].Repo, "pinned", im[4].Digest)
+	// Found at the mirror, not pushed by this workspace: untouched.
+	w.present(w.dst, "m2m/"+im[6].Repo, "v1", im[6].Digest)
+	// Removed index: tag, index and its platform manifests gone.
+	w.gone(w.dst, "m2m/"+im[7].Repo, im[7].Tag, im[7].Digest)
+	data, _, err := w.up.Manifest(im[7].Repo, im[7].Digest.String())
+	must(t, err)
+	var idx struct {
+		Manifests []struct {
+			Digest digest.Digest `json:"digest"`
+		} `json:"manifests"`
+	}
+	must(t, json.Unmarshal(data, &idx))
+	for _, m := range idx.Manifests {
+		w.gone(w.dst, "m2m/"+im[7].Repo, "", m.Digest)
+	}
+	// Never pushed by gapmirror.
+	w.present(w.dst, "m2m/apps/foreign", "v1", other.Digest)
+
+	// Everything pruned is forgotten: the next run has nothing to do.
+	if code, stdout, _ := w.gapmirror("mirror", "-c", isc2, "--workspace", ws, "--prune", dst); code != 0 || !strings.Contains(stdout, "prune: nothing to delete") {
+		t.Errorf("fourth m2m: exit %d", code)
+	}
+}
+
+// corrupt makes upstream serve image i's own layer with wrong bytes.
+func (w *world) corrupt(i int) {
+	w.t.Helper()
+	data, _, err := w.up.Manifest(w.images[i].Repo, w.images[i].Digest.String())
+	must(w.t, err)
+	all := layersOf(w.t, data)
+	w.up.SetWrap(registrytest.NewBlobCorrupter(0, all[len(all)-1]).Wrap)
+}
+
+// TestPruneNotAfterFailure: a run in which an image failed does not prune
+// (the run's exit code says why), and a later complete run does.
+func TestPruneNotAfterFailure(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(4, 16<<10)
+	im := w.images
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	// app-01 leaves the set; app-02 joins it but cannot be copied.
+	w.corrupt(2)
+	isc := w.iscOf("b.yaml", entry{name: im[0].Ref}, entry{name: im[2].Ref})
+	code, stdout, stderr := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", "--retry-times", "1", dst)
+	if code != 8 || !strings.Contains(stdout, "prune: skipped, nothing deleted: some images failed") {
+		t.Errorf("failed run with --prune: exit %d (want 8)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	w.present(w.dst, "m/"+im[1].Repo, "v1", im[1].Digest)
+	if files, _ := filepath.Glob(filepath.Join(w.dir, "ws", "working-dir", "prune", "*")); len(files) != 0 {
+		t.Errorf("a failed run wrote prune records: %v", files)
+	}
+	// --retry-failed copies part of the set: it does not prune either.
+	failed, _ := filepath.Glob(filepath.Join(w.dir, "ws", "working-dir", "failed", "*.json"))
+	w.up.SetWrap(nil)
+	code, stdout, _ = w.gapmirror("mirror", "--retry-failed", failed[0], "--workspace", ws, "--prune", dst)
+	if code != 1 || !strings.Contains(stdout, "--retry-failed run") {
+		t.Errorf("--retry-failed with --prune: exit %d (want 1)", code)
+	}
+	w.present(w.dst, "m/"+im[1].Repo, "v1", im[1].Digest)
+	// A complete run prunes.
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatalf("complete run: exit %d", code)
+	}
+	w.gone(w.dst, "m/"+im[1].Repo, "v1", im[1].Digest)
+	w.present(w.dst, "m/"+im[2].Repo, "v1", im[2].Digest)
+}
+
+// TestPruneDiskToMirror: disk-to-mirror prunes what an earlier archive
+// pushed and the new one's image set lacks, and refuses to prune with an
+// archive mirror-to-disk could not fill completely.
+func TestPruneDiskToMirror(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(6, 16<<10)
+	im := w.images
+	out := filepath.Join(w.dir, "out")
+	airgap := filepath.Join(w.dir, "airgap")
+	dst := "docker://" + w.dst.Host() + "/d"
+	trip := func(isc string, wantM2D int) {
+		t.Helper()
+		if code, _, _ := w.gapmirror("mirror", "-c", isc, "--retry-times", "1", "file://"+out); code != wantM2D {
+			t.Fatalf("m2d: exit %d, want %d", code, wantM2D)
+		}
+		moveChunks(t, out, airgap)
+	}
+	trip(w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}, entry{name: im[2].Ref}), 0)
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+airgap, dst); code != 0 {
+		t.Fatal("first d2m failed")
+	}
+	// An archive missing an image that failed upstream: no prune.
+	w.corrupt(4)
+	trip(w.iscOf("b.yaml", entry{name: im[0].Ref}, entry{name: im[4].Ref}), 8)
+	code, stdout, _ := w.gapmirror("mirror", "--from", "file://"+airgap, "--prune", dst)
+	if code != 1 || !strings.Contains(stdout, "the archive is partial") {
+		t.Errorf("d2m --prune of a partial archive: exit %d (want 1)", code)
+	}
+	w.present(w.dst, "d/"+im[1].Repo, "v1", im[1].Digest)
+	w.present(w.dst, "d/"+im[2].Repo, "v1", im[2].Digest)
+	// The next archive is complete: its d2m prunes app-01 and tool-02.
+	w.up.SetWrap(nil)
+	trip(w.iscOf("b.yaml", entry{name: im[0].Ref}, entry{name: im[4].Ref}), 0)
+	code, stdout, _ = w.gapmirror("mirror", "--from", "file://"+airgap, "--prune", dst)
+	if code != 0 || !strings.Contains(stdout, "prune: 2 of 2 deletes done") {
+		t.Fatalf("d2m --prune: exit %d", code)
+	}
+	w.gone(w.dst, "d/"+im[1].Repo, "v1", im[1].Digest)
+	w.gone(w.dst, "d/"+im[2].Repo, "v1", im[2].Digest)
+	w.present(w.dst, "d/"+im[0].Repo, "v1", im[0].Digest)
+	w.present(w.dst, "d/"+im[4].Repo, "v1", im[4].Digest)
+}
+
+// TestPruneRegistryRefusesDelete: a registry with deletes disabled fails
+// the prune with the registry's answer and what to change.
+func TestPruneRegistryRefusesDelete(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 16<<10)
+	im := w.images
+	locked := registrytest.Start(t, registrytest.Options{DisableDelete: true})
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + locked.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	code, _, stderr := w.gapmirror("mirror", "-c", w.iscOf("b.yaml", entry{name: im[0].Ref}), "--workspace", ws, "--prune", dst)
+	if code != 1 || !strings.Contains(stderr, "UNSUPPORTED") || !strings.Contains(stderr, "storage.delete.enabled") || !strings.Contains(stderr, locked.Host()) {
+		t.Errorf("exit %d (want 1), stderr:\n%s", code, stderr)
+	}
+	w.present(locked, "m/"+im[1].Repo, im[1].Tag, im[1].Digest)
+	// Still listed for the next try.
+	code, stdout, _ := w.gapmirror("mirror", "-c", w.iscOf("b.yaml", entry{name: im[0].Ref}), "--workspace", ws, dst)
+	if code != 0 || !strings.Contains(stdout, "m/"+im[1].Repo+"@"+im[1].Digest.String()) {
+		t.Errorf("preview after a refused prune: exit %d", code)
+	}
+}
+
+// TestPruneMovedTag: when upstream moves a tag, the mirror gets the new
+// image under it and prune deletes the old manifest, now untagged, and
+// leaves the tag alone.
+func TestPruneMovedTag(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 16<<10)
+	im := w.images
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	isc := w.iscOf("a.yaml", entry{name: im[0].Ref})
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	newer, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(4242, 8<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}, im[0].Repo, "v1", newer))
+	code, stdout, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst)
+	if code != 0 || !strings.Contains(stdout, "now names "+newer.Digest.String()) || !strings.Contains(stdout, "untagged") {
+		t.Fatalf("second m2m: exit %d", code)
+	}
+	w.present(w.dst, "m/"+im[0].Repo, "v1", newer.Digest)
+	w.gone(w.dst, "m/"+im[0].Repo, "", im[0].Digest)
+}
+
+// TestPruneIndexAndItsChild: an index and, separately, one of its platform
+// manifests both leave the set: each manifest is deleted once, the
+// platform manifest with its own tag.
+func TestPruneIndexAndItsChild(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(5, 16<<10)
+	im := w.images
+	child := w.childOf(im[3])
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	// The index is tagged "a1", which sorts before the child's sha256-… tag.
+	all := w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[3].Ref, targetTag: "a1"}, entry{name: w.up.Host() + "/" + im[3].Repo + "@" + child.String()})
+	if code, _, _ := w.gapmirror("mirror", "-c", all, "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("b.yaml", entry{name: im[0].Ref}), "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("prune failed")
+	}
+	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	seen := map[string]int{}
+	for _, a := range pruned.Outcome.Done {
+		seen[a.Digest]++
+		if a.Digest == child.String() && (len(a.Tags) != 1 || a.Tags[0] != "sha256-"+child.Encoded()) {
+			t.Errorf("the platform manifest's delete does not name its tag: %+v", a)
+		}
+	}
+	if len(pruned.Outcome.Done) != 3 || seen[im[3].Digest.String()] != 1 || seen[child.String()] != 1 {
+		t.Errorf("deletes: %v", actionKeys(pruned.Outcome.Done))
+	}
+	w.gone(w.dst, "m/"+im[3].Repo, "a1", im[3].Digest)
+	w.gone(w.dst, "m/"+im[3].Repo, "sha256-"+child.Encoded(), child)
+	w.present(w.dst, "m/"+im[0].Repo, "v1", im[0].Digest)
+}

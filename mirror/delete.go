@@ -1,0 +1,523 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/prune"
+)
+
+// DeleteListKind is the kind of a delete plan file (oc-mirror's name).
+const DeleteListKind = "DeleteImageList"
+
+// DeleteList is the plan `delete --generate` writes and
+// `delete --delete-yaml-file` executes: oc-mirror's delete-images.yaml
+// (apiVersion, kind, items with imageName, imageReference, type) plus the
+// mirror, the workspace and the deletes worked out against the registry.
+type DeleteList struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Mirror is the mirror root the plan was made for.
+	Mirror string `json:"mirror"`
+	// Workspace is the working-dir whose records the plan came from; the
+	// execution updates them.
+	Workspace string         `json:"workspace"`
+	Config    string         `json:"config,omitempty"`
+	Generated time.Time      `json:"generated"`
+	Items     []DeleteItem   `json:"items"`
+	Actions   []prune.Action `json:"actions"`
+	Kept      []prune.Kept   `json:"kept,omitempty"`
+	Gone      []string       `json:"gone,omitempty"`
+}
+
+// DeleteItem is one image to delete.
+type DeleteItem struct {
+	// ImageName is the image as the configuration named it (its origin).
+	ImageName string `json:"imageName"`
+	// ImageReference is where it is at the mirror.
+	ImageReference string `json:"imageReference"`
+	Type           string `json:"type"`
+	Digest         string `json:"digest"`
+	// Why is the delete configuration entry that selected it.
+	Why string `json:"why"`
+}
+
+// Delete generates and executes delete plans for a mirror registry.
+type Delete struct {
+	Mirror      RegistryOptions
+	Out         io.Writer
+	ToolVersion string
+	Now         func() time.Time
+}
+
+func (d *Delete) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now().UTC()
+}
+
+// normalRoot validates and normalises a mirror root as the trips do.
+func normalRoot(root string) (string, error) {
+	r, err := NewMirror(root, RegistryOptions{})
+	if err != nil {
+		return "", err
+	}
+	return r.Root(), nil
+}
+
+// Generate resolves the delete configuration against what this workspace
+// recorded pushing to root, works out the deletes against the registry and
+// writes the plan to <ws>/delete/delete-images[-id].yaml.
+func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfiguration, cfgPath, dir, root, id string) (string, *DeleteList, error) {
+	root, err := normalRoot(root)
+	if err != nil {
+		return "", nil, err
+	}
+	ws := filepath.Join(dir, WorkingDir)
+	if filepath.Base(dir) == WorkingDir {
+		ws = dir
+	}
+	w := workspace{ws}
+	rec, err := w.mirrorRecord(root)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(rec.Images) == 0 {
+		return "", nil, fmt.Errorf("the workspace %s has no record of mirroring anything to %s%s: gapmirror deletes only what it pushed; check the destination (and its prefix) and --workspace", ws, root, knownRoots(w))
+	}
+	items, err := resolveDelete(cfg, cfgPath, root, rec.Images)
+	if err != nil {
+		return "", nil, err
+	}
+	cands := make([]prune.Candidate, 0, len(items))
+	for _, it := range items {
+		cands = append(cands, prune.Candidate{Destination: strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"), Digest: it.Digest, Origin: it.ImageName, Kind: it.Type, Why: it.Why})
+	}
+	keep, err := keepNames(w, root, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	reg, err := prune.NewRegistry(strings.SplitN(root, "/", 2)[0], d.Mirror.SystemContext())
+	if err != nil {
+		return "", nil, err
+	}
+	plan, err := prune.Compute(ctx, reg, root, cands, keep)
+	if err != nil {
+		return "", nil, fmt.Errorf("working out the deletes at %s: %w", root, hint(err))
+	}
+	abs, _ := filepath.Abs(cfgPath)
+	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
+		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
+	data, err := yaml.Marshal(list)
+	if err != nil {
+		return "", nil, err
+	}
+	suffix := ""
+	if id != "" {
+		suffix = "-" + id
+	}
+	path := w.path("delete", "delete-images"+suffix+".yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", nil, err
+	}
+	if err := writeFileAtomic(path, data); err != nil {
+		return "", nil, err
+	}
+	// Keep the configuration next to the plan, as oc-mirror does.
+	if src, err := os.ReadFile(cfgPath); err == nil {
+		if err := writeFileAtomic(w.path("delete", "delete-imageset-config"+suffix+".yaml"), src); err != nil {
+			return "", nil, err
+		}
+	}
+	PrintPlan(d.Out, plan)
+	fmt.Fprintf(d.Out, "delete plan: %d images, %d deletes at %s, written to %s; nothing was deleted: review it, then run\n  gapmirror delete --delete-yaml-file %s docker://%s\n", len(items), len(plan.Actions), root, path, path, root)
+	return path, list, nil
+}
+
+// knownRoots lists the mirror roots the workspace has records of, for errors.
+func knownRoots(w workspace) string {
+	var roots []string
+	_ = w.readAll("mirrors", func(name string) error {
+		var r locationRecord
+		if ok, err := w.read(&r, "mirrors", name); ok && err == nil && len(r.Images) > 0 {
+			roots = append(roots, r.Mirror)
+		}
+		return nil
+	})
+	if len(roots) == 0 {
+		return " (it has no mirror records at all)"
+	}
+	sort.Strings(roots)
+	return " (it has records for: " + strings.Join(roots, ", ") + ")"
+}
+
+// resolveDelete turns the delete configuration into the recorded images it
+// names. Every entry must match something this workspace pushed to root.
+func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root string, images []MirroredImage) ([]DeleteItem, error) {
+	del := cfg.Delete
+	var errs []error
+	var unsupported []string
+	if len(del.Operators) > 0 {
+		unsupported = append(unsupported, "delete.operators")
+	}
+	if len(del.Helm.Repositories) > 0 || len(del.Helm.Local) > 0 {
+		unsupported = append(unsupported, "delete.helm")
+	}
+	if len(del.Samples) > 0 {
+		unsupported = append(unsupported, "delete.samples")
+	}
+	if len(unsupported) > 0 {
+		errs = append(errs, fmt.Errorf("%s: %s: deleting by these sections is not supported by this version of gapmirror yet (nothing was planned); list the images under delete.additionalImages, or drop them from the ImageSetConfiguration and run `gapmirror mirror --prune`", cfgPath, strings.Join(unsupported, ", ")))
+	}
+	platform, perrs := platformImages(del.Platform, cfgPath, images)
+	errs = append(errs, perrs...)
+	var blocked []*regexp.Regexp
+	for i, b := range del.BlockedImages {
+		re, err := regexp.Compile(b.Name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: delete.blockedImages[%d].name: %q is not a valid regular expression: %w", cfgPath, i, b.Name, err))
+			continue
+		}
+		blocked = append(blocked, re)
+	}
+	isBlocked := func(s ...string) bool {
+		for _, re := range blocked {
+			for _, x := range s {
+				if re.MatchString(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	var items []DeleteItem
+	for _, p := range platform {
+		if isBlocked(p.img.Origin, p.img.Destination) || seen[p.img.key()] {
+			continue
+		}
+		seen[p.img.key()] = true
+		items = append(items, DeleteItem{ImageName: p.img.Origin, ImageReference: "docker://" + root + "/" + p.img.Destination, Type: string(p.img.Kind), Digest: p.img.Digest, Why: p.why})
+	}
+	for i, ai := range del.AdditionalImages {
+		path := fmt.Sprintf("delete.additionalImages[%d]", i)
+		if len(ai.Platforms) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %s.platforms: deleting some platforms of an image is not supported; remove the field to delete the whole image", cfgPath, path))
+			continue
+		}
+		named, err := reference.ParseNormalizedNamed(ai.Name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s.name: %q is not an image reference: %w", cfgPath, path, ai.Name, err))
+			continue
+		}
+		named = reference.TagNameOnly(named)
+		repo := reference.Path(named)
+		if ai.TargetRepo != "" {
+			repo = strings.Trim(ai.TargetRepo, "/")
+		}
+		var dig, tag string
+		if c, ok := named.(reference.Canonical); ok {
+			dig = c.Digest().String()
+		}
+		if t, ok := named.(reference.Tagged); ok {
+			tag = t.Tag()
+		}
+		if ai.TargetTag != "" {
+			tag = ai.TargetTag
+		}
+		var found, foreign, blockedN int
+		for _, m := range images {
+			mrepo, mtag := splitDest(m.Destination)
+			if mrepo != repo || (tag != "" && mtag != tag) || (dig != "" && m.Digest != dig) {
+				continue
+			}
+			if !m.Pushed {
+				foreign++
+				continue
+			}
+			if isBlocked(m.Origin, m.Destination) {
+				blockedN++
+				continue
+			}
+			found++
+			if seen[m.key()] {
+				continue
+			}
+			seen[m.key()] = true
+			items = append(items, DeleteItem{ImageName: m.Origin, ImageReference: "docker://" + root + "/" + m.Destination, Type: string(m.Kind), Digest: m.Digest, Why: path})
+		}
+		switch {
+		case found > 0, blockedN > 0:
+		case foreign > 0:
+			errs = append(errs, fmt.Errorf("%s: %s: %s is at %s/%s but this workspace did not push it there (it was already present), so gapmirror will not delete it", cfgPath, path, ai.Name, root, repo))
+		default:
+			errs = append(errs, fmt.Errorf("%s: %s: %s was not mirrored to %s by this workspace (looked for %s%s in its records): check the name, targetRepo and targetTag, or whether it was deleted already", cfgPath, path, ai.Name, root, repo, tagOrDigest(tag, dig)))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("%s: the delete section names no images to delete", cfgPath)
+	}
+	sort.Slice(items, func(a, b int) bool {
+		return items[a].ImageReference+items[a].Digest < items[b].ImageReference+items[b].Digest
+	})
+	return items, nil
+}
+
+func tagOrDigest(tag, dig string) string {
+	s := ""
+	if tag != "" {
+		s += ":" + tag
+	}
+	if dig != "" {
+		s += "@" + dig
+	}
+	return s
+}
+
+func splitDest(dest string) (repo, tag string) {
+	i := imageset.Image{Destination: dest}
+	return i.DestinationRepo(), i.DestinationTag()
+}
+
+// LoadDeleteList reads a delete plan file strictly.
+func LoadDeleteList(path string) (*DeleteList, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--delete-yaml-file: %w (generate one with `gapmirror delete -c DISC --generate --workspace file://WS docker://MIRROR`)", err)
+	}
+	var l DeleteList
+	if err := yaml.UnmarshalStrict(data, &l); err != nil {
+		return nil, fmt.Errorf("--delete-yaml-file %s: not a gapmirror delete plan: %w", path, err)
+	}
+	if l.Kind != DeleteListKind || l.Mirror == "" || l.Workspace == "" {
+		return nil, fmt.Errorf("--delete-yaml-file %s: not a gapmirror delete plan (want kind %s with mirror and workspace; oc-mirror's own delete-images.yaml cannot be used: generate the plan with gapmirror delete --generate)", path, DeleteListKind)
+	}
+	return &l, nil
+}
+
+// DeleteReport is what executing a delete plan did.
+type DeleteReport struct {
+	Plan    *prune.Plan
+	Outcome *prune.Outcome
+	DryRun  bool
+	File    string
+}
+
+// Execute carries out a delete plan at root. The deletes are worked out
+// again against the registry as it is now; only those the reviewed plan
+// lists and that are still safe are done.
+func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool) (*DeleteReport, error) {
+	l, err := LoadDeleteList(planPath)
+	if err != nil {
+		return nil, err
+	}
+	root, err = normalRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	if root != l.Mirror {
+		return nil, fmt.Errorf("%s is a plan for docker://%s, not docker://%s: pass the destination it was generated for, or generate a plan for this one", planPath, l.Mirror, root)
+	}
+	if fi, err := os.Stat(l.Workspace); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("%s was generated from the workspace %s, which is not there any more: its records must be updated with what gets deleted; restore it, or generate the plan again from where the workspace is now", planPath, l.Workspace)
+	}
+	w := workspace{l.Workspace}
+	cands := make([]prune.Candidate, 0, len(l.Items))
+	for _, it := range l.Items {
+		cands = append(cands, prune.Candidate{Destination: strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"), Digest: it.Digest, Origin: it.ImageName, Kind: it.Type, Why: it.Why})
+	}
+	keep, err := keepNames(w, root, nil)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := prune.NewRegistry(strings.SplitN(root, "/", 2)[0], d.Mirror.SystemContext())
+	if err != nil {
+		return nil, err
+	}
+	now, err := prune.Compute(ctx, reg, root, cands, keep)
+	if err != nil {
+		return nil, fmt.Errorf("checking the plan against %s: %w", root, hint(err))
+	}
+	// Do what the reviewed plan says and the registry still allows.
+	current := map[string]prune.Action{}
+	for _, a := range now.Actions {
+		current[a.Key()] = a
+	}
+	reviewed := map[string]bool{}
+	run := &prune.Plan{Mirror: root, Candidates: cands, Kept: now.Kept, Gone: now.Gone}
+	var skipped []prune.FailedAction
+	for _, a := range l.Actions {
+		reviewed[a.Key()] = true
+		if c, ok := current[a.Key()]; ok {
+			run.Actions = append(run.Actions, c)
+			continue
+		}
+		skipped = append(skipped, prune.FailedAction{Action: a, Error: "no longer safe or needed: the registry changed since the plan was generated (a tag moved, something new references the manifest, or it is gone); generate the plan again"})
+	}
+	for _, a := range now.Actions {
+		if !reviewed[a.Key()] {
+			skipped = append(skipped, prune.FailedAction{Action: a, Error: "not in the reviewed plan: the registry changed since it was generated; generate the plan again to review it"})
+		}
+	}
+	rep := &DeleteReport{Plan: run, DryRun: dryRun}
+	if dryRun {
+		PrintPlan(d.Out, run)
+		for _, s := range skipped {
+			fmt.Fprintf(d.Out, "  skip            %s: %s\n", s.Action, s.Error)
+		}
+		fmt.Fprintf(d.Out, "delete (dry run): %d deletes at %s would be done, %d skipped; nothing was deleted\n", len(run.Actions), root, len(skipped))
+		return rep, nil
+	}
+	out, xerr := prune.Execute(ctx, reg, run, d.Out)
+	out.Skipped = append(out.Skipped, skipped...)
+	rep.Outcome = out
+	drec := deletionRecord{FormatVersion: recordFormat, Kind: "delete", Mirror: root, Time: d.now(), ToolVersion: d.ToolVersion, Plan: run, Outcome: out}
+	rep.File = w.path("delete", drec.Time.Format("20060102T150405.000Z")+"-deleted.json")
+	if err := w.write(drec, "delete", filepath.Base(rep.File)); err != nil {
+		return rep, errors.Join(xerr, err)
+	}
+	if err := forget(w, root, prune.Resolved(run, out)); err != nil {
+		return rep, errors.Join(xerr, err)
+	}
+	printKept(d.Out, run)
+	for _, s := range out.Skipped {
+		fmt.Fprintf(d.Out, "SKIPPED %s: %s\n", s.Action, s.Error)
+	}
+	for _, f := range out.Failed {
+		fmt.Fprintf(d.Out, "FAILED %s: %s\n", f.Action, f.Error)
+	}
+	fmt.Fprintf(d.Out, "delete: %d of %d deletes done at %s, %d failed, %d skipped; record in %s\n", len(out.Done), len(l.Actions), root, len(out.Failed), len(out.Skipped), rep.File)
+	if len(out.Done) > 0 {
+		fmt.Fprintf(d.Out, "the registry frees the space of deleted manifests' layers only when its garbage collection runs (distribution: registry garbage-collect --delete-untagged)\n")
+	}
+	switch {
+	case xerr != nil:
+		return rep, xerr
+	case len(out.Failed) > 0:
+		return rep, fmt.Errorf("%d deletes failed at %s (listed above and in %s)", len(out.Failed), root, rep.File)
+	case len(skipped) > 0:
+		return rep, fmt.Errorf("%d deletes of the plan were skipped because the registry changed since %s was generated (listed above); generate it again", len(skipped), planPath)
+	}
+	return rep, nil
+}
+
+type matchedImage struct {
+	img MirroredImage
+	why string
+}
+
+// platformImages matches delete.platform against the recorded release
+// images by oc-mirror's destination layout: release images at
+// openshift/release-images:<version>-<arch>, their components (and KubeVirt
+// disk) at openshift/release:<version>-<arch>-<name>, the graph image.
+// Only pinned releases can be matched: a version range would need the
+// update graph, which delete does not query.
+func platformImages(pl imageset.Platform, cfgPath string, images []MirroredImage) ([]matchedImage, []error) {
+	var out []matchedImage
+	var errs []error
+	arches := pl.Architectures
+	if len(pl.Platforms) > 0 {
+		arches = []string{release.ArchMulti}
+	}
+	if len(arches) == 0 {
+		arches = []string{release.DefaultArch}
+	}
+	// byTag adds the release image tagged tag and its components.
+	byTag := func(tag, path string) bool {
+		found := false
+		for _, m := range images {
+			if !m.Pushed {
+				continue
+			}
+			repo, mtag := splitDest(m.Destination)
+			switch {
+			case m.Kind == imageset.KindRelease && repo == release.ReleaseImageRepository && mtag == tag,
+				m.Kind == imageset.KindReleaseComponent && repo == release.ComponentRepository && strings.HasPrefix(mtag, tag+"-"):
+				out = append(out, matchedImage{m, path + " (release " + tag + ")"})
+				found = true
+			}
+		}
+		return found
+	}
+	if pl.Release != "" {
+		path := "delete.platform.release"
+		named, err := reference.ParseNormalizedNamed(pl.Release)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s: %q is not an image reference: %w", cfgPath, path, pl.Release, err))
+		} else {
+			var dig, tag string
+			if c, ok := named.(reference.Canonical); ok {
+				dig = c.Digest().String()
+			}
+			if t, ok := named.(reference.Tagged); ok {
+				tag = t.Tag()
+			}
+			var tags []string
+			for _, m := range images {
+				_, mtag := splitDest(m.Destination)
+				if m.Kind == imageset.KindRelease && m.Pushed && (m.Origin == pl.Release || dig != "" && m.Digest == dig || tag != "" && mtag == tag) {
+					tags = append(tags, mtag)
+				}
+			}
+			ok := false
+			for _, t := range tags {
+				ok = byTag(t, path) || ok
+			}
+			if !ok {
+				errs = append(errs, fmt.Errorf("%s: %s: release %s was not mirrored to this root by this workspace", cfgPath, path, pl.Release))
+			}
+		}
+	}
+	for i, ch := range pl.Channels {
+		path := fmt.Sprintf("delete.platform.channels[%d]", i)
+		if ch.MinVersion == "" || ch.MinVersion != ch.MaxVersion || ch.Full || ch.ShortestPath {
+			errs = append(errs, fmt.Errorf("%s: %s: give the release to delete as minVersion = maxVersion (e.g. both 4.18.1); ranges, full and shortestPath need the update graph, which delete does not query", cfgPath, path))
+			continue
+		}
+		typ := release.TypeOCP
+		if ch.ReleaseType() == imageset.ReleaseTypeOKD {
+			typ = release.TypeOKD
+		}
+		for _, a := range arches {
+			ga, err := release.GraphArch(a)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: delete.platform.architectures: %w", cfgPath, err))
+				continue
+			}
+			tag := release.Release{Version: ch.MinVersion, Arch: ga, Type: typ}.Tag()
+			if !byTag(tag, path) {
+				errs = append(errs, fmt.Errorf("%s: %s: release %s (%s) was not mirrored to this root by this workspace (looked for %s:%s in its records)", cfgPath, path, ch.MinVersion, ga, release.ReleaseImageRepository, tag))
+			}
+		}
+	}
+	if pl.Graph {
+		found := false
+		for _, m := range images {
+			if m.Kind == imageset.KindReleaseGraph && m.Pushed {
+				out = append(out, matchedImage{m, "delete.platform.graph"})
+				found = true
+			}
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("%s: delete.platform.graph: no graph image was mirrored to this root by this workspace", cfgPath))
+		}
+	}
+	return out, errs
+}

@@ -1,0 +1,463 @@
+// Package prune deletes from a mirror registry the manifests that gapmirror
+// pushed there and that are no longer wanted, and nothing else: never a
+// manifest gapmirror did not record pushing, never one a kept tag or a kept
+// index still references.
+package prune
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+)
+
+// Candidate is a manifest this workspace pushed to the mirror that should go:
+// it left the image set, or a DeleteImageSetConfiguration names it.
+type Candidate struct {
+	// Destination is repo:tag under the mirror root, as the Set names it.
+	Destination string `json:"destination"`
+	Digest      string `json:"digest"`
+	Origin      string `json:"origin,omitempty"`
+	Kind        string `json:"kind,omitempty"`
+	// Why says why it should go.
+	Why string `json:"why"`
+}
+
+// Key identifies a candidate: one tag and the digest it was pushed with.
+func (c Candidate) Key() string { return c.Destination + "@" + c.Digest }
+
+// Op is what an action asks of the registry.
+type Op string
+
+// The two deletes a plan uses.
+const (
+	// DeleteManifest is DELETE /v2/<repo>/manifests/<digest>: the manifest
+	// and every tag of the repository naming it go.
+	DeleteManifest Op = "delete-manifest"
+	// DeleteTag is DELETE /v2/<repo>/manifests/<tag>: only the tag goes,
+	// because something kept still uses the manifest.
+	DeleteTag Op = "delete-tag"
+)
+
+// Action is one delete request.
+type Action struct {
+	Op Op `json:"op"`
+	// Repo is the repository on the registry host (mirror prefix included).
+	Repo   string `json:"repo"`
+	Digest string `json:"digest"`
+	// Tag is the tag a DeleteTag removes.
+	Tag string `json:"tag,omitempty"`
+	// Tags are the tags a DeleteManifest removes with the manifest.
+	Tags []string `json:"tags,omitempty"`
+	// For lists the candidates (destination@digest) this action serves.
+	For []string `json:"for"`
+	Why string   `json:"why"`
+	// Stays says, for a DeleteTag, why the manifest itself is kept.
+	Stays string `json:"stays,omitempty"`
+}
+
+// Key identifies an action for comparing plans.
+func (a Action) Key() string { return string(a.Op) + " " + a.Repo + "@" + a.Digest + ":" + a.Tag }
+
+// String is the action as the preview prints it.
+func (a Action) String() string {
+	switch a.Op {
+	case DeleteTag:
+		return fmt.Sprintf("delete tag      %s:%s: %s; manifest %s stays: %s", a.Repo, a.Tag, a.Why, short(a.Digest), a.Stays)
+	default:
+		tags := "untagged"
+		if len(a.Tags) > 0 {
+			tags = "tags " + strings.Join(a.Tags, ", ")
+		}
+		return fmt.Sprintf("delete manifest %s@%s (%s): %s", a.Repo, a.Digest, tags, a.Why)
+	}
+}
+
+func short(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}
+
+// Kept is a candidate the plan leaves in place, and why.
+type Kept struct {
+	Image  string `json:"image"`
+	Digest string `json:"digest"`
+	Why    string `json:"why"`
+}
+
+// Plan is what pruning a mirror root would do, worked out against the
+// registry's current tags.
+type Plan struct {
+	// Mirror is the mirror root, host[:port][/prefix].
+	Mirror     string      `json:"mirror"`
+	Candidates []Candidate `json:"candidates"`
+	Actions    []Action    `json:"actions"`
+	Kept       []Kept      `json:"kept,omitempty"`
+	// Gone lists candidates already absent from the registry.
+	Gone []string `json:"gone,omitempty"`
+}
+
+// SplitRoot splits a mirror root into host and repository prefix.
+func SplitRoot(root string) (host, prefix string) {
+	root = strings.TrimSuffix(strings.TrimPrefix(root, "docker://"), "/")
+	host, prefix, _ = strings.Cut(root, "/")
+	return host, prefix
+}
+
+// RepoOf is the repository on the registry host of a destination under root.
+func RepoOf(root, destination string) (repo, tag string) {
+	_, prefix := SplitRoot(root)
+	repo, tag = splitTag(destination)
+	if prefix != "" {
+		repo = prefix + "/" + repo
+	}
+	return repo, tag
+}
+
+func splitTag(s string) (repo, tag string) {
+	slash := strings.LastIndex(s, "/")
+	colon := strings.LastIndex(s, ":")
+	if colon > slash {
+		return s[:colon], s[colon+1:]
+	}
+	return s, ""
+}
+
+// Compute works out how to delete the candidates from the registry at root
+// without touching anything kept. keep holds "repo:tag" (registry host
+// relative) names that must stay even if a candidate shares the tag: the
+// current image set, other mirror roots of the workspace. Every other tag
+// in an affected repository (someone else's, or the Set's) protects the
+// manifest it names and, for an index, every platform manifest in it.
+func Compute(ctx context.Context, reg *Registry, root string, cands []Candidate, keep map[string]bool) (*Plan, error) {
+	p := &Plan{Mirror: strings.TrimSuffix(strings.TrimPrefix(root, "docker://"), "/"), Candidates: cands}
+	byRepo := map[string][]Candidate{}
+	var repos []string
+	for _, c := range cands {
+		repo, _ := RepoOf(root, c.Destination)
+		if _, ok := byRepo[repo]; !ok {
+			repos = append(repos, repo)
+		}
+		byRepo[repo] = append(byRepo[repo], c)
+	}
+	sort.Strings(repos)
+	var tagActs, topActs, childActs []Action
+	for _, repo := range repos {
+		rp, err := planRepo(ctx, reg, root, repo, byRepo[repo], keep)
+		if err != nil {
+			return nil, err
+		}
+		tagActs = append(tagActs, rp.tags...)
+		topActs = append(topActs, rp.tops...)
+		childActs = append(childActs, rp.children...)
+		p.Kept = append(p.Kept, rp.kept...)
+		p.Gone = append(p.Gone, rp.gone...)
+	}
+	// Tags first, then images, then their platform manifests: an
+	// interrupted prune never leaves a tag naming a half-deleted index.
+	p.Actions = append(append(tagActs, topActs...), childActs...)
+	return p, nil
+}
+
+type repoPlan struct {
+	tags, tops, children []Action
+	kept                 []Kept
+	gone                 []string
+}
+
+type liveTag struct {
+	digest    digest.Digest
+	mediaType string
+}
+
+func planRepo(ctx context.Context, reg *Registry, root, repo string, cands []Candidate, keep map[string]bool) (*repoPlan, error) {
+	tags, err := reg.Tags(ctx, repo)
+	if err != nil {
+		return nil, fmt.Errorf("listing the tags of %s/%s: %w", reg.Host(), repo, err)
+	}
+	live, err := headAll(ctx, reg, repo, tags)
+	if err != nil {
+		return nil, err
+	}
+	// Our tags that still name what we pushed under them and are wanted
+	// by nothing kept: these may go.
+	removed := map[string]bool{}
+	for _, c := range cands {
+		_, tag := RepoOf(root, c.Destination)
+		if lt, ok := live[tag]; ok && lt.digest.String() == c.Digest && !keep[repo+":"+tag] {
+			removed[tag] = true
+		}
+	}
+	// Everything else in the repository protects what it references.
+	protected := map[digest.Digest]string{}
+	var keptTags []string
+	for tag := range live {
+		if !removed[tag] {
+			keptTags = append(keptTags, tag)
+		}
+	}
+	sort.Strings(keptTags)
+	for _, tag := range keptTags {
+		lt := live[tag]
+		if _, ok := protected[lt.digest]; !ok {
+			protected[lt.digest] = fmt.Sprintf("tag %s:%s names it", repo, tag)
+		}
+		if isIndex(lt.mediaType) {
+			kids, err := childrenOf(ctx, reg, repo, lt.digest)
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range kids {
+				if _, ok := protected[k]; !ok {
+					protected[k] = fmt.Sprintf("the index %s:%s lists it", repo, tag)
+				}
+			}
+		}
+	}
+	rp := &repoPlan{}
+	planned := map[digest.Digest]int{} // digest → index in rp.tops or -1-(index in children)
+	sort.Slice(cands, func(a, b int) bool { return cands[a].Key() < cands[b].Key() })
+	for _, c := range cands {
+		_, tag := RepoOf(root, c.Destination)
+		d := digest.Digest(c.Digest)
+		if why, ok := protected[d]; ok {
+			if removed[tag] {
+				rp.tags = append(rp.tags, Action{Op: DeleteTag, Repo: repo, Digest: c.Digest, Tag: tag, For: []string{c.Key()}, Why: c.Why, Stays: why})
+			} else {
+				rp.kept = append(rp.kept, Kept{Image: c.Destination, Digest: c.Digest, Why: why})
+			}
+			continue
+		}
+		if i, ok := planned[d]; ok {
+			if i >= 0 {
+				rp.tops[i].For = append(rp.tops[i].For, c.Key())
+				if removed[tag] {
+					rp.tops[i].Tags = appendUnique(rp.tops[i].Tags, tag)
+				}
+				continue
+			}
+			// Planned as another image's platform manifest: make it a top
+			// action of its own so its tag is reported.
+			ci := -1 - i
+			a := rp.children[ci]
+			rp.children = append(rp.children[:ci], rp.children[ci+1:]...)
+			for dd, j := range planned {
+				if j < i {
+					planned[dd] = j + 1
+				}
+			}
+			a.For = append(a.For, c.Key())
+			a.Why = c.Why
+			if removed[tag] {
+				a.Tags = appendUnique(a.Tags, tag)
+			}
+			planned[d] = len(rp.tops)
+			rp.tops = append(rp.tops, a)
+			continue
+		}
+		lt, tagged := live[tag]
+		var mt string
+		if tagged && lt.digest == d {
+			mt = lt.mediaType
+		} else {
+			// The tag moved on (a newer image, or someone else's); the
+			// manifest we pushed may still be there, untagged.
+			_, m, err := reg.Head(ctx, repo, c.Digest)
+			if IsNotFound(err) {
+				rp.gone = append(rp.gone, c.Key())
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("looking up %s/%s@%s: %w", reg.Host(), repo, c.Digest, err)
+			}
+			mt = m
+		}
+		a := Action{Op: DeleteManifest, Repo: repo, Digest: c.Digest, For: []string{c.Key()}, Why: c.Why}
+		if removed[tag] {
+			a.Tags = []string{tag}
+		}
+		planned[d] = len(rp.tops)
+		rp.tops = append(rp.tops, a)
+		if isIndex(mt) {
+			kids, err := childrenOf(ctx, reg, repo, d)
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range kids {
+				if _, ok := protected[k]; ok {
+					continue
+				}
+				if _, ok := planned[k]; ok {
+					continue
+				}
+				planned[k] = -1 - len(rp.children)
+				rp.children = append(rp.children, Action{Op: DeleteManifest, Repo: repo, Digest: k.String(), For: []string{c.Key()}, Why: "platform manifest of " + c.Destination})
+			}
+		}
+	}
+	return rp, nil
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, l := range list {
+		if l == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// headAll looks up every tag of repo, a few at a time.
+func headAll(ctx context.Context, reg *Registry, repo string, tags []string) (map[string]liveTag, error) {
+	out := map[string]liveTag{}
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, tag := range tags {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d, mt, err := reg.Head(ctx, repo, tag)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case IsNotFound(err):
+				// Deleted between listing and lookup: not there.
+			case err != nil:
+				if firstErr == nil {
+					firstErr = fmt.Errorf("looking up %s/%s:%s: %w", reg.Host(), repo, tag, err)
+				}
+			default:
+				out[tag] = liveTag{digest: d, mediaType: mt}
+			}
+		}()
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+func isIndex(mt string) bool {
+	return strings.Contains(mt, "image.index") || strings.Contains(mt, "manifest.list")
+}
+
+func childrenOf(ctx context.Context, reg *Registry, repo string, d digest.Digest) ([]digest.Digest, error) {
+	data, _, err := reg.Manifest(ctx, repo, d.String())
+	if err != nil {
+		return nil, fmt.Errorf("reading index %s/%s@%s: %w", reg.Host(), repo, d, err)
+	}
+	var idx struct {
+		Manifests []struct {
+			Digest digest.Digest `json:"digest"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("index %s/%s@%s: %w", reg.Host(), repo, d, err)
+	}
+	out := make([]digest.Digest, 0, len(idx.Manifests))
+	for _, m := range idx.Manifests {
+		out = append(out, m.Digest)
+	}
+	return out, nil
+}
+
+// Outcome is what executing a plan did.
+type Outcome struct {
+	Done   []Action       `json:"done"`
+	Failed []FailedAction `json:"failed,omitempty"`
+	// Skipped are actions of the plan the registry's state no longer
+	// allows (or that a reviewed plan did not list).
+	Skipped []FailedAction `json:"skipped,omitempty"`
+}
+
+// FailedAction is an action that did not happen, and why.
+type FailedAction struct {
+	Action Action `json:"action"`
+	Error  string `json:"error"`
+}
+
+// UnsupportedError is a registry refusing manifest deletes.
+type UnsupportedError struct {
+	Host string
+	Err  error
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("registry %s refused to delete a manifest (%v): deletes are disabled there; enable them (distribution/registry:2: storage.delete.enabled: true, or REGISTRY_STORAGE_DELETE_ENABLED=true; Quay, Harbor, Nexus: give the account delete permission) and run again; nothing further was deleted", e.Host, e.Err)
+}
+
+func (e *UnsupportedError) Unwrap() error { return e.Err }
+
+// Execute carries out the plan's actions in order. A tag the registry
+// cannot delete is reported and left; a registry refusing manifest
+// deletes stops the run with an UnsupportedError.
+func Execute(ctx context.Context, reg *Registry, p *Plan, log io.Writer) (*Outcome, error) {
+	out := &Outcome{}
+	for _, a := range p.Actions {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		var err error
+		switch a.Op {
+		case DeleteTag:
+			err = reg.DeleteTag(ctx, a.Repo, a.Tag)
+		case DeleteManifest:
+			err = reg.DeleteManifest(ctx, a.Repo, digest.Digest(a.Digest))
+		default:
+			err = fmt.Errorf("unknown operation %q", a.Op)
+		}
+		switch {
+		case err == nil, IsNotFound(err):
+			out.Done = append(out.Done, a)
+			fmt.Fprintf(log, "deleted: %s\n", a)
+		case IsUnsupported(err) && a.Op == DeleteTag:
+			out.Failed = append(out.Failed, FailedAction{Action: a, Error: fmt.Sprintf("%v (the registry does not delete tags; the tag stays, the manifest is in use)", err)})
+		case IsUnsupported(err):
+			out.Failed = append(out.Failed, FailedAction{Action: a, Error: err.Error()})
+			return out, &UnsupportedError{Host: reg.Host(), Err: err}
+		default:
+			out.Failed = append(out.Failed, FailedAction{Action: a, Error: err.Error()})
+		}
+	}
+	return out, nil
+}
+
+// Resolved lists the candidates that need nothing more: every action
+// serving them happened (or none was needed).
+func Resolved(p *Plan, o *Outcome) []string {
+	pending := map[string]bool{}
+	for _, f := range append(append([]FailedAction{}, o.Failed...), o.Skipped...) {
+		for _, k := range f.Action.For {
+			pending[k] = true
+		}
+	}
+	done := map[string]bool{}
+	for _, a := range o.Done {
+		for _, k := range a.For {
+			done[k] = true
+		}
+	}
+	// Candidates whose actions were not reached (a stop) stay pending.
+	for _, a := range p.Actions {
+		for _, k := range a.For {
+			if !done[k] {
+				pending[k] = true
+			}
+		}
+	}
+	var out []string
+	for _, c := range p.Candidates {
+		if !pending[c.Key()] {
+			out = append(out, c.Key())
+		}
+	}
+	return out
+}

@@ -1,0 +1,420 @@
+package prune
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/pkg/docker/config"
+	"go.podman.io/image/v5/pkg/tlsclientconfig"
+	"go.podman.io/image/v5/types"
+)
+
+// manifestAccept lists every manifest media type a HEAD or GET accepts, so
+// the registry answers with the digest the content was pushed under.
+var manifestAccept = strings.Join([]string{
+	"application/vnd.oci.image.index.v1+json",
+	"application/vnd.oci.image.manifest.v1+json",
+	"application/vnd.docker.distribution.manifest.list.v2+json",
+	"application/vnd.docker.distribution.manifest.v2+json",
+	"application/vnd.docker.distribution.manifest.v1+prettyjws",
+	"application/vnd.docker.distribution.manifest.v1+json",
+}, ", ")
+
+// Registry talks to one registry host for pruning: tag listing, manifest
+// lookups and deletes (the OCI distribution API). containers/image, which
+// copies images, has no tag deletion and no tag listing by page, so this is
+// a small client of its own; it takes credentials, certificates and TLS
+// settings from the same containers configuration.
+type Registry struct {
+	host   string
+	scheme string
+	client *http.Client
+	creds  types.DockerAuthConfig
+
+	mu     sync.Mutex
+	tokens map[string]string // scope → bearer token
+	basic  bool              // the registry asked for basic auth
+}
+
+// NewRegistry returns a client for host ("host[:port]") configured like
+// containers/image would be with sys (auth file, cert dir, TLS verify).
+func NewRegistry(host string, sys *types.SystemContext) (*Registry, error) {
+	insecure := sys != nil && sys.DockerInsecureSkipTLSVerify == types.OptionalBoolTrue
+	tlsc := &tls.Config{InsecureSkipVerify: insecure} //nolint:gosec // the user turned verification off for this side
+	if pool, err := x509.SystemCertPool(); err == nil {
+		tlsc.RootCAs = pool
+	}
+	for _, dir := range certDirs(host, sys) {
+		if err := tlsclientconfig.SetupCertificates(dir, tlsc); err != nil {
+			return nil, fmt.Errorf("certificates for %s in %s: %w", host, dir, err)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsc
+	creds, err := config.GetCredentials(sys, host)
+	if err != nil {
+		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", host, err)
+	}
+	r := &Registry{host: host, scheme: "https", client: &http.Client{Transport: tr}, creds: creds, tokens: map[string]string{}}
+	if insecure {
+		// As containers/image: with verification off, plain HTTP is allowed
+		// when the registry does not speak TLS.
+		resp, err := r.client.Get("https://" + host + "/v2/")
+		if err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+			r.scheme = "http"
+		} else if err == nil {
+			resp.Body.Close()
+		}
+	}
+	return r, nil
+}
+
+func certDirs(host string, sys *types.SystemContext) []string {
+	if sys != nil && sys.DockerCertPath != "" {
+		return []string{sys.DockerCertPath}
+	}
+	var out []string
+	for _, d := range []string{"/etc/containers/certs.d", "/etc/docker/certs.d"} {
+		p := filepath.Join(d, host)
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Host is the registry host.
+func (r *Registry) Host() string { return r.host }
+
+// Error is a registry answer other than success, with what to do about it.
+type Error struct {
+	Method, URL string
+	Status      int
+	Codes       []string
+	Body        string
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s %s: registry answered %d", e.Method, e.URL, e.Status)
+	if e.Body != "" {
+		msg += " " + e.Body
+	}
+	return msg
+}
+
+// Unsupported reports a 405 / UNSUPPORTED answer: the registry does not
+// allow this operation (deletes disabled, or tag deletion not implemented).
+func (e *Error) Unsupported() bool {
+	if e.Status == http.StatusMethodNotAllowed {
+		return true
+	}
+	for _, c := range e.Codes {
+		if c == "UNSUPPORTED" {
+			return true
+		}
+	}
+	return false
+}
+
+// NotFound reports a 404 / *_UNKNOWN answer.
+func (e *Error) NotFound() bool {
+	if e.Status == http.StatusNotFound {
+		return true
+	}
+	for _, c := range e.Codes {
+		if c == "MANIFEST_UNKNOWN" || c == "NAME_UNKNOWN" {
+			return true
+		}
+	}
+	return false
+}
+
+// IsNotFound reports whether err is a registry's "not found".
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.NotFound()
+}
+
+// IsUnsupported reports whether err is a registry's 405 / UNSUPPORTED.
+func IsUnsupported(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Unsupported()
+}
+
+func (r *Registry) do(ctx context.Context, method, path string, header http.Header, scope string) (*http.Response, error) {
+	u := r.scheme + "://" + r.host + path
+	for attempt := 0; attempt < 2; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		req.Header.Set("User-Agent", "gapmirror")
+		r.authorize(req, scope)
+		resp, err := r.client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, u, err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized || attempt == 1 {
+			return resp, nil
+		}
+		challenge := resp.Header.Get("WWW-Authenticate")
+		drain(resp)
+		if err := r.login(ctx, challenge, scope); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, u, err)
+		}
+	}
+	return nil, errors.New("unreachable")
+}
+
+func (r *Registry) authorize(req *http.Request, scope string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if tok := r.tokens[scope]; tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	} else if r.basic && r.creds.Username != "" {
+		req.SetBasicAuth(r.creds.Username, r.creds.Password)
+	}
+}
+
+// login answers a 401 challenge: basic auth, or a bearer token from the
+// realm for scope.
+func (r *Registry) login(ctx context.Context, challenge, scope string) error {
+	scheme, params := parseChallenge(challenge)
+	switch strings.ToLower(scheme) {
+	case "basic":
+		if r.creds.Username == "" {
+			return fmt.Errorf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile", r.host, r.host)
+		}
+		r.mu.Lock()
+		r.basic = true
+		r.mu.Unlock()
+		return nil
+	case "bearer":
+		realm := params["realm"]
+		if realm == "" {
+			return fmt.Errorf("registry %s sent a bearer challenge without a realm: %q", r.host, challenge)
+		}
+		q := url.Values{}
+		if s := params["service"]; s != "" {
+			q.Set("service", s)
+		}
+		q.Set("scope", scope)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, realm+"?"+q.Encode(), nil)
+		if err != nil {
+			return err
+		}
+		if r.creds.IdentityToken != "" {
+			// Refresh tokens are exchanged with a POST (OAuth2); fall back to basic otherwise.
+			req.SetBasicAuth("<token>", r.creds.IdentityToken)
+		} else if r.creds.Username != "" {
+			req.SetBasicAuth(r.creds.Username, r.creds.Password)
+		}
+		resp, err := r.client.Do(req)
+		if err != nil {
+			return fmt.Errorf("getting a token from %s: %w", realm, err)
+		}
+		defer drain(resp)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("getting a token from %s: %s (check the credentials for %s in --authfile)", realm, resp.Status, r.host)
+		}
+		var tok struct {
+			Token       string `json:"token"`
+			AccessToken string `json:"access_token"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+			return fmt.Errorf("token from %s: %w", realm, err)
+		}
+		if tok.Token == "" {
+			tok.Token = tok.AccessToken
+		}
+		r.mu.Lock()
+		r.tokens[scope] = tok.Token
+		r.mu.Unlock()
+		return nil
+	default:
+		return fmt.Errorf("registry %s wants authentication %q, which gapmirror cannot answer", r.host, challenge)
+	}
+}
+
+// parseChallenge splits `Bearer realm="…",service="…"` into scheme and parameters.
+func parseChallenge(h string) (string, map[string]string) {
+	scheme, rest, _ := strings.Cut(strings.TrimSpace(h), " ")
+	params := map[string]string{}
+	for rest != "" {
+		rest = strings.TrimLeft(rest, " ,")
+		key, after, ok := strings.Cut(rest, "=")
+		if !ok {
+			break
+		}
+		var val string
+		if strings.HasPrefix(after, `"`) {
+			end := strings.Index(after[1:], `"`)
+			if end < 0 {
+				val, rest = after[1:], ""
+			} else {
+				val, rest = after[1:1+end], after[2+end:]
+			}
+		} else {
+			val, rest, _ = strings.Cut(after, ",")
+		}
+		params[strings.ToLower(strings.TrimSpace(key))] = val
+	}
+	return scheme, params
+}
+
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+}
+
+func answer(resp *http.Response, method string) error {
+	defer drain(resp)
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	e := &Error{Method: method, URL: resp.Request.URL.String(), Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	var errs struct {
+		Errors []struct {
+			Code string `json:"code"`
+		} `json:"errors"`
+	}
+	if json.Unmarshal(body, &errs) == nil {
+		for _, c := range errs.Errors {
+			e.Codes = append(e.Codes, c.Code)
+		}
+	}
+	return e
+}
+
+func pullScope(repo string) string { return "repository:" + repo + ":pull" }
+
+// deleteScope asks for every action: distribution wants "delete", quay
+// "push", and both accept "*" (as containers/image does for deletes).
+func deleteScope(repo string) string { return "repository:" + repo + ":*" }
+
+// Tags lists the tags of repo (every page); a repository that does not
+// exist has none.
+func (r *Registry) Tags(ctx context.Context, repo string) ([]string, error) {
+	var out []string
+	path := "/v2/" + repo + "/tags/list?n=1000"
+	for path != "" {
+		resp, err := r.do(ctx, http.MethodGet, path, nil, pullScope(repo))
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			err := answer(resp, http.MethodGet)
+			if IsNotFound(err) {
+				return out, nil
+			}
+			return nil, err
+		}
+		var page struct {
+			Tags []string `json:"tags"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		link := resp.Header.Get("Link")
+		drain(resp)
+		if err != nil {
+			return nil, fmt.Errorf("tags of %s/%s: %w", r.host, repo, err)
+		}
+		out = append(out, page.Tags...)
+		path = nextLink(link)
+	}
+	return out, nil
+}
+
+// nextLink takes the path of a `Link: </v2/…>; rel="next"` header.
+func nextLink(h string) string {
+	if h == "" || !strings.Contains(h, `rel="next"`) {
+		return ""
+	}
+	start, end := strings.Index(h, "<"), strings.Index(h, ">")
+	if start < 0 || end < start {
+		return ""
+	}
+	u, err := url.Parse(h[start+1 : end])
+	if err != nil {
+		return ""
+	}
+	if u.RawQuery != "" {
+		return u.Path + "?" + u.RawQuery
+	}
+	return u.Path
+}
+
+// Head returns the digest and media type of the manifest repo:ref names.
+func (r *Registry) Head(ctx context.Context, repo, ref string) (digest.Digest, string, error) {
+	resp, err := r.do(ctx, http.MethodHead, "/v2/"+repo+"/manifests/"+ref, http.Header{"Accept": {manifestAccept}}, pullScope(repo))
+	if err != nil {
+		return "", "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", "", answer(resp, http.MethodHead)
+	}
+	drain(resp)
+	d, err := digest.Parse(resp.Header.Get("Docker-Content-Digest"))
+	if err != nil {
+		// Some registries leave the header out of HEAD: ask for the content.
+		data, mt, gerr := r.Manifest(ctx, repo, ref)
+		if gerr != nil {
+			return "", "", gerr
+		}
+		return digest.FromBytes(data), mt, nil
+	}
+	return d, resp.Header.Get("Content-Type"), nil
+}
+
+// Manifest returns the manifest repo:ref and its media type.
+func (r *Registry) Manifest(ctx context.Context, repo, ref string) ([]byte, string, error) {
+	resp, err := r.do(ctx, http.MethodGet, "/v2/"+repo+"/manifests/"+ref, http.Header{"Accept": {manifestAccept}}, pullScope(repo))
+	if err != nil {
+		return nil, "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", answer(resp, http.MethodGet)
+	}
+	defer drain(resp)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, "", fmt.Errorf("manifest %s/%s:%s: %w", r.host, repo, ref, err)
+	}
+	return data, resp.Header.Get("Content-Type"), nil
+}
+
+// DeleteManifest deletes manifest d from repo; the registry drops every
+// tag of repo that points at it.
+func (r *Registry) DeleteManifest(ctx context.Context, repo string, d digest.Digest) error {
+	return r.delete(ctx, repo, d.String())
+}
+
+// DeleteTag removes tag from repo and leaves the manifest it names (OCI
+// distribution spec; distribution v3, quay and others implement it).
+func (r *Registry) DeleteTag(ctx context.Context, repo, tag string) error {
+	return r.delete(ctx, repo, tag)
+}
+
+func (r *Registry) delete(ctx context.Context, repo, ref string) error {
+	resp, err := r.do(ctx, http.MethodDelete, "/v2/"+repo+"/manifests/"+ref, nil, deleteScope(repo))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+		return answer(resp, http.MethodDelete)
+	}
+	drain(resp)
+	return nil
+}

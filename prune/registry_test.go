@@ -1,0 +1,128 @@
+package prune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.podman.io/image/v5/types"
+
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// TestRegistryClient: the prune client lists tags across pages, looks up
+// and deletes manifests and tags on a real registry over TLS with basic
+// auth, using the same auth file and certificate directory as the copies.
+func TestRegistryClient(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{TLS: true, Username: "alice", Password: "s3cret"})
+	ctx := context.Background()
+	target := imagebuilder.Target{URL: reg.URL(), Client: reg.Client(), Username: "alice", Password: "s3cret"}
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(1, 1024)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1203 // more than one page of tags
+	for i := 0; i < n; i++ {
+		if i == 0 {
+			err = imagebuilder.Push(ctx, target, "ns/app", fmt.Sprintf("t%04d", i), img)
+		} else {
+			err = imagebuilder.PushManifest(ctx, target, "ns/app", fmt.Sprintf("t%04d", i), img.MediaType, img.Manifest)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerCertPath: reg.CertsDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, err := c.Tags(ctx, "ns/app")
+	if err != nil || len(tags) != n {
+		t.Fatalf("tags: %d, %v; want %d", len(tags), err, n)
+	}
+	d, mt, err := c.Head(ctx, "ns/app", "t0007")
+	if err != nil || d != img.Digest || !strings.Contains(mt, "manifest") {
+		t.Fatalf("head: %s %s %v; want %s", d, mt, err, img.Digest)
+	}
+	if err := c.DeleteTag(ctx, "ns/app", "t0007"); err != nil {
+		t.Fatalf("delete tag: %v", err)
+	}
+	if _, _, err := c.Head(ctx, "ns/app", "t0007"); !IsNotFound(err) {
+		t.Errorf("tag still there: %v", err)
+	}
+	if _, _, err := c.Head(ctx, "ns/app", "t0008"); err != nil {
+		t.Errorf("deleting one tag removed another: %v", err)
+	}
+	if err := c.DeleteManifest(ctx, "ns/app", img.Digest); err != nil {
+		t.Fatalf("delete manifest: %v", err)
+	}
+	if tags, err := c.Tags(ctx, "ns/app"); err != nil || len(tags) != 0 {
+		t.Errorf("after deleting the manifest: %d tags, %v", len(tags), err)
+	}
+	if tags, err := c.Tags(ctx, "ns/none"); err != nil || len(tags) != 0 {
+		t.Errorf("missing repository: %v, %v", tags, err)
+	}
+
+	// Without credentials: a clear answer naming the registry.
+	anon, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: t.TempDir() + "/none.json", DockerCertPath: reg.CertsDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.Tags(ctx, "ns/app"); err == nil || !strings.Contains(err.Error(), "wants credentials") || !strings.Contains(err.Error(), reg.Host()) {
+		t.Errorf("no credentials: %v", err)
+	}
+	// Untrusted certificate: refused unless verification is off.
+	strict, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerCertPath: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := strict.Tags(ctx, "ns/app"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("untrusted certificate: %v", err)
+	}
+	loose, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerInsecureSkipTLSVerify: types.OptionalBoolTrue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loose.Tags(ctx, "ns/app"); err != nil {
+		t.Errorf("verification off: %v", err)
+	}
+}
+
+// TestRegistryRefusesDelete: a registry with deletes disabled answers
+// UNSUPPORTED, which the client reports as such.
+func TestRegistryRefusesDelete(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{DisableDelete: true})
+	ctx := context.Background()
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(1, 1024)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: reg.URL()}, "ns/app", "v1", img); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewRegistry(reg.Host(), &types.SystemContext{DockerInsecureSkipTLSVerify: types.OptionalBoolTrue, AuthFilePath: t.TempDir() + "/none.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.DeleteManifest(ctx, "ns/app", img.Digest)
+	var e *Error
+	if !IsUnsupported(err) || !errors.As(err, &e) || e.Status != 405 {
+		t.Errorf("delete with deletes disabled: %v", err)
+	}
+}
+
+func TestParseChallenge(t *testing.T) {
+	scheme, p := parseChallenge(`Bearer realm="https://auth.example.com/token",service="registry.example.com",scope="repository:a/b:pull"`)
+	if scheme != "Bearer" || p["realm"] != "https://auth.example.com/token" || p["service"] != "registry.example.com" || p["scope"] != "repository:a/b:pull" {
+		t.Errorf("got %s %v", scheme, p)
+	}
+	if s, p := parseChallenge(`Basic realm="registrytest"`); s != "Basic" || p["realm"] != "registrytest" {
+		t.Errorf("got %s %v", s, p)
+	}
+	if got := nextLink(`</v2/a/tags/list?last=x&n=2>; rel="next"`); got != "/v2/a/tags/list?last=x&n=2" {
+		t.Errorf("next link %q", got)
+	}
+}
