@@ -1,0 +1,185 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// opSpec is the generated catalog of the operator tests: 10 packages of 5
+// bundles, each bundle with an operator and an operand image.
+var opSpec = catalog.GenSpec{Seed: 3, Packages: 10, Bundles: 5, RelatedImages: 1}
+
+// TestOperatorCatalogTrips mirrors a filtered multi-arch catalog (by tag)
+// and a second selection of it (by digest, full channels, targetCatalog)
+// to disk, from disk into a registry, and registry to registry. Every
+// selected bundle and related image must be at the mirror by digest, the
+// rebuilt catalogs must hold exactly the selected bundles without the stale
+// opm cache, and the cluster resources must point at the mirror.
+func TestOperatorCatalogTrips(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	oc := w.pushCatalog("catalogs/test-index", "v1", catalogOptions{spec: opSpec})
+	stable := oc.cat.Package("operator-004").Channel("stable")
+	if stable == nil || len(stable.Entries) < 4 {
+		t.Fatalf("generated operator-004 has no stable channel of 4+ entries")
+	}
+	versions := oc.cat.Packages()[4].Channels
+	var sv []string
+	for _, ch := range versions {
+		if ch.Name == "stable" {
+			sv = ch.Versions
+		}
+	}
+	isc := w.writeISC("isc.yaml", `  operators:
+  - catalog: `+oc.ref+`
+    packages:
+    - name: operator-001
+    - name: operator-004
+      channels:
+      - name: stable
+        minVersion: `+sv[1]+`
+        maxVersion: `+sv[3]+`
+    - name: operator-006
+      defaultChannel: fast
+      channels:
+      - name: fast
+  - catalog: `+w.up.Host()+"/"+oc.repo+"@"+oc.digest.String()+`
+    targetCatalog: mirror/pinned-index
+    full: true
+    packages:
+    - name: operator-002
+`)
+	want1, _, err := catalog.Filter(oc.cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{
+		{Name: "operator-001"},
+		{Name: "operator-004", Channels: []catalog.ChannelSpec{{Name: "stable", MinVersion: sv[1], MaxVersion: sv[3]}}},
+		{Name: "operator-006", DefaultChannel: "fast", Channels: []catalog.ChannelSpec{{Name: "fast"}}},
+	}})
+	must(t, err)
+	want2, _, err := catalog.Filter(oc.cat, catalog.FilterSpec{Full: true, Packages: []catalog.PackageSpec{{Name: "operator-002"}}})
+	must(t, err)
+
+	archiveDir := filepath.Join(w.dir, "archive")
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir)
+	if code != 0 {
+		t.Fatalf("mirror-to-disk exit %d", code)
+	}
+	if !strings.Contains(out, "0 failed") {
+		t.Errorf("mirror-to-disk summary:\n%s", out)
+	}
+	code, _, _ = w.gapmirror("mirror", "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/d2m")
+	if code != 0 {
+		t.Fatalf("disk-to-mirror exit %d", code)
+	}
+	d1, d2 := w.checkCatalogs(w.dst, "d2m", oc, want1, want2)
+	if d1 == "" {
+		return
+	}
+
+	res := filepath.Join(archiveDir, "working-dir", "cluster-resources")
+	cs := readFile(t, filepath.Join(res, "cs-test-index-v1.yaml"))
+	if !strings.Contains(cs, "image: "+w.dst.Host()+"/d2m/catalogs/test-index:v1") || !strings.Contains(cs, "sourceType: grpc") {
+		t.Errorf("CatalogSource does not serve the mirrored catalog:\n%s", cs)
+	}
+	cc := readFile(t, filepath.Join(res, "cc-test-index-v1.yaml"))
+	if !strings.Contains(cc, "ref: "+w.dst.Host()+"/d2m/catalogs/test-index@"+d1.String()) {
+		t.Errorf("ClusterCatalog does not pin the mirrored catalog by digest:\n%s", cc)
+	}
+	pinnedName := "cc-pinned-index-" + strings.TrimSuffix(imageset.DigestTag(d2)[:12], "-") + ".yaml"
+	if cc2 := readFile(t, filepath.Join(res, pinnedName)); !strings.Contains(cc2, "d2m/mirror/pinned-index@"+d2.String()) {
+		t.Errorf("%s does not pin the second catalog:\n%s", pinnedName, cc2)
+	}
+	idms := readFile(t, filepath.Join(res, "idms-gapmirror.yaml"))
+	for _, want := range []string{"source: " + w.up.Host() + "/operator-001", "- " + w.dst.Host() + "/d2m/operator-001", "source: " + w.up.Host() + "/operator-002"} {
+		if !strings.Contains(idms, want) {
+			t.Errorf("IDMS lacks %q:\n%s", want, idms)
+		}
+	}
+	if strings.Contains(idms, "catalogs/test-index") || strings.Contains(idms, "pinned-index") {
+		t.Errorf("IDMS maps a catalog image (catalogs are served by CatalogSource, not mirrored pulls):\n%s", idms)
+	}
+
+	// Mirror-to-mirror: the same catalogs, the rebuilt images bit for bit.
+	ws := filepath.Join(w.dir, "ws")
+	code, _, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m2m")
+	if code != 0 {
+		t.Fatalf("mirror-to-mirror exit %d", code)
+	}
+	m1, m2 := w.checkCatalogs(w.dst, "m2m", oc, want1, want2)
+	if m1 != d1 || m2 != d2 {
+		t.Errorf("mirror-to-mirror rebuilt %s and %s, mirror-to-disk %s and %s: the rebuild must be deterministic", m1, m2, d1, d2)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "working-dir", "cluster-resources", "cs-test-index-v1.yaml")); err != nil {
+		t.Errorf("mirror-to-mirror wrote no CatalogSource: %v", err)
+	}
+}
+
+// checkCatalogs checks both catalogs of TestOperatorCatalogTrips and their
+// images under prefix and returns the mirrored catalog digests.
+func (w *world) checkCatalogs(reg *registrytest.Registry, prefix string, oc *opCatalog, want1, want2 *catalog.Catalog) (digest.Digest, digest.Digest) {
+	t := w.t
+	t.Helper()
+	d1, err := reg.ManifestDigest(prefix+"/catalogs/test-index", "v1")
+	if err != nil {
+		t.Errorf("filtered catalog not at %s/catalogs/test-index:v1: %v", prefix, err)
+		return "", ""
+	}
+	if d1 == oc.digest {
+		t.Errorf("the filtered catalog was mirrored unchanged (%s): it must be rebuilt", d1)
+	}
+	w.assertComplete(reg, prefix+"/catalogs/test-index", d1)
+	if got, want := bundleNames(mirroredCatalog(t, reg, prefix+"/catalogs/test-index", d1)), bundleNames(want1); !slices.Equal(got, want) {
+		t.Errorf("mirrored catalog holds bundles\n%v\nwant\n%v", got, want)
+	}
+	checkNoOPMCache(t, reg, prefix+"/catalogs/test-index", d1)
+
+	tags, err := reg.Tags(prefix + "/mirror/pinned-index")
+	if err != nil || len(tags) != 1 {
+		t.Errorf("pinned catalog: tags %v, %v; want one digest tag", tags, err)
+		return d1, ""
+	}
+	d2, err := reg.ManifestDigest(prefix+"/mirror/pinned-index", tags[0])
+	must(t, err)
+	if tags[0] != imageset.DigestTag(d2) {
+		t.Errorf("catalog pinned by digest is tagged %s, want the digest tag of what is mirrored, %s", tags[0], imageset.DigestTag(d2))
+	}
+	if got, want := bundleNames(mirroredCatalog(t, reg, prefix+"/mirror/pinned-index", d2)), bundleNames(want2); !slices.Equal(got, want) {
+		t.Errorf("mirrored pinned catalog holds bundles\n%v\nwant\n%v", got, want)
+	}
+
+	n := w.checkImages(reg, prefix, want1) + w.checkImages(reg, prefix, want2)
+	if n < 20 {
+		t.Errorf("only %d bundle and related images checked: the selection is too small to mean anything", n)
+	}
+	// A package nobody selected (nor depends on) is not mirrored.
+	for _, p := range oc.cat.PackageNames() {
+		if want1.Package(p) != nil || want2.Package(p) != nil {
+			continue
+		}
+		b := oc.cat.Package(p).Bundles[0]
+		named, _ := reference.ParseNormalizedNamed(b.Image)
+		d := named.(reference.Canonical).Digest()
+		if _, err := reg.ManifestDigest(prefix+"/"+reference.Path(named), imageset.DigestTag(d)); err == nil {
+			t.Errorf("bundle %s of unselected package %s was mirrored", b.Name, p)
+		}
+		break
+	}
+	return d1, d2
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Errorf("%v", err)
+	}
+	return string(data)
+}
