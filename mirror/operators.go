@@ -92,7 +92,7 @@ func (ci *CatalogImage) Load(tmp string) (*catalog.Catalog, error) {
 	}
 	c, err := catalog.LoadFS(os.DirFS(dir), ".")
 	if err != nil {
-		return nil, fmt.Errorf("catalog %s: the file-based catalog in %s is malformed (file names are relative to %s): %w", ci.Origin, configs, configs, err)
+		return nil, fmt.Errorf("catalog %s: the file-based catalog in %s is malformed (file names are relative to %s): %w; the catalog's publisher must fix it (opm validate shows such errors)", ci.Origin, configs, configs, err)
 	}
 	return c, nil
 }
@@ -477,7 +477,7 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 	for _, w := range wanted {
 		origin := w.named.String()
 		if w.err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users), Err: w.err})
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef, Err: w.err})
 			continue
 		}
 		repo := reference.Path(w.named)
@@ -499,7 +499,7 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 			Why:         w.why,
 		}
 		if err := r.Set.Add(img); err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users), Err: err})
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef, Err: err})
 		}
 	}
 	return nil

@@ -183,3 +183,55 @@ func readFile(t *testing.T, p string) string {
 	}
 	return string(data)
 }
+
+// TestOperatorCatalogWholeAndLayout: full: true without packages mirrors
+// the catalog image untouched (same digest) with every image it names; a
+// catalog read from an OCI layout on disk is filtered and rebuilt; the dry
+// run says which catalog, package and bundle needs each image.
+func TestOperatorCatalogWholeAndLayout(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	layout := filepath.Join(w.dir, "layouts", "My-Catalog")
+	whole := w.pushCatalog("catalogs/whole", "v4.18", catalogOptions{spec: smallSpec})
+	onDisk := w.pushCatalog("catalogs/ondisk", "v1", catalogOptions{spec: catalog.GenSpec{Seed: 9, Packages: 3, Bundles: 3, RelatedImages: 1}, layout: layout})
+	isc := w.writeISC("isc.yaml", `  operators:
+  - catalog: `+whole.ref+`
+    full: true
+  - catalog: oci://`+layout+`
+    targetTag: v2
+    packages:
+    - name: operator-002
+`)
+	ws := filepath.Join(w.dir, "ws")
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "--dry-run", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("dry run exit %d", code)
+	}
+	b := whole.cat.Package("operator-001").Bundles[0]
+	if want := "operator catalog " + whole.ref + ": package operator-001 bundle " + b.Name; !strings.Contains(out, want) {
+		t.Errorf("dry run does not say who needs the bundle image (%q):\n%s", want, out)
+	}
+	code, _, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if d, err := w.dst.ManifestDigest("m/catalogs/whole", "v4.18"); err != nil || d != whole.digest {
+		t.Errorf("full catalog at the mirror: %s, %v; want the original %s untouched", d, err, whole.digest)
+	}
+	if n, all := w.checkImages(w.dst, "m", whole.cat), len(whole.cat.RelatedImages()); n != all {
+		t.Errorf("%d of the %d images of the full catalog mirrored", n, all)
+	}
+
+	want, _, err := catalog.Filter(onDisk.cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "operator-002"}}})
+	must(t, err)
+	d, err := w.dst.ManifestDigest("m/my-catalog", "v2")
+	if err != nil {
+		t.Fatalf("catalog from the OCI layout not at m/my-catalog:v2: %v", err)
+	}
+	if got := bundleNames(mirroredCatalog(t, w.dst, "m/my-catalog", d)); !slices.Equal(got, bundleNames(want)) {
+		t.Errorf("catalog from the OCI layout holds %v, want %v", got, bundleNames(want))
+	}
+	w.checkImages(w.dst, "m", want)
+	if _, err := os.Stat(filepath.Join(ws, "working-dir", "cluster-resources", "cs-my-catalog-v2.yaml")); err != nil {
+		t.Errorf("no CatalogSource for the layout catalog: %v", err)
+	}
+}

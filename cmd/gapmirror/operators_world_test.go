@@ -49,6 +49,11 @@ type catalogOptions struct {
 	labels map[string]string
 	// single makes a single-platform image instead of a two-platform index.
 	single bool
+	// mutate changes the catalog (real image references in place) before
+	// it is written into the catalog image.
+	mutate func(c *catalog.Catalog)
+	// layout also writes the catalog image into this OCI layout directory.
+	layout string
 }
 
 // pushCatalog generates a catalog, pushes one small real image for every
@@ -116,6 +121,9 @@ func (w *world) pushCatalog(repo, tag string, o catalogOptions) *opCatalog {
 		}
 	}
 
+	if o.mutate != nil {
+		o.mutate(cat)
+	}
 	files := o.files
 	if files == nil {
 		files = map[string][]byte{}
@@ -147,6 +155,9 @@ func (w *world) pushCatalog(repo, tag string, o catalogOptions) *opCatalog {
 		must(t, err)
 		must(t, imagebuilder.Push(ctx, target, repo, tag, img))
 		oc.digest = img.Digest
+		if o.layout != "" {
+			must(t, imagebuilder.WriteLayout(o.layout, tag, img))
+		}
 	} else {
 		idx, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
 			platformImage(imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, 11),
@@ -155,6 +166,9 @@ func (w *world) pushCatalog(repo, tag string, o catalogOptions) *opCatalog {
 		must(t, err)
 		must(t, imagebuilder.PushIndex(ctx, target, repo, tag, idx))
 		oc.digest = idx.Digest
+		if o.layout != "" {
+			must(t, imagebuilder.WriteIndexLayout(o.layout, tag, idx))
+		}
 	}
 	return oc
 }
