@@ -235,3 +235,74 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 		t.Errorf("no CatalogSource for the layout catalog: %v", err)
 	}
 }
+
+// TestListOperators lists a catalog's packages, a package's channels and a
+// channel's versions from a registry, then offline from an archive made by
+// mirror-to-disk and from an OCI layout.
+func TestListOperators(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	layout := filepath.Join(w.dir, "layout")
+	oc := w.pushCatalog("catalogs/list-index", "v1", catalogOptions{spec: smallSpec, layout: layout})
+	pkgs := oc.cat.Packages()
+	p := pkgs[1]
+	ch := p.Channels[0]
+
+	var wantPkgs strings.Builder
+	for _, ps := range pkgs {
+		var chs []string
+		for _, c := range ps.Channels {
+			chs = append(chs, c.Name)
+		}
+		wantPkgs.WriteString(ps.Name + "  " + ps.DefaultChannel + "  " + strings.Join(chs, ",") + "\n")
+	}
+	wantVersions := strings.Join(ch.Versions, "\n") + "\n"
+
+	check := func(where, ref, originInHeader string) {
+		t.Helper()
+		code, out, _ := w.gapmirror("list", "operators", "--catalog", ref)
+		header := "# catalog " + originInHeader + ": 3 packages: package, default channel, channels\n"
+		if code != 0 || out != header+wantPkgs.String() {
+			t.Errorf("%s: packages: exit %d:\n%s\nwant:\n%s%s", where, code, out, header, wantPkgs.String())
+		}
+		code, out, _ = w.gapmirror("list", "operators", "--catalog", ref, "--package", p.Name)
+		wantLine := strings.Join(append([]string{ch.Name, ch.Head}, ch.Versions...), " ")
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			found = found || strings.Join(strings.Fields(line), " ") == wantLine
+		}
+		if code != 0 || !strings.Contains(out, "default channel "+p.DefaultChannel) || !found {
+			t.Errorf("%s: channels of %s: exit %d:\n%s", where, p.Name, code, out)
+		}
+		code, out, _ = w.gapmirror("list", "operators", "--catalog", ref, "--package", p.Name, "--channel", ch.Name)
+		if code != 0 || !strings.HasSuffix(out, "head "+ch.Head+"\n"+wantVersions) {
+			t.Errorf("%s: versions of %s/%s: exit %d:\n%s\nwant versions:\n%s", where, p.Name, ch.Name, code, out, wantVersions)
+		}
+	}
+	check("registry", oc.ref, oc.ref)
+	check("OCI layout", "oci://"+layout, "oci://"+layout)
+
+	code, out, _ := w.gapmirror("list", "operators", "--catalog", oc.ref, "--package", p.Name, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"name": "`+p.Name+`"`) || !strings.Contains(out, `"head": "`+ch.Head+`"`) {
+		t.Errorf("json: exit %d:\n%s", code, out)
+	}
+	code, _, errOut := w.gapmirror("list", "operators", "--catalog", oc.ref, "--package", "nope")
+	if code != 1 || !strings.Contains(errOut, `package "nope" is not in catalog `+oc.ref) {
+		t.Errorf("unknown package: exit %d: %s", code, errOut)
+	}
+
+	// Offline: the archive of a mirror-to-disk run holding two catalogs.
+	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.ref+"\n    full: true\n  - catalog: "+oc.ref+"\n    targetCatalog: filtered/list-index\n    packages:\n    - name: "+p.Name+"\n")
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+		t.Fatalf("mirror-to-disk exit %d", code)
+	}
+	check("archive", "file://"+archiveDir+"#catalogs/list-index:v1", "catalogs/list-index:v1 in "+archiveDir)
+	code, out, errOut = w.gapmirror("list", "operators", "--catalog", "file://"+archiveDir)
+	if code != 1 || !strings.Contains(errOut, "the archive holds 2 catalogs: name one, e.g. file://"+archiveDir+"#catalogs/list-index:v1") {
+		t.Errorf("archive with two catalogs and none named: exit %d: %s", code, errOut)
+	}
+	code, out, _ = w.gapmirror("list", "operators", "--catalog", "file://"+archiveDir+"#filtered/list-index:v1")
+	if code != 0 || !strings.Contains(out, ": 1 packages:") || !strings.Contains(out, p.Name) {
+		t.Errorf("filtered catalog from the archive: exit %d:\n%s", code, out)
+	}
+}
