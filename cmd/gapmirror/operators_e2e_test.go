@@ -1,10 +1,12 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/distribution/reference"
@@ -39,8 +41,11 @@ func TestOperatorCatalogTrips(t *testing.T) {
 			sv = ch.Versions
 		}
 	}
+	template := filepath.Join(w.dir, "cs-template.yaml")
+	must(t, os.WriteFile(template, []byte("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: ignored\nspec:\n  displayName: Mirrored test operators\n  updateStrategy:\n    registryPoll:\n      interval: 30m\n"), 0o644))
 	isc := w.writeISC("isc.yaml", `  operators:
   - catalog: `+oc.ref+`
+    targetCatalogSourceTemplate: `+template+`
     packages:
     - name: operator-001
     - name: operator-004
@@ -86,8 +91,9 @@ func TestOperatorCatalogTrips(t *testing.T) {
 
 	res := filepath.Join(archiveDir, "working-dir", "cluster-resources")
 	cs := readFile(t, filepath.Join(res, "cs-test-index-v1.yaml"))
-	if !strings.Contains(cs, "image: "+w.dst.Host()+"/d2m/catalogs/test-index:v1") || !strings.Contains(cs, "sourceType: grpc") {
-		t.Errorf("CatalogSource does not serve the mirrored catalog:\n%s", cs)
+	if !strings.Contains(cs, "image: "+w.dst.Host()+"/d2m/catalogs/test-index:v1") || !strings.Contains(cs, "sourceType: grpc") ||
+		!strings.Contains(cs, "interval: 30m") || !strings.Contains(cs, "name: cs-test-index-v1") {
+		t.Errorf("CatalogSource does not serve the mirrored catalog from the template the archive carried:\n%s", cs)
 	}
 	cc := readFile(t, filepath.Join(res, "cc-test-index-v1.yaml"))
 	if !strings.Contains(cc, "ref: "+w.dst.Host()+"/d2m/catalogs/test-index@"+d1.String()) {
@@ -107,11 +113,24 @@ func TestOperatorCatalogTrips(t *testing.T) {
 		t.Errorf("IDMS maps a catalog image (catalogs are served by CatalogSource, not mirrored pulls):\n%s", idms)
 	}
 
-	// Mirror-to-mirror: the same catalogs, the rebuilt images bit for bit.
+	// Mirror-to-mirror: the same catalogs, the rebuilt images bit for bit,
+	// and the catalog image is not downloaded again (it is in the store).
+	var catalogBlobGets atomic.Int64
+	w.up.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if registrytest.MatchBlobGet(r) && strings.Contains(r.URL.Path, "/catalogs/test-index/") {
+				catalogBlobGets.Add(1)
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
 	ws := filepath.Join(w.dir, "ws")
 	code, _, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m2m")
 	if code != 0 {
 		t.Fatalf("mirror-to-mirror exit %d", code)
+	}
+	if n := catalogBlobGets.Load(); n != 0 {
+		t.Errorf("mirror-to-mirror downloaded %d blobs of the catalog image the store already held", n)
 	}
 	m1, m2 := w.checkCatalogs(w.dst, "m2m", oc, want1, want2)
 	if m1 != d1 || m2 != d2 {
@@ -200,6 +219,8 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
     targetTag: v2
     packages:
     - name: operator-002
+  blockedImages:
+  - name: operator-001/operator@
 `)
 	ws := filepath.Join(w.dir, "ws")
 	code, out, _ := w.gapmirror("mirror", "-c", isc, "--dry-run", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
@@ -217,8 +238,18 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 	if d, err := w.dst.ManifestDigest("m/catalogs/whole", "v4.18"); err != nil || d != whole.digest {
 		t.Errorf("full catalog at the mirror: %s, %v; want the original %s untouched", d, err, whole.digest)
 	}
-	if n, all := w.checkImages(w.dst, "m", whole.cat), len(whole.cat.RelatedImages()); n != all {
-		t.Errorf("%d of the %d images of the full catalog mirrored", n, all)
+	blocked := 0
+	for _, ref := range whole.cat.RelatedImages() {
+		if strings.Contains(ref.Image, "operator-001/operator@") {
+			blocked++
+			named, _ := reference.ParseNormalizedNamed(ref.Image)
+			if _, err := w.dst.ManifestDigest("m/"+reference.Path(named), imageset.DigestTag(named.(reference.Canonical).Digest())); err == nil {
+				t.Errorf("blocked image %s was mirrored", ref.Image)
+			}
+		}
+	}
+	if n, all := w.checkImages(w.dst, "m", whole.cat, "operator-001/operator@"), len(whole.cat.RelatedImages()); blocked == 0 || n != all-blocked {
+		t.Errorf("%d of the %d images of the full catalog mirrored, %d blocked", n, all, blocked)
 	}
 
 	want, _, err := catalog.Filter(onDisk.cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "operator-002"}}})
