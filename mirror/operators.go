@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -432,6 +433,7 @@ type wantedOperatorImage struct {
 func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *catalog.Catalog, r *imageset.Resolving) error {
 	refs := kept.RelatedImages()
 	wanted := make([]wantedOperatorImage, 0, len(refs))
+	blockedBy := map[string]int{}
 	for _, ref := range refs {
 		w := wantedOperatorImage{kind: imageset.KindOperatorRelated, users: ref.Users}
 		if ref.Bundle {
@@ -447,10 +449,18 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 			continue
 		}
 		w.named = reference.TagNameOnly(named)
+		if b := r.Blocked(w.named.String(), reference.Path(w.named)); b != "" {
+			r.Resolution.Blocked = append(r.Resolution.Blocked, w.named.String())
+			blockedBy[b]++
+			continue
+		}
 		if c, ok := named.(reference.Canonical); ok {
 			w.d = c.Digest()
 		}
 		wanted = append(wanted, w)
+	}
+	for _, rule := range slices.Sorted(maps.Keys(blockedBy)) {
+		r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %d bundle or related images left out by %s", catalogRef, blockedBy[rule], rule))
 	}
 
 	// Pin tag-only references, in parallel.
@@ -485,10 +495,6 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 		if _, byDigest := w.named.(reference.Canonical); !byDigest {
 			tag = w.named.(reference.Tagged).Tag() // TagNameOnly gave it a tag
 			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %s names %s by tag only: mirrored as %s, the digest it has now", catalogRef, bundlesOf(w.users), origin, w.d))
-		}
-		if b := r.Blocked(origin, repo); b != "" {
-			r.Resolution.Blocked = append(r.Resolution.Blocked, origin)
-			continue
 		}
 		img := imageset.Image{
 			Source:      reference.TrimNamed(w.named).String() + "@" + w.d.String(),

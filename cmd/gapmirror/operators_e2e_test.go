@@ -231,9 +231,12 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 	if want := "operator catalog " + whole.ref + ": package operator-001 bundle " + b.Name; !strings.Contains(out, want) {
 		t.Errorf("dry run does not say who needs the bundle image (%q):\n%s", want, out)
 	}
-	code, _, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	code, _, errOut := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(errOut, "bundle or related images left out by mirror.blockedImages[0]") {
+		t.Errorf("the run does not say what mirror.blockedImages kept out:\n%s", errOut)
 	}
 	if d, err := w.dst.ManifestDigest("m/catalogs/whole", "v4.18"); err != nil || d != whole.digest {
 		t.Errorf("full catalog at the mirror: %s, %v; want the original %s untouched", d, err, whole.digest)
