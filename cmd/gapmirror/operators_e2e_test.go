@@ -231,9 +231,23 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 	if want := "operator catalog " + whole.ref + ": package operator-001 bundle " + b.Name; !strings.Contains(out, want) {
 		t.Errorf("dry run does not say who needs the bundle image (%q):\n%s", want, out)
 	}
+	// The dry run put the catalog images into the store: the run reads
+	// them from there, the whole catalog included.
+	var catalogBlobGets atomic.Int64
+	w.up.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if registrytest.MatchBlobGet(r) && strings.Contains(r.URL.Path, "/catalogs/") {
+				catalogBlobGets.Add(1)
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
 	code, _, errOut := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
+	}
+	if n := catalogBlobGets.Load(); n != 0 {
+		t.Errorf("%d catalog blobs downloaded again although the store holds the catalogs", n)
 	}
 	if !strings.Contains(errOut, "bundle or related images left out by mirror.blockedImages[0]") {
 		t.Errorf("the run does not say what mirror.blockedImages kept out:\n%s", errOut)
