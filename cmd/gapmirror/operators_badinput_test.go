@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
@@ -97,9 +99,16 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	ghostDigest := w.up.Host() + "/ghost/by-digest@sha256:" + strings.Repeat("ab", 32)
 	ghostTag := w.up.Host() + "/ghost/by-tag:v9"
+	// A related image named by tag only that does exist: pinned, with a warning.
+	helper, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 2048)}})
+	must(t, err)
+	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}, "tagged/helper", "v1", helper))
 	oc := w.pushCatalog("catalogs/ghosts", "v1", catalogOptions{spec: smallSpec, single: true, mutate: func(c *catalog.Catalog) {
 		for _, b := range c.Package("operator-001").Bundles {
 			b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "ghost-digest", Image: ghostDigest}, catalog.RelatedImage{Name: "ghost-tag", Image: ghostTag})
+		}
+		for _, b := range c.Package("operator-000").Bundles {
+			b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "helper", Image: w.up.Host() + "/tagged/helper:v1"})
 		}
 	}})
 	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
@@ -121,6 +130,16 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 	if !strings.Contains(errOut, "error: 2 images failed") {
 		t.Errorf("stderr does not end with the failure count:\n%s", errOut)
 	}
+	if !strings.Contains(errOut, "names "+w.up.Host()+"/tagged/helper:v1 by tag only: mirrored as "+helper.Digest.String()) {
+		t.Errorf("no warning about the related image named by tag only:\n%s", errOut)
+	}
+	if d, err := w.dst.ManifestDigest("m/tagged/helper", "v1"); err != nil || d != helper.Digest {
+		t.Errorf("tag-only related image at the mirror: %s, %v; want %s", d, err, helper.Digest)
+	}
+	itms := readFile(t, filepath.Join(w.dir, "ws", "working-dir", "cluster-resources", "itms-gapmirror.yaml"))
+	if !strings.Contains(itms, w.up.Host()+"/tagged") {
+		t.Errorf("ITMS does not map the tag-only related image:\n%s", itms)
+	}
 	kept, _, err := catalog.Filter(oc.cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "operator-000"}, {Name: "operator-001"}}})
 	must(t, err)
 	for _, p := range kept.PackageNames() {
@@ -134,7 +153,7 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 			b.RelatedImages = keep
 		}
 	}
-	if n := w.checkImages(w.dst, "m", kept); n == 0 {
+	if n := w.checkImages(w.dst, "m", kept, "/tagged/"); n == 0 {
 		t.Errorf("no image of the catalog was mirrored")
 	}
 	if _, err := w.dst.ManifestDigest("m/catalogs/ghosts", "v1"); err != nil {
