@@ -29,6 +29,7 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 )
@@ -313,6 +314,12 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 	if oc.TargetCatalogSourceTemplate != "" {
 		var err error
 		if template, err = os.ReadFile(oc.TargetCatalogSourceTemplate); err != nil {
+			return fmt.Errorf("%s.targetCatalogSourceTemplate: %w", path, err)
+		}
+		// Render it once now: a bad template must stop the run before
+		// anything is copied, not after.
+		probe := generate.Catalog{Name: "template-check", Image: "registry.invalid/template/check:v1", TemplatePath: oc.TargetCatalogSourceTemplate}
+		if _, err := generate.CatalogSource(probe, generate.Meta{}); err != nil {
 			return fmt.Errorf("%s.targetCatalogSourceTemplate: %w", path, err)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,6 +28,8 @@ func TestOperatorBadInput(t *testing.T) {
 		"configs/broken/catalog.json": []byte("{\"schema\":\"olm.package\",\"name\":\"broken\"}\n{\"schema\":\"olm.channel\",\n  \"name\": oops\n}\n"),
 	}})
 	versions := good.cat.Packages()[1].Channels[0].Versions
+	badTemplate := filepath.Join(w.dir, "bad-template.yaml")
+	must(t, os.WriteFile(badTemplate, []byte("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: x\nspec:\n  configMap: my-catalog\n"), 0o644))
 
 	cases := []struct {
 		name string
@@ -70,6 +73,9 @@ func TestOperatorBadInput(t *testing.T) {
   blockedImages:
   - name: catalogs/good
 `, []string{"mirror.operators[0].catalog", "is blocked by mirror.blockedImages[0]"}},
+		{"bad CatalogSource template", `  - catalog: ` + good.ref + `
+    targetCatalogSourceTemplate: ` + badTemplate + "\n",
+			[]string{"mirror.operators[0].targetCatalogSourceTemplate", badTemplate, "spec.configMap is set"}},
 		{"catalog missing upstream", `  - catalog: ` + w.up.Host() + `/catalogs/nothere:v1
 `, []string{"mirror.operators[0].catalog", "catalogs/nothere:v1", "does not exist"}},
 	}
