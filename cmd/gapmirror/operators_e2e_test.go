@@ -354,3 +354,54 @@ func TestListOperators(t *testing.T) {
 		t.Errorf("filtered catalog from the archive: exit %d:\n%s", code, out)
 	}
 }
+
+// TestOperatorCatalogIncremental: widening the filter makes a second
+// archive that carries only what is new (the new configs layer, manifests
+// and the new package's images, not the catalog's base layers), and
+// applying it updates the mirrored catalog.
+func TestOperatorCatalogIncremental(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	oc := w.pushCatalog("catalogs/inc-index", "v1", catalogOptions{spec: smallSpec})
+	out := filepath.Join(w.dir, "out")
+	trip := func(name string, pkgs ...string) *catalog.Catalog {
+		t.Helper()
+		body := "  operators:\n  - catalog: " + oc.ref + "\n    packages:\n"
+		var spec catalog.FilterSpec
+		for _, p := range pkgs {
+			body += "    - name: " + p + "\n"
+			spec.Packages = append(spec.Packages, catalog.PackageSpec{Name: p})
+		}
+		isc := w.writeISC(name, body)
+		if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+out); code != 0 {
+			t.Fatalf("%s: mirror-to-disk exit %d", name, code)
+		}
+		if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/inc"); code != 0 {
+			t.Fatalf("%s: disk-to-mirror exit %d", name, code)
+		}
+		want, _, err := catalog.Filter(oc.cat, spec)
+		must(t, err)
+		return want
+	}
+	trip("isc1.yaml", "operator-000")
+	idx1 := archiveOf(t, out)
+	want := trip("isc2.yaml", "operator-000", "operator-001")
+	idx2 := archiveOf(t, out)
+	if idx2.BasedOn != idx1.ID {
+		t.Errorf("second archive builds on %q, want %q", idx2.BasedOn, idx1.ID)
+	}
+	carried := map[digest.Digest]bool{}
+	for _, b := range idx1.Blobs {
+		carried[b.Digest] = true
+	}
+	for _, b := range idx2.Blobs {
+		if carried[b.Digest] {
+			t.Errorf("blob %s carried again", b.Digest)
+		}
+	}
+	d, err := w.dst.ManifestDigest("inc/catalogs/inc-index", "v1")
+	must(t, err)
+	if got := bundleNames(mirroredCatalog(t, w.dst, "inc/catalogs/inc-index", d)); !slices.Equal(got, bundleNames(want)) {
+		t.Errorf("mirrored catalog after the second archive holds %v, want %v", got, bundleNames(want))
+	}
+	w.checkImages(w.dst, "inc", want)
+}
