@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/opencontainers/go-digest"
@@ -66,12 +67,15 @@ func (f *listOperatorsFlags) run(ctx context.Context, g *globalFlags, out io.Wri
 	case f.output != "text" && f.output != "json":
 		return fmt.Errorf("--output %q: use text or json", f.output)
 	}
-	ci, err := f.open(ctx, g)
+	ci, basedOn, err := f.open(ctx, g)
 	if err != nil {
 		return err
 	}
 	c, err := ci.Load("")
 	if err != nil {
+		if basedOn != "" && errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w\nthis archive is incremental (it builds on archive %s), and the catalog's unchanged layers came in an earlier one: list the catalog from the mirror registry it was pushed to (--catalog HOST/PATH:TAG)", err, basedOn)
+		}
 		return err
 	}
 	pkgs := c.Packages()
@@ -104,35 +108,37 @@ func (f *listOperatorsFlags) run(ctx context.Context, g *globalFlags, out io.Wri
 	return fmt.Errorf("package %s of catalog %s has no channel %q (channels: %s)", p.Name, ci.Origin, f.channel, strings.Join(chs, ", "))
 }
 
-// open finds the catalog image: in an archive, or fetched into the local store.
-func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (*mirror.CatalogImage, error) {
+// open finds the catalog image: in an archive (then basedOn is the archive
+// it builds on, if any), or fetched into the local store.
+func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirror.CatalogImage, basedOn string, err error) {
 	if strings.HasPrefix(f.catalog, "file://") {
 		loc, pick, _ := strings.Cut(f.catalog, "#")
 		dir, err := fileURL("--catalog", loc)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		ar, err := archive.Open(dir)
 		if err != nil {
-			return nil, fmt.Errorf("--catalog %s: %w", f.catalog, err)
+			return nil, "", fmt.Errorf("--catalog %s: %w", f.catalog, err)
 		}
 		img, err := pickCatalog(ar.Index().Set, pick, loc)
 		if err != nil {
-			return nil, fmt.Errorf("--catalog %s: %w", f.catalog, err)
+			return nil, "", fmt.Errorf("--catalog %s: %w", f.catalog, err)
 		}
-		return &mirror.CatalogImage{Origin: img.Destination + " in " + dir, Digest: digest.Digest(img.Digest), Blobs: mirror.ReadOnlyBlobs{BlobReader: ar}}, nil
+		return &mirror.CatalogImage{Origin: img.Destination + " in " + dir, Digest: digest.Digest(img.Digest), Blobs: mirror.ReadOnlyBlobs{BlobReader: ar}}, ar.Index().BasedOn, nil
 	}
 	storeDir, err := g.storeDir()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	store, err := mirror.OpenStore(storeDir)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	up := mirror.NewUpstream(g.upstream())
 	defer up.Close()
-	return mirror.FetchCatalog(ctx, f.catalog, up, store, mirror.Options{})
+	ci, err = mirror.FetchCatalog(ctx, f.catalog, up, store, mirror.Options{})
+	return ci, "", err
 }
 
 // pickCatalog finds the operator catalog of an archive's Set: the only one,

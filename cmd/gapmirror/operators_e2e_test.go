@@ -398,6 +398,12 @@ func TestOperatorCatalogIncremental(t *testing.T) {
 			t.Errorf("blob %s carried again", b.Digest)
 		}
 	}
+	// Listing the catalog offline from the incremental archive alone cannot
+	// work (its base layers came earlier): the error says where to look.
+	code, _, errOut := w.gapmirror("list", "operators", "--catalog", "file://"+out)
+	if code != 1 || !strings.Contains(errOut, "this archive is incremental (it builds on archive "+idx1.ID+")") {
+		t.Errorf("list operators from an incremental archive: exit %d:\n%s", code, errOut)
+	}
 	d, err := w.dst.ManifestDigest("inc/catalogs/inc-index", "v1")
 	must(t, err)
 	if got := bundleNames(mirroredCatalog(t, w.dst, "inc/catalogs/inc-index", d)); !slices.Equal(got, bundleNames(want)) {
