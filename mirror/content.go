@@ -58,28 +58,36 @@ func (c *content) setCatalogTemplate(dest, path string) {
 }
 
 // builtSource reads the images gapmirror built (imageset.Image.Built) from
-// the local store and every other image from the upstream source.
+// the local store and every other image from the upstream source, except
+// operator catalogs the store already holds: resolution copied them there
+// to read their FBC, so they are not downloaded twice.
 type builtSource struct {
 	Source
 	store *Store
 }
 
+// local reports whether img is read from the store. A manifest in the store
+// means its whole image is there (manifests are stored last).
+func (b builtSource) local(img imageset.Image) bool {
+	return img.Built || img.Kind == imageset.KindOperatorCatalog && b.store.Has(digest.Digest(img.Digest))
+}
+
 func (b builtSource) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
-	if img.Built {
+	if b.local(img) {
 		return b.store.Source().Manifest(ctx, img, d)
 	}
 	return b.Source.Manifest(ctx, img, d)
 }
 
 func (b builtSource) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
-	if img.Built {
+	if b.local(img) {
 		return b.store.Source().Blob(ctx, img, desc)
 	}
 	return b.Source.Blob(ctx, img, desc)
 }
 
 func (b builtSource) ImageDone(img imageset.Image) {
-	if d, ok := b.Source.(imageDone); ok && !img.Built {
+	if d, ok := b.Source.(imageDone); ok && !b.local(img) {
 		d.ImageDone(img)
 	}
 }

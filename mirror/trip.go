@@ -95,7 +95,10 @@ func (t *Trip) now() time.Time {
 // contributors resolve the configuration sections that need registry
 // access and the local store: operator catalogs and release payloads.
 func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
-	return []imageset.Contributor{&releaseContributor{t: t, up: up, store: store}}
+	return []imageset.Contributor{
+		&operators{trip: t, up: up, store: store},
+		&releaseContributor{t: t, up: up, store: store},
+	}
 }
 
 func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*imageset.Set, *imageset.Resolution, error) {
@@ -333,6 +336,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	defer dst.Close()
 	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws, LeftOut: idx.LeftOut}
 	if err := t.restoreReleaseFiles(ar, ws); err != nil {
+		return nil, err
+	}
+	if err := t.loadTemplates(ar.Extra, idx.Set, ws); err != nil {
 		return nil, err
 	}
 	if t.DryRun {
@@ -632,6 +638,10 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "FAILED %s (%s): %v\n", f.Origin, f.Why, f.Err)
 	}
 	for _, f := range res.Failed {
+		if needs := neededBy(f.Image); needs != "" {
+			fmt.Fprintf(w, "FAILED %v (needed by %s)\n", f.Err, needs)
+			continue
+		}
 		fmt.Fprintf(w, "FAILED %v\n", f.Err)
 	}
 	if r.FailedFile != "" {
@@ -651,6 +661,18 @@ func (r *Report) Summary(w io.Writer) {
 	if unresolved > 0 {
 		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")
 	}
+}
+
+// neededBy names who needs an operator image (its Why, the first few), so a
+// failure says which bundles it leaves incomplete; "" for other images.
+func neededBy(img imageset.Image) string {
+	if img.Kind != imageset.KindOperatorBundle && img.Kind != imageset.KindOperatorRelated {
+		return ""
+	}
+	if len(img.Why) > 3 {
+		return strings.Join(img.Why[:3], "; ") + fmt.Sprintf(" and %d more", len(img.Why)-3)
+	}
+	return strings.Join(img.Why, "; ")
 }
 
 // Err is nil when every image made it, else a FailedError.

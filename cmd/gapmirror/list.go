@@ -14,18 +14,18 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
-// newListCommand is `gapmirror list`: what can be mirrored (releases today;
-// operators join it as another subcommand).
+// newListCommand is `gapmirror list`: what can be mirrored (releases and
+// operator catalogs).
 func newListCommand(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List what can be mirrored: OpenShift releases and channels",
+		Short: "List what can be mirrored: OpenShift releases and channels, operator catalog packages",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newListReleasesCommand(g))
+	cmd.AddCommand(newListReleasesCommand(g), newListOperatorsCommand(g))
 	return cmd
 }
 

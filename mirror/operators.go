@@ -1,0 +1,561 @@
+package mirror
+
+// Operator catalogs (mirror.operators): each catalog image is pinned to a
+// digest once, copied into the local store (so reruns reuse it), its
+// file-based catalog extracted and filtered as the configuration asks, and
+// — unless the whole catalog is kept — rebuilt around the filtered FBC. The
+// catalog image, every kept bundle image and every related image join the
+// Set by digest.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/gapmirror/gapmirror/generate"
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
+)
+
+// catalogSourcesRepo prefixes the store names of the original catalog
+// images gapmirror reads, so they never collide with a Set destination.
+const catalogSourcesRepo = "gapmirror-catalog-sources/"
+
+// operators is the Contributor for mirror.operators.
+type operators struct {
+	trip  *Trip
+	up    *Registry
+	store *Store
+}
+
+// Sections implements imageset.Contributor.
+func (o *operators) Sections() []string { return []string{"mirror.operators"} }
+
+// Contribute implements imageset.Contributor: one catalog after the other,
+// each adding its catalog image, bundles and related images to r.Set.
+func (o *operators) Contribute(ctx context.Context, cfg *imageset.ImageSetConfiguration, r *imageset.Resolving) error {
+	if len(cfg.Mirror.Operators) > 0 && o.store == nil {
+		return errors.New("internal: operator catalogs need the local store")
+	}
+	for i, oc := range cfg.Mirror.Operators {
+		path := fmt.Sprintf("mirror.operators[%d]", i)
+		if err := o.contribute(ctx, path, oc, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CatalogImage is an operator catalog image held in a blob store (the
+// local store, an OCI layout or an archive), found by its manifest digest.
+type CatalogImage struct {
+	// Origin is the catalog as the user named it.
+	Origin string
+	// Named is the registry reference, nil for an OCI layout or an archive.
+	Named reference.Named
+	// Digest is the manifest (or index) digest.
+	Digest digest.Digest
+	// Blobs holds the image's manifests and blobs.
+	Blobs catalog.Blobs
+}
+
+// Load extracts the image's file-based catalog into a temporary directory
+// under tmp and loads it. Errors name the catalog and, for malformed FBC,
+// the file and line inside the configs directory.
+func (ci *CatalogImage) Load(tmp string) (*catalog.Catalog, error) {
+	configs, err := catalog.ConfigsDir(ci.Blobs, ci.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", ci.Origin, err)
+	}
+	dir, err := os.MkdirTemp(tmp, "fbc-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	if err := catalog.ExtractFBC(ci.Blobs, ci.Digest, dir); err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", ci.Origin, err)
+	}
+	c, err := catalog.LoadFS(os.DirFS(dir), ".")
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: the file-based catalog in %s is malformed (file names are relative to %s): %w; the catalog's publisher must fix it (opm validate shows such errors)", ci.Origin, configs, configs, err)
+	}
+	return c, nil
+}
+
+// FetchCatalog pins the catalog ref (an image reference or an oci: layout
+// path) to a digest and makes sure the image is in store, copying it there
+// if needed; a catalog already in the store is not fetched again.
+func FetchCatalog(ctx context.Context, ref string, up *Registry, store *Store, opts Options) (*CatalogImage, error) {
+	if layout, ok := (imageset.OperatorCatalog{Catalog: ref}).OCILayoutPath(); ok {
+		return fetchLayoutCatalog(ctx, ref, layout, store, opts)
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %q is not an image reference: %w", ref, err)
+	}
+	named = reference.TagNameOnly(named)
+	d, err := up.ResolveDigest(ctx, named)
+	if err != nil {
+		return nil, fmt.Errorf("cannot resolve catalog %s to a digest: %w", ref, err)
+	}
+	img := imageset.Image{
+		Source:      reference.TrimNamed(named).String() + "@" + d.String(),
+		Origin:      named.String(),
+		Digest:      d.String(),
+		Destination: catalogSourcesRepo + reference.Path(named) + ":" + imageset.DigestTag(d),
+		Kind:        imageset.KindOperatorCatalog,
+	}
+	if err := copyIntoStore(ctx, img, up, store, opts); err != nil {
+		return nil, err
+	}
+	return &CatalogImage{Origin: ref, Named: named, Digest: d, Blobs: store}, nil
+}
+
+// copyIntoStore copies one image into the store unless it is there already.
+func copyIntoStore(ctx context.Context, img imageset.Image, src Source, store *Store, opts Options) error {
+	opts.Progress = nil // one catalog image is not worth a progress bar of its own
+	res := Copy(ctx, &imageset.Set{Images: []imageset.Image{img}}, src, store.Destination(), opts)
+	if len(res.Failed) > 0 {
+		return fmt.Errorf("cannot copy catalog %s into the local store %s: %w", img.Origin, store.Dir(), res.Failed[0].Err)
+	}
+	return store.SaveIndex()
+}
+
+// fetchLayoutCatalog copies the catalog image of the OCI layout dir into
+// store. A layout naming one manifest uses it; a layout naming several
+// platform images (as some tools write a multi-arch catalog) is gathered
+// into one index.
+func fetchLayoutCatalog(ctx context.Context, ref, dir string, store *Store, opts Options) (*CatalogImage, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", ref, err)
+	}
+	data, err := os.ReadFile(filepath.Join(abs, ocispec.ImageIndexFile))
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: %s is not an OCI image layout (%w): point oci:// at a directory holding index.json, oci-layout and blobs/", ref, abs, err)
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(data, &idx); err != nil {
+		return nil, fmt.Errorf("catalog %s: %s/index.json is not an OCI index: %w", ref, abs, err)
+	}
+	blobs := layoutBlobs{dir: abs}
+	var top ocispec.Descriptor
+	switch n := len(idx.Manifests); {
+	case n == 0:
+		return nil, fmt.Errorf("catalog %s: the OCI layout %s names no image", ref, abs)
+	case n == 1:
+		top = idx.Manifests[0]
+	default:
+		for _, m := range idx.Manifests {
+			if isIndex(m.MediaType) {
+				return nil, fmt.Errorf("catalog %s: the OCI layout %s names %d images, among them an index: keep only the catalog image in it", ref, abs, n)
+			}
+		}
+		// Several platform images: one index over them, stored with them.
+		gathered := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex}
+		for _, m := range idx.Manifests {
+			m.Annotations = nil
+			gathered.Manifests = append(gathered.Manifests, m)
+		}
+		raw, err := json.Marshal(gathered)
+		if err != nil {
+			return nil, err
+		}
+		top = ocispec.Descriptor{MediaType: ocispec.MediaTypeImageIndex, Digest: digest.FromBytes(raw), Size: int64(len(raw))}
+		blobs.extra = map[digest.Digest][]byte{top.Digest: raw}
+	}
+	img := imageset.Image{
+		Source:      "oci:" + abs + "@" + top.Digest.String(),
+		Origin:      ref,
+		Digest:      top.Digest.String(),
+		Destination: catalogSourcesRepo + "oci/" + layoutRepo(abs) + ":" + imageset.DigestTag(top.Digest),
+		Kind:        imageset.KindOperatorCatalog,
+	}
+	if err := copyIntoStore(ctx, img, &ArchiveSource{Archive: blobs, Name: "OCI layout " + abs}, store, opts); err != nil {
+		return nil, err
+	}
+	return &CatalogImage{Origin: ref, Digest: top.Digest, Blobs: store}, nil
+}
+
+// layoutRepo derives a repository path from an OCI layout directory: its
+// base name, lower-cased, with characters a repository path may not hold
+// replaced by '-'.
+func layoutRepo(dir string) string {
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		default:
+			return '-'
+		}
+	}, filepath.Base(dir))
+	name = strings.Trim(name, "-._")
+	if name == "" {
+		return "catalog"
+	}
+	return name
+}
+
+// layoutBlobs reads the blobs of an OCI image layout (plus blobs made in
+// memory), for ArchiveSource, which verifies what it reads.
+type layoutBlobs struct {
+	dir   string
+	extra map[digest.Digest][]byte
+}
+
+func (l layoutBlobs) path(d digest.Digest) string {
+	return filepath.Join(l.dir, "blobs", d.Algorithm().String(), d.Encoded())
+}
+
+func (l layoutBlobs) Has(d digest.Digest) bool {
+	if _, ok := l.extra[d]; ok {
+		return true
+	}
+	if d.Validate() != nil {
+		return false
+	}
+	_, err := os.Stat(l.path(d))
+	return err == nil
+}
+
+func (l layoutBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
+	if data, ok := l.extra[d]; ok {
+		return io.NopCloser(strings.NewReader(string(data))), nil
+	}
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return os.Open(l.path(d))
+}
+
+// ReadOnlyBlobs lets a catalog be read from blobs that cannot be written
+// (an archive): Put fails.
+type ReadOnlyBlobs struct{ BlobReader }
+
+// Put implements catalog.Blobs by refusing.
+func (ReadOnlyBlobs) Put(d digest.Digest, _ int64, _ io.Reader) error {
+	return fmt.Errorf("blob %s: this catalog source is read-only", d)
+}
+
+// filterSpec turns one mirror.operators entry into the catalog filter.
+func filterSpec(oc imageset.OperatorCatalog) catalog.FilterSpec {
+	spec := catalog.FilterSpec{Full: oc.Full, SkipDependencies: oc.SkipDependencies}
+	for _, p := range oc.Packages {
+		ps := catalog.PackageSpec{Name: p.Name, DefaultChannel: p.DefaultChannel, MinVersion: p.MinVersion, MaxVersion: p.MaxVersion, VersionRange: p.VersionRange}
+		for _, c := range p.Channels {
+			ps.Channels = append(ps.Channels, catalog.ChannelSpec{Name: c.Name, MinVersion: c.MinVersion, MaxVersion: c.MaxVersion, VersionRange: c.VersionRange})
+		}
+		for _, b := range p.Bundles {
+			ps.Bundles = append(ps.Bundles, b.Name)
+		}
+		spec.Packages = append(spec.Packages, ps)
+	}
+	return spec
+}
+
+// filterErrPlace matches how catalog filter errors name a package and channel.
+var filterErrPlace = regexp.MustCompile(`package "([^"]+)"(?: channel "([^"]+)")?`)
+
+// locate rewrites the package and channel names in a filter error into the
+// configuration paths that select them, so the user sees what to edit.
+func locate(path string, oc imageset.OperatorCatalog, msg string) string {
+	return filterErrPlace.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := filterErrPlace.FindStringSubmatch(m)
+		j := slices.IndexFunc(oc.Packages, func(p imageset.Package) bool { return p.Name == sub[1] })
+		if j < 0 {
+			return m
+		}
+		where := fmt.Sprintf("%s.packages[%d]", path, j)
+		if sub[2] != "" {
+			if k := slices.IndexFunc(oc.Packages[j].Channels, func(c imageset.Channel) bool { return c.Name == sub[2] }); k >= 0 {
+				where += fmt.Sprintf(".channels[%d]", k)
+			}
+		}
+		return where + " (" + m + ")"
+	})
+}
+
+// contribute resolves one catalog entry at path into r.
+func (o *operators) contribute(ctx context.Context, path string, oc imageset.OperatorCatalog, r *imageset.Resolving) error {
+	label := fmt.Sprintf("%s (catalog %s)", path, oc.Catalog)
+	if len(oc.Platforms) > 0 {
+		return fmt.Errorf("%s.platforms: not supported by this version of gapmirror yet: remove it to mirror every platform of the catalog and its images (nothing was mirrored)", path)
+	}
+	_, isLayout := oc.OCILayoutPath()
+	if !isLayout {
+		named, err := reference.ParseNormalizedNamed(oc.Catalog)
+		if err != nil {
+			return fmt.Errorf("%s.catalog: %q is not an image reference: %w", path, oc.Catalog, err)
+		}
+		if b := r.Blocked(reference.TagNameOnly(named).String(), reference.Path(named)); b != "" {
+			return fmt.Errorf("%s.catalog: %s is blocked by %s: remove the catalog or the blocking rule", path, oc.Catalog, b)
+		}
+	}
+	var template []byte
+	if oc.TargetCatalogSourceTemplate != "" {
+		var err error
+		if template, err = os.ReadFile(oc.TargetCatalogSourceTemplate); err != nil {
+			return fmt.Errorf("%s.targetCatalogSourceTemplate: %w", path, err)
+		}
+		// Render it once now: a bad template must stop the run before
+		// anything is copied, not after.
+		probe := generate.Catalog{Name: "template-check", Image: "registry.invalid/template/check:v1", TemplatePath: oc.TargetCatalogSourceTemplate}
+		if _, err := generate.CatalogSource(probe, generate.Meta{}); err != nil {
+			return fmt.Errorf("%s.targetCatalogSourceTemplate: %w", path, err)
+		}
+	}
+
+	o.trip.Log.Info("reading operator catalog", "catalog", oc.Catalog)
+	ci, err := FetchCatalog(ctx, oc.Catalog, o.up, o.store, o.trip.Copy)
+	if err != nil {
+		return fmt.Errorf("%s.catalog: %w", path, err)
+	}
+	tmp, err := os.MkdirTemp("", "gapmirror-catalog-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	src, err := ci.Load(tmp)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	spec := filterSpec(oc)
+	kept, rep, err := catalog.Filter(src, spec)
+	if err != nil {
+		return fmt.Errorf("%s: %s", label, locate(path, oc, err.Error()))
+	}
+	for _, w := range rep.Warnings {
+		r.Resolution.Warnings = append(r.Resolution.Warnings, label+": "+locate(path, oc, w))
+	}
+	for _, p := range rep.Packages {
+		for _, w := range p.Warnings {
+			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: package %s: %s", label, p.Name, locate(path, oc, w)))
+		}
+	}
+
+	// The catalog image: the original when kept whole, else rebuilt.
+	final, built := ci.Digest, isLayout
+	if !(oc.Full && len(oc.Packages) == 0) {
+		out := filepath.Join(tmp, "filtered")
+		if err := kept.WriteDir(out); err != nil {
+			return fmt.Errorf("%s: writing the filtered catalog: %w", label, err)
+		}
+		sum, _ := json.Marshal(spec) // plain struct: always marshals
+		h := sha256.Sum256(sum)
+		final, _, err = catalog.Rebuild(o.store, ci.Digest, out, catalog.RebuildOptions{Comment: "gapmirror filter " + hex.EncodeToString(h[:8]), TempDir: tmp})
+		if err != nil {
+			return fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
+		}
+		built = true
+	}
+	img, err := catalogImage(oc, ci, final, built)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	img.Why = []string{label}
+	if err := r.Set.Add(img); err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	if template != nil {
+		o.trip.content.setCatalogTemplate(img.Destination, oc.TargetCatalogSourceTemplate)
+		o.trip.content.addExtra(templateExtra(img.Destination), template)
+	}
+	o.trip.Log.Info("operator catalog filtered", "catalog", oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination, "rebuilt", built && final != ci.Digest)
+	return o.bundleImages(ctx, oc.Catalog, kept, r)
+}
+
+// catalogImage is the Set entry of a mirrored catalog: at targetCatalog (or
+// the source's repository path) and targetTag (or the source's tag, or the
+// digest tag of what is mirrored when the source is pinned by digest).
+func catalogImage(oc imageset.OperatorCatalog, ci *CatalogImage, final digest.Digest, built bool) (imageset.Image, error) {
+	img := imageset.Image{Origin: ci.Origin, Digest: final.String(), Kind: imageset.KindOperatorCatalog, Built: built}
+	var repo, tag string
+	if ci.Named != nil {
+		repo = reference.Path(ci.Named)
+		if t, ok := ci.Named.(reference.Tagged); ok {
+			tag = t.Tag()
+		}
+		img.Source = reference.TrimNamed(ci.Named).String() + "@" + final.String()
+		img.Origin = ci.Named.String()
+	} else {
+		layout, _ := oc.OCILayoutPath()
+		abs, err := filepath.Abs(layout)
+		if err != nil {
+			return img, err
+		}
+		repo = layoutRepo(abs)
+		img.Source = "oci:" + abs + "@" + final.String()
+	}
+	if oc.TargetCatalog != "" {
+		repo = strings.Trim(oc.TargetCatalog, "/")
+	}
+	if oc.TargetTag != "" {
+		tag = oc.TargetTag
+	}
+	if tag == "" {
+		tag = imageset.DigestTag(final)
+	}
+	img.Destination = repo + ":" + tag
+	return img, nil
+}
+
+// templateExtra is the archive file carrying the CatalogSource template of
+// the catalog mirrored at dest, so disk-to-mirror applies it too.
+func templateExtra(dest string) string {
+	return "catalog-templates/" + strings.NewReplacer("/", "_", ":", "=").Replace(dest) + ".yaml"
+}
+
+// wantedImage is a bundle or related image of a catalog, before pinning.
+type wantedOperatorImage struct {
+	named reference.Named
+	d     digest.Digest
+	kind  imageset.Kind
+	why   []string
+	users []catalog.ImageUser
+	err   error
+}
+
+// bundleImages adds every bundle and related image of the kept catalog to
+// r, pinned by digest. Tag-only references are resolved (with a warning);
+// one that cannot be is a failure of the image, not of the run.
+func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *catalog.Catalog, r *imageset.Resolving) error {
+	refs := kept.RelatedImages()
+	wanted := make([]wantedOperatorImage, 0, len(refs))
+	blockedBy := map[string]int{}
+	for _, ref := range refs {
+		w := wantedOperatorImage{kind: imageset.KindOperatorRelated, users: ref.Users}
+		if ref.Bundle {
+			w.kind = imageset.KindOperatorBundle
+		}
+		for _, u := range ref.Users {
+			w.why = append(w.why, fmt.Sprintf("operator catalog %s: package %s bundle %s", catalogRef, u.Package, u.Bundle))
+		}
+		w.why = slices.Compact(w.why)
+		named, err := reference.ParseNormalizedNamed(ref.Image)
+		if err != nil {
+			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %s names image %q, which is not an image reference (%v): skipped", catalogRef, bundlesOf(ref.Users), ref.Image, err))
+			continue
+		}
+		w.named = reference.TagNameOnly(named)
+		if b := r.Blocked(w.named.String(), reference.Path(w.named)); b != "" {
+			r.Resolution.Blocked = append(r.Resolution.Blocked, w.named.String())
+			blockedBy[b]++
+			continue
+		}
+		if c, ok := named.(reference.Canonical); ok {
+			w.d = c.Digest()
+		}
+		wanted = append(wanted, w)
+	}
+	for _, rule := range slices.Sorted(maps.Keys(blockedBy)) {
+		r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %d bundle or related images left out by %s", catalogRef, blockedBy[rule], rule))
+	}
+
+	// Pin tag-only references, in parallel.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(r.Parallel, 1))
+	for i := range wanted {
+		w := &wanted[i]
+		if w.d != "" {
+			continue
+		}
+		if r.Resolver == nil {
+			w.err = fmt.Errorf("no registry access to resolve the tag of %s", w.named)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			w.d, w.err = r.Resolver.ResolveDigest(ctx, w.named)
+		}()
+	}
+	wg.Wait()
+
+	for _, w := range wanted {
+		origin := w.named.String()
+		if w.err != nil {
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef, Err: w.err})
+			continue
+		}
+		repo := reference.Path(w.named)
+		tag := imageset.DigestTag(w.d)
+		if _, byDigest := w.named.(reference.Canonical); !byDigest {
+			tag = w.named.(reference.Tagged).Tag() // TagNameOnly gave it a tag
+			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %s names %s by tag only: mirrored as %s, the digest it has now", catalogRef, bundlesOf(w.users), origin, w.d))
+		}
+		img := imageset.Image{
+			Source:      reference.TrimNamed(w.named).String() + "@" + w.d.String(),
+			Origin:      origin,
+			Digest:      w.d.String(),
+			Destination: repo + ":" + tag,
+			Kind:        w.kind,
+			Why:         w.why,
+		}
+		if err := r.Set.Add(img); err != nil {
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef, Err: err})
+		}
+	}
+	return nil
+}
+
+// bundlesOf names the bundles of users for messages, the first few in full.
+func bundlesOf(users []catalog.ImageUser) string {
+	var names []string
+	for _, u := range users {
+		n := "package " + u.Package + " bundle " + u.Bundle
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) > 3 {
+		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more bundles", len(names)-3)
+	}
+	return strings.Join(names, ", ")
+}
+
+// loadTemplates refills the CatalogSource templates an archive carries for
+// its catalogs, writing each into dir for generate to read.
+func (t *Trip) loadTemplates(extra func(string) ([]byte, error), set *imageset.Set, dir string) error {
+	for _, img := range set.Images {
+		if img.Kind != imageset.KindOperatorCatalog {
+			continue
+		}
+		name := templateExtra(img.Destination)
+		data, err := extra(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(p, data); err != nil {
+			return err
+		}
+		t.content.setCatalogTemplate(img.Destination, p)
+	}
+	return nil
+}
