@@ -152,6 +152,9 @@ type copier struct {
 type flight struct {
 	done chan struct{}
 	err  error
+	// cancelled: the transfer stopped because its image's context ended
+	// (the error is then that context's cause, not context.Canceled).
+	cancelled bool
 }
 
 func (c *copier) image(ctx context.Context, img imageset.Image) (skipped bool, err error) {
@@ -234,6 +237,7 @@ func (c *copier) blob(ctx context.Context, img imageset.Image, desc ocispec.Desc
 			c.flights[desc.Digest] = f
 			c.mu.Unlock()
 			f.err = c.transfer(ctx, img, desc)
+			f.cancelled = ctx.Err() != nil
 			if f.err != nil {
 				c.mu.Lock()
 				delete(c.flights, desc.Digest) // let a later image try again
@@ -249,6 +253,12 @@ func (c *copier) blob(ctx context.Context, img imageset.Image, desc ocispec.Desc
 			return ctx.Err()
 		}
 		if f.err != nil {
+			// The transfer was cancelled for its own image (another of
+			// that image's blobs failed), not for this one: try again,
+			// now as the one transferring.
+			if ctx.Err() == nil && f.cancelled {
+				continue
+			}
 			return f.err
 		}
 		// Transferred for another image: reuse it (same repository in a

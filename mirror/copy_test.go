@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -184,4 +185,62 @@ func TestTransient(t *testing.T) {
 
 func descOf(b []byte) ocispec.Descriptor {
 	return ocispec.Descriptor{Digest: digest.FromBytes(b), Size: int64(len(b))}
+}
+
+// TestSharedBlobSurvivesOtherImageFailure: image A transfers a blob that B
+// also needs, then fails on a blob of its own, which cancels A's transfers.
+// B, waiting on the shared blob, must transfer it itself rather than fail
+// with A's cancellation.
+func TestSharedBlobSurvivesOtherImageFailure(t *testing.T) {
+	up := registrytest.Start(t, registrytest.Options{})
+	base := imagebuilder.RandomLayer(1, 256<<10)
+	a, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{base, imagebuilder.RandomLayer(2, 8<<10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{base, imagebuilder.RandomLayer(3, 8<<10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &imageset.Set{}
+	for name, img := range map[string]*imagebuilder.Image{"a": a, "b": b} {
+		if err := imagebuilder.Push(context.Background(), imagebuilder.Target{URL: up.URL()}, "ns/"+name, "v1", img); err != nil {
+			t.Fatal(err)
+		}
+		set.Images = append(set.Images, imageset.Image{Source: up.Host() + "/ns/" + name + "@" + img.Digest.String(), Origin: up.Host() + "/ns/" + name + ":v1",
+			Digest: img.Digest.String(), Destination: "ns/" + name + ":v1", Kind: imageset.KindAdditional})
+	}
+	baseDigest := a.Layers[0].Descriptor().Digest.String()
+	broken := a.Layers[1].Descriptor().Digest.String()
+	up.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/blobs/"+broken):
+				time.Sleep(100 * time.Millisecond) // A holds the shared blob by now
+				http.Error(w, `{"errors":[{"code":"BLOB_UNKNOWN","message":"blob unknown"}]}`, http.StatusNotFound)
+				return
+			case strings.HasPrefix(r.URL.Path, "/v2/ns/b/"):
+				time.Sleep(50 * time.Millisecond) // let A start first
+			case strings.HasSuffix(r.URL.Path, "/blobs/"+baseDigest) && r.Method == http.MethodGet:
+				time.Sleep(400 * time.Millisecond) // still running when A fails
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	store, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := NewUpstream(testOptions(t))
+	defer src.Close()
+	res := Copy(context.Background(), set, src, store.Destination(), Options{ParallelImages: 2, Retries: -1})
+	if len(res.Failed) != 1 || res.Failed[0].Image.Destination != "ns/a:v1" {
+		t.Fatalf("failed = %v, want only ns/a:v1", res.Failed)
+	}
+	if len(res.Copied) != 1 || res.Copied[0].Destination != "ns/b:v1" {
+		t.Fatalf("copied = %v, want ns/b:v1", res.Copied)
+	}
+	if !store.Has(digest.Digest(baseDigest)) {
+		t.Error("shared blob missing from the store")
+	}
 }
