@@ -352,15 +352,17 @@ func TestFilterErrors(t *testing.T) {
 // older opm accepts, and channels no opm accepts.
 func TestFilterBrokenSources(t *testing.T) {
 	f := &fixture{}
-	f.pkg("legacy", "fast", "fast: 0.1.1; 0.2.0; 0.2.1; 0.2.2; 0.2.3>0.1.1!0.1.1,0.2.0,0.2.1,0.2.2; 0.3.0>0.2.3!0.2.3")
+	// 1.1.5 skips 1.1.0, which breaks the replaces chain for newer opm
+	// and strands 1.0.0; older opm follows the chain past the skip.
+	f.pkg("legacy", "fast", "fast: 1.0.0; 1.1.0>1.0.0; 1.1.5!1.1.0; 1.2.0>1.1.0!1.1.5")
 	f.pkg("heads", "stable", "stable: 1.0.0; 1.1.0", "other: 1.1.0")
 	c := f.catalog(t)
 
-	out, rep, err := Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "legacy", MinVersion: "0.2.1"}}})
+	out, rep, err := Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "legacy", Bundles: []string{"legacy.v1.0.0", "legacy.v1.1.5"}}}})
 	if err != nil {
 		t.Fatalf("legacy channel: %v", err)
 	}
-	if got := entryNames(out, "legacy", "fast"); !slices.Equal(got, names("legacy", "0.2.1", "0.2.2", "0.2.3", "0.3.0")) {
+	if got := entryNames(out, "legacy", "fast"); !slices.Equal(got, names("legacy", "1.0.0", "1.1.0", "1.1.5", "1.2.0")) {
 		t.Errorf("legacy channel kept %v", got)
 	}
 	if w := strings.Join(allWarnings(rep), "\n"); !strings.Contains(w, "valid only for opm releases before") {
