@@ -201,6 +201,10 @@ func (b *bench) header() {
 	fmt.Printf("gapmirror: %s (%s)\n", version, b.bin)
 	fmt.Printf("skopeo:    %s\n", skopeo)
 	fmt.Printf("work dir:  %s (log of every run: gapmirror.log)\n", b.dir)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		// Other work on the machine shows up in every figure.
+		fmt.Printf("load:      %s (1, 5, 15 min averages before the run)\n", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
 	fmt.Println("Registries run in this process on 127.0.0.1 with filesystem storage; every figure is wall time of the command, start to exit.")
 }
 
