@@ -159,10 +159,11 @@ func (g *graph) chain(h int, s set) (members []int, skipped map[string]bool) {
 // checkOPM checks the upgrade-graph rules the newest opm enforces on a
 // channel holding the entries of s (operator-registry alpha/model): one head;
 // no cycle through replaces; every entry on the head's replaces chain or
-// skipped by an entry of the channel ("stranded" otherwise). Stricter than
-// opm v1.65.0, kept for the opm releases that catalog images carry: every
-// name an entry replaces that is not in the channel is the chain tail's or
-// skipped, and no name outside the channel is both replaced and skipped.
+// skipped by an entry of the channel ("stranded" otherwise). Two rules go
+// beyond what opm v1.65.0 checks (it accepts both; they stay because older
+// opm was found to crash on the second): every name an entry replaces that
+// is not in the channel is the chain tail's or skipped, and no name outside
+// the channel is both replaced and skipped.
 func (g *graph) checkOPM(s set) error {
 	h, err := g.head(s)
 	if err != nil {
