@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
 // branching builds the catalog most filter tests use:
@@ -263,6 +265,7 @@ func TestFilterPrunesDeprecationsAndOthers(t *testing.T) {
 	if len(out.Package("app").Others) != 1 || len(out.Others()) != 1 {
 		t.Errorf("custom blobs not kept: %v, %v", out.Package("app").Others, out.Others())
 	}
+	checkWithOPM(t, out)
 	out, _, err = Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "app", Channels: []ChannelSpec{{Name: "candidate"}}, DefaultChannel: "candidate"}}, SkipDependencies: true})
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +276,7 @@ func TestFilterPrunesDeprecationsAndOthers(t *testing.T) {
 	if _, err := out.Validate(); err != nil {
 		t.Errorf("filtered catalog invalid: %v", err)
 	}
+	checkWithOPM(t, out)
 }
 
 func TestFilterFullCatalog(t *testing.T) {
@@ -371,6 +375,16 @@ func TestFilterBrokenSources(t *testing.T) {
 	if _, err := out.Validate(); err != nil {
 		t.Errorf("filtered legacy channel invalid: %v", err)
 	}
+	// The newest opm does reject it, as the warning says.
+	if opm := opmOracle(t); opm != "" {
+		dir := t.TempDir()
+		if err := out.WriteDir(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := opmtest.ValidateErr(opm, dir); err == nil || !strings.Contains(err.Error(), "stranded bundles: legacy.v1.0.0") {
+			t.Errorf("opm validate of the legacy channel: %v, want legacy.v1.0.0 stranded", err)
+		}
+	}
 
 	_, _, err = Filter(c, FilterSpec{})
 	if err == nil || !strings.Contains(err.Error(), `package "heads" channel "stable" has no single head`) || !strings.Contains(err.Error(), "heads.v1.0.0, heads.v1.1.0") {
@@ -380,6 +394,7 @@ func TestFilterBrokenSources(t *testing.T) {
 	if err != nil || len(entryNames(out, "heads", "stable")) != 2 {
 		t.Errorf("full keeps a broken channel as it is: %v", err)
 	}
+	checkWithOPM(t, out) // Validate and opm both reject it
 	_, _, err = Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "heads", Bundles: []string{"heads.v1.0.0"}, Channels: []ChannelSpec{{Name: "stable"}}}}})
 	if err == nil || !strings.Contains(err.Error(), "upgrade graph is invalid") {
 		t.Errorf("range over a broken channel: %v", err)
