@@ -4,10 +4,13 @@
 //
 // opm is built from the separate module tools/opm by `make opm` into bin/opm
 // (operator-registry v1.65.0, CGO_ENABLED=0 -tags containers_image_openpgp).
-// `go install …@version` is refused by the module proxy this project uses, but
-// a module that imports cmd/opm resolves and builds through it: on 2026-11-23,
-// `go get github.com/operator-framework/operator-registry@v1.65.0` in
-// tools/opm succeeded, and `go build` took 3m36s cold on 2 cores.
+// The module proxy this project uses refuses the version list of
+// operator-registry, so `go install …/cmd/opm@v1.65.0` and `go list -m
+// -versions` fail (2026-11-23: "reading …/operator-registry/@v/list: 403
+// Forbidden, server response: This module version is not available"). The
+// exact version is served: `go get github.com/operator-framework/
+// operator-registry@v1.65.0` in tools/opm succeeded, and `go build` took
+// 3m36s with a cold build cache on 2 cores, seconds with a warm one.
 //
 // Tests find opm at $GAPMIRROR_OPM, else at bin/opm under the module root;
 // never on PATH, so that the oracle is the pinned release. Without it they
