@@ -1,10 +1,67 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/imageset/catalog"
 )
+
+// TestMain lets the test binary play the launcher and the filter child, as
+// the bench binary does, so the smoke test below measures real processes.
+func TestMain(m *testing.M) {
+	if os.Getenv(launchEnv) != "" {
+		os.Exit(runLauncher())
+	}
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
+	os.Exit(m.Run())
+}
+
+// TestCatalogScenarioSmoke runs scenario C on a tiny generated catalog: the
+// child filters it, the launcher reports its time and peak RSS.
+func TestCatalogScenarioSmoke(t *testing.T) {
+	b := &bench{dir: t.TempDir()}
+	var err error
+	if b.log, err = os.Create(filepath.Join(b.dir, "gapmirror.log")); err != nil {
+		t.Fatal(err)
+	}
+	defer b.log.Close()
+	c, err := catalog.Generate(catalog.GenSpec{Seed: 1, Packages: 3, Bundles: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(b.dir, "catalog")
+	if err := c.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.measure(context.Background(), "smoke", mustExecutable(t), nil, []string{childEnv + "=gen-select", childDirEnv + "=" + dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.wall <= 0 || r.maxRSS < 1<<20 || r.phases["bundles"] != 60 || r.phases["kept"] <= 0 || r.phases["kept"] >= 60 {
+		t.Errorf("child run: wall %v, max RSS %d, phases %v", r.wall, r.maxRSS, r.phases)
+	}
+	if _, err := b.measure(context.Background(), "smoke", mustExecutable(t), nil, []string{childEnv + "=gen-select", childDirEnv + "=" + filepath.Join(b.dir, "missing")}); err == nil {
+		t.Error("a failing child is not reported")
+	}
+	// The whole scenario, without real catalogs, on 200 generated bundles.
+	if err := b.catalogScenario(context.Background(), filepath.Join(b.dir, "no-real-catalogs"), 200, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustExecutable(t *testing.T) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 func TestSmallImagesAreSmallAndDistinct(t *testing.T) {
 	images := smallImages(500)

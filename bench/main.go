@@ -8,7 +8,12 @@
 // Scenario B (per-image overhead): -small images of 20–100 KiB each, like
 // operator bundles.
 //
-// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-keep]
+// Scenario C (catalog filtering): gapmirror's catalog library loading,
+// filtering and writing the real catalogs and a generated catalog of 20,000
+// bundles, each in a child process for its peak RSS, next to opm render and
+// opm validate of the same directories (bin/opm, built by make opm).
+//
+// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-catalog-only] [-keep]
 package main
 
 import (
@@ -39,11 +44,23 @@ import (
 )
 
 func main() {
+	// The bench re-executes itself to launch measured commands and as the
+	// measured catalog filter (scenario C).
+	if os.Getenv(launchEnv) != "" {
+		os.Exit(runLauncher())
+	}
+	if os.Getenv(childEnv) != "" {
+		os.Exit(runChild())
+	}
 	bin := flag.String("gapmirror", "bin/gapmirror", "the gapmirror binary to measure (build it with make build)")
 	size := flag.String("size", "256MiB", "scenario A: total bytes of unique blobs (at least 200MiB for the issue's figure), e.g. 256MiB or 1GiB")
 	images := flag.Int("images", 20, "scenario A: number of images")
 	small := flag.Int("small", 500, "scenario B: number of small images (0 skips scenario B)")
 	trace := flag.Bool("trace", false, "write every HTTP request the registries serve into gapmirror.log")
+	catalogs := flag.String("catalogs", "../shared/realdata/catalogs/v4.18", "scenario C: directory of real FBC catalogs (skipped when absent)")
+	genBundles := flag.Int("gen-bundles", 20000, "scenario C: bundles of the generated catalog (0 skips it)")
+	catalogRuns := flag.Int("catalog-runs", 3, "scenario C: runs per measurement (the median is printed)")
+	catalogOnly := flag.Bool("catalog-only", false, "run only scenario C (no registries, no gapmirror binary needed)")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
 
@@ -64,8 +81,11 @@ func main() {
 	if err == nil {
 		_, err = os.Stat(abs)
 	}
-	if err != nil {
+	if err != nil && !*catalogOnly {
 		fail("the gapmirror binary %q is not there (%v): run make build, or pass -gapmirror PATH", *bin, err)
+	}
+	if *genBundles < 0 || *catalogRuns < 1 {
+		fail("-gen-bundles must be at least 0 and -catalog-runs at least 1")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -75,6 +95,7 @@ func main() {
 		fail("%v", err)
 	}
 	b.trace = *trace
+	b.catalogs, b.genBundles, b.catalogRuns, b.catalogOnly = *catalogs, *genBundles, *catalogRuns, *catalogOnly
 	err = b.run(ctx, total, *images, *small)
 	b.close(*keep)
 	if err != nil {
@@ -102,6 +123,10 @@ type bench struct {
 	requests atomic.Int64
 	// trace logs every request.
 	trace bool
+	// Scenario C: see catalogs.go.
+	catalogs                string
+	genBundles, catalogRuns int
+	catalogOnly             bool
 }
 
 func newBench(bin string) (*bench, error) {
@@ -146,15 +171,17 @@ func (b *bench) close(keep bool) {
 
 func (b *bench) run(ctx context.Context, size int64, images, small int) error {
 	b.header()
-	if err := b.throughput(ctx, size, images); err != nil {
-		return err
-	}
-	if small > 0 {
-		if err := b.overhead(ctx, small); err != nil {
+	if !b.catalogOnly {
+		if err := b.throughput(ctx, size, images); err != nil {
 			return err
 		}
+		if small > 0 {
+			if err := b.overhead(ctx, small); err != nil {
+				return err
+			}
+		}
 	}
-	return nil
+	return b.catalogScenario(ctx, b.catalogs, b.genBundles, b.catalogRuns)
 }
 
 // header prints when, where and what is measured.
@@ -174,6 +201,10 @@ func (b *bench) header() {
 	fmt.Printf("gapmirror: %s (%s)\n", version, b.bin)
 	fmt.Printf("skopeo:    %s\n", skopeo)
 	fmt.Printf("work dir:  %s (log of every run: gapmirror.log)\n", b.dir)
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		// Other work on the machine shows up in every figure.
+		fmt.Printf("load:      %s (1, 5, 15 min averages before the run)\n", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
 	fmt.Println("Registries run in this process on 127.0.0.1 with filesystem storage; every figure is wall time of the command, start to exit.")
 }
 

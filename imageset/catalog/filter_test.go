@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
 // branching builds the catalog most filter tests use:
@@ -263,6 +265,7 @@ func TestFilterPrunesDeprecationsAndOthers(t *testing.T) {
 	if len(out.Package("app").Others) != 1 || len(out.Others()) != 1 {
 		t.Errorf("custom blobs not kept: %v, %v", out.Package("app").Others, out.Others())
 	}
+	checkWithOPM(t, out)
 	out, _, err = Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "app", Channels: []ChannelSpec{{Name: "candidate"}}, DefaultChannel: "candidate"}}, SkipDependencies: true})
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +276,7 @@ func TestFilterPrunesDeprecationsAndOthers(t *testing.T) {
 	if _, err := out.Validate(); err != nil {
 		t.Errorf("filtered catalog invalid: %v", err)
 	}
+	checkWithOPM(t, out)
 }
 
 func TestFilterFullCatalog(t *testing.T) {
@@ -352,15 +356,17 @@ func TestFilterErrors(t *testing.T) {
 // older opm accepts, and channels no opm accepts.
 func TestFilterBrokenSources(t *testing.T) {
 	f := &fixture{}
-	f.pkg("legacy", "fast", "fast: 0.1.1; 0.2.0; 0.2.1; 0.2.2; 0.2.3>0.1.1!0.1.1,0.2.0,0.2.1,0.2.2; 0.3.0>0.2.3!0.2.3")
+	// 1.1.5 skips 1.1.0, which breaks the replaces chain for newer opm
+	// and strands 1.0.0; older opm follows the chain past the skip.
+	f.pkg("legacy", "fast", "fast: 1.0.0; 1.1.0>1.0.0; 1.1.5!1.1.0; 1.2.0>1.1.0!1.1.5")
 	f.pkg("heads", "stable", "stable: 1.0.0; 1.1.0", "other: 1.1.0")
 	c := f.catalog(t)
 
-	out, rep, err := Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "legacy", MinVersion: "0.2.1"}}})
+	out, rep, err := Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "legacy", Bundles: []string{"legacy.v1.0.0", "legacy.v1.1.5"}}}})
 	if err != nil {
 		t.Fatalf("legacy channel: %v", err)
 	}
-	if got := entryNames(out, "legacy", "fast"); !slices.Equal(got, names("legacy", "0.2.1", "0.2.2", "0.2.3", "0.3.0")) {
+	if got := entryNames(out, "legacy", "fast"); !slices.Equal(got, names("legacy", "1.0.0", "1.1.0", "1.1.5", "1.2.0")) {
 		t.Errorf("legacy channel kept %v", got)
 	}
 	if w := strings.Join(allWarnings(rep), "\n"); !strings.Contains(w, "valid only for opm releases before") {
@@ -368,6 +374,16 @@ func TestFilterBrokenSources(t *testing.T) {
 	}
 	if _, err := out.Validate(); err != nil {
 		t.Errorf("filtered legacy channel invalid: %v", err)
+	}
+	// The newest opm does reject it, as the warning says.
+	if opm := opmOracle(t); opm != "" {
+		dir := t.TempDir()
+		if err := out.WriteDir(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := opmtest.ValidateErr(opm, dir); err == nil || !strings.Contains(err.Error(), "stranded bundles: legacy.v1.0.0") {
+			t.Errorf("opm validate of the legacy channel: %v, want legacy.v1.0.0 stranded", err)
+		}
 	}
 
 	_, _, err = Filter(c, FilterSpec{})
@@ -378,6 +394,7 @@ func TestFilterBrokenSources(t *testing.T) {
 	if err != nil || len(entryNames(out, "heads", "stable")) != 2 {
 		t.Errorf("full keeps a broken channel as it is: %v", err)
 	}
+	checkWithOPM(t, out) // Validate and opm both reject it
 	_, _, err = Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "heads", Bundles: []string{"heads.v1.0.0"}, Channels: []ChannelSpec{{Name: "stable"}}}}})
 	if err == nil || !strings.Contains(err.Error(), "upgrade graph is invalid") {
 		t.Errorf("range over a broken channel: %v", err)

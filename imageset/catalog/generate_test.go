@@ -19,6 +19,7 @@ func TestGenerate(t *testing.T) {
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("generated catalog is not valid for the newest opm: %v %v", err, warnings)
 	}
+	checkWithOPM(t, c)
 	again, err := Generate(spec)
 	if err != nil {
 		t.Fatal(err)

@@ -135,27 +135,35 @@ func (g *graph) head(s set) (int, error) {
 }
 
 // chain is opm's replaces chain from h within s: h, the entry h replaces, and
-// so on, stopping at an entry outside s, an entry skipped by an earlier chain
-// member, or a repeat. skipped collects the names skipped by chain members.
+// so on, stopping at an entry outside s, an entry skipped by any entry of s,
+// or a repeat. skipped collects the names skipped by the entries of s. This is
+// operator-registry v1.65.0's validateReplacesChain (alpha/model), which
+// counts the skips of every bundle in the channel, not only of chain members:
+// stopping only at entries skipped by chain members accepted channels that
+// `opm validate` rejects as stranded (TestGraphLevels).
 func (g *graph) chain(h int, s set) (members []int, skipped map[string]bool) {
 	skipped = map[string]bool{}
-	onChain := map[int]bool{}
-	for cur := h; cur >= 0 && s[cur] && !skipped[g.names[cur]] && !onChain[cur]; cur = g.replaces[cur] {
-		onChain[cur] = true
-		members = append(members, cur)
-		for _, sk := range g.ch.Entries[cur].Skips {
+	for _, i := range g.members(s) {
+		for _, sk := range g.ch.Entries[i].Skips {
 			skipped[sk] = true
 		}
+	}
+	onChain := map[int]bool{}
+	for cur := h; cur >= 0 && s[cur] && (cur == h || !skipped[g.names[cur]]) && !onChain[cur]; cur = g.replaces[cur] {
+		onChain[cur] = true
+		members = append(members, cur)
 	}
 	return members, skipped
 }
 
 // checkOPM checks the upgrade-graph rules the newest opm enforces on a
 // channel holding the entries of s (operator-registry alpha/model): one head;
-// no cycle through replaces; every entry, and every name an entry replaces
-// that is not in the channel, on the head's replaces chain or skipped by an
-// entry of that chain ("stranded" otherwise); and no name outside the channel
-// both replaced and skipped (opm crashes on that).
+// no cycle through replaces; every entry on the head's replaces chain or
+// skipped by an entry of the channel ("stranded" otherwise). Two rules go
+// beyond what opm v1.65.0 checks (it accepts both; they stay because older
+// opm was found to crash on the second): every name an entry replaces that
+// is not in the channel is the chain tail's or skipped, and no name outside
+// the channel is both replaced and skipped.
 func (g *graph) checkOPM(s set) error {
 	h, err := g.head(s)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
 // channelGraph builds the graph of one fixture channel of package "p".
@@ -15,25 +17,33 @@ func channelGraph(t *testing.T, spec string) *graph {
 	return newGraph(p, p.Channels[0])
 }
 
+// TestGraphLevels checks the level of small channels, and, when opm is
+// built, that opm validate agrees: a valid channel passes, an invalid one
+// fails, and legacy ones (kept from the filter only when the source is
+// legacy too) get the verdict written in the case, since gapmirror stays
+// stricter than opm v1.65.0 on names outside the channel.
 func TestGraphLevels(t *testing.T) {
 	cases := []struct {
-		name  string
-		spec  string
-		level int
-		why   string
+		name      string
+		spec      string
+		level     int
+		why       string
+		opmAccept bool // opm v1.65.0's verdict on legacy channels
 	}{
-		{"replaces chain", "1.0.0; 1.1.0>1.0.0; 1.2.0>1.1.0", levelStrict, ""},
-		{"tail replaces a bundle outside the channel", "1.1.0>1.0.0; 1.2.0>1.1.0", levelStrict, ""},
-		{"skipped leaf", "1.0.0; 1.1.0>1.0.0; 1.2.0>1.0.0!1.1.0", levelStrict, ""},
-		{"leaf replacing the tail's outside bundle", "1.1.0>1.0.0; 1.1.5>1.0.0; 1.2.0>1.1.0!1.1.5", levelStrict, ""},
-		{"two heads", "1.0.0; 1.1.0", levelInvalid, "multiple channel heads: p.v1.0.0, p.v1.1.0"},
-		{"cycle", "1.0.0>1.1.0; 1.1.0>1.0.0", levelInvalid, "no channel head"},
-		{"stranded", "1.0.0; 1.1.0>1.0.0; 1.2.0>1.1.0!1.1.0; 0.9.0; 1.3.0>1.2.0!0.9.0,1.0.0", levelStrict, ""},
-		{"skipped bundle breaks the chain (newer opm only)", "0.1.1; 0.2.0; 0.2.3>0.1.1!0.1.1,0.2.0; 0.3.0>0.2.3!0.2.3", levelLegacy, "stranded entries"},
-		{"leaf replacing another outside bundle (newer opm only)", "1.1.0; 1.1.5>0.9.0; 1.2.0>1.1.0!1.1.5", levelLegacy, "p.v0.9.0 (replaced, but not in the channel)"},
-		{"outside bundle both replaced and skipped", "1.1.0>1.0.0!1.0.0", levelLegacy, "both replaced and skipped"},
-		{"stranded everywhere", "0.9.0; 1.0.0>0.9.0; 1.1.0>0.8.0!1.0.0", levelInvalid, "stranded entries (neither on the replaces chain from head \"p.v1.1.0\" nor skipped): p.v0.9.0"},
+		{"replaces chain", "1.0.0; 1.1.0>1.0.0; 1.2.0>1.1.0", levelStrict, "", true},
+		{"tail replaces a bundle outside the channel", "1.1.0>1.0.0; 1.2.0>1.1.0", levelStrict, "", true},
+		{"skipped leaf", "1.0.0; 1.1.0>1.0.0; 1.2.0>1.0.0!1.1.0", levelStrict, "", true},
+		{"leaf replacing the tail's outside bundle", "1.1.0>1.0.0; 1.1.5>1.0.0; 1.2.0>1.1.0!1.1.5", levelStrict, "", true},
+		{"two heads", "1.0.0; 1.1.0", levelInvalid, "multiple channel heads: p.v1.0.0, p.v1.1.0", false},
+		{"cycle", "1.0.0>1.1.0; 1.1.0>1.0.0", levelInvalid, "no channel head", false},
+		{"stranded", "1.0.0; 1.1.0>1.0.0; 1.2.0>1.1.0!1.1.0; 0.9.0; 1.3.0>1.2.0!0.9.0,1.0.0", levelStrict, "", true},
+		{"entries skipped by an entry off the chain", "0.1.1; 0.2.0; 0.2.3>0.1.1!0.1.1,0.2.0; 0.3.0>0.2.3!0.2.3", levelStrict, "", true},
+		{"chain broken by an entry off the chain (newer opm only)", "1.0.0; 1.1.0>1.0.0; 1.1.5!1.1.0; 1.2.0>1.1.0!1.1.5", levelLegacy, `stranded entries (neither on the replaces chain from head "p.v1.2.0" nor skipped by it): p.v1.0.0`, false},
+		{"leaf replacing another outside bundle", "1.1.0; 1.1.5>0.9.0; 1.2.0>1.1.0!1.1.5", levelLegacy, "p.v0.9.0 (replaced, but not in the channel)", true},
+		{"outside bundle both replaced and skipped", "1.1.0>1.0.0!1.0.0", levelLegacy, "both replaced and skipped", true},
+		{"stranded everywhere", "0.9.0; 1.0.0>0.9.0; 1.1.0>0.8.0!1.0.0", levelInvalid, "stranded entries (neither on the replaces chain from head \"p.v1.1.0\" nor skipped): p.v0.9.0", false},
 	}
+	opm := opmOracle(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := channelGraph(t, tc.spec)
@@ -43,6 +53,22 @@ func TestGraphLevels(t *testing.T) {
 			}
 			if tc.why != "" && (err == nil || !strings.Contains(err.Error(), tc.why)) {
 				t.Errorf("reason %v, want it to mention %q", err, tc.why)
+			}
+			if opm == "" {
+				return
+			}
+			if (level == levelStrict) != tc.opmAccept && level != levelLegacy {
+				t.Fatalf("case inconsistent: level %d with opmAccept %v", level, tc.opmAccept)
+			}
+			f := &fixture{}
+			f.pkg("p", "c", "c: "+tc.spec)
+			dir := t.TempDir()
+			if err := f.catalog(t).WriteDir(dir); err != nil {
+				t.Fatal(err)
+			}
+			oerr := opmtest.ValidateErr(opm, dir)
+			if accepted := oerr == nil; accepted != tc.opmAccept {
+				t.Errorf("opm validate accepted=%v, want %v: %v", accepted, tc.opmAccept, oerr)
 			}
 		})
 	}
@@ -93,7 +119,9 @@ func TestGraphKeep(t *testing.T) {
 		{"skipped leaf keeps what it replaces", "1.0.0; 1.1.0>1.0.0; 1.2.0>1.0.0!1.1.0", []string{"1.1.0", "1.2.0"}, []string{"1.0.0", "1.1.0", "1.2.0"}, "1.2.0", levelStrict, ""},
 		{"leaf with the tail's outside bundle", "1.1.0>1.0.0; 1.1.5>1.0.0; 1.2.0>1.1.0!1.1.5", []string{"1.1.5", "1.2.0"}, []string{"1.1.0", "1.1.5", "1.2.0"}, "1.2.0", levelStrict, ""},
 		{"head above a skipped selection", "1.0.0; 1.1.0>1.0.0; 1.2.0>1.0.0!1.1.0", []string{"1.1.0"}, []string{"1.1.0"}, "1.1.0", levelStrict, ""},
-		{"legacy graph", "0.1.1; 0.2.0; 0.2.3>0.1.1!0.1.1,0.2.0; 0.3.0>0.2.3!0.2.3", []string{"0.2.0", "0.3.0"}, []string{"0.2.0", "0.2.3", "0.3.0"}, "0.3.0", levelLegacy, ""},
+		{"a skipping entry keeps what it replaces", "0.1.1; 0.2.0; 0.2.3>0.1.1!0.1.1,0.2.0; 0.3.0>0.2.3!0.2.3", []string{"0.2.0", "0.3.0"}, []string{"0.1.1", "0.2.0", "0.2.3", "0.3.0"}, "0.3.0", levelStrict, ""},
+		{"dropping the entry that breaks the chain", "1.0.0; 1.1.0>1.0.0; 1.1.5!1.1.0; 1.2.0>1.1.0!1.1.5", []string{"1.0.0", "1.2.0"}, []string{"1.0.0", "1.1.0", "1.2.0"}, "1.2.0", levelStrict, ""},
+		{"legacy graph", "1.0.0; 1.1.0>1.0.0; 1.1.5!1.1.0; 1.2.0>1.1.0!1.1.5", []string{"1.0.0", "1.1.5", "1.2.0"}, []string{"1.0.0", "1.1.0", "1.1.5", "1.2.0"}, "1.2.0", levelLegacy, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

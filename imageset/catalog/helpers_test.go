@@ -1,14 +1,18 @@
 package catalog
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
+
+	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
 // realCatalogDir holds the 35 real community catalogs (one package per file),
@@ -195,3 +199,94 @@ func mustJSON(t testing.TB, v any) string {
 	}
 	return string(data)
 }
+
+// opmOracle returns the opm binary for oracle checks inside tests that check
+// more than opm: "" (with a note in the log) when it is not built, so the
+// rest of the test still runs; a failure when CI requires it.
+func opmOracle(t testing.TB) string {
+	t.Helper()
+	opm, err := opmtest.Find()
+	if err != nil {
+		if opmtest.Required() {
+			t.Fatalf("opm oracle required (GAPMIRROR_REQUIRE_OPM=1) but missing: %v", err)
+		}
+		opmMissing.Do(func() { t.Logf("not checking with opm: %v", err) })
+		return ""
+	}
+	return opm
+}
+
+var (
+	opmMissing sync.Once
+	// opmChecked remembers the catalogs opm already judged, by the hash of
+	// their files: the property tests filter to the same result many times,
+	// and each opm run costs a process start.
+	opmChecked sync.Map
+	// opmRuns counts opm validate runs, for the tests' logs.
+	opmRuns atomicCounter
+)
+
+type atomicCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (a *atomicCounter) add() { a.mu.Lock(); a.n++; a.mu.Unlock() }
+func (a *atomicCounter) get() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
+}
+
+// checkWithOPM writes c with WriteDir and has opm validate it. gapmirror's
+// Validate and opm must agree where gapmirror is sure: a catalog Validate
+// accepts without warnings passes, one it rejects fails. A catalog it warns
+// about (valid only for older opm, or for none that keeps names outside the
+// channel safe) may go either way with this opm release: logged.
+func checkWithOPM(t testing.TB, c *Catalog) {
+	t.Helper()
+	opm := opmOracle(t)
+	if opm == "" {
+		return
+	}
+	warnings, verr := c.Validate()
+	h := sha256.New()
+	if err := c.WriteFiles(func(name string, data []byte) error {
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(data))
+		h.Write(data)
+		return nil
+	}); err != nil {
+		t.Fatalf("WriteFiles: %v", err)
+	}
+	key := string(h.Sum(nil))
+	if _, seen := opmChecked.Load(key); seen {
+		return
+	}
+	opmChecked.Store(key, true)
+	dir := t.TempDir()
+	if err := c.WriteDir(dir); err != nil {
+		t.Fatalf("WriteDir: %v", err)
+	}
+	opmRuns.add()
+	// opm runs in the background, NumCPU at a time, while the test goes on
+	// filtering; the cleanup (run before TempDir's) waits for the verdict.
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		opmSlots <- struct{}{}
+		oerr := opmtest.ValidateErr(opm, dir)
+		<-opmSlots
+		switch {
+		case verr != nil && oerr == nil:
+			t.Errorf("Validate rejects the catalog but opm validate accepts it: %v", verr)
+		case verr == nil && len(warnings) == 0 && oerr != nil:
+			t.Errorf("Validate accepts the catalog but opm rejects it: %v", oerr)
+		case verr == nil && len(warnings) > 0:
+			t.Logf("opm validate on a catalog with warnings (%s): accepted=%v", strings.Join(warnings, "; "), oerr == nil)
+		}
+	}()
+}
+
+// opmSlots bounds the opm processes running at once.
+var opmSlots = make(chan struct{}, runtime.NumCPU())

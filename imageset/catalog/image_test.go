@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"go.podman.io/storage/pkg/archive"
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
 // ---------------------------------------------------------------------------
@@ -1040,15 +1040,57 @@ func TestCompareEntryNames(t *testing.T) {
 	}
 }
 
-// opmValidate runs `opm validate` on dir when opm is installed.
+// opmValidate has opm validate the catalog in dir and serve it, once with a
+// temporary cache and once with the cache --cache-only prepared, as a catalog
+// image that keeps --cache-dir does (Rebuild drops the cache and its flags,
+// so the cluster's opm rebuilds it; both paths must work).
 func opmValidate(t *testing.T, dir string) {
 	t.Helper()
-	opm, err := exec.LookPath("opm")
-	if err != nil {
-		t.Log("opm is not on PATH: skipping `opm validate` of the re-extracted catalog")
+	opm := opmOracle(t)
+	if opm == "" {
 		return
 	}
-	if out, err := exec.Command(opm, "validate", dir).CombinedOutput(); err != nil {
-		t.Errorf("opm validate %s: %v\n%s", dir, err, out)
+	opmtest.Validate(t, opm, dir)
+	opmtest.Serve(t, opm, dir)
+	cache := t.TempDir()
+	if err := opmtest.CacheOnly(opm, dir, cache); err != nil {
+		t.Error(err)
+		return
 	}
+	opmtest.Serve(t, opm, dir, "--cache-dir", cache)
+}
+
+// TestRebuildFilteredCatalog rebuilds a catalog image around a filtered
+// catalog written by WriteDir, extracts it again and has opm judge it.
+func TestRebuildFilteredCatalog(t *testing.T) {
+	out, _, err := Filter(branching(t), FilterSpec{Packages: []PackageSpec{{Name: "app", MinVersion: "1.2.0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fbcDir := filepath.Join(t.TempDir(), "filtered")
+	if err := out.WriteDir(fbcDir); err != nil {
+		t.Fatal(err)
+	}
+	img, err := imagebuilder.Build(catalogSpec(imagebuilder.Platform{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newMemBlobs()
+	src := s.addImage(t, img)
+	d, _, err := Rebuild(s, src, fbcDir, RebuildOptions{Comment: "filtered", TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("Rebuild: %v", err)
+	}
+	dest := filepath.Join(t.TempDir(), "fbc")
+	if err := ExtractFBC(s, d, dest); err != nil {
+		t.Fatal(err)
+	}
+	again, err := LoadFS(os.DirFS(dest), ".")
+	if err != nil {
+		t.Fatalf("LoadFS of the re-extracted catalog: %v", err)
+	}
+	if !slices.Equal(keptBundles(again), keptBundles(out)) {
+		t.Errorf("re-extracted bundles %v, want %v", keptBundles(again), keptBundles(out))
+	}
+	opmValidate(t, dest)
 }

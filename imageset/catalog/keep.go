@@ -108,8 +108,15 @@ func (g *graph) keep(want []int, sourceHead, minLevel int) (set, int, int, error
 		if kept, ok := g.supportStrict(h, want); ok {
 			return kept, h, levelStrict, nil
 		}
-		if minLevel <= levelLegacy {
-			if kept, ok := g.supportLegacy(h, want); ok {
+		if kept, ok := g.supportLegacy(h, want); ok {
+			// opm counts the skips of every entry, not only of chain
+			// members, so a set kept through skipping entries can be
+			// valid for the newest opm once what those entries replace
+			// is kept too.
+			if closed := g.closeReplaces(h, kept); g.checkOPM(closed) == nil {
+				return closed, h, levelStrict, nil
+			}
+			if minLevel <= levelLegacy {
 				return kept, h, levelLegacy, nil
 			}
 		}
@@ -175,6 +182,28 @@ func (g *graph) supportStrict(h int, want []int) (set, bool) {
 		return nil, false
 	}
 	return kept, true
+}
+
+// closeReplaces is s with, for every entry of s off h's replaces chain, the
+// entries it replaces, repeatedly, so that only the chain's tail may replace
+// a name outside the set.
+func (g *graph) closeReplaces(h int, s set) set {
+	out := make(set, len(s))
+	copy(out, s)
+	chain, _ := g.chain(h, s)
+	onChain := make(set, len(s))
+	for _, c := range chain {
+		onChain[c] = true
+	}
+	for _, i := range g.members(s) {
+		if onChain[i] {
+			continue
+		}
+		for j := g.replaces[i]; j >= 0 && !out[j]; j = g.replaces[j] {
+			out[j] = true
+		}
+	}
+	return out
 }
 
 // supportLegacy keeps want under head h with the rules of older opm: every

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
 func TestLoadRealCatalogs(t *testing.T) {
@@ -75,7 +77,7 @@ defaults: &defaults
   package: alpha
 <<: *defaults
 name: alpha.v1.0.0
-image: quay.example.com/alpha/bundle@sha256:1111
+image: quay.example.com/alpha/bundle@sha256:1111111111111111111111111111111111111111111111111111111111111111
 properties:
   - type: olm.package
     value: {packageName: alpha, version: 1.0.0}
@@ -85,14 +87,14 @@ properties:
 schema: olm.bundle
 package: alpha
 name: alpha.v1.1.0
-image: quay.example.com/alpha/bundle@sha256:2222
+image: quay.example.com/alpha/bundle@sha256:2222222222222222222222222222222222222222222222222222222222222222
 properties:
   - type: olm.package
     value: {packageName: alpha, version: "1.1.0"}
   - type: olm.gvk
     value: {group: alpha.example.com, version: v1, kind: Alpha}
 relatedImages:
-  - {name: operator, image: quay.example.com/alpha/operator@sha256:aaaa}
+  - {name: operator, image: quay.example.com/alpha/operator@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
 ---
 schema: example.com.notes
 package: alpha
@@ -100,7 +102,7 @@ name: alpha-notes
 notes: [1, 2.5, true, null]
 `)},
 		"beta/catalog.json": {Data: []byte(`{"schema":"olm.package","name":"beta","defaultChannel":"stable"}
-{"schema":"olm.channel","package":"beta","name":"stable","entries":[{"name":"beta.v1.0.0"}]}{"schema":"olm.bundle","package":"beta","name":"beta.v1.0.0","image":"quay.example.com/beta/bundle@sha256:3333",
+{"schema":"olm.channel","package":"beta","name":"stable","entries":[{"name":"beta.v1.0.0"}]}{"schema":"olm.bundle","package":"beta","name":"beta.v1.0.0","image":"quay.example.com/beta/bundle@sha256:3333333333333333333333333333333333333333333333333333333333333333",
  "properties":[{"type":"olm.package","value":{"packageName":"beta","version":"1.0.0"}},
   {"type":"olm.bundle.object","value":{"ref":"objects/csv.yaml"}},
   {"type":"olm.gvk.required","value":{"group":"alpha.example.com","version":"v1","kind":"Alpha"}}]}
@@ -238,6 +240,10 @@ func TestLoadErrors(t *testing.T) {
 	bundleYAML := func(version string) string {
 		return "---\nschema: olm.bundle\npackage: p\nname: p.v1.0.0\nimage: example.com/p:1\nproperties: [{type: olm.package, value: {packageName: p, version: \"" + version + "\"}}]\n"
 	}
+	// opmAccepts marks what opm v1.65.0's validate lets through and
+	// gapmirror refuses: a skipRange that is not a range, and an
+	// olm.bundle.object ref to a missing file (opm does not read refs).
+	opmAccepts := map[string]bool{"bad skipRange": true, "missing bundle object file": true}
 	cases := []struct {
 		name  string
 		files map[string]string
@@ -295,6 +301,23 @@ func TestLoadErrors(t *testing.T) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
 			}
+			// gapmirror refuses no catalog that opm would serve, but for
+			// the known cases above.
+			if opm := opmOracle(t); opm != "" {
+				dir := t.TempDir()
+				for name, data := range tc.files {
+					p := filepath.Join(dir, filepath.FromSlash(name))
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if oerr := opmtest.ValidateErr(opm, dir); (oerr == nil) != opmAccepts[tc.name] {
+					t.Errorf("opm validate accepted=%v, want %v (%v)", oerr == nil, opmAccepts[tc.name], oerr)
+				}
+			}
 		})
 	}
 }
@@ -341,6 +364,7 @@ func TestRoundTrip(t *testing.T) {
 			if !slices.Equal(keptBundles(c), keptBundles(again)) {
 				t.Error("bundles differ after a round trip")
 			}
+			checkWithOPM(t, c)
 			for _, pn := range c.PackageNames() {
 				for _, b := range c.Package(pn).Bundles {
 					b2 := again.Package(pn).Bundle(b.Name)
