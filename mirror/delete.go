@@ -57,7 +57,10 @@ type DeleteItem struct {
 
 // Delete generates and executes delete plans for a mirror registry.
 type Delete struct {
-	Mirror      RegistryOptions
+	Mirror RegistryOptions
+	// StoreDir is the local store, where catalogs mirrored from this
+	// machine already are; others are read from the mirror into it.
+	StoreDir    string
 	Out         io.Writer
 	ToolVersion string
 	Now         func() time.Time
@@ -99,7 +102,8 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if len(rec.Images) == 0 {
 		return "", nil, fmt.Errorf("the workspace %s has no record of mirroring anything to %s%s: gapmirror deletes only what it pushed; check the destination (and its prefix) and --workspace", ws, root, knownRoots(w))
 	}
-	items, err := resolveDelete(cfg, cfgPath, root, rec.Images)
+	ops, oerrs := d.operatorImages(ctx, cfg.Delete.Operators, cfgPath, root, w, rec.Images)
+	items, err := resolveDelete(cfg, cfgPath, root, rec.Images, ops, oerrs)
 	if err != nil {
 		return "", nil, err
 	}
@@ -122,6 +126,11 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	abs, _ := filepath.Abs(cfgPath)
 	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
 		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
+	if ops != nil {
+		// Kept before the registry was asked: other bundles still use them.
+		plan.Kept = append(ops.kept, plan.Kept...)
+		list.Kept = plan.Kept
+	}
 	data, err := yaml.Marshal(list)
 	if err != nil {
 		return "", nil, err
@@ -167,13 +176,10 @@ func knownRoots(w workspace) string {
 
 // resolveDelete turns the delete configuration into the recorded images it
 // names. Every entry must match something this workspace pushed to root.
-func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root string, images []MirroredImage) ([]DeleteItem, error) {
+func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root string, images []MirroredImage, ops *operatorSelection, oerrs []error) ([]DeleteItem, error) {
 	del := cfg.Delete
-	var errs []error
+	errs := oerrs
 	var unsupported []string
-	if len(del.Operators) > 0 {
-		unsupported = append(unsupported, "delete.operators")
-	}
 	if len(del.Helm.Repositories) > 0 || len(del.Helm.Local) > 0 {
 		unsupported = append(unsupported, "delete.helm")
 	}
@@ -203,6 +209,9 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 			}
 		}
 		return false
+	}
+	if ops != nil {
+		platform = append(platform, ops.images...)
 	}
 	seen := map[string]bool{}
 	var items []DeleteItem
@@ -272,6 +281,9 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 		return nil, errors.Join(errs...)
 	}
 	if len(items) == 0 {
+		if ops != nil && len(ops.kept) > 0 {
+			return nil, fmt.Errorf("%s: nothing to delete: the %d images delete.operators selects are all still used by bundles that stay mirrored (e.g. %s: %s)", cfgPath, len(ops.kept), ops.kept[0].Image, ops.kept[0].Why)
+		}
 		return nil, fmt.Errorf("%s: the delete section names no images to delete", cfgPath)
 	}
 	sort.Slice(items, func(a, b int) bool {

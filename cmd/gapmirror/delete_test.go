@@ -134,7 +134,7 @@ func TestDeleteBadInput(t *testing.T) {
 		{"never mirrored", []string{"-c", w.disc("other.yaml", "  additionalImages:\n  - name: "+im[1].Ref+"\n"), "--generate", "--workspace", "file://" + ws, dst},
 			[]string{"delete.additionalImages[0]", im[1].Ref, "was not mirrored to"}},
 		{"operators", []string{"-c", w.disc("ops.yaml", "  operators:\n  - catalog: registry.example.com/redhat/redhat-operator-index:v4.18\n"), "--generate", "--workspace", "file://" + ws, dst},
-			[]string{"delete.operators", "not supported"}},
+			[]string{"delete.operators[0].catalog", "was not mirrored to", "it mirrored no operator catalog there"}},
 		{"wrong root for generate", []string{"-c", good, "--generate", "--workspace", "file://" + ws, "docker://" + w.dst.Host() + "/other"},
 			[]string{"no record of mirroring", "/other", "records for: " + w.dst.Host() + "/mirror"}},
 		{"missing plan", []string{"--delete-yaml-file", filepath.Join(w.dir, "gone.yaml"), dst}, []string{"gone.yaml", "--generate"}},
