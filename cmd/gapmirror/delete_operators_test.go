@@ -148,9 +148,10 @@ func TestDeleteOperatorPackage(t *testing.T) {
 	}
 }
 
-// TestDeleteOperatorBadInput: a package the catalog lacks, a catalog the
-// workspace never mirrored and a version range selecting nothing are
-// refused naming the field, and nothing is deleted.
+// TestDeleteOperatorBadInput: a package the catalog lacks, one it has but
+// this workspace did not mirror, a catalog the workspace never mirrored and
+// a version range selecting nothing are refused naming the field, and
+// nothing is deleted. (Here the mirrored catalog is read from the store.)
 func TestDeleteOperatorBadInput(t *testing.T) {
 	w := newOpDeleteWorld(t)
 	dst := "docker://" + w.root
