@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -57,7 +58,10 @@ type DeleteItem struct {
 
 // Delete generates and executes delete plans for a mirror registry.
 type Delete struct {
-	Mirror      RegistryOptions
+	Mirror RegistryOptions
+	// StoreDir is the local store, where catalogs mirrored from this
+	// machine already are; others are read from the mirror into it.
+	StoreDir    string
 	Out         io.Writer
 	ToolVersion string
 	Now         func() time.Time
@@ -99,7 +103,8 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if len(rec.Images) == 0 {
 		return "", nil, fmt.Errorf("the workspace %s has no record of mirroring anything to %s%s: gapmirror deletes only what it pushed; check the destination (and its prefix) and --workspace", ws, root, knownRoots(w))
 	}
-	items, err := resolveDelete(cfg, cfgPath, root, rec.Images)
+	ops, oerrs := d.operatorImages(ctx, cfg.Delete.Operators, cfgPath, root, w, rec.Images)
+	items, err := resolveDelete(cfg, cfgPath, root, w.path(releaseGraphsDir), rec.Images, ops, oerrs)
 	if err != nil {
 		return "", nil, err
 	}
@@ -122,6 +127,11 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	abs, _ := filepath.Abs(cfgPath)
 	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
 		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
+	if ops != nil {
+		// Kept before the registry was asked: other bundles still use them.
+		plan.Kept = append(ops.kept, plan.Kept...)
+		list.Kept = plan.Kept
+	}
 	data, err := yaml.Marshal(list)
 	if err != nil {
 		return "", nil, err
@@ -167,13 +177,10 @@ func knownRoots(w workspace) string {
 
 // resolveDelete turns the delete configuration into the recorded images it
 // names. Every entry must match something this workspace pushed to root.
-func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root string, images []MirroredImage) ([]DeleteItem, error) {
+func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, graphDir string, images []MirroredImage, ops *operatorSelection, oerrs []error) ([]DeleteItem, error) {
 	del := cfg.Delete
-	var errs []error
+	errs := oerrs
 	var unsupported []string
-	if len(del.Operators) > 0 {
-		unsupported = append(unsupported, "delete.operators")
-	}
 	if len(del.Helm.Repositories) > 0 || len(del.Helm.Local) > 0 {
 		unsupported = append(unsupported, "delete.helm")
 	}
@@ -183,7 +190,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 	if len(unsupported) > 0 {
 		errs = append(errs, fmt.Errorf("%s: %s: deleting by these sections is not supported by this version of gapmirror yet (nothing was planned); list the images under delete.additionalImages, or drop them from the ImageSetConfiguration and run `gapmirror mirror --prune`", cfgPath, strings.Join(unsupported, ", ")))
 	}
-	platform, perrs := platformImages(del.Platform, cfgPath, images)
+	platform, perrs := platformImages(del.Platform, cfgPath, graphDir, images)
 	errs = append(errs, perrs...)
 	var blocked []*regexp.Regexp
 	for i, b := range del.BlockedImages {
@@ -203,6 +210,9 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 			}
 		}
 		return false
+	}
+	if ops != nil {
+		platform = append(platform, ops.images...)
 	}
 	seen := map[string]bool{}
 	var items []DeleteItem
@@ -272,6 +282,9 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root stri
 		return nil, errors.Join(errs...)
 	}
 	if len(items) == 0 {
+		if ops != nil && len(ops.kept) > 0 {
+			return nil, fmt.Errorf("%s: nothing to delete: the %d images delete.operators selects are all still used by bundles that stay mirrored (e.g. %s: %s)", cfgPath, len(ops.kept), ops.kept[0].Image, ops.kept[0].Why)
+		}
 		return nil, fmt.Errorf("%s: the delete section names no images to delete", cfgPath)
 	}
 	sort.Slice(items, func(a, b int) bool {
@@ -427,9 +440,10 @@ type matchedImage struct {
 // images by oc-mirror's destination layout: release images at
 // openshift/release-images:<version>-<arch>, their components (and KubeVirt
 // disk) at openshift/release:<version>-<arch>-<name>, the graph image.
-// Only pinned releases can be matched: a version range would need the
-// update graph, which delete does not query.
-func platformImages(pl imageset.Platform, cfgPath string, images []MirroredImage) ([]matchedImage, []error) {
+// Releases pinned with minVersion = maxVersion are matched directly; other
+// channel selections are resolved with the update graphs the workspace
+// saved when it mirrored (graphDir), never the update service.
+func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []MirroredImage) ([]matchedImage, []error) {
 	var out []matchedImage
 	var errs []error
 	arches := pl.Architectures
@@ -485,12 +499,14 @@ func platformImages(pl imageset.Platform, cfgPath string, images []MirroredImage
 			}
 		}
 	}
+	if len(pl.Channels) > 0 && needsGraph(pl.Channels) {
+		errs = append(errs, rangeReleases(pl, cfgPath, graphDir, byTag)...)
+	}
 	for i, ch := range pl.Channels {
-		path := fmt.Sprintf("delete.platform.channels[%d]", i)
-		if ch.MinVersion == "" || ch.MinVersion != ch.MaxVersion || ch.Full || ch.ShortestPath {
-			errs = append(errs, fmt.Errorf("%s: %s: give the release to delete as minVersion = maxVersion (e.g. both 4.18.1); ranges, full and shortestPath need the update graph, which delete does not query", cfgPath, path))
-			continue
+		if needsGraph(pl.Channels) {
+			break
 		}
+		path := fmt.Sprintf("delete.platform.channels[%d]", i)
 		typ := release.TypeOCP
 		if ch.ReleaseType() == imageset.ReleaseTypeOKD {
 			typ = release.TypeOKD
@@ -520,4 +536,58 @@ func platformImages(pl imageset.Platform, cfgPath string, images []MirroredImage
 		}
 	}
 	return out, errs
+}
+
+// needsGraph reports whether a channel selection needs the update graph:
+// anything but every channel pinned with minVersion = maxVersion.
+func needsGraph(chs []imageset.ReleaseChannel) bool {
+	for _, ch := range chs {
+		if ch.MinVersion == "" || ch.MinVersion != ch.MaxVersion || ch.Full || ch.ShortestPath {
+			return true
+		}
+	}
+	return false
+}
+
+// rangeReleases selects the releases of delete.platform.channels with the
+// mirroring planner over the saved update graphs and matches each by tag.
+// Releases of a range this workspace never mirrored are passed over; a
+// channel none of whose releases were mirrored is an error.
+func rangeReleases(pl imageset.Platform, cfgPath, graphDir string, byTag func(tag, path string) bool) []error {
+	if len(pl.Platforms) > 0 {
+		return []error{fmt.Errorf("%s: delete.platform.platforms: version ranges of sparse multi-architecture payloads are not supported; pin each release with minVersion = maxVersion", cfgPath)}
+	}
+	s := spec(pl, false)
+	graphs, err := release.FetchGraphs(context.Background(), release.GraphDir(graphDir), s)
+	if err != nil {
+		return []error{fmt.Errorf("%s: delete.platform.channels: version ranges are resolved with the update graphs this workspace saved when it mirrored them (working-dir/release-graphs; disk-to-mirror restores them from the archive): %w; or pin each release to delete with minVersion = maxVersion", cfgPath, rename(err))}
+	}
+	plan, err := release.NewPlan(graphs, s)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", cfgPath, rename(err))}
+	}
+	found := map[string]bool{}
+	for _, r := range plan.Releases {
+		for _, ch := range r.Channels {
+			path := "delete.platform.channels"
+			if i := slices.IndexFunc(pl.Channels, func(c imageset.ReleaseChannel) bool { return c.Name == ch }); i >= 0 {
+				path = fmt.Sprintf("delete.platform.channels[%d]", i)
+			}
+			if byTag(r.Tag(), path) {
+				found[ch] = true
+			}
+		}
+	}
+	var errs []error
+	for i, ch := range pl.Channels {
+		if !found[ch.Name] {
+			errs = append(errs, fmt.Errorf("%s: delete.platform.channels[%d]: none of the releases it selects in the saved update graph of %s was mirrored to this root by this workspace (already deleted, or never mirrored)", cfgPath, i, ch.Name))
+		}
+	}
+	return errs
+}
+
+// rename makes the planner's errors name the delete configuration's fields.
+func rename(err error) error {
+	return errors.New(strings.ReplaceAll(err.Error(), "mirror.platform.", "delete.platform."))
 }

@@ -82,6 +82,12 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 		if err != nil {
 			return err
 		}
+		if len(cfg.Delete.Operators) > 0 {
+			// delete.operators reads the mirrored catalogs' FBC from the store.
+			if d.StoreDir, err = g.storeDir(); err != nil {
+				return err
+			}
+		}
 		_, _, err = d.Generate(cmd.Context(), cfg, f.config, dir, root, f.deleteID)
 		return err
 	case f.deleteYAML != "":

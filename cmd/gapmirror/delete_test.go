@@ -134,7 +134,7 @@ func TestDeleteBadInput(t *testing.T) {
 		{"never mirrored", []string{"-c", w.disc("other.yaml", "  additionalImages:\n  - name: "+im[1].Ref+"\n"), "--generate", "--workspace", "file://" + ws, dst},
 			[]string{"delete.additionalImages[0]", im[1].Ref, "was not mirrored to"}},
 		{"operators", []string{"-c", w.disc("ops.yaml", "  operators:\n  - catalog: registry.example.com/redhat/redhat-operator-index:v4.18\n"), "--generate", "--workspace", "file://" + ws, dst},
-			[]string{"delete.operators", "not supported"}},
+			[]string{"delete.operators[0].catalog", "was not mirrored to", "it mirrored no operator catalog there"}},
 		{"wrong root for generate", []string{"-c", good, "--generate", "--workspace", "file://" + ws, "docker://" + w.dst.Host() + "/other"},
 			[]string{"no record of mirroring", "/other", "records for: " + w.dst.Host() + "/mirror"}},
 		{"missing plan", []string{"--delete-yaml-file", filepath.Join(w.dir, "gone.yaml"), dst}, []string{"gone.yaml", "--generate"}},
@@ -171,8 +171,10 @@ func TestDeleteBadInput(t *testing.T) {
 
 // TestDeleteRelease: delete.platform with a pinned release removes the
 // release image and its components that the workspace's records show at
-// the mirror (oc-mirror's layout), and leaves the other release. The
-// records are written as a release mirroring run leaves them.
+// the mirror (oc-mirror's layout), and leaves the other release; a version
+// range is resolved with the workspace's saved update graph (refused, saying
+// what to run, without it). The records are written as a release mirroring
+// run leaves them.
 func TestDeleteRelease(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	ctx := context.Background()
@@ -226,10 +228,43 @@ func TestDeleteRelease(t *testing.T) {
 		repo, tag, _ := strings.Cut(r.dest, ":")
 		w.present(w.dst, "m/"+repo, tag, digest.Digest(r.d))
 	}
-	// A range cannot be resolved without the update graph: refused.
-	rng := w.disc("range.yaml", "  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n")
+	// A range needs the update graph the mirror runs saved: without it,
+	// refused, saying what to run.
+	rng := w.disc("range.yaml", "  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.3\n")
 	code, _, stderr := w.gapmirror("delete", "-c", rng, "--generate", "--workspace", "file://"+ws, "docker://"+root)
-	if code != 1 || !strings.Contains(stderr, "delete.platform.channels[0]") || !strings.Contains(stderr, "minVersion = maxVersion") {
-		t.Errorf("range: exit %d\n%s", code, stderr)
+	if code != 1 || !strings.Contains(stderr, "delete.platform.channels") || !strings.Contains(stderr, "stable-4.18") ||
+		!strings.Contains(stderr, "run mirror-to-disk with this channel") || !strings.Contains(stderr, "minVersion = maxVersion") {
+		t.Errorf("range without a saved graph: exit %d\n%s", code, stderr)
+	}
+	// With the saved graph (4.18.1 to 4.18.3, of which 4.18.3 was never
+	// mirrored), the range deletes 4.18.2 and passes over 4.18.3.
+	var g strings.Builder
+	g.WriteString(`{"nodes": [`)
+	for i, v := range []string{"4.18.1", "4.18.2", "4.18.3"} {
+		if i > 0 {
+			g.WriteString(",")
+		}
+		g.WriteString(`{"version": "` + v + `", "payload": "quay.io/openshift-release-dev/ocp-release@sha256:` + strings.Repeat(string(rune('a'+i)), 64) + `"}`)
+	}
+	g.WriteString(`], "edges": [[0, 1], [1, 2]]}`)
+	graphs := filepath.Join(ws, "working-dir", "release-graphs")
+	must(t, os.MkdirAll(graphs, 0o755))
+	must(t, os.WriteFile(filepath.Join(graphs, "amd64-stable-4.18.json"), []byte(g.String()), 0o644))
+	// A selection of releases none of which was mirrored: said so.
+	unmirrored := w.disc("unmirrored.yaml", "  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.3\n")
+	code, _, stderr = w.gapmirror("delete", "-c", unmirrored, "--generate", "--workspace", "file://"+ws, "docker://"+root)
+	if code != 1 || !strings.Contains(stderr, "delete.platform.channels[0]") || !strings.Contains(stderr, "none of the releases") {
+		t.Errorf("range of unmirrored releases: exit %d\n%s", code, stderr)
+	}
+	code, stdout, _ = w.gapmirror("delete", "-c", rng, "--generate", "--workspace", "file://"+ws, "docker://"+root)
+	if code != 0 || !strings.Contains(stdout, "2 images, 2 deletes") {
+		t.Fatalf("range generate: exit %d", code)
+	}
+	if code, _, _ := w.gapmirror("delete", "--delete-yaml-file", plan, "docker://"+root); code != 0 {
+		t.Fatal("range delete failed")
+	}
+	for _, r := range recs[3:] {
+		repo, tag, _ := strings.Cut(r.dest, ":")
+		w.gone(w.dst, "m/"+repo, tag, digest.Digest(r.d))
 	}
 }

@@ -1,0 +1,307 @@
+package mirror
+
+// delete.operators: a catalog entry of a DeleteImageSetConfiguration selects
+// bundles with the same filter as mirroring, applied to the file-based
+// catalog of what this workspace mirrored (the catalog image recorded at the
+// mirror root, read from the local store or pulled from the mirror by its
+// recorded digest). The selected bundles' images that the workspace pushed
+// are deleted, except those bundles that stay mirrored still need. As in
+// oc-mirror v2, the catalog image itself is never deleted.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/prune"
+)
+
+// bundleWhy matches the reason operators.bundleImages gives an image.
+var bundleWhy = regexp.MustCompile(`^operator catalog (.+): package (\S+) bundle (\S+)$`)
+
+// catalogKey normalises a catalog reference so that the DISC and the run
+// records compare equal however they spell it.
+func catalogKey(ref string) string {
+	if _, ok := (imageset.OperatorCatalog{Catalog: ref}).OCILayoutPath(); ok {
+		return ref
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
+	}
+	return reference.TagNameOnly(named).String()
+}
+
+// userKey names one bundle of one catalog.
+func userKey(cat, pkg, bundle string) string { return catalogKey(cat) + " " + pkg + " " + bundle }
+
+// operatorSelection is what delete.operators resolved to.
+type operatorSelection struct {
+	images []matchedImage
+	kept   []prune.Kept
+}
+
+// operatorImages resolves delete.operators against the catalogs this
+// workspace mirrored to root.
+func (d *Delete) operatorImages(ctx context.Context, ops []imageset.OperatorCatalog, cfgPath, root string, w workspace, images []MirroredImage) (*operatorSelection, []error) {
+	sel := &operatorSelection{}
+	if len(ops) == 0 {
+		return sel, nil
+	}
+	var errs []error
+	store, cleanup, err := d.catalogStore()
+	if err != nil {
+		return nil, []error{err}
+	}
+	defer cleanup()
+	tmp, err := os.MkdirTemp("", "gapmirror-delete-")
+	if err != nil {
+		return nil, []error{err}
+	}
+	defer os.RemoveAll(tmp)
+
+	deleted := map[string]bool{} // userKey of every selected bundle
+	var picked []matchedImage
+	for i, oc := range ops {
+		path := fmt.Sprintf("delete.operators[%d]", i)
+		if len(oc.Platforms) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %s.platforms: deleting some platforms of a catalog's images is not supported; remove the field", cfgPath, path))
+			continue
+		}
+		cats := recordedCatalogs(oc.Catalog, images)
+		if len(cats) == 0 {
+			errs = append(errs, fmt.Errorf("%s: %s.catalog: %s was not mirrored to %s by this workspace%s: check the catalog reference (as the ImageSetConfiguration named it) and --workspace", cfgPath, path, oc.Catalog, root, mirroredCatalogs(images)))
+			continue
+		}
+		spec := filterSpec(oc)
+		// Delete only what is named: bundles of other packages that the
+		// named ones depend on stay.
+		spec.SkipDependencies = true
+		var refs []catalog.ImageRef
+		var ferrs []string
+		for _, m := range cats {
+			c, err := d.loadMirroredCatalog(ctx, store, root, m, tmp)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s.catalog: %w", cfgPath, path, err))
+				continue
+			}
+			kept, _, err := catalog.Filter(c, spec)
+			if err != nil {
+				ferrs = append(ferrs, fmt.Sprintf("catalog %s@%s: %s", m.Destination, m.Digest, locate(path, oc, err.Error())))
+				continue
+			}
+			refs = append(refs, kept.RelatedImages()...)
+		}
+		// A catalog mirrored several times selects from every version of
+		// it; the entry fails only when no version has what it names.
+		if len(refs) == 0 {
+			if len(ferrs) > 0 {
+				errs = append(errs, fmt.Errorf("%s: %s selects nothing this workspace mirrored from %s (delete filters the catalog as mirrored, so only what was mirrored can be named): %s", cfgPath, path, oc.Catalog, strings.Join(ferrs, "; ")))
+			}
+			continue
+		}
+		found := 0
+		for _, ref := range refs {
+			for _, u := range ref.Users {
+				deleted[userKey(oc.Catalog, u.Package, u.Bundle)] = true
+			}
+			for _, m := range matchRecorded(ref.Image, images) {
+				found++
+				picked = append(picked, matchedImage{m, fmt.Sprintf("%s (%s)", path, bundlesOf(ref.Users))})
+			}
+		}
+		if found == 0 {
+			errs = append(errs, fmt.Errorf("%s: the bundles %s selects from %s were not pushed to %s by this workspace (already deleted, or they were there before gapmirror mirrored them)", cfgPath, path, oc.Catalog, root))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	still, err := stillNeeded(w, images, deleted)
+	if err != nil {
+		return nil, []error{err}
+	}
+	seen := map[string]bool{}
+	for _, p := range picked {
+		if seen[p.img.key()] {
+			continue
+		}
+		seen[p.img.key()] = true
+		if why := still[p.img.key()]; len(why) > 0 {
+			sel.kept = append(sel.kept, prune.Kept{Image: p.img.Destination, Digest: p.img.Digest, Why: "selected by " + p.why + " but still used by " + joinFew(why)})
+			continue
+		}
+		sel.images = append(sel.images, p)
+	}
+	return sel, nil
+}
+
+// joinFew joins reasons, the first few in full.
+func joinFew(list []string) string {
+	if len(list) > 3 {
+		return strings.Join(list[:3], "; ") + fmt.Sprintf(" and %d more", len(list)-3)
+	}
+	return strings.Join(list, "; ")
+}
+
+// recordedCatalogs are the catalog images the workspace pushed to the root
+// for the catalog ref, one per digest.
+func recordedCatalogs(ref string, images []MirroredImage) []MirroredImage {
+	var out []MirroredImage
+	seen := map[string]bool{}
+	for _, m := range images {
+		if m.Kind == imageset.KindOperatorCatalog && catalogKey(m.Origin) == catalogKey(ref) && !seen[m.Digest] {
+			seen[m.Digest] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// mirroredCatalogs lists the catalogs a root's record holds, for errors.
+func mirroredCatalogs(images []MirroredImage) string {
+	var names []string
+	for _, m := range images {
+		if m.Kind == imageset.KindOperatorCatalog && !slices.Contains(names, m.Origin) {
+			names = append(names, m.Origin)
+		}
+	}
+	if len(names) == 0 {
+		return " (it mirrored no operator catalog there)"
+	}
+	sort.Strings(names)
+	return " (catalogs it mirrored there: " + strings.Join(names, ", ") + ")"
+}
+
+// matchRecorded finds the pushed bundle or related images at the root that
+// the catalog's image reference ref was mirrored as.
+func matchRecorded(ref string, images []MirroredImage) []MirroredImage {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return nil
+	}
+	named = reference.TagNameOnly(named)
+	repo := reference.Path(named)
+	var dig string
+	if c, ok := named.(reference.Canonical); ok {
+		dig = c.Digest().String()
+	}
+	var out []MirroredImage
+	for _, m := range images {
+		if !m.Pushed || (m.Kind != imageset.KindOperatorBundle && m.Kind != imageset.KindOperatorRelated) {
+			continue
+		}
+		mrepo, _ := splitDest(m.Destination)
+		// By digest: the repository and digest; by tag: every digest the
+		// tag was mirrored as (its origin).
+		if dig != "" && mrepo == repo && m.Digest == dig || dig == "" && m.Origin == named.String() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// stillNeeded maps each image (destination@digest) of the latest run that
+// mirrored to this root to the reasons it stays: every reason of the run's
+// Set for it except the bundles being deleted.
+func stillNeeded(w workspace, images []MirroredImage, deleted map[string]bool) (map[string][]string, error) {
+	set, err := latestSet(w, images)
+	if err != nil || set == nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, img := range set.Images {
+		for _, why := range img.Why {
+			if m := bundleWhy.FindStringSubmatch(why); m != nil && deleted[userKey(m[1], m[2], m[3])] {
+				continue
+			}
+			k := img.Destination + "@" + img.Digest
+			out[k] = append(out[k], why)
+		}
+	}
+	return out, nil
+}
+
+// latestSet is the Set of the newest run that mirrored into the root: the
+// newest run record (not mirror-to-disk) holding an image of the root's
+// record. Run records do not name the root, hence the overlap test.
+func latestSet(w workspace, images []MirroredImage) (*imageset.Set, error) {
+	at := map[string]bool{}
+	for _, m := range images {
+		at[m.key()] = true
+	}
+	var names []string
+	if err := w.readAll("runs", func(name string) error {
+		if !strings.HasSuffix(name, "-mirror-to-disk.json") {
+			names = append(names, name)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(names))) // timestamped names
+	for _, name := range names {
+		var r runRecord
+		if _, err := w.read(&r, "runs", name); err != nil {
+			return nil, err
+		}
+		if r.Set == nil {
+			continue
+		}
+		for _, img := range r.Set.Images {
+			if at[img.Destination+"@"+img.Digest] {
+				return r.Set, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// catalogStore opens the local store delete reads catalogs from: the
+// configured one, or a temporary one when none is configured.
+func (d *Delete) catalogStore() (*Store, func(), error) {
+	if d.StoreDir != "" {
+		s, err := OpenStore(d.StoreDir)
+		return s, func() {}, err
+	}
+	dir, err := os.MkdirTemp("", "gapmirror-delete-store-")
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := OpenStore(dir)
+	return s, func() { os.RemoveAll(dir) }, err
+}
+
+// loadMirroredCatalog loads the FBC of the catalog image m recorded at the
+// root: from the store when it holds it (the run built or copied it there),
+// else pulled from the mirror by its recorded digest.
+func (d *Delete) loadMirroredCatalog(ctx context.Context, store *Store, root string, m MirroredImage, tmp string) (*catalog.Catalog, error) {
+	dg, err := digest.Parse(m.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("the workspace records catalog %s with a bad digest %q: %w", m.Destination, m.Digest, err)
+	}
+	if !store.Has(dg) {
+		repo, _ := splitDest(m.Destination)
+		img := imageset.Image{
+			Source:      root + "/" + repo + "@" + m.Digest,
+			Origin:      m.Origin,
+			Digest:      m.Digest,
+			Destination: catalogSourcesRepo + "mirrored/" + repo + ":" + imageset.DigestTag(dg),
+			Kind:        imageset.KindOperatorCatalog,
+		}
+		if err := copyIntoStore(ctx, img, NewUpstream(d.Mirror), store, Options{}); err != nil {
+			return nil, fmt.Errorf("reading the mirrored catalog %s/%s@%s to find its bundles: %w", root, repo, m.Digest, err)
+		}
+	}
+	ci := &CatalogImage{Origin: root + "/" + m.Destination, Digest: dg, Blobs: store}
+	return ci.Load(tmp)
+}
