@@ -126,7 +126,7 @@ func (d *Delete) operatorImages(ctx context.Context, ops []imageset.OperatorCata
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	still, err := stillNeeded(w, images, deleted)
+	still, err := stillNeeded(w, root, images, deleted)
 	if err != nil {
 		return nil, []error{err}
 	}
@@ -213,8 +213,8 @@ func matchRecorded(ref string, images []MirroredImage) []MirroredImage {
 // stillNeeded maps each image (destination@digest) of the latest run that
 // mirrored to this root to the reasons it stays: every reason of the run's
 // Set for it except the bundles being deleted.
-func stillNeeded(w workspace, images []MirroredImage, deleted map[string]bool) (map[string][]string, error) {
-	set, err := latestSet(w, images)
+func stillNeeded(w workspace, root string, images []MirroredImage, deleted map[string]bool) (map[string][]string, error) {
+	set, err := latestSet(w, root, images)
 	if err != nil || set == nil {
 		return nil, err
 	}
@@ -232,9 +232,9 @@ func stillNeeded(w workspace, images []MirroredImage, deleted map[string]bool) (
 }
 
 // latestSet is the Set of the newest run that mirrored into the root: the
-// newest run record (not mirror-to-disk) holding an image of the root's
-// record. Run records do not name the root, hence the overlap test.
-func latestSet(w workspace, images []MirroredImage) (*imageset.Set, error) {
+// newest run record naming that root; records older gapmirror versions
+// wrote name none, and count when they hold an image of the root's record.
+func latestSet(w workspace, root string, images []MirroredImage) (*imageset.Set, error) {
 	at := map[string]bool{}
 	for _, m := range images {
 		at[m.key()] = true
@@ -254,8 +254,11 @@ func latestSet(w workspace, images []MirroredImage) (*imageset.Set, error) {
 		if _, err := w.read(&r, "runs", name); err != nil {
 			return nil, err
 		}
-		if r.Set == nil {
+		if r.Set == nil || r.Mirror != "" && r.Mirror != root {
 			continue
+		}
+		if r.Mirror == root {
+			return r.Set, nil
 		}
 		for _, img := range r.Set.Images {
 			if at[img.Destination+"@"+img.Digest] {

@@ -77,6 +77,9 @@ type Report struct {
 	// ClusterResources lists the manifests written for the cluster.
 	ClusterResources []string
 	Workspace        string
+	// Mirror is the registry root the images went to (disk-to-mirror,
+	// mirror-to-mirror).
+	Mirror string
 	// FailedFile lists the failed images for --retry-failed.
 	FailedFile string
 	// LeftOut names images of the set a partial archive does not carry.
@@ -334,7 +337,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
-	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws, LeftOut: idx.LeftOut}
+	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
 	if err := t.restoreReleaseFiles(ar, ws); err != nil {
 		return nil, err
 	}
@@ -405,7 +408,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws}
+	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
 	if t.DryRun {
 		if err := t.writePlan(ws, set, nil); err != nil {
 			return rep, err
@@ -554,6 +557,7 @@ type runRecord struct {
 	Time          time.Time       `json:"time"`
 	ToolVersion   string          `json:"toolVersion"`
 	Config        string          `json:"config,omitempty"`
+	Mirror        string          `json:"mirror,omitempty"`
 	Set           *imageset.Set   `json:"set"`
 	Copied        []string        `json:"copied"`
 	Skipped       []string        `json:"skipped"`
@@ -574,7 +578,7 @@ func (t *Trip) record(ws string, rep *Report) error {
 		return err
 	}
 	now := t.now()
-	rec := runRecord{FormatVersion: 1, Mode: rep.Mode, Time: now, ToolVersion: t.ToolVersion, Config: t.ConfigPath, Set: rep.Set, Archive: rep.Archive}
+	rec := runRecord{FormatVersion: 1, Mode: rep.Mode, Time: now, ToolVersion: t.ToolVersion, Config: t.ConfigPath, Mirror: rep.Mirror, Set: rep.Set, Archive: rep.Archive}
 	if r := rep.Result; r != nil {
 		for _, i := range r.Copied {
 			rec.Copied = append(rec.Copied, i.Destination)
