@@ -1,11 +1,13 @@
-// Command demo runs gapmirror's three trips end to end on example images,
-// with no internet: it starts an "upstream" registry full of example images
-// and an empty "air-gapped" mirror registry in-process on 127.0.0.1, writes an
-// ImageSetConfiguration, runs the real gapmirror binary for mirror-to-disk,
-// disk-to-mirror, mirror-to-mirror and a no-change rerun, prints what it
-// generated, and then checks every image at the mirror by digest with plain
-// HTTP requests (and skopeo, when installed). It exits non-zero if anything
-// is wrong.
+// Command demo runs gapmirror's three trips end to end on example content,
+// with no internet: it starts an "upstream" registry holding example images,
+// a generated operator catalog and release payloads, an update service and a
+// signature store for those releases, and an empty "air-gapped" mirror
+// registry, all in-process on 127.0.0.1; writes an ImageSetConfiguration;
+// runs the real gapmirror binary for mirror-to-disk, disk-to-mirror,
+// mirror-to-mirror and a no-change rerun; prints what it generated; and then
+// checks every image at the mirror by digest with plain HTTP requests (and
+// skopeo, when installed), the rebuilt catalog's bundles and the cluster
+// resources. It exits non-zero if anything is wrong.
 //
 // Usage: go run ./internal/demo -gapmirror bin/gapmirror [-keep]
 package main
@@ -101,7 +103,7 @@ func run(bin string, keep bool) int {
 	err = d.run(ctx)
 	d.close()
 	if keep {
-		defer out.printf("Kept %s (isc.yaml, archive/, cache/, workspace/); the registries stopped with the demo.\n", dir)
+		defer out.printf("Kept %s (isc.yaml, release-key.asc, archive/, cache/, workspace/); the registries stopped with the demo.\n", dir)
 	} else if rmErr := os.RemoveAll(dir); rmErr != nil {
 		fmt.Fprintf(os.Stderr, "demo: removing %s: %v\n", dir, rmErr)
 	}
@@ -122,7 +124,7 @@ func run(bin string, keep bool) int {
 // run tells the story; an error stops it, a failed check is counted and the
 // story goes on so that the user sees everything that is wrong.
 func (d *demo) run(ctx context.Context) error {
-	d.out.printf("%s\n", d.out.style(bold, "gapmirror demo: the three trips on example images, all on this machine, no internet"))
+	d.out.printf("%s\n", d.out.style(bold, "gapmirror demo: additional images, an operator catalog and releases through the three trips, all on this machine, no internet"))
 
 	if err := d.startRegistries(ctx); err != nil {
 		return err
