@@ -21,13 +21,13 @@ var smallSpec = catalog.GenSpec{Seed: 5, Packages: 3, Bundles: 4, RelatedImages:
 // catalog and what to do.
 func TestOperatorBadInput(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
-	good := w.pushCatalog("catalogs/good", "v1", catalogOptions{spec: smallSpec, single: true})
-	noLabel := w.pushCatalog("catalogs/nolabel", "v1", catalogOptions{spec: smallSpec, single: true, labels: map[string]string{"vendor": "example"}})
-	malformed := w.pushCatalog("catalogs/malformed", "v1", catalogOptions{spec: smallSpec, single: true, files: map[string][]byte{
+	good := w.pushCatalog("catalogs/good", "v1", catalogOptions{Spec: smallSpec, Single: true})
+	noLabel := w.pushCatalog("catalogs/nolabel", "v1", catalogOptions{Spec: smallSpec, Single: true, Labels: map[string]string{"vendor": "example"}})
+	malformed := w.pushCatalog("catalogs/malformed", "v1", catalogOptions{Spec: smallSpec, Single: true, Files: map[string][]byte{
 		"configs/ok/catalog.json":     []byte(`{"schema":"olm.package","name":"ok","defaultChannel":"stable"}` + "\n"),
 		"configs/broken/catalog.json": []byte("{\"schema\":\"olm.package\",\"name\":\"broken\"}\n{\"schema\":\"olm.channel\",\n  \"name\": oops\n}\n"),
 	}})
-	versions := good.cat.Packages()[1].Channels[0].Versions
+	versions := good.Cat.Packages()[1].Channels[0].Versions
 	badTemplate := filepath.Join(w.dir, "bad-template.yaml")
 	must(t, os.WriteFile(badTemplate, []byte("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: x\nspec:\n  configMap: my-catalog\n"), 0o644))
 
@@ -36,44 +36,44 @@ func TestOperatorBadInput(t *testing.T) {
 		body string
 		want []string
 	}{
-		{"unknown package", `  - catalog: ` + good.ref + `
+		{"unknown package", `  - catalog: ` + good.Ref + `
     packages:
     - name: operator-000
     - name: operator-0001
-`, []string{`mirror.operators[0].packages[1] (package "operator-0001") is not in the catalog`, `"operator-001"`, good.ref}},
-		{"unknown channel", `  - catalog: ` + good.ref + `
+`, []string{`mirror.operators[0].packages[1] (package "operator-0001") is not in the catalog`, `"operator-001"`, good.Ref}},
+		{"unknown channel", `  - catalog: ` + good.Ref + `
     packages:
     - name: operator-001
       channels:
       - name: stabel
-`, []string{`mirror.operators[0].packages[0].channels[0] (package "operator-001" channel "stabel") does not exist`, `did you mean "stable"`, good.ref}},
-		{"min above max", `  - catalog: ` + good.ref + `
+`, []string{`mirror.operators[0].packages[0].channels[0] (package "operator-001" channel "stabel") does not exist`, `did you mean "stable"`, good.Ref}},
+		{"min above max", `  - catalog: ` + good.Ref + `
     packages:
     - name: operator-001
       minVersion: ` + versions[2] + `
       maxVersion: ` + versions[0] + `
 `, []string{"mirror.operators[0].packages[0].maxVersion", "is lower than minVersion"}},
-		{"range selects nothing", `  - catalog: ` + good.ref + `
+		{"range selects nothing", `  - catalog: ` + good.Ref + `
     packages:
     - name: operator-001
       versionRange: ">=99.0.0"
-`, []string{`mirror.operators[0].packages[0] (package "operator-001"): versionRange ">=99.0.0" selects no bundle`, "widen the range", good.ref}},
-		{"default channel filtered out", `  - catalog: ` + good.ref + `
+`, []string{`mirror.operators[0].packages[0] (package "operator-001"): versionRange ">=99.0.0" selects no bundle`, "widen the range", good.Ref}},
+		{"default channel filtered out", `  - catalog: ` + good.Ref + `
     packages:
     - name: operator-002
       channels:
       - name: fast
-`, []string{`mirror.operators[0].packages[0] (package "operator-002"): the default channel "stable" was filtered out`, "set defaultChannel", good.ref}},
-		{"catalog without configs label", `  - catalog: ` + noLabel.ref + "\n",
-			[]string{"mirror.operators[0]", noLabel.ref, "has no label operators.operatorframework.io.index.configs.v1"}},
-		{"malformed FBC", `  - catalog: ` + good.ref + `
-  - catalog: ` + malformed.ref + "\n",
-			[]string{"mirror.operators[1]", malformed.ref, "malformed", "broken/catalog.json:3"}},
-		{"blocked catalog", `  - catalog: ` + good.ref + `
+`, []string{`mirror.operators[0].packages[0] (package "operator-002"): the default channel "stable" was filtered out`, "set defaultChannel", good.Ref}},
+		{"catalog without configs label", `  - catalog: ` + noLabel.Ref + "\n",
+			[]string{"mirror.operators[0]", noLabel.Ref, "has no label operators.operatorframework.io.index.configs.v1"}},
+		{"malformed FBC", `  - catalog: ` + good.Ref + `
+  - catalog: ` + malformed.Ref + "\n",
+			[]string{"mirror.operators[1]", malformed.Ref, "malformed", "broken/catalog.json:3"}},
+		{"blocked catalog", `  - catalog: ` + good.Ref + `
   blockedImages:
   - name: catalogs/good
 `, []string{"mirror.operators[0].catalog", "is blocked by mirror.blockedImages[0]"}},
-		{"bad CatalogSource template", `  - catalog: ` + good.ref + `
+		{"bad CatalogSource template", `  - catalog: ` + good.Ref + `
     targetCatalogSourceTemplate: ` + badTemplate + "\n",
 			[]string{"mirror.operators[0].targetCatalogSourceTemplate", badTemplate, "spec.configMap is set"}},
 		{"catalog missing upstream", `  - catalog: ` + w.up.Host() + `/catalogs/nothere:v1
@@ -109,7 +109,7 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 	helper, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 2048)}})
 	must(t, err)
 	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}, "tagged/helper", "v1", helper))
-	oc := w.pushCatalog("catalogs/ghosts", "v1", catalogOptions{spec: smallSpec, single: true, mutate: func(c *catalog.Catalog) {
+	oc := w.pushCatalog("catalogs/ghosts", "v1", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *catalog.Catalog) {
 		for _, b := range c.Package("operator-001").Bundles {
 			b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "ghost-digest", Image: ghostDigest}, catalog.RelatedImage{Name: "ghost-tag", Image: ghostTag})
 		}
@@ -117,16 +117,16 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 			b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "helper", Image: w.up.Host() + "/tagged/helper:v1"})
 		}
 	}})
-	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
+	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
 	code, out, errOut := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m")
 	if code != 4 {
 		t.Errorf("exit %d, want 4 (operator images failed)", code)
 	}
-	head := oc.cat.Packages()[1].Channels[0].Head
+	head := oc.Cat.Packages()[1].Channels[0].Head
 	for _, want := range []string{
-		"FAILED " + ghostTag + " (needed by package operator-001 bundle " + head + " in catalog " + oc.ref + ")",
+		"FAILED " + ghostTag + " (needed by package operator-001 bundle " + head + " in catalog " + oc.Ref + ")",
 		"FAILED " + ghostDigest,
-		"(needed by operator catalog " + oc.ref + ": package operator-001 bundle " + head + ")",
+		"(needed by operator catalog " + oc.Ref + ": package operator-001 bundle " + head + ")",
 		"2 failed",
 	} {
 		if !strings.Contains(out, want) {
@@ -146,7 +146,7 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 	if !strings.Contains(itms, w.up.Host()+"/tagged") {
 		t.Errorf("ITMS does not map the tag-only related image:\n%s", itms)
 	}
-	kept, _, err := catalog.Filter(oc.cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "operator-000"}, {Name: "operator-001"}}})
+	kept, _, err := catalog.Filter(oc.Cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "operator-000"}, {Name: "operator-001"}}})
 	must(t, err)
 	for _, p := range kept.PackageNames() {
 		for _, b := range kept.Package(p).Bundles {

@@ -29,12 +29,12 @@ var opSpec = catalog.GenSpec{Seed: 3, Packages: 10, Bundles: 5, RelatedImages: 1
 // opm cache, and the cluster resources must point at the mirror.
 func TestOperatorCatalogTrips(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
-	oc := w.pushCatalog("catalogs/test-index", "v1", catalogOptions{spec: opSpec})
-	stable := oc.cat.Package("operator-004").Channel("stable")
+	oc := w.pushCatalog("catalogs/test-index", "v1", catalogOptions{Spec: opSpec})
+	stable := oc.Cat.Package("operator-004").Channel("stable")
 	if stable == nil || len(stable.Entries) < 4 {
 		t.Fatalf("generated operator-004 has no stable channel of 4+ entries")
 	}
-	versions := oc.cat.Packages()[4].Channels
+	versions := oc.Cat.Packages()[4].Channels
 	var sv []string
 	for _, ch := range versions {
 		if ch.Name == "stable" {
@@ -44,7 +44,7 @@ func TestOperatorCatalogTrips(t *testing.T) {
 	template := filepath.Join(w.dir, "cs-template.yaml")
 	must(t, os.WriteFile(template, []byte("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: ignored\nspec:\n  displayName: Mirrored test operators\n  updateStrategy:\n    registryPoll:\n      interval: 30m\n"), 0o644))
 	isc := w.writeISC("isc.yaml", `  operators:
-  - catalog: `+oc.ref+`
+  - catalog: `+oc.Ref+`
     targetCatalogSourceTemplate: `+template+`
     packages:
     - name: operator-001
@@ -57,19 +57,19 @@ func TestOperatorCatalogTrips(t *testing.T) {
       defaultChannel: fast
       channels:
       - name: fast
-  - catalog: `+w.up.Host()+"/"+oc.repo+"@"+oc.digest.String()+`
+  - catalog: `+w.up.Host()+"/"+oc.Repo+"@"+oc.Digest.String()+`
     targetCatalog: mirror/pinned-index
     full: true
     packages:
     - name: operator-002
 `)
-	want1, _, err := catalog.Filter(oc.cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{
+	want1, _, err := catalog.Filter(oc.Cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{
 		{Name: "operator-001"},
 		{Name: "operator-004", Channels: []catalog.ChannelSpec{{Name: "stable", MinVersion: sv[1], MaxVersion: sv[3]}}},
 		{Name: "operator-006", DefaultChannel: "fast", Channels: []catalog.ChannelSpec{{Name: "fast"}}},
 	}})
 	must(t, err)
-	want2, _, err := catalog.Filter(oc.cat, catalog.FilterSpec{Full: true, Packages: []catalog.PackageSpec{{Name: "operator-002"}}})
+	want2, _, err := catalog.Filter(oc.Cat, catalog.FilterSpec{Full: true, Packages: []catalog.PackageSpec{{Name: "operator-002"}}})
 	must(t, err)
 
 	archiveDir := filepath.Join(w.dir, "archive")
@@ -151,7 +151,7 @@ func (w *world) checkCatalogs(reg *registrytest.Registry, prefix string, oc *opC
 		t.Errorf("filtered catalog not at %s/catalogs/test-index:v1: %v", prefix, err)
 		return "", ""
 	}
-	if d1 == oc.digest {
+	if d1 == oc.Digest {
 		t.Errorf("the filtered catalog was mirrored unchanged (%s): it must be rebuilt", d1)
 	}
 	w.assertComplete(reg, prefix+"/catalogs/test-index", d1)
@@ -179,11 +179,11 @@ func (w *world) checkCatalogs(reg *registrytest.Registry, prefix string, oc *opC
 		t.Errorf("only %d bundle and related images checked: the selection is too small to mean anything", n)
 	}
 	// A package nobody selected (nor depends on) is not mirrored.
-	for _, p := range oc.cat.PackageNames() {
+	for _, p := range oc.Cat.PackageNames() {
 		if want1.Package(p) != nil || want2.Package(p) != nil {
 			continue
 		}
-		b := oc.cat.Package(p).Bundles[0]
+		b := oc.Cat.Package(p).Bundles[0]
 		named, _ := reference.ParseNormalizedNamed(b.Image)
 		d := named.(reference.Canonical).Digest()
 		if _, err := reg.ManifestDigest(prefix+"/"+reference.Path(named), imageset.DigestTag(d)); err == nil {
@@ -210,10 +210,10 @@ func readFile(t *testing.T, p string) string {
 func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	layout := filepath.Join(w.dir, "layouts", "My-Catalog")
-	whole := w.pushCatalog("catalogs/whole", "v4.18", catalogOptions{spec: smallSpec})
-	onDisk := w.pushCatalog("catalogs/ondisk", "v1", catalogOptions{spec: catalog.GenSpec{Seed: 9, Packages: 3, Bundles: 3, RelatedImages: 1}, layout: layout})
+	whole := w.pushCatalog("catalogs/whole", "v4.18", catalogOptions{Spec: smallSpec})
+	onDisk := w.pushCatalog("catalogs/ondisk", "v1", catalogOptions{Spec: catalog.GenSpec{Seed: 9, Packages: 3, Bundles: 3, RelatedImages: 1}, Layout: layout})
 	isc := w.writeISC("isc.yaml", `  operators:
-  - catalog: `+whole.ref+`
+  - catalog: `+whole.Ref+`
     full: true
   - catalog: oci://`+layout+`
     targetTag: v2
@@ -227,8 +227,8 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dry run exit %d", code)
 	}
-	b := whole.cat.Package("operator-001").Bundles[0]
-	if want := "operator catalog " + whole.ref + ": package operator-001 bundle " + b.Name; !strings.Contains(out, want) {
+	b := whole.Cat.Package("operator-001").Bundles[0]
+	if want := "operator catalog " + whole.Ref + ": package operator-001 bundle " + b.Name; !strings.Contains(out, want) {
 		t.Errorf("dry run does not say who needs the bundle image (%q):\n%s", want, out)
 	}
 	// The dry run put the catalog images into the store: the run reads
@@ -252,11 +252,11 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 	if !strings.Contains(errOut, "bundle or related images left out by mirror.blockedImages[0]") {
 		t.Errorf("the run does not say what mirror.blockedImages kept out:\n%s", errOut)
 	}
-	if d, err := w.dst.ManifestDigest("m/catalogs/whole", "v4.18"); err != nil || d != whole.digest {
-		t.Errorf("full catalog at the mirror: %s, %v; want the original %s untouched", d, err, whole.digest)
+	if d, err := w.dst.ManifestDigest("m/catalogs/whole", "v4.18"); err != nil || d != whole.Digest {
+		t.Errorf("full catalog at the mirror: %s, %v; want the original %s untouched", d, err, whole.Digest)
 	}
 	blocked := 0
-	for _, ref := range whole.cat.RelatedImages() {
+	for _, ref := range whole.Cat.RelatedImages() {
 		if strings.Contains(ref.Image, "operator-001/operator@") {
 			blocked++
 			named, _ := reference.ParseNormalizedNamed(ref.Image)
@@ -265,11 +265,11 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 			}
 		}
 	}
-	if n, all := w.checkImages(w.dst, "m", whole.cat, "operator-001/operator@"), len(whole.cat.RelatedImages()); blocked == 0 || n != all-blocked {
+	if n, all := w.checkImages(w.dst, "m", whole.Cat, "operator-001/operator@"), len(whole.Cat.RelatedImages()); blocked == 0 || n != all-blocked {
 		t.Errorf("%d of the %d images of the full catalog mirrored, %d blocked", n, all, blocked)
 	}
 
-	want, _, err := catalog.Filter(onDisk.cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "operator-002"}}})
+	want, _, err := catalog.Filter(onDisk.Cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "operator-002"}}})
 	must(t, err)
 	d, err := w.dst.ManifestDigest("m/my-catalog", "v2")
 	if err != nil {
@@ -290,8 +290,8 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 func TestListOperators(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	layout := filepath.Join(w.dir, "layout")
-	oc := w.pushCatalog("catalogs/list-index", "v1", catalogOptions{spec: smallSpec, layout: layout})
-	pkgs := oc.cat.Packages()
+	oc := w.pushCatalog("catalogs/list-index", "v1", catalogOptions{Spec: smallSpec, Layout: layout})
+	pkgs := oc.Cat.Packages()
 	p := pkgs[1]
 	ch := p.Channels[0]
 
@@ -326,20 +326,20 @@ func TestListOperators(t *testing.T) {
 			t.Errorf("%s: versions of %s/%s: exit %d:\n%s\nwant versions:\n%s", where, p.Name, ch.Name, code, out, wantVersions)
 		}
 	}
-	check("registry", oc.ref, oc.ref)
+	check("registry", oc.Ref, oc.Ref)
 	check("OCI layout", "oci://"+layout, "oci://"+layout)
 
-	code, out, _ := w.gapmirror("list", "operators", "--catalog", oc.ref, "--package", p.Name, "-o", "json")
+	code, out, _ := w.gapmirror("list", "operators", "--catalog", oc.Ref, "--package", p.Name, "-o", "json")
 	if code != 0 || !strings.Contains(out, `"name": "`+p.Name+`"`) || !strings.Contains(out, `"head": "`+ch.Head+`"`) {
 		t.Errorf("json: exit %d:\n%s", code, out)
 	}
-	code, _, errOut := w.gapmirror("list", "operators", "--catalog", oc.ref, "--package", "nope")
-	if code != 1 || !strings.Contains(errOut, `package "nope" is not in catalog `+oc.ref) {
+	code, _, errOut := w.gapmirror("list", "operators", "--catalog", oc.Ref, "--package", "nope")
+	if code != 1 || !strings.Contains(errOut, `package "nope" is not in catalog `+oc.Ref) {
 		t.Errorf("unknown package: exit %d: %s", code, errOut)
 	}
 
 	// Offline: the archive of a mirror-to-disk run holding two catalogs.
-	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.ref+"\n    full: true\n  - catalog: "+oc.ref+"\n    targetCatalog: filtered/list-index\n    packages:\n    - name: "+p.Name+"\n")
+	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.Ref+"\n    full: true\n  - catalog: "+oc.Ref+"\n    targetCatalog: filtered/list-index\n    packages:\n    - name: "+p.Name+"\n")
 	archiveDir := filepath.Join(w.dir, "archive")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
 		t.Fatalf("mirror-to-disk exit %d", code)
@@ -361,11 +361,11 @@ func TestListOperators(t *testing.T) {
 // applying it updates the mirrored catalog.
 func TestOperatorCatalogIncremental(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
-	oc := w.pushCatalog("catalogs/inc-index", "v1", catalogOptions{spec: smallSpec})
+	oc := w.pushCatalog("catalogs/inc-index", "v1", catalogOptions{Spec: smallSpec})
 	out := filepath.Join(w.dir, "out")
 	trip := func(name string, pkgs ...string) *catalog.Catalog {
 		t.Helper()
-		body := "  operators:\n  - catalog: " + oc.ref + "\n    packages:\n"
+		body := "  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n"
 		var spec catalog.FilterSpec
 		for _, p := range pkgs {
 			body += "    - name: " + p + "\n"
@@ -378,7 +378,7 @@ func TestOperatorCatalogIncremental(t *testing.T) {
 		if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/inc"); code != 0 {
 			t.Fatalf("%s: disk-to-mirror exit %d", name, code)
 		}
-		want, _, err := catalog.Filter(oc.cat, spec)
+		want, _, err := catalog.Filter(oc.Cat, spec)
 		must(t, err)
 		return want
 	}

@@ -32,9 +32,9 @@ type releaseWorld struct {
 	*world
 	key      *releasetest.Key
 	keyFile  string
+	services *releasetest.Services
 	graphs   *releasetest.GraphServer
 	sigs     *releasetest.SignatureServer
-	server   *httptest.Server
 	payloads map[string]*releasetest.Payload
 	// served are the signatures the store serves, by version (re-signing
 	// gives other bytes).
@@ -46,72 +46,39 @@ type releaseWorld struct {
 // signs each with the world's key.
 func newReleaseWorld(t *testing.T, versions []string, components int, kubeVirt bool) *releaseWorld {
 	t.Helper()
-	w := &releaseWorld{world: newWorld(t, registrytest.Options{}), graphs: releasetest.NewGraphServer(),
-		sigs: releasetest.NewSignatureServer(), payloads: map[string]*releasetest.Payload{}, served: map[string][]byte{}}
+	w := &releaseWorld{world: newWorld(t, registrytest.Options{})}
 	key, err := releasetest.NewKey("gapmirror e2e")
 	must(t, err)
 	w.key = key
 	w.keyFile = filepath.Join(w.dir, "release-key.asc")
 	must(t, os.WriteFile(w.keyFile, key.PublicKey(), 0o644))
+	tgz, err := releasetest.GraphDataTarball(map[string][]string{"stable-4.18": {"4.18.1", "4.18.2", "4.18.3"}})
+	must(t, err)
+	w.services = releasetest.StartServices(tgz)
+	t.Cleanup(w.services.Close)
+	w.graphs, w.sigs = w.services.Graphs, w.services.Signatures
 
 	ctx := context.Background()
 	target := imagebuilder.Target{URL: w.up.URL()}
-	g := releasetest.NewGraph("amd64", versions...)
-	var previous []string
-	for _, v := range versions {
-		p, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: v, Host: w.up.Host(), Components: components, KubeVirt: kubeVirt, Previous: previous})
-		must(t, err)
-		must(t, p.Push(ctx, target))
-		w.payloads[v] = p
-		g.SetPayload(v, p.PullSpec())
-		sig, err := key.SignRelease(p.Digest.String(), p.Ref())
-		must(t, err)
-		w.sigs.Put(p.Digest.String(), sig)
-		w.served[v] = sig
-		previous = append(previous, v)
-	}
-	must(t, w.graphs.Put("stable-4.18", g.GenerateEdges()))
+	ch, err := w.services.PublishChannel(ctx, target, key, "stable-4.18",
+		releasetest.PayloadSpec{Host: w.up.Host(), Components: components, KubeVirt: kubeVirt}, versions...)
+	must(t, err)
+	w.payloads, w.served = ch.Payloads, ch.Signatures
 
 	// The graph image's base: a tiny image upstream.
 	base, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 1<<10)}})
 	must(t, err)
 	must(t, imagebuilder.Push(ctx, target, "ubi9/ubi", "latest", base))
-
-	mux := http.NewServeMux()
-	mux.Handle("/graph", w.graphs)
-	mux.Handle("/signatures/", w.sigs)
-	tgz := graphDataTarball(t)
-	mux.HandleFunc("/graph-data", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write(tgz) })
-	w.server = httptest.NewServer(mux)
-	t.Cleanup(w.server.Close)
 	return w
-}
-
-// graphDataTarball is a small cincinnati-graph-data tarball.
-func graphDataTarball(t *testing.T) []byte {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for name, body := range map[string]string{
-		"channels/stable-4.18.yaml": "name: stable-4.18\nversions:\n- 4.18.1\n- 4.18.2\n- 4.18.3\n",
-		"version":                   "1.0.0\n",
-	} {
-		must(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}))
-		_, err := tw.Write([]byte(body))
-		must(t, err)
-	}
-	must(t, tw.Close())
-	must(t, zw.Close())
-	return buf.Bytes()
 }
 
 // flags point gapmirror at the world's services and key.
 func (w *releaseWorld) flags() []string {
 	return []string{
-		"--graph-url", w.server.URL + "/graph",
-		"--release-signature-url", w.server.URL + "/signatures",
+		"--graph-url", w.services.GraphURL(),
+		"--release-signature-url", w.services.SignatureURL(),
 		"--release-signature-key", w.keyFile,
-		"--graph-data-url", w.server.URL + "/graph-data",
+		"--graph-data-url", w.services.GraphDataURL(),
 		"--graph-base-image", w.up.Host() + "/ubi9/ubi:latest",
 	}
 }
@@ -490,8 +457,8 @@ func TestReleasesBadInput(t *testing.T) {
 			want: []string{"release signature verified version=4.18.2"}},
 		{name: "environment instead of flags", platform: channel("stable-4.18"), code: 0, released: true,
 			over: map[string]string{"--graph-url": "", "--release-signature-url": "", "--release-signature-key": ""},
-			env:  map[string]string{"UPDATE_URL_OVERRIDE": w.server.URL + "/graph", "OCP_SIGNATURE_URL": w.server.URL + "/signatures", "OCP_SIGNATURE_VERIFICATION_PK": w.keyFile},
-			want: []string{"release signature verified version=4.18.2", "store=" + w.server.URL + "/signatures"}},
+			env:  map[string]string{"UPDATE_URL_OVERRIDE": w.services.GraphURL(), "OCP_SIGNATURE_URL": w.services.SignatureURL(), "OCP_SIGNATURE_VERIFICATION_PK": w.keyFile},
+			want: []string{"release signature verified version=4.18.2", "store=" + w.services.SignatureURL()}},
 		{name: "blocked component", platform: channel("stable-4.18") + "  blockedImages:\n  - name: " + w.payloads["4.18.2"].Components[2].Digest.Encoded() + "\n",
 			code: 0, released: true,
 			want: []string{"component " + w.payloads["4.18.2"].Components[2].Name + " of release 4.18.2 is blocked by mirror.blockedImages[0]"}},

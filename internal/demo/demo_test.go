@@ -1,11 +1,56 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/internal/fixtures"
 )
+
+// TestDemo runs the whole demo, as make demo does, with a gapmirror built
+// for the test: every trip and every check must pass. It takes about ten
+// seconds (most of it linking gapmirror); -short skips it.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the demo builds and runs gapmirror")
+	}
+	bin := filepath.Join(t.TempDir(), "gapmirror")
+	// The tags of the Makefile: gapmirror builds without cgo only with them.
+	build := exec.Command("go", "build", "-tags", "containers_image_openpgp containers_image_storage_stub containers_image_docker_daemon_stub",
+		"-o", bin, "../../cmd/gapmirror")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building gapmirror: %v\n%s", err, out)
+	}
+
+	var out bytes.Buffer
+	d := &demo{out: &console{w: &out}, bin: bin, dir: t.TempDir()}
+	err := d.run(context.Background())
+	d.close()
+	if err != nil || d.problems > 0 {
+		t.Fatalf("demo: %v, %d problem(s):\n%s", err, d.problems, out.String())
+	}
+	for _, want := range []string{
+		"✓ additional images: 12 of 12 at both prefixes",
+		"✓ operator catalog:  rebuilt",
+		"✓ releases:          4.18.1 and 4.18.3 of 3",
+		"4.18.2 not mirrored",
+		"✓ rerun: 0 images copied",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
 
 func TestDestination(t *testing.T) {
 	d := digest.FromString("jq")
@@ -36,7 +81,25 @@ func TestConfigListsEveryExample(t *testing.T) {
 	for _, ex := range exs {
 		ex.Digest = digest.FromString(ex.Repo + ex.Tag)
 	}
-	isc := config("127.0.0.1:5000", exs)
+	ops := &operators{src: &fixtures.Catalog{Ref: "127.0.0.1:5000/" + catalogRepo + ":" + catalogTag}, filter: catalog.FilterSpec{Packages: []catalog.PackageSpec{
+		{Name: "operator-001"},
+		{Name: "operator-003", Channels: []catalog.ChannelSpec{{Name: "stable", MinVersion: "1.0.1", MaxVersion: "1.1.0"}}},
+	}}}
+	isc := config("127.0.0.1:5000", exs, (&releases{}).config()+ops.config())
+
+	// gapmirror reads it as the demo means it.
+	cfg, err := imageset.ParseImageSetConfiguration([]byte(isc), configFile)
+	if err != nil {
+		t.Fatalf("gapmirror does not accept the configuration: %v\n%s", err, isc)
+	}
+	m := cfg.Mirror
+	if len(m.AdditionalImages) != len(exs) || len(m.Operators) != 1 || len(m.Operators[0].Packages) != 2 || m.Operators[0].Catalog != ops.src.Ref {
+		t.Errorf("configuration has %d additional images and operators %+v:\n%s", len(m.AdditionalImages), m.Operators, isc)
+	}
+	if ch := m.Platform.Channels; !m.Platform.Graph || len(ch) != 1 || ch[0].Name != releaseChannel || !ch[0].ShortestPath ||
+		ch[0].MinVersion != shortestPath[0] || ch[0].MaxVersion != shortestPath[len(shortestPath)-1] {
+		t.Errorf("configuration's platform is %+v:\n%s", m.Platform, isc)
+	}
 	for _, ex := range exs {
 		if !strings.Contains(isc, "- name: "+ex.source("127.0.0.1:5000")+"\n") {
 			t.Errorf("configuration does not list %s:\n%s", ex.source("127.0.0.1:5000"), isc)

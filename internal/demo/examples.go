@@ -181,12 +181,15 @@ func (ex *example) destination(prefix string) (repo, tag string) {
 	return strings.TrimPrefix(prefix+"/"+repo, "/"), tag
 }
 
-// config is the ImageSetConfiguration listing every example on host.
-func config(host string, exs []*example) string {
+// config is the ImageSetConfiguration listing every example on host, after
+// the other sections of mirror (releases, operators).
+func config(host string, exs []*example, sections string) string {
 	var b strings.Builder
 	b.WriteString("kind: ImageSetConfiguration\n")
 	b.WriteString("apiVersion: mirror.openshift.io/v2alpha1\n")
 	b.WriteString("mirror:\n")
+	b.WriteString(sections)
+	b.WriteString("  # single images, by tag or digest\n")
 	b.WriteString("  additionalImages:\n")
 	for _, ex := range exs {
 		if ex.Note != "" {

@@ -1,11 +1,13 @@
-// Command demo runs gapmirror's three trips end to end on example images,
-// with no internet: it starts an "upstream" registry full of example images
-// and an empty "air-gapped" mirror registry in-process on 127.0.0.1, writes an
-// ImageSetConfiguration, runs the real gapmirror binary for mirror-to-disk,
-// disk-to-mirror, mirror-to-mirror and a no-change rerun, prints what it
-// generated, and then checks every image at the mirror by digest with plain
-// HTTP requests (and skopeo, when installed). It exits non-zero if anything
-// is wrong.
+// Command demo runs gapmirror's three trips end to end on example content,
+// with no internet: it starts an "upstream" registry holding example images,
+// a generated operator catalog and release payloads, an update service and a
+// signature store for those releases, and an empty "air-gapped" mirror
+// registry, all in-process on 127.0.0.1; writes an ImageSetConfiguration;
+// runs the real gapmirror binary for mirror-to-disk, disk-to-mirror,
+// mirror-to-mirror and a no-change rerun; prints what it generated; and then
+// checks every image at the mirror by digest with plain HTTP requests (and
+// skopeo, when installed), the rebuilt catalog's bundles and the cluster
+// resources. It exits non-zero if anything is wrong.
 //
 // Usage: go run ./internal/demo -gapmirror bin/gapmirror [-keep]
 package main
@@ -66,6 +68,8 @@ type demo struct {
 	up       *registrytest.Registry
 	mirror   *registrytest.Registry
 	images   []*example
+	ops      *operators
+	rel      *releases
 	trips    []tripTime
 	problems int
 }
@@ -99,7 +103,7 @@ func run(bin string, keep bool) int {
 	err = d.run(ctx)
 	d.close()
 	if keep {
-		defer out.printf("Kept %s (isc.yaml, archive/, cache/, workspace/); the registries stopped with the demo.\n", dir)
+		defer out.printf("Kept %s (isc.yaml, release-key.asc, archive/, cache/, workspace/); the registries stopped with the demo.\n", dir)
 	} else if rmErr := os.RemoveAll(dir); rmErr != nil {
 		fmt.Fprintf(os.Stderr, "demo: removing %s: %v\n", dir, rmErr)
 	}
@@ -120,12 +124,18 @@ func run(bin string, keep bool) int {
 // run tells the story; an error stops it, a failed check is counted and the
 // story goes on so that the user sees everything that is wrong.
 func (d *demo) run(ctx context.Context) error {
-	d.out.printf("%s\n", d.out.style(bold, "gapmirror demo: the three trips on example images, all on this machine, no internet"))
+	d.out.printf("%s\n", d.out.style(bold, "gapmirror demo: additional images, an operator catalog and releases through the three trips, all on this machine, no internet"))
 
 	if err := d.startRegistries(ctx); err != nil {
 		return err
 	}
 	if err := d.pushExamples(ctx); err != nil {
+		return err
+	}
+	if err := d.pushOperators(ctx); err != nil {
+		return err
+	}
+	if err := d.publishReleases(ctx); err != nil {
 		return err
 	}
 	if err := d.writeConfig(); err != nil {
@@ -143,8 +153,9 @@ func (d *demo) run(ctx context.Context) error {
 	return d.verify(ctx)
 }
 
-// close stops the registries.
+// close stops the registries and the release services.
 func (d *demo) close() {
+	d.rel.close()
 	for _, r := range []*registrytest.Registry{d.up, d.mirror} {
 		if r != nil {
 			if err := r.Close(); err != nil {
@@ -173,14 +184,14 @@ func (d *demo) startRegistries(ctx context.Context) error {
 	if d.mirror, err = registrytest.New(ctx, registrytest.Options{}); err != nil {
 		return fmt.Errorf("starting the mirror registry: %w", err)
 	}
-	d.out.info("upstream  %-21s the connected world, with the example images", d.up.Host())
+	d.out.info("upstream  %-21s the connected world: example images, an operator catalog, release payloads", d.up.Host())
 	d.out.info("mirror    %-21s the air-gapped registry, empty", d.mirror.Host())
 	return nil
 }
 
 func (d *demo) pushExamples(ctx context.Context) error {
 	d.images = examples()
-	d.out.step("Pushing %d example images upstream", len(d.images))
+	d.out.step("Pushing %d example images upstream (mirror.additionalImages)", len(d.images))
 	target := imagebuilder.Target{URL: d.up.URL(), Client: d.up.Client()}
 	distinct := map[digest.Digest]int64{}
 	var perImage, unique int64
@@ -208,12 +219,15 @@ func (d *demo) pushExamples(ctx context.Context) error {
 
 func (d *demo) writeConfig() error {
 	d.out.step("Writing the ImageSetConfiguration")
-	isc := config(d.up.Host(), d.images)
+	isc := config(d.up.Host(), d.images, d.rel.config()+d.ops.config())
 	files := []struct {
 		name, data string
 		mode       os.FileMode
 	}{
 		{configFile, isc, 0o644},
+		// The public half of the key the releases are signed with: what
+		// an enclave trusts instead of Red Hat's key.
+		{releaseKeyFile, string(d.rel.key.PublicKey()), 0o644},
 		// Empty: the host's registries.conf (mirrors, blocked registries)
 		// and credentials must not change what the demo does.
 		{registriesConf, "", 0o644},
@@ -241,9 +255,11 @@ func isolation() [][]string {
 }
 
 // gapmirror echoes and runs one gapmirror command in the demo directory,
-// showing its output, and returns that output.
-func (d *demo) gapmirror(ctx context.Context, name string, args ...string) (string, error) {
-	groups := append([][]string{append([]string{"gapmirror"}, args...)}, isolation()...)
+// showing its output, and returns that output; each group of extra
+// arguments goes on a line of its own.
+func (d *demo) gapmirror(ctx context.Context, name string, args []string, extra ...[]string) (string, error) {
+	groups := append([][]string{append([]string{"gapmirror"}, args...)}, extra...)
+	groups = append(groups, isolation()...)
 	d.out.command(groups...)
 	var full []string
 	for _, g := range groups[1:] {
@@ -291,25 +307,36 @@ func counts(output string) (copied, there, failed int, ok bool) {
 	return copied, there, failed, true
 }
 
-// checkCounts checks that a run copied and skipped what it should.
-func (d *demo) checkCounts(name, output string, wantCopied, wantThere int) {
+// wantImages is how many images every trip mirrors: the additional
+// images, the operator catalog's and the releases'.
+func (d *demo) wantImages() int {
+	return len(d.images) + d.ops.images() + d.rel.images()
+}
+
+// checkCounts checks that a run handled every image without failure and
+// copied nothing when all is at the destination already (rerun), or
+// something otherwise. Release components that do not change between
+// versions are one image under two tags: the second is "already there".
+func (d *demo) checkCounts(name, output string, rerun bool) {
 	copied, there, failed, ok := counts(output)
 	if !ok {
 		d.check(false, "%s: no \"N images copied, N already there, N failed\" summary in the output", name)
 		return
 	}
-	d.check(copied == wantCopied && there == wantThere && failed == 0,
-		"%s: %d images copied, %d already there, %d failed (want %d, %d, 0)", name, copied, there, failed, wantCopied, wantThere)
+	want := d.wantImages()
+	good := copied+there == want && failed == 0 && (copied == 0) == rerun
+	d.check(good, "%s: %d images copied, %d already there, %d failed (want %d in all, %s, none failed)",
+		name, copied, there, failed, want, map[bool]string{true: "none copied", false: "some copied"}[rerun])
 }
 
 func (d *demo) mirrorToDisk(ctx context.Context) error {
 	d.out.step("Trip 1 of 3, mirror-to-disk: upstream → archive files (on the connected host)")
 	output, err := d.gapmirror(ctx, "mirror-to-disk",
-		"mirror", "-c", configFile, "--archive-size", archiveSize, "file://"+archiveDir)
+		[]string{"mirror", "-c", configFile, "--archive-size", archiveSize, "file://" + archiveDir}, d.rel.flags()...)
 	if err != nil {
 		return err
 	}
-	d.checkCounts("mirror-to-disk", output, len(d.images), 0)
+	d.checkCounts("mirror-to-disk", output, false)
 
 	chunks, err := filepath.Glob(filepath.Join(d.dir, archiveDir, "mirror_*.tar"))
 	if err != nil || len(chunks) == 0 {
@@ -337,25 +364,38 @@ func (d *demo) mirrorToDisk(ctx context.Context) error {
 func (d *demo) diskToMirror(ctx context.Context) error {
 	d.out.step("Trip 2 of 3, disk-to-mirror: archive files → mirror registry (on the air-gapped host)")
 	root := d.mirror.Host() + "/" + fromDiskPrefix
+	// No release flags: the update graph and the verified signatures
+	// travelled in the archive.
 	output, err := d.gapmirror(ctx, "disk-to-mirror",
-		"mirror", "-c", configFile, "--from", "file://"+archiveDir, "docker://"+root)
+		[]string{"mirror", "-c", configFile, "--from", "file://" + archiveDir, "docker://" + root})
 	if err != nil {
 		return err
 	}
-	d.checkCounts("disk-to-mirror", output, len(d.images), 0)
+	d.checkCounts("disk-to-mirror", output, false)
 
-	resources := filepath.Join(archiveDir, "working-dir", "cluster-resources")
-	for _, name := range []string{"idms-gapmirror.yaml", "itms-gapmirror.yaml"} {
-		path := filepath.Join(resources, name)
-		data, err := os.ReadFile(filepath.Join(d.dir, path))
+	for _, r := range []struct{ glob, what string }{
+		{"idms-gapmirror.yaml", "pull by digest from the mirror"},
+		{"itms-gapmirror.yaml", "pull by tag from the mirror"},
+		{"cs-*.yaml", "the filtered catalog for OLM"},
+		{"cc-*.yaml", "the filtered catalog for OLM v1"},
+		{"signature-configmap.yaml", "release signatures for the cluster-version operator"},
+		{"updateService.yaml", "an in-cluster update service"},
+	} {
+		path, data, err := d.resource(fromDiskPrefix, r.glob)
 		if err != nil {
 			d.check(false, "cluster resource %s: %v", path, err)
 			continue
 		}
 		d.out.printf("\n")
-		d.out.info("Generated for the cluster (oc apply -f %s):", path)
-		d.out.block("    │ ", string(data))
-		d.check(strings.Contains(string(data), root+"/"), "%s points the cluster at %s", name, root)
+		d.out.info("Generated for the cluster, %s (oc apply -f %s):", r.what, path)
+		// The signatures name the releases by digest, not by where they
+		// are; their base64 is cut short on screen.
+		if r.glob == "signature-configmap.yaml" {
+			d.out.block("    │ ", clipLines(data, 110))
+			continue
+		}
+		d.out.block("    │ ", data)
+		d.check(strings.Contains(data, root+"/"), "%s points the cluster at %s", filepath.Base(path), root)
 	}
 	return nil
 }
@@ -364,61 +404,104 @@ func (d *demo) mirrorToMirror(ctx context.Context) error {
 	d.out.step("Trip 3 of 3, mirror-to-mirror: upstream → mirror registry directly (on a partially connected host)")
 	root := "docker://" + d.mirror.Host() + "/" + directPrefix
 	args := []string{"mirror", "-c", configFile, "--workspace", "file://" + workspaceDir, root}
-	output, err := d.gapmirror(ctx, "mirror-to-mirror", args...)
+	output, err := d.gapmirror(ctx, "mirror-to-mirror", args, d.rel.flags()...)
 	if err != nil {
 		return err
 	}
-	d.checkCounts("mirror-to-mirror", output, len(d.images), 0)
+	d.checkCounts("mirror-to-mirror", output, false)
 
 	d.out.step("Rerun of mirror-to-mirror with nothing new: every image is already at the mirror")
-	output, err = d.gapmirror(ctx, "mirror-to-mirror rerun", args...)
+	output, err = d.gapmirror(ctx, "mirror-to-mirror rerun", args, d.rel.flags()...)
 	if err != nil {
 		return err
 	}
-	d.checkCounts("rerun", output, 0, len(d.images))
+	d.checkCounts("rerun", output, true)
 	return nil
 }
 
-// verify checks every image at both mirror prefixes over plain HTTP and, when
-// skopeo is installed, one image with skopeo, then prints the summary.
+// verify checks every image at both mirror prefixes over plain HTTP, what
+// the catalog and the releases need besides their images and, when skopeo
+// is installed, one image with skopeo, then prints the summary.
 func (d *demo) verify(ctx context.Context) error {
 	d.out.step("Checking the mirror independently: plain HTTP GETs, sha256 of every manifest and blob")
 	c := newChecker(d.mirror.Host())
+	want := d.wantedImages()
 	type total struct {
 		prefix        string
 		images, blobs int
 		bytes         int64
+		kinds         map[string]int
+		built         map[string]digest.Digest // of the images gapmirror builds, by repository
+		extrasOK      bool
 	}
 	var totals []total
 	for _, prefix := range []string{fromDiskPrefix, directPrefix} {
-		t := total{prefix: prefix}
-		for _, ex := range d.images {
-			repo, tag := ex.destination(prefix)
-			res, err := c.image(ctx, repo, tag, ex.Digest)
+		t := total{prefix: prefix, kinds: map[string]int{}, built: map[string]digest.Digest{}}
+		for _, w := range want {
+			repo := prefix + "/" + w.repo
+			res, err := c.image(ctx, repo, w.tag, w.digest)
 			if err != nil {
-				d.check(false, "%s/%s: %v", d.mirror.Host(), repo+":"+tag, err)
+				d.check(false, "%s/%s: %v", d.mirror.Host(), repo+":"+w.tag, err)
 				continue
 			}
 			t.images++
+			t.kinds[w.kind]++
 			t.blobs += res.Blobs
 			t.bytes += res.Bytes
-			if prefix == fromDiskPrefix {
-				d.out.good("%-54s %s  %d manifest(s), %d blobs", repo+":"+shortTag(tag), shortDigest(res.Digest), res.Manifests, res.Blobs)
+			if w.digest == "" {
+				t.built[w.repo] = res.Digest
+			}
+			if prefix == fromDiskPrefix && w.show {
+				d.out.good("%-54s %s  %d manifest(s), %d blobs", repo+":"+shortTag(w.tag), shortDigest(res.Digest), res.Manifests, res.Blobs)
+			}
+		}
+		if prefix == fromDiskPrefix {
+			d.out.good("%-54s %d bundle and operand images and %d release components, each by digest", prefix+"/…",
+				t.kinds[kindOperator]-1, t.kinds[kindRelease]-len(shortestPath)-1)
+		}
+		ops := t.built[catalogRepo] != "" && d.verifyOperators(ctx, c, prefix, t.built[catalogRepo])
+		rel := d.verifyReleases(ctx, c, prefix)
+		t.extrasOK = ops && rel
+		if len(totals) > 0 {
+			first := totals[0]
+			d.check(t.images == first.images, "%s/: the same %d of %d images, %d blobs", prefix, t.images, len(want), t.blobs)
+			// The catalog and the graph image are rebuilt the same way
+			// from the store and from the archive.
+			for repo, dg := range first.built {
+				d.check(t.built[repo] == dg, "%s/%s is %s in both trips: rebuilt deterministically", prefix, repo, shortDigest(t.built[repo]))
 			}
 		}
 		totals = append(totals, t)
-	}
-	if len(totals) > 1 {
-		t := totals[1]
-		d.check(t.images == len(d.images), "%s/: the same %d of %d images, %d blobs", t.prefix, t.images, len(d.images), t.blobs)
 	}
 
 	skopeoDigest := d.skopeo(ctx)
 
 	d.out.step("Summary")
+	count := func(kind string) (n int) {
+		for _, w := range want {
+			if w.kind == kind {
+				n++
+			}
+		}
+		return n
+	}
+	both := func(kind string) bool {
+		for _, t := range totals {
+			if t.kinds[kind] != count(kind) || (kind != kindAdditional && !t.extrasOK) {
+				return false
+			}
+		}
+		return true
+	}
+	d.check(both(kindAdditional), "%-18s %d of %d at both prefixes, by digest: multi-arch indexes, Docker and OCI, renamed, by digest only",
+		kindAdditional+":", totals[0].kinds[kindAdditional], count(kindAdditional))
+	d.check(both(kindOperator), "%-18s rebuilt %s → %s with exactly the %d selected of %d bundles, %d bundle and operand images; CatalogSource and ClusterCatalog point at the mirror",
+		kindOperator+":", shortDigest(d.ops.src.Digest), shortDigest(totals[0].built[catalogRepo]), d.ops.want.BundleCount(), d.ops.src.Cat.BundleCount(), count(kindOperator)-1)
+	d.check(both(kindRelease), "%-18s %s of %d (shortest path) at openshift/release-images:<version>-x86_64, signatures verified, %d ConfigMaps; %d components and the graph image; UpdateService",
+		kindRelease+":", strings.Join(shortestPath, " and "), len(releaseVersions), len(shortestPath), count(kindRelease)-len(shortestPath)-1)
 	for _, t := range totals {
-		d.check(t.images == len(d.images), "%d of %d images at %s/%s verified by digest; %d blobs (%s) read back and checked",
-			t.images, len(d.images), d.mirror.Host(), t.prefix, t.blobs, humanBytes(t.bytes))
+		d.check(t.images == len(want), "%d of %d images at %s/%s verified by digest; %d blobs (%s) read back and checked",
+			t.images, len(want), d.mirror.Host(), t.prefix, t.blobs, humanBytes(t.bytes))
 	}
 	if skopeoDigest != "" {
 		d.out.good("skopeo inspect agrees: %s", shortDigest(digest.Digest(skopeoDigest)))
@@ -502,4 +585,15 @@ func dirSize(dir string) (files int, size int64, err error) {
 		return nil
 	})
 	return files, size, err
+}
+
+// clipLines shortens lines longer than n characters (base64 signatures).
+func clipLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if r := []rune(l); len(r) > n {
+			lines[i] = string(r[:n]) + "…"
+		}
+	}
+	return strings.Join(lines, "\n")
 }

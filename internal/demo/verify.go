@@ -43,8 +43,9 @@ type imageCheck struct {
 	Bytes     int64         // bytes of those blobs
 }
 
-// image checks that repo:tag is the manifest want and that every manifest and
-// blob it references is in repo with the right digest and size.
+// image checks that repo:tag is the manifest want (any, when want is empty:
+// images gapmirror builds) and that every manifest and blob it references
+// is in repo with the right digest and size.
 func (c *checker) image(ctx context.Context, repo, tag string, want digest.Digest) (imageCheck, error) {
 	var res imageCheck
 	data, header, err := c.get(ctx, "/v2/"+repo+"/manifests/"+tag, manifestAccept)
@@ -52,11 +53,11 @@ func (c *checker) image(ctx context.Context, repo, tag string, want digest.Diges
 		return res, err
 	}
 	res.Digest = digest.SHA256.FromBytes(data)
-	if res.Digest != want {
+	if want != "" && res.Digest != want {
 		return res, fmt.Errorf("%s:%s is %s, want %s", repo, tag, res.Digest, want)
 	}
-	if h := header.Get("Docker-Content-Digest"); h != "" && h != want.String() {
-		return res, fmt.Errorf("%s:%s: the registry says its digest is %s, the bytes hash to %s", repo, tag, h, want)
+	if h := header.Get("Docker-Content-Digest"); h != "" && h != res.Digest.String() {
+		return res, fmt.Errorf("%s:%s: the registry says its digest is %s, the bytes hash to %s", repo, tag, h, res.Digest)
 	}
 	seen := map[digest.Digest]bool{}
 	if err := c.walk(ctx, repo, data, seen, &res); err != nil {
@@ -163,4 +164,26 @@ func (c *checker) get(ctx context.Context, path, accept string) ([]byte, http.He
 		return nil, nil, fmt.Errorf("GET %s: the mirror answered %s", path, resp.Status)
 	}
 	return body, resp.Header, nil
+}
+
+// content returns the manifest or blob d of repo: the catalog library reads
+// a catalog image's FBC through it.
+func (c *checker) content(ctx context.Context, repo string, d digest.Digest) ([]byte, error) {
+	data, _, err := c.get(ctx, "/v2/"+repo+"/blobs/"+d.String(), "")
+	if err != nil {
+		data, _, err = c.get(ctx, "/v2/"+repo+"/manifests/"+d.String(), manifestAccept)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if got := digest.SHA256.FromBytes(data); got != d {
+		return nil, fmt.Errorf("%s@%s has content with digest %s", repo, d, got)
+	}
+	return data, nil
+}
+
+// missing reports whether repo:tag is not at the registry (404).
+func (c *checker) missing(ctx context.Context, repo, tag string) bool {
+	_, _, err := c.get(ctx, "/v2/"+repo+"/manifests/"+tag, manifestAccept)
+	return err != nil && strings.Contains(err.Error(), "404")
 }
