@@ -11,6 +11,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/internal/fixtures"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
@@ -29,8 +30,8 @@ func newOpDeleteWorld(t *testing.T) *opDeleteWorld {
 	w := &opDeleteWorld{world: newWorld(t, registrytest.Options{})}
 	w.pkgA, w.pkgB = catalog.GenPackageName(0), catalog.GenPackageName(1)
 	w.oc = w.pushCatalog("catalogs/test-index", "v1", catalogOptions{
-		spec: catalog.GenSpec{Seed: 9, Packages: 3, Bundles: 4, RelatedImages: 1, DependencyRatio: -1},
-		mutate: func(c *catalog.Catalog) {
+		Spec: catalog.GenSpec{Seed: 9, Packages: 3, Bundles: 4, RelatedImages: 1, DependencyRatio: -1},
+		Mutate: func(c *catalog.Catalog) {
 			a := c.Package(w.pkgA).Bundles[0]
 			for _, ri := range a.RelatedImages {
 				if ri.Image != a.Image {
@@ -48,7 +49,7 @@ func newOpDeleteWorld(t *testing.T) *opDeleteWorld {
 	}
 	w.ws = filepath.Join(w.dir, "ws")
 	w.root = w.dst.Host() + "/m2m"
-	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+w.oc.ref+"\n    full: true\n    packages:\n    - name: "+w.pkgA+"\n    - name: "+w.pkgB+"\n")
+	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+w.oc.Ref+"\n    full: true\n    packages:\n    - name: "+w.pkgA+"\n    - name: "+w.pkgB+"\n")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+w.ws, "docker://"+w.root); code != 0 {
 		t.Fatal("mirror-to-mirror failed")
 	}
@@ -65,8 +66,8 @@ func (w *opDeleteWorld) at(ref string) (string, digest.Digest) {
 // imagesOf lists the bundle and related images of a package.
 func (w *opDeleteWorld) imagesOf(pkg string) []string {
 	var out []string
-	for _, b := range w.oc.cat.Package(pkg).Bundles {
-		out = append(out, append([]string{b.Image}, relatedOf(b)...)...)
+	for _, b := range w.oc.Cat.Package(pkg).Bundles {
+		out = append(out, append([]string{b.Image}, fixtures.RelatedOf(b)...)...)
 	}
 	return out
 }
@@ -84,14 +85,14 @@ func TestDeleteOperatorPackage(t *testing.T) {
 	// No local store: delete must read the catalog from the mirror.
 	must(t, os.RemoveAll(filepath.Join(w.dir, "cache")))
 
-	disc := w.disc("disc.yaml", "  operators:\n  - catalog: "+w.oc.ref+"\n    full: true\n    packages:\n    - name: "+w.pkgA+"\n")
+	disc := w.disc("disc.yaml", "  operators:\n  - catalog: "+w.oc.Ref+"\n    full: true\n    packages:\n    - name: "+w.pkgA+"\n")
 	dst := "docker://" + w.root
 	code, stdout, _ := w.gapmirror("delete", "-c", disc, "--generate", "--workspace", "file://"+w.ws, dst)
 	if code != 0 {
 		t.Fatalf("generate: exit %d", code)
 	}
 	sharedRepo, sharedDigest := w.at(w.shared)
-	if !strings.Contains(stdout, "still used by operator catalog "+w.oc.ref+": package "+w.pkgB) || !strings.Contains(stdout, sharedRepo) {
+	if !strings.Contains(stdout, "still used by operator catalog "+w.oc.Ref+": package "+w.pkgB) || !strings.Contains(stdout, sharedRepo) {
 		t.Errorf("the preview does not say the shared image %s stays for %s:\n%s", w.shared, w.pkgB, stdout)
 	}
 	plan := filepath.Join(w.ws, "working-dir", "delete", "delete-images.yaml")
@@ -137,7 +138,7 @@ func TestDeleteOperatorPackage(t *testing.T) {
 		t.Errorf("deletion records: %v", files)
 	}
 	rec := readFile(t, filepath.Join(w.ws, "working-dir", "mirrors", strings.NewReplacer("/", "_", ":", "_").Replace(w.root)+".json"))
-	a0, _ := w.at(w.oc.cat.Package(w.pkgA).Bundles[0].Image)
+	a0, _ := w.at(w.oc.Cat.Package(w.pkgA).Bundles[0].Image)
 	if strings.Contains(rec, strings.TrimPrefix(a0, "m2m/")+":") {
 		t.Errorf("the mirror record still lists deleted bundle images of %s", w.pkgA)
 	}
@@ -159,13 +160,13 @@ func TestDeleteOperatorBadInput(t *testing.T) {
 		name, body string
 		want       []string
 	}{
-		{"unknown package", "  - catalog: " + w.oc.ref + "\n    packages:\n    - name: " + w.pkgA + "\n    - name: no-such-operator\n",
+		{"unknown package", "  - catalog: " + w.oc.Ref + "\n    packages:\n    - name: " + w.pkgA + "\n    - name: no-such-operator\n",
 			[]string{"delete.operators[0].packages[1]", "no-such-operator", "not in the catalog"}},
-		{"unmirrored package", "  - catalog: " + w.oc.ref + "\n    packages:\n    - name: " + catalog.GenPackageName(2) + "\n",
+		{"unmirrored package", "  - catalog: " + w.oc.Ref + "\n    packages:\n    - name: " + catalog.GenPackageName(2) + "\n",
 			[]string{"delete.operators[0].packages[0]", catalog.GenPackageName(2)}},
 		{"unknown catalog", "  - catalog: " + w.up.Host() + "/catalogs/other-index:v1\n",
-			[]string{"delete.operators[0].catalog", "other-index:v1", "was not mirrored to " + w.root, "catalogs it mirrored there: " + w.oc.ref}},
-		{"empty range", "  - catalog: " + w.oc.ref + "\n    packages:\n    - name: " + w.pkgA + "\n      minVersion: 99.0.0\n",
+			[]string{"delete.operators[0].catalog", "other-index:v1", "was not mirrored to " + w.root, "catalogs it mirrored there: " + w.oc.Ref}},
+		{"empty range", "  - catalog: " + w.oc.Ref + "\n    packages:\n    - name: " + w.pkgA + "\n      minVersion: 99.0.0\n",
 			[]string{"delete.operators[0].packages[0]", "selects no bundle"}},
 	}
 	for i, c := range cases {
