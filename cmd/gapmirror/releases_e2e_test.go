@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +40,34 @@ type releaseWorld struct {
 	// served are the signatures the store serves, by version (re-signing
 	// gives other bytes).
 	served map[string][]byte
+	// published are the versions of channel stable-4.18, oldest first.
+	published  []string
+	components int
+	kubeVirt   bool
+}
+
+// publish pushes and signs a payload per version and republishes channel
+// stable-4.18 with them after the earlier ones (upstream shipping releases).
+func (w *releaseWorld) publish(versions ...string) {
+	t := w.t
+	t.Helper()
+	ctx := context.Background()
+	for _, v := range versions {
+		p, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: v, Host: w.up.Host(), Components: w.components, KubeVirt: w.kubeVirt, Previous: slices.Clone(w.published)})
+		must(t, err)
+		must(t, p.Push(ctx, imagebuilder.Target{URL: w.up.URL()}))
+		w.payloads[v] = p
+		sig, err := w.key.SignRelease(p.Digest.String(), p.Ref())
+		must(t, err)
+		w.sigs.Put(p.Digest.String(), sig)
+		w.served[v] = sig
+		w.published = append(w.published, v)
+	}
+	g := releasetest.NewGraph("amd64", w.published...)
+	for _, v := range w.published {
+		g.SetPayload(v, w.payloads[v].PullSpec())
+	}
+	must(t, w.graphs.Put("stable-4.18", g.GenerateEdges()))
 }
 
 // newReleaseWorld pushes one payload per version (components images each,
@@ -54,23 +83,10 @@ func newReleaseWorld(t *testing.T, versions []string, components int, kubeVirt b
 	w.keyFile = filepath.Join(w.dir, "release-key.asc")
 	must(t, os.WriteFile(w.keyFile, key.PublicKey(), 0o644))
 
+	w.components, w.kubeVirt = components, kubeVirt
+	w.publish(versions...)
 	ctx := context.Background()
 	target := imagebuilder.Target{URL: w.up.URL()}
-	g := releasetest.NewGraph("amd64", versions...)
-	var previous []string
-	for _, v := range versions {
-		p, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: v, Host: w.up.Host(), Components: components, KubeVirt: kubeVirt, Previous: previous})
-		must(t, err)
-		must(t, p.Push(ctx, target))
-		w.payloads[v] = p
-		g.SetPayload(v, p.PullSpec())
-		sig, err := key.SignRelease(p.Digest.String(), p.Ref())
-		must(t, err)
-		w.sigs.Put(p.Digest.String(), sig)
-		w.served[v] = sig
-		previous = append(previous, v)
-	}
-	must(t, w.graphs.Put("stable-4.18", g.GenerateEdges()))
 
 	// The graph image's base: a tiny image upstream.
 	base, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 1<<10)}})
