@@ -663,10 +663,11 @@ func (r *Report) Summary(w io.Writer) {
 	}
 }
 
-// neededBy names who needs an operator image (its Why, the first few), so a
-// failure says which bundles it leaves incomplete; "" for other images.
+// neededBy names who needs an operator image or an image several sections
+// share (its Why, the first few), so a failure says which bundles it leaves
+// incomplete; "" for other images.
 func neededBy(img imageset.Image) string {
-	if img.Kind != imageset.KindOperatorBundle && img.Kind != imageset.KindOperatorRelated {
+	if img.Kind != imageset.KindOperatorBundle && img.Kind != imageset.KindOperatorRelated && len(img.AlsoKinds) == 0 {
 		return ""
 	}
 	if len(img.Why) > 3 {
@@ -687,7 +688,7 @@ func (r *Report) Err() error {
 	}
 	if r.Result != nil {
 		for _, f := range r.Result.Failed {
-			fe.Groups = append(fe.Groups, f.Image.Kind.Group())
+			fe.Groups = append(fe.Groups, f.Image.Groups()...)
 			fe.Errs = append(fe.Errs, f.Err)
 		}
 	}
