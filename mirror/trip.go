@@ -64,6 +64,8 @@ type Trip struct {
 	ws string
 	// leftOut names the images mirror-to-disk could not put in its archive.
 	leftOut []string
+	// blocked names the images mirror.blockedImages kept out (for the archive).
+	blocked []string
 }
 
 // Report is what a trip did.
@@ -202,6 +204,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
 	t.leftOut = leftOut(rep)
+	t.blocked = res.Blocked
 	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried)
 	if err != nil {
 		return rep, err
@@ -279,6 +282,7 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 		Config:      string(pinned),
 		Set:         set,
 		LeftOut:     t.leftOut,
+		Blocked:     t.blocked,
 		Blobs:       blobs,
 		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
@@ -334,7 +338,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
-	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws, LeftOut: idx.LeftOut}
+	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut}
 	if err := t.restoreReleaseFiles(ar, ws); err != nil {
 		return nil, err
 	}
@@ -619,6 +623,7 @@ type failedFile struct {
 func (r *Report) Summary(w io.Writer) {
 	if r.Result == nil {
 		fmt.Fprintf(w, "%s (dry run): %d images planned; plan in %s\n", r.Mode, len(r.Set.Images), filepath.Join(r.Workspace, "dry-run"))
+		r.printBlocked(w)
 		r.printPrune(w)
 		return
 	}
@@ -627,6 +632,7 @@ func (r *Report) Summary(w io.Writer) {
 	fmt.Fprintf(w, "%s: %d images copied, %d already there, %d failed; %d blobs, %s moved in %.1fs (%.1f MiB/s); %d blobs reused\n",
 		r.Mode, len(res.Copied), len(res.Skipped), len(res.Failed)+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
 		float64(res.Bytes)/(1<<20)/max(secs, 0.001), res.Reused)
+	r.printBlocked(w)
 	for _, c := range r.Archive {
 		fmt.Fprintf(w, "archive: %s\n", c)
 	}
@@ -661,6 +667,20 @@ func (r *Report) Summary(w io.Writer) {
 	if unresolved > 0 {
 		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")
 	}
+}
+
+// printBlocked says which images mirror.blockedImages kept out, so the
+// summary does not read as if the whole configuration was mirrored.
+func (r *Report) printBlocked(w io.Writer) {
+	if r.Resolution == nil || len(r.Resolution.Blocked) == 0 {
+		return
+	}
+	list := r.Resolution.Blocked
+	more := ""
+	if len(list) > 5 {
+		list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
+	}
+	fmt.Fprintf(w, "%d images left out by mirror.blockedImages (not mirrored, not in IDMS/ITMS): %s%s\n", len(r.Resolution.Blocked), strings.Join(list, ", "), more)
 }
 
 // neededBy names who needs an operator image or an image several sections
