@@ -633,6 +633,12 @@ func (r *Report) Summary(w io.Writer) {
 		r.Mode, len(res.Copied), len(res.Skipped), len(res.Failed)+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
 		float64(res.Bytes)/(1<<20)/max(secs, 0.001), res.Reused)
 	r.printBlocked(w)
+	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
+		// The copy itself succeeded; the admin must still learn the mirror
+		// lacks what mirror-to-disk could not get.
+		fmt.Fprintf(w, "the archive is partial: mirror-to-disk left out %d images, so the mirror does not have them: %s; fix them on the connected side (its summary says how) and carry the next archive\n",
+			len(r.LeftOut), strings.Join(r.LeftOut, ", "))
+	}
 	for _, c := range r.Archive {
 		fmt.Fprintf(w, "archive: %s\n", c)
 	}

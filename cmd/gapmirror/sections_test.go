@@ -114,3 +114,46 @@ func TestBlockedAcrossSections(t *testing.T) {
 		}
 	}
 }
+
+// TestMixedFailures: a release refused for its signature, a catalog's image
+// missing upstream and an additional image that does not exist: each is
+// reported once, the rest is mirrored, and the exit code has the release,
+// operator and additional-images bits.
+func TestMixedFailures(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 2, false)
+	w.sigs.Put(w.payloads["4.18.2"].Digest.String())
+	oc := w.pushCatalog("catalogs/mixed-index", "v1", catalogOptions{spec: smallSpec, skip: func(i int, ref string) bool { return i == 0 }})
+	w.pushFleet(2, 4<<10)
+	isc := w.writeISC("isc.yaml", "  additionalImages:\n  - name: "+w.images[0].Ref+"\n  - name: "+w.up.Host()+"/apps/nowhere:v1\n"+
+		"  operators:\n  - catalog: "+oc.ref+"\n    full: true\n"+
+		"  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n")
+	out := filepath.Join(w.dir, "out")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"mirror-to-disk", []string{"-c", isc, "file://" + out}},
+		{"mirror-to-mirror", []string{"-c", isc, "--workspace", "file://" + filepath.Join(w.dir, "ws"), "docker://" + w.dst.Host() + "/m2m"}},
+	} {
+		code, stdout, _ := w.run(append([]string{"mirror"}, c.args...)...)
+		if code != 2|4|8 {
+			t.Errorf("%s: exit %d, want 14 (release 2 | operator 4 | additional images 8)", c.name, code)
+		}
+		for _, want := range []string{c.name + ": ", "3 failed", "FAILED " + w.up.Host() + "/apps/nowhere:v1 (mirror.additionalImages[1])",
+			"release 4.18.2 (arch amd64", "(needed by operator catalog " + oc.ref + ": package operator-000 bundle ", "1 release(s) refused for their signatures"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%s: the summary does not say %q:\n%s", c.name, want, stdout)
+			}
+		}
+		if n := strings.Count(stdout, "FAILED "); n != 3 {
+			t.Errorf("%s: %d FAILED lines for 3 failures", c.name, n)
+		}
+	}
+	w.present(w.dst, "m2m/"+w.images[0].Repo, w.images[0].Tag, w.images[0].Digest)
+	// Disk-to-mirror pushes what the archive has and says what it lacks.
+	code, stdout, _ := w.run("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/d2m")
+	if code != 0 || !strings.Contains(stdout, "the archive is partial: mirror-to-disk left out 3 images") || !strings.Contains(stdout, "apps/nowhere:v1") {
+		t.Errorf("disk-to-mirror of a partial archive: exit %d, summary:\n%s", code, stdout)
+	}
+	w.present(w.dst, "d2m/openshift/release-images", w.payloads["4.18.1"].Tag, w.payloads["4.18.1"].Digest)
+}
