@@ -112,12 +112,34 @@ func TestAMonthOfMirroring(t *testing.T) {
 	}
 	w.publish("4.18.3")
 	isc2 := isc("isc-week2.yaml", fleet[0], fleet[2], fleet[3])
+	// The dry run lists what is new upstream as missing from the store.
+	if code, _, _ := w.run("mirror", "-c", isc2, "--dry-run", "file://"+out); code != 0 {
+		t.Fatalf("week 2: mirror-to-disk --dry-run exit %d", code)
+	}
+	missing := readFile(t, filepath.Join(out, "working-dir", "dry-run", "missing.txt"))
+	for _, want := range []string{"=" + fleet[3].Repo + ":" + fleet[3].Tag + "\n", "=openshift/release-images:" + w.payloads["4.18.3"].Tag + "\n", "operator-000/bundle@"} {
+		if !strings.Contains(missing, want) {
+			t.Errorf("week 2: the dry run's missing.txt lacks %q:\n%s", want, missing)
+		}
+	}
+	if strings.Contains(missing, fleet[0].Repo) {
+		t.Errorf("week 2: the dry run lists %s as missing, the store has it:\n%s", fleet[0].Repo, missing)
+	}
 	if code, _, _ := w.run("mirror", "-c", isc2, "file://"+out); code != 0 {
 		t.Fatalf("week 2: mirror-to-disk exit %d", code)
 	}
 	moveChunks(t, out, airgap)
 	idx2 := archiveOf(t, airgap)
 	w.describes(airgap, "week 2", idx2, "builds on:    "+idx1.ID)
+	// The preview lists the deletes and says the old catalog goes once its tag moves.
+	code, dry, _ := w.run("mirror", "--from", "file://"+airgap, "--dry-run", "--prune", "docker://"+root)
+	for _, want := range []string{"delete manifest mirror/" + fleet[1].Repo + "@" + fleet[1].Digest.String(),
+		"keep            redhat/redhat-operator-index:v4.18@" + catalog1.String() + ": for now: the copy (skipped by --dry-run) moves tag mirror/redhat/redhat-operator-index:v4.18"} {
+		if code != 0 || !strings.Contains(dry, want) {
+			t.Errorf("week 2: disk-to-mirror --dry-run --prune (exit %d) does not say %q:\n%s", code, want, dry)
+		}
+	}
+	w.present(w.dst, "mirror/"+fleet[1].Repo, fleet[1].Tag, fleet[1].Digest)
 	// The same config given again with -c is the archive's: accepted.
 	code, stdout, _ := w.run("mirror", "-c", isc2, "--from", "file://"+airgap, "--prune", "docker://"+root)
 	if code != 0 {
