@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -209,6 +210,8 @@ func TestAMonthOfMirroring(t *testing.T) {
 		t.Errorf("week 3: nothing changed, yet mirror-to-disk took %s and disk-to-mirror %s", m2dTook, d2mTook)
 	}
 
+	w.checkRecords(out, airgap, idx3.Set)
+
 	// The month's mirror equals mirror-to-mirror of the final config.
 	fresh := registrytest.Start(t, registrytest.Options{})
 	if code, _, _ := w.run("mirror", "-c", isc2, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+fresh.Host()+"/mirror"); code != 0 {
@@ -216,6 +219,46 @@ func TestAMonthOfMirroring(t *testing.T) {
 	}
 	if a, b := registryContent(t, w.dst), registryContent(t, fresh); !slices.Equal(a, b) {
 		t.Errorf("after a month of disk-to-mirror the mirror holds\n%s\nmirror-to-mirror of the final config gives\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+}
+
+// checkRecords checks the workspaces after the month: three archives
+// written and applied, one prune that deleted all it planned, and the
+// mirror record holding exactly the final set (pruned images forgotten).
+func (w *releaseWorld) checkRecords(out, airgap string, set *imageset.Set) {
+	t := w.t
+	t.Helper()
+	for _, dir := range []string{filepath.Join(out, "working-dir", "archives"), filepath.Join(airgap, "working-dir", "applied")} {
+		if files, _ := filepath.Glob(filepath.Join(dir, "*.json")); len(files) != 3 {
+			t.Errorf("%s holds %d records, want one per archive (3)", dir, len(files))
+		}
+	}
+	file, rec := deletionFile(t, filepath.Join(airgap, "working-dir", "prune", "*-pruned.json"))
+	if rec.Outcome == nil || len(rec.Outcome.Done) != len(rec.Plan.Actions) || len(rec.Outcome.Failed) != 0 || len(rec.Plan.Actions) == 0 {
+		t.Errorf("%s: %d actions planned, outcome %+v", file, len(rec.Plan.Actions), rec.Outcome)
+	}
+	files, _ := filepath.Glob(filepath.Join(airgap, "working-dir", "mirrors", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("mirror records %v, want one for the one mirror", files)
+	}
+	var mirrored struct {
+		Images []struct {
+			Destination string `json:"destination"`
+			Digest      string `json:"digest"`
+		} `json:"images"`
+	}
+	must(t, json.Unmarshal([]byte(readFile(t, files[0])), &mirrored))
+	var got, want []string
+	for _, m := range mirrored.Images {
+		got = append(got, m.Destination+"@"+m.Digest)
+	}
+	for _, img := range set.Images {
+		want = append(want, img.Destination+"@"+img.Digest)
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s records\n%s\nwant the final set\n%s", files[0], strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
