@@ -87,6 +87,9 @@ func TestBlockedAcrossSections(t *testing.T) {
 			t.Errorf("the summary does not say what was blocked:\n%s", stdout)
 		}
 	}
+	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "blocked:      5 images kept out by mirror.blockedImages") {
+		t.Errorf("describe does not say what was blocked:\n%s", desc)
+	}
 	named, err := reference.ParseNormalizedNamed(operand)
 	must(t, err)
 	for _, prefix := range []string{"d2m", "m2m"} {
@@ -150,6 +153,9 @@ func TestMixedFailures(t *testing.T) {
 		}
 	}
 	w.present(w.dst, "m2m/"+w.images[0].Repo, w.images[0].Tag, w.images[0].Digest)
+	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "partial:      mirror-to-disk left out 3 images") {
+		t.Errorf("describe does not say the archive is partial:\n%s", desc)
+	}
 	// Disk-to-mirror pushes what the archive has and says what it lacks.
 	code, stdout, _ := w.run("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/d2m")
 	if code != 0 || !strings.Contains(stdout, "the archive is partial: mirror-to-disk left out 3 images") || !strings.Contains(stdout, "apps/nowhere:v1") {
