@@ -9,6 +9,7 @@ import (
 	"github.com/distribution/reference"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -162,4 +163,36 @@ func TestMixedFailures(t *testing.T) {
 		t.Errorf("disk-to-mirror of a partial archive: exit %d, summary:\n%s", code, stdout)
 	}
 	w.present(w.dst, "d2m/openshift/release-images", w.payloads["4.18.1"].Tag, w.payloads["4.18.1"].Digest)
+}
+
+// TestPruneKeepsWhatAnotherSectionNeeds: an operand mirrored both under an
+// additional image's tag and as the catalog's digest tag; when the
+// additional image leaves the set, --prune removes only its tag, and the
+// image the catalog still needs stays, complete.
+func TestPruneKeepsWhatAnotherSectionNeeds(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	oc, operand := w.sharedOperand()
+	named, err := reference.ParseNormalizedNamed(operand)
+	must(t, err)
+	d := named.(reference.Canonical).Digest()
+	catalogOnly := "  operators:\n  - catalog: " + oc.ref + "\n    full: true\n    packages:\n    - name: operator-000\n"
+	both := w.writeISC("both.yaml", "  additionalImages:\n  - name: "+operand+"\n    targetTag: pinned\n"+catalogOnly)
+	ws, dst := "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", both, "--workspace", ws, dst); code != 0 {
+		t.Fatalf("first mirror-to-mirror exit %d", code)
+	}
+	repo := "m/" + reference.Path(named)
+	w.present(w.dst, repo, "pinned", d)
+	w.present(w.dst, repo, imageset.DigestTag(d), d)
+	code, stdout, _ := w.gapmirror("mirror", "-c", w.writeISC("catalog.yaml", catalogOnly), "--workspace", ws, "--prune", dst)
+	if code != 0 {
+		t.Fatalf("mirror-to-mirror --prune exit %d", code)
+	}
+	w.present(w.dst, repo, imageset.DigestTag(d), d)
+	if got, err := w.dst.ManifestDigest(repo, "pinned"); err == nil {
+		t.Errorf("%s:pinned still names %s after the additional image left the set", repo, got)
+	}
+	if !strings.Contains(stdout, "delete tag") {
+		t.Errorf("the prune did not delete just the tag:\n%s", stdout)
+	}
 }
