@@ -76,6 +76,10 @@ type Index struct {
 	// mirror-to-disk and are not in the archive: disk-to-mirror does not
 	// prune with a partial archive.
 	LeftOut []string `json:"leftOut,omitempty"`
+	// Blocked names the images mirror.blockedImages kept out of the image
+	// set, so that disk-to-mirror writes the IDMS/ITMS mirror-to-mirror
+	// would (no namespace entry covering them).
+	Blocked []string `json:"blocked,omitempty"`
 	// Blobs is every blob the archive carries, sorted by digest.
 	Blobs []Blob `json:"blobs"`
 	// Extras are the small named files carried in chunk 1 (OCI index.json, signatures, …).

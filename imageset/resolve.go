@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -153,6 +154,9 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 	}
 	set.Sort()
 	sort.Slice(res.Failed, func(a, b int) bool { return res.Failed[a].Origin < res.Failed[b].Origin })
+	// Sections may block the same image (a component of several releases): once each.
+	sort.Strings(res.Blocked)
+	res.Blocked = slices.Compact(res.Blocked)
 	return set, res, nil
 }
 

@@ -3,6 +3,7 @@ package imageset
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -58,10 +59,24 @@ type Image struct {
 	Kind Kind `json:"kind"`
 	// Why lists the reasons the image is in the set, e.g. "mirror.additionalImages[2]".
 	Why []string `json:"why,omitempty"`
+	// AlsoKinds are the roles other sections need the same image in (an
+	// operand that is also an additional image): its failure concerns them too.
+	AlsoKinds []Kind `json:"alsoKinds,omitempty"`
 	// Built marks an image gapmirror made (a filtered catalog, a graph-data
 	// image): it exists only in the local store, never upstream, so it is
 	// read from there and left out of IDMS/ITMS.
 	Built bool `json:"built,omitempty"`
+}
+
+// Groups are the content groups needing the image (Kind's first, then AlsoKinds'), each once.
+func (i Image) Groups() []string {
+	groups := []string{i.Kind.Group()}
+	for _, k := range i.AlsoKinds {
+		if !slices.Contains(groups, k.Group()) {
+			groups = append(groups, k.Group())
+		}
+	}
+	return groups
 }
 
 // DestinationRepo is the destination repository path (without tag).
@@ -111,6 +126,11 @@ func (s *Set) Add(img Image) error {
 				img.Destination, have.Origin, strings.Join(have.Why, ", "), img.Origin, strings.Join(img.Why, ", "))
 		}
 		have.Why = appendUnique(have.Why, img.Why...)
+		for _, k := range append([]Kind{img.Kind}, img.AlsoKinds...) {
+			if k != have.Kind && !slices.Contains(have.AlsoKinds, k) {
+				have.AlsoKinds = append(have.AlsoKinds, k)
+			}
+		}
 		return nil
 	}
 	s.Images = append(s.Images, img)

@@ -141,6 +141,9 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 		pr.Err = fmt.Errorf("working out what to prune from %s: %w", dst.Root(), hint(err))
 		return nil
 	}
+	if t.DryRun {
+		notePending(plan, dst.Root(), rep.Set)
+	}
 	pr.Plan = plan
 	drec := deletionRecord{FormatVersion: recordFormat, Kind: "prune-preview", Mirror: dst.Root(), Time: t.now(), ToolVersion: t.ToolVersion, Plan: plan}
 	name := drec.Time.Format("20060102T150405.000Z")
@@ -166,6 +169,25 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 		pr.Err = fmt.Errorf("pruning %s: %d of %d deletes failed (listed above and in %s); run again with --prune to retry them", dst.Root(), len(out.Failed), len(plan.Actions), pr.File)
 	}
 	return nil
+}
+
+// notePending marks, in a dry run's plan, the images kept only because
+// their tag still names them: the copy the dry run skipped moves that tag to
+// the set's digest, so the real run deletes them, and the preview must not
+// read as if they stay.
+func notePending(plan *prune.Plan, root string, set *imageset.Set) {
+	inSet := map[string]string{}
+	for _, img := range set.Images {
+		inSet[img.Destination] = img.Digest
+	}
+	for i, k := range plan.Kept {
+		repo, tag := prune.RepoOf(root, k.Image)
+		d, ok := inSet[k.Image]
+		if !ok || d == k.Digest || k.Why != prune.TagNamesIt(repo, tag) {
+			continue
+		}
+		plan.Kept[i].Why = fmt.Sprintf("for now: the copy (skipped by --dry-run) moves tag %s:%s to %s, after which --prune deletes this image and its platform manifests unless something else uses them", repo, tag, d)
+	}
 }
 
 // pruneErr is why a requested prune did not happen or failed; nil when

@@ -64,6 +64,8 @@ type Trip struct {
 	ws string
 	// leftOut names the images mirror-to-disk could not put in its archive.
 	leftOut []string
+	// blocked names the images mirror.blockedImages kept out (for the archive).
+	blocked []string
 }
 
 // Report is what a trip did.
@@ -205,6 +207,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
 	t.leftOut = leftOut(rep)
+	t.blocked = res.Blocked
 	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried)
 	if err != nil {
 		return rep, err
@@ -282,6 +285,7 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 		Config:      string(pinned),
 		Set:         set,
 		LeftOut:     t.leftOut,
+		Blocked:     t.blocked,
 		Blobs:       blobs,
 		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
@@ -337,7 +341,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
-	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
+	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
 	if err := t.restoreReleaseFiles(ar, ws); err != nil {
 		return nil, err
 	}
@@ -623,6 +627,7 @@ type failedFile struct {
 func (r *Report) Summary(w io.Writer) {
 	if r.Result == nil {
 		fmt.Fprintf(w, "%s (dry run): %d images planned; plan in %s\n", r.Mode, len(r.Set.Images), filepath.Join(r.Workspace, "dry-run"))
+		r.printBlocked(w)
 		r.printPrune(w)
 		return
 	}
@@ -631,6 +636,13 @@ func (r *Report) Summary(w io.Writer) {
 	fmt.Fprintf(w, "%s: %d images copied, %d already there, %d failed; %d blobs, %s moved in %.1fs (%.1f MiB/s); %d blobs reused\n",
 		r.Mode, len(res.Copied), len(res.Skipped), len(res.Failed)+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
 		float64(res.Bytes)/(1<<20)/max(secs, 0.001), res.Reused)
+	r.printBlocked(w)
+	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
+		// The copy itself succeeded; the admin must still learn the mirror
+		// lacks what mirror-to-disk could not get.
+		fmt.Fprintf(w, "the archive is partial: mirror-to-disk left out %d images, so the mirror does not have them: %s; fix them on the connected side (its summary says how) and carry the next archive\n",
+			len(r.LeftOut), strings.Join(r.LeftOut, ", "))
+	}
 	for _, c := range r.Archive {
 		fmt.Fprintf(w, "archive: %s\n", c)
 	}
@@ -667,10 +679,25 @@ func (r *Report) Summary(w io.Writer) {
 	}
 }
 
-// neededBy names who needs an operator image (its Why, the first few), so a
-// failure says which bundles it leaves incomplete; "" for other images.
+// printBlocked says which images mirror.blockedImages kept out, so the
+// summary does not read as if the whole configuration was mirrored.
+func (r *Report) printBlocked(w io.Writer) {
+	if r.Resolution == nil || len(r.Resolution.Blocked) == 0 {
+		return
+	}
+	list := r.Resolution.Blocked
+	more := ""
+	if len(list) > 5 {
+		list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
+	}
+	fmt.Fprintf(w, "%d images left out by mirror.blockedImages (not mirrored, not in IDMS/ITMS): %s%s\n", len(r.Resolution.Blocked), strings.Join(list, ", "), more)
+}
+
+// neededBy names who needs an operator image or an image several sections
+// share (its Why, the first few), so a failure says which bundles it leaves
+// incomplete; "" for other images.
 func neededBy(img imageset.Image) string {
-	if img.Kind != imageset.KindOperatorBundle && img.Kind != imageset.KindOperatorRelated {
+	if img.Kind != imageset.KindOperatorBundle && img.Kind != imageset.KindOperatorRelated && len(img.AlsoKinds) == 0 {
 		return ""
 	}
 	if len(img.Why) > 3 {
@@ -691,7 +718,7 @@ func (r *Report) Err() error {
 	}
 	if r.Result != nil {
 		for _, f := range r.Result.Failed {
-			fe.Groups = append(fe.Groups, f.Image.Kind.Group())
+			fe.Groups = append(fe.Groups, f.Image.Groups()...)
 			fe.Errs = append(fe.Errs, f.Err)
 		}
 	}

@@ -166,6 +166,9 @@ func Compute(ctx context.Context, reg *Registry, root string, cands []Candidate,
 	return p, nil
 }
 
+// TagNamesIt is why a plan keeps a manifest that the tag repo:tag names.
+func TagNamesIt(repo, tag string) string { return fmt.Sprintf("tag %s:%s names it", repo, tag) }
+
 type repoPlan struct {
 	tags, tops, children []Action
 	kept                 []Kept
@@ -207,7 +210,7 @@ func planRepo(ctx context.Context, reg *Registry, root, repo string, cands []Can
 	for _, tag := range keptTags {
 		lt := live[tag]
 		if _, ok := protected[lt.digest]; !ok {
-			protected[lt.digest] = fmt.Sprintf("tag %s:%s names it", repo, tag)
+			protected[lt.digest] = TagNamesIt(repo, tag)
 		}
 		if isIndex(lt.mediaType) {
 			kids, err := childrenOf(ctx, reg, repo, lt.digest)

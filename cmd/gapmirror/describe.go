@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
@@ -64,6 +65,14 @@ func describe(w io.Writer, idx *archive.Index) {
 	fmt.Fprintf(w, "blobs:        %d new, %s\n", len(idx.Blobs), mirror.HumanBytes(bytes))
 	for _, c := range idx.Chunks {
 		fmt.Fprintf(w, "chunk:        %s %s\n", c.Name, mirror.HumanBytes(c.Size))
+	}
+	// What the archive lacks matters as much as what it holds: the mirror
+	// will not have it either.
+	if len(idx.LeftOut) > 0 {
+		fmt.Fprintf(w, "partial:      mirror-to-disk left out %d images that failed there: %s\n", len(idx.LeftOut), strings.Join(idx.LeftOut, ", "))
+	}
+	if len(idx.Blocked) > 0 {
+		fmt.Fprintf(w, "blocked:      %d images kept out by mirror.blockedImages\n", len(idx.Blocked))
 	}
 	kinds := map[imageset.Kind]int{}
 	if idx.Set != nil {

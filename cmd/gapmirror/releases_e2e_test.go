@@ -39,6 +39,15 @@ type releaseWorld struct {
 	// served are the signatures the store serves, by version (re-signing
 	// gives other bytes).
 	served map[string][]byte
+	// channel is stable-4.18 as served.
+	channel *releasetest.Channel
+}
+
+// publish pushes and signs a payload per version and republishes channel
+// stable-4.18 with them after the earlier ones (upstream shipping releases).
+func (w *releaseWorld) publish(versions ...string) {
+	w.t.Helper()
+	must(w.t, w.channel.Add(context.Background(), versions...))
 }
 
 // newReleaseWorld pushes one payload per version (components images each,
@@ -60,10 +69,10 @@ func newReleaseWorld(t *testing.T, versions []string, components int, kubeVirt b
 
 	ctx := context.Background()
 	target := imagebuilder.Target{URL: w.up.URL()}
-	ch, err := w.services.PublishChannel(ctx, target, key, "stable-4.18",
+	w.channel, err = w.services.PublishChannel(ctx, target, key, "stable-4.18",
 		releasetest.PayloadSpec{Host: w.up.Host(), Components: components, KubeVirt: kubeVirt}, versions...)
 	must(t, err)
-	w.payloads, w.served = ch.Payloads, ch.Signatures
+	w.payloads, w.served = w.channel.Payloads, w.channel.Signatures
 
 	// The graph image's base: a tiny image upstream.
 	base, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 1<<10)}})

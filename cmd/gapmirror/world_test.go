@@ -195,7 +195,12 @@ func (w *world) assertComplete(reg *registrytest.Registry, repo string, d digest
 
 // blobsOf returns every blob (manifests included) of an upstream image.
 func (w *world) blobsOf(repo string, d digest.Digest, into map[digest.Digest]int64) {
-	data, _, err := w.up.Manifest(repo, d.String())
+	w.blobsIn(w.up, repo, d, into)
+}
+
+// blobsIn adds every blob (manifests included) of image repo@d of reg to into.
+func (w *world) blobsIn(reg *registrytest.Registry, repo string, d digest.Digest, into map[digest.Digest]int64) {
+	data, _, err := reg.Manifest(repo, d.String())
 	must(w.t, err)
 	into[d] = int64(len(data))
 	var m struct {
@@ -205,7 +210,7 @@ func (w *world) blobsOf(repo string, d digest.Digest, into map[digest.Digest]int
 	}
 	must(w.t, json.Unmarshal(data, &m))
 	for _, c := range m.Manifests {
-		w.blobsOf(repo, c.Digest, into)
+		w.blobsIn(reg, repo, c.Digest, into)
 	}
 	for _, b := range append(m.Layers, m.Config) {
 		if b.Digest != "" {

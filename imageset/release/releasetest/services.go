@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 
@@ -57,6 +58,14 @@ type Channel struct {
 	Payloads map[string]*Payload
 	// Signatures are the signatures the store serves, by version.
 	Signatures map[string][]byte
+	// Versions are the published versions, oldest first.
+	Versions []string
+
+	s      *Services
+	target imagebuilder.Target
+	key    *Key
+	name   string
+	spec   PayloadSpec
 }
 
 // PublishChannel generates one payload per version from spec (its Version
@@ -64,35 +73,40 @@ type Channel struct {
 // pushes it to t, signs it with key, puts the signature in the store and
 // serves the versions as channel with generated edges.
 func (s *Services) PublishChannel(ctx context.Context, t imagebuilder.Target, key *Key, channel string, spec PayloadSpec, versions ...string) (*Channel, error) {
-	arch := spec.Arch
-	if arch == "" {
-		arch = "amd64"
+	if spec.Arch == "" {
+		spec.Arch = "amd64"
 	}
-	c := &Channel{Payloads: map[string]*Payload{}, Signatures: map[string][]byte{}}
-	g := NewGraph(arch, versions...)
-	var previous []string
+	c := &Channel{Payloads: map[string]*Payload{}, Signatures: map[string][]byte{}, s: s, target: t, key: key, name: channel, spec: spec}
+	return c, c.Add(ctx, versions...)
+}
+
+// Add publishes more versions after the earlier ones, as upstream ships
+// releases: each is pushed and signed, and the channel is served again
+// with all of them.
+func (c *Channel) Add(ctx context.Context, versions ...string) error {
 	for _, v := range versions {
-		spec.Version, spec.Previous = v, previous
+		spec := c.spec
+		spec.Version, spec.Previous = v, slices.Clone(c.Versions)
 		p, err := NewPayload(spec)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if err := p.Push(ctx, t); err != nil {
-			return nil, err
+		if err := p.Push(ctx, c.target); err != nil {
+			return err
 		}
-		sig, err := key.SignRelease(p.Digest.String(), p.Ref())
+		sig, err := c.key.SignRelease(p.Digest.String(), p.Ref())
 		if err != nil {
-			return nil, err
+			return err
 		}
-		s.Signatures.Put(p.Digest.String(), sig)
-		g.SetPayload(v, p.PullSpec())
+		c.s.Signatures.Put(p.Digest.String(), sig)
 		c.Payloads[v], c.Signatures[v] = p, sig
-		previous = append(previous, v)
+		c.Versions = append(c.Versions, v)
 	}
-	if err := s.Graphs.Put(channel, g.GenerateEdges()); err != nil {
-		return nil, err
+	g := NewGraph(c.spec.Arch, c.Versions...)
+	for _, v := range c.Versions {
+		g.SetPayload(v, c.Payloads[v].PullSpec())
 	}
-	return c, nil
+	return c.s.Graphs.Put(c.name, g.GenerateEdges())
 }
 
 // GraphDataTarball is a small cincinnati-graph-data tarball: a version file
