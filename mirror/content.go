@@ -24,6 +24,9 @@ type content struct {
 	// catalogTemplates maps a catalog's destination to its
 	// targetCatalogSourceTemplate file.
 	catalogTemplates map[string]string
+	// pinnedCatalogs maps a catalog entry's config path to the digest it
+	// was resolved to, for the pinned configuration.
+	pinnedCatalogs map[string]string
 }
 
 // addExtra queues a file for the archive; a later file of the same name wins.

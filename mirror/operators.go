@@ -329,6 +329,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 	if err != nil {
 		return fmt.Errorf("%s.catalog: %w", path, err)
 	}
+	o.trip.content.pinCatalog(path, ci.Digest.String())
 	tmp, err := os.MkdirTemp("", "gapmirror-catalog-")
 	if err != nil {
 		return err

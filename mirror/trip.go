@@ -62,6 +62,8 @@ type Trip struct {
 	content content
 	// ws is the workspace of the running trip (release graphs, signatures).
 	ws string
+	// pinned is the pinned configuration this run wrote.
+	pinned string
 	// leftOut names the images mirror-to-disk could not put in its archive.
 	leftOut []string
 	// blocked names the images mirror.blockedImages kept out (for the archive).
@@ -124,6 +126,14 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 		t.Log.Error("cannot resolve image", "image", f.Origin, "why", f.Why, "error", f.Err)
 	}
 	t.Log.Info("image set resolved", "images", len(set.Images), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
+	if t.ws != "" {
+		if t.pinned, err = t.writePinned(t.ws, set); err != nil {
+			return nil, nil, fmt.Errorf("writing the pinned configuration: %w", err)
+		}
+		if t.pinned != "" {
+			t.Log.Info("pinned configuration written", "path", t.pinned)
+		}
+	}
 	return set, res, nil
 }
 
@@ -561,6 +571,7 @@ type runRecord struct {
 	Time          time.Time       `json:"time"`
 	ToolVersion   string          `json:"toolVersion"`
 	Config        string          `json:"config,omitempty"`
+	Pinned        string          `json:"pinnedConfig,omitempty"`
 	Mirror        string          `json:"mirror,omitempty"`
 	Set           *imageset.Set   `json:"set"`
 	Copied        []string        `json:"copied"`
@@ -582,7 +593,7 @@ func (t *Trip) record(ws string, rep *Report) error {
 		return err
 	}
 	now := t.now()
-	rec := runRecord{FormatVersion: 1, Mode: rep.Mode, Time: now, ToolVersion: t.ToolVersion, Config: t.ConfigPath, Mirror: rep.Mirror, Set: rep.Set, Archive: rep.Archive}
+	rec := runRecord{FormatVersion: 1, Mode: rep.Mode, Time: now, ToolVersion: t.ToolVersion, Config: t.ConfigPath, Pinned: t.pinned, Mirror: rep.Mirror, Set: rep.Set, Archive: rep.Archive}
 	if r := rep.Result; r != nil {
 		for _, i := range r.Copied {
 			rec.Copied = append(rec.Copied, i.Destination)

@@ -1,0 +1,144 @@
+package mirror
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+
+	"github.com/gapmirror/gapmirror/imageset"
+)
+
+// Pinned configurations: after resolving, a run writes the configuration
+// with every catalog and additional image it resolved by tag pinned to the
+// digest it used (the tag kept as targetTag, so destinations do not move),
+// and the matching DeleteImageSetConfiguration, as oc-mirror does
+// (working-dir/isc_pinned_<time>.yaml, disc_pinned_<time>.yaml). Running
+// the pinned file again mirrors exactly this image set; the delete file
+// removes exactly it.
+
+// pinCatalog records the digest a catalog entry (its config path, e.g.
+// "mirror.operators[0]") was resolved to.
+func (c *content) pinCatalog(path, digest string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pinnedCatalogs == nil {
+		c.pinnedCatalogs = map[string]string{}
+	}
+	c.pinnedCatalogs[path] = digest
+}
+
+// pinnedConfig is cfg with the catalogs and additional images of set
+// pinned by digest.
+func (t *Trip) pinnedConfig(cfg *imageset.ImageSetConfiguration, set *imageset.Set) (*imageset.ImageSetConfiguration, error) {
+	out := *cfg
+	out.Mirror.Operators = append([]imageset.OperatorCatalog(nil), cfg.Mirror.Operators...)
+	for i := range out.Mirror.Operators {
+		oc := &out.Mirror.Operators[i]
+		d := t.content.pinnedCatalogs[fmt.Sprintf("mirror.operators[%d]", i)]
+		if _, layout := oc.OCILayoutPath(); layout || d == "" {
+			continue
+		}
+		pinned, tag, err := pin(oc.Catalog, d)
+		if err != nil {
+			return nil, fmt.Errorf("mirror.operators[%d].catalog: %w", i, err)
+		}
+		oc.Catalog = pinned
+		if oc.TargetTag == "" {
+			oc.TargetTag = tag
+		}
+	}
+	digests := map[string]string{}
+	for _, img := range set.Images {
+		for _, why := range img.Why {
+			if strings.HasPrefix(why, "mirror.additionalImages[") {
+				digests[why] = img.Digest
+			}
+		}
+	}
+	out.Mirror.AdditionalImages = append([]imageset.AdditionalImage(nil), cfg.Mirror.AdditionalImages...)
+	for i := range out.Mirror.AdditionalImages {
+		ai := &out.Mirror.AdditionalImages[i]
+		d := digests[fmt.Sprintf("mirror.additionalImages[%d]", i)]
+		if d == "" {
+			continue // blocked or unresolved: left as written
+		}
+		pinned, tag, err := pin(ai.Name, d)
+		if err != nil {
+			return nil, fmt.Errorf("mirror.additionalImages[%d].name: %w", i, err)
+		}
+		ai.Name = pinned
+		if ai.TargetTag == "" {
+			ai.TargetTag = tag
+		}
+	}
+	return &out, nil
+}
+
+// pin returns ref by digest d and the tag ref named ("" if none).
+func pin(ref, d string) (pinned, tag string, err error) {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return "", "", err
+	}
+	if t, ok := named.(reference.Tagged); ok {
+		tag = t.Tag()
+	} else if _, ok := named.(reference.Digested); !ok {
+		tag = "latest"
+	}
+	// Keep the registry as the user wrote it (docker.io stays implicit).
+	name := ref
+	if i := strings.IndexAny(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if tag != "" {
+		name = strings.TrimSuffix(name, ":"+tag)
+	}
+	return name + "@" + d, tag, nil
+}
+
+// writePinned writes the pinned ImageSetConfiguration and its
+// DeleteImageSetConfiguration into the workspace and returns the first path.
+func (t *Trip) writePinned(ws string, set *imageset.Set) (string, error) {
+	if t.Config == nil {
+		return "", nil
+	}
+	cfg, err := t.pinnedConfig(t.Config, set)
+	if err != nil {
+		return "", err
+	}
+	isc, err := imageset.MarshalYAML(cfg)
+	if err != nil {
+		return "", err
+	}
+	del := imageset.DeleteImageSetConfiguration{
+		Kind:       imageset.DeleteImageSetConfigurationKind,
+		APIVersion: imageset.APIVersion,
+		Delete: imageset.Delete{
+			Platform:         cfg.Mirror.Platform,
+			Operators:        cfg.Mirror.Operators,
+			AdditionalImages: cfg.Mirror.AdditionalImages,
+			Helm:             cfg.Mirror.Helm,
+		},
+	}
+	disc, err := imageset.MarshalYAML(del)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return "", err
+	}
+	stamp := t.now().Format(time.RFC3339)
+	path := filepath.Join(ws, "isc_pinned_"+stamp+".yaml")
+	if err := writeFileAtomic(path, isc); err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(filepath.Join(ws, "disc_pinned_"+stamp+".yaml"), disc); err != nil {
+		return "", err
+	}
+	t.content.addExtra("isc_pinned.yaml", isc)
+	return path, nil
+}
