@@ -104,12 +104,16 @@ type Error struct {
 	Status      int
 	Codes       []string
 	Body        string
+	Hint        string // what to do about it, when known
 }
 
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s %s: registry answered %d", e.Method, e.URL, e.Status)
 	if e.Body != "" {
 		msg += " " + e.Body
+	}
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
 	}
 	return msg
 }
@@ -282,10 +286,10 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-func answer(resp *http.Response, method string) error {
+func (r *Registry) answer(resp *http.Response, method string) error {
 	defer drain(resp)
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	e := &Error{Method: method, URL: resp.Request.URL.String(), Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	e := &Error{Method: method, URL: resp.Request.URL.String(), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: r.authHint(resp)}
 	var errs struct {
 		Errors []struct {
 			Code string `json:"code"`
@@ -297,6 +301,22 @@ func answer(resp *http.Response, method string) error {
 		}
 	}
 	return e
+}
+
+// authHint says what to do about a 401 or 403 that survived logging in.
+// Token registries (distribution) answer 401 with error="insufficient_scope"
+// when the token is valid but lacks the action; others answer 403.
+func (r *Registry) authHint(resp *http.Response) string {
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return ""
+	}
+	if r.creds.Username == "" && r.creds.IdentityToken == "" {
+		return fmt.Sprintf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile", r.host, r.host)
+	}
+	if resp.StatusCode == http.StatusForbidden || strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope") {
+		return fmt.Sprintf("denied: the account --authfile gives for %s may not do this; listing tags needs pull, deleting needs delete (push on some registries)", r.host)
+	}
+	return fmt.Sprintf("the registry refused the credentials for %s: check them in --authfile", r.host)
 }
 
 func pullScope(repo string) string { return "repository:" + repo + ":pull" }
@@ -316,7 +336,7 @@ func (r *Registry) Tags(ctx context.Context, repo string) ([]string, error) {
 			return nil, err
 		}
 		if resp.StatusCode != http.StatusOK {
-			err := answer(resp, http.MethodGet)
+			err := r.answer(resp, http.MethodGet)
 			if IsNotFound(err) {
 				return out, nil
 			}
@@ -363,7 +383,7 @@ func (r *Registry) Head(ctx context.Context, repo, ref string) (digest.Digest, s
 		return "", "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", "", answer(resp, http.MethodHead)
+		return "", "", r.answer(resp, http.MethodHead)
 	}
 	drain(resp)
 	d, err := digest.Parse(resp.Header.Get("Docker-Content-Digest"))
@@ -385,7 +405,7 @@ func (r *Registry) Manifest(ctx context.Context, repo, ref string) ([]byte, stri
 		return nil, "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", answer(resp, http.MethodGet)
+		return nil, "", r.answer(resp, http.MethodGet)
 	}
 	defer drain(resp)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -413,7 +433,7 @@ func (r *Registry) delete(ctx context.Context, repo, ref string) error {
 		return err
 	}
 	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		return answer(resp, http.MethodDelete)
+		return r.answer(resp, http.MethodDelete)
 	}
 	drain(resp)
 	return nil
