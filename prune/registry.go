@@ -209,25 +209,41 @@ func (r *Registry) login(ctx context.Context, challenge, scope string) error {
 		r.mu.Unlock()
 		return nil
 	case "bearer":
-		realm := params["realm"]
-		if realm == "" {
-			return fmt.Errorf("registry %s sent a bearer challenge without a realm: %q", r.host, challenge)
+		realm, err := url.Parse(params["realm"])
+		if err != nil || realm.Host == "" {
+			return fmt.Errorf("registry %s sent a bearer challenge without a usable realm: %q", r.host, challenge)
 		}
 		q := url.Values{}
 		if s := params["service"]; s != "" {
 			q.Set("service", s)
 		}
 		q.Set("scope", scope)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, realm+"?"+q.Encode(), nil)
+		var req *http.Request
+		if r.creds.IdentityToken != "" {
+			// An identity token is an OAuth2 refresh token: exchanged with
+			// a POST, as containers/image does for the copies.
+			q.Set("grant_type", "refresh_token")
+			q.Set("refresh_token", r.creds.IdentityToken)
+			q.Set("client_id", "gapmirror")
+			req, err = http.NewRequestWithContext(ctx, http.MethodPost, realm.String(), strings.NewReader(q.Encode()))
+			if err == nil {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+		} else {
+			all := realm.Query() // a realm may carry parameters of its own
+			for k, v := range q {
+				all[k] = v
+			}
+			realm.RawQuery = all.Encode()
+			req, err = http.NewRequestWithContext(ctx, http.MethodGet, realm.String(), nil)
+			if err == nil && r.creds.Username != "" {
+				req.SetBasicAuth(r.creds.Username, r.creds.Password)
+			}
+		}
 		if err != nil {
 			return err
 		}
-		if r.creds.IdentityToken != "" {
-			// Refresh tokens are exchanged with a POST (OAuth2); fall back to basic otherwise.
-			req.SetBasicAuth("<token>", r.creds.IdentityToken)
-		} else if r.creds.Username != "" {
-			req.SetBasicAuth(r.creds.Username, r.creds.Password)
-		}
+		realm.RawQuery = "" // errors name the realm without the parameters
 		resp, err := r.client.Do(req)
 		if err != nil {
 			return fmt.Errorf("getting a token from %s: %w", realm, err)

@@ -105,12 +105,14 @@ func testRegistryClient(t *testing.T, opts registrytest.Options) {
 	}
 }
 
-// TestRegistryTokenDenied: on a token registry, a wrong password and a
+// TestRegistryTokenAccounts: on a token registry, a wrong password and a
 // pull-only account get errors that name the registry and --authfile, and
-// the pull-only account still lists tags.
-func TestRegistryTokenDenied(t *testing.T) {
+// the pull-only account still lists tags; an identity token (OAuth2
+// refresh token) is exchanged for access tokens and deletes.
+func TestRegistryTokenAccounts(t *testing.T) {
 	reg := registrytest.Start(t, registrytest.Options{Username: "alice", Password: "s3cret", Token: &registrytest.TokenAuth{
-		Users: []registrytest.TokenUser{{Username: "reader", Password: "r3ad", Actions: []string{"pull"}}}}})
+		Users: []registrytest.TokenUser{{Username: "reader", Password: "r3ad", Actions: []string{"pull"}},
+			{Username: "robot", Password: "unused-r0bot", RefreshToken: "refresh-r0bot"}}}})
 	ctx := context.Background()
 	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(1, 1024)}})
 	if err != nil {
@@ -119,11 +121,12 @@ func TestRegistryTokenDenied(t *testing.T) {
 	if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: reg.URL(), Username: "alice", Password: "s3cret"}, "ns/app", "v1", img); err != nil {
 		t.Fatal(err)
 	}
-	client := func(user, password string) *Registry {
+	// client uses user's password, or identity token when it is set.
+	client := func(user, password, identity string) *Registry {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "auth.json")
 		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
-		if err := os.WriteFile(path, []byte(`{"auths":{"`+reg.Host()+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(`{"auths":{"`+reg.Host()+`":{"auth":"`+auth+`","identitytoken":"`+identity+`"}}}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		c, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: path, DockerInsecureSkipTLSVerify: types.OptionalBoolTrue})
@@ -132,11 +135,11 @@ func TestRegistryTokenDenied(t *testing.T) {
 		}
 		return c
 	}
-	_, err = client("alice", "wrong").Tags(ctx, "ns/app")
+	_, err = client("alice", "wrong", "").Tags(ctx, "ns/app")
 	if err == nil || !strings.Contains(err.Error(), reg.Host()) || !strings.Contains(err.Error(), "--authfile") || strings.Contains(err.Error(), "wrong") {
 		t.Errorf("wrong password: %v", err)
 	}
-	reader := client("reader", "r3ad")
+	reader := client("reader", "r3ad", "")
 	if tags, err := reader.Tags(ctx, "ns/app"); err != nil || len(tags) != 1 {
 		t.Errorf("reader listing tags: %v, %v", tags, err)
 	}
@@ -146,6 +149,17 @@ func TestRegistryTokenDenied(t *testing.T) {
 	}
 	if got, err := reg.ManifestDigest("ns/app", "v1"); err != nil || got != img.Digest {
 		t.Errorf("after the reader's delete: %s, %v", got, err)
+	}
+
+	_, err = client("robot", "", "expired-r0bot").Tags(ctx, "ns/app")
+	if err == nil || !strings.Contains(err.Error(), "--authfile") || strings.Contains(err.Error(), "expired-r0bot") {
+		t.Errorf("wrong identity token: %v", err)
+	}
+	if err := client("robot", "", "refresh-r0bot").DeleteTag(ctx, "ns/app", "v1"); err != nil {
+		t.Errorf("deleting with an identity token: %v", err)
+	}
+	if _, err := reg.ManifestDigest("ns/app", "v1"); err == nil {
+		t.Error("the tag is still there")
 	}
 }
 

@@ -13,15 +13,16 @@ import (
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
-// login is one auth.json entry: the registry host and its credentials.
-type login struct{ host, user, password string }
+// login is one auth.json entry: the registry host and its credentials
+// (identity, when set, is an OAuth2 refresh token used instead of the password).
+type login struct{ host, user, password, identity string }
 
 // setAuth replaces the world's auth file with these credentials.
 func (w *world) setAuth(logins ...login) {
 	w.t.Helper()
 	auths := map[string]map[string]string{}
 	for _, l := range logins {
-		auths[l.host] = map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(l.user + ":" + l.password))}
+		auths[l.host] = map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(l.user + ":" + l.password)), "identitytoken": l.identity}
 	}
 	data, err := json.Marshal(map[string]any{"auths": auths})
 	must(w.t, err)
@@ -34,16 +35,18 @@ func (w *world) setAuth(logins ...login) {
 // passwords and pull-only accounts fail with clear errors, and no password
 // or token ever reaches the output or the files gapmirror writes.
 func TestTokenAuth(t *testing.T) {
-	const upPush, upPull, dstAdmin, dstView = "pushPass-7x", "pullPass-3x", "adminPass-5x", "viewPass-9x"
+	const upPush, upPull, dstAdmin, dstView, dstRobot = "pushPass-7x", "pullPass-3x", "adminPass-5x", "viewPass-9x", "robotRefresh-1x"
 	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush,
 		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "puller", Password: upPull, Actions: []string{"pull"}}}}})
 	w.dst = registrytest.Start(t, registrytest.Options{Username: "admin", Password: dstAdmin,
-		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "viewer", Password: dstView, Actions: []string{"pull"}}}}})
+		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "viewer", Password: dstView, Actions: []string{"pull"}},
+			{Username: "robot", Password: "unused-" + dstRobot, RefreshToken: dstRobot}}}})
+	robot := login{w.dst.Host(), "robot", "", dstRobot}
 	uploads := registrytest.NewUploads()
 	w.dst.SetWrap(uploads.Wrap)
 	w.pushFleetTo(imagebuilder.Target{URL: w.up.URL(), Client: w.up.Client(), Username: "pusher", Password: upPush}, 6, 16<<10)
 	im := w.images
-	up := login{w.up.Host(), "puller", upPull}
+	up := login{w.up.Host(), "puller", upPull, ""}
 	var output strings.Builder
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
@@ -57,19 +60,19 @@ func TestTokenAuth(t *testing.T) {
 
 	// A wrong mirror password: the run stops up front, naming the registry
 	// and --authfile.
-	w.setAuth(up, login{w.dst.Host(), "admin", "wrong-" + dstAdmin})
+	w.setAuth(up, login{w.dst.Host(), "admin", "wrong-" + dstAdmin, ""})
 	code, _, stderr := run("mirror", "-c", isc, "--workspace", ws, m2m)
 	if code == 0 || !strings.Contains(stderr, w.dst.Host()) || !strings.Contains(stderr, "--authfile") {
 		t.Errorf("wrong mirror password: exit %d, stderr:\n%s", code, stderr)
 	}
 	// A wrong upstream password fails the images the same way.
-	w.setAuth(login{w.up.Host(), "puller", "wrong-" + upPull}, login{w.dst.Host(), "admin", dstAdmin})
+	w.setAuth(login{w.up.Host(), "puller", "wrong-" + upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
 	code, _, stderr = run("mirror", "-c", isc, "--workspace", ws, m2m)
 	if code == 0 || !strings.Contains(stderr, w.up.Host()) || !strings.Contains(stderr, "--authfile") {
 		t.Errorf("wrong upstream password: exit %d, stderr:\n%s", code, stderr)
 	}
 	// A pull-only mirror account may not push.
-	w.setAuth(up, login{w.dst.Host(), "viewer", dstView})
+	w.setAuth(up, login{w.dst.Host(), "viewer", dstView, ""})
 	code, _, stderr = run("mirror", "-c", isc, "--workspace", ws, m2m)
 	if code == 0 || !strings.Contains(stderr, "denied") || !strings.Contains(stderr, w.dst.Host()) {
 		t.Errorf("pull-only mirror account: exit %d, stderr:\n%s", code, stderr)
@@ -80,7 +83,7 @@ func TestTokenAuth(t *testing.T) {
 
 	// The right accounts: mirror to mirror, the shared base layer uploaded
 	// once and mounted into the other repositories.
-	w.setAuth(up, login{w.dst.Host(), "admin", dstAdmin})
+	w.setAuth(up, login{w.dst.Host(), "admin", dstAdmin, ""})
 	if code, _, _ := run("mirror", "-c", isc, "--workspace", ws, "--log-level", "debug", m2m); code != 0 {
 		t.Fatalf("m2m: exit %d", code)
 	}
@@ -92,11 +95,13 @@ func TestTokenAuth(t *testing.T) {
 		t.Errorf("shared base layer uploaded %d times (want 1), mounted %d times (want 3 or more)", n, m)
 	}
 
-	// Mirror to disk from the token upstream, then disk to the token mirror.
+	// Mirror to disk from the token upstream, then disk to the token mirror
+	// with an identity token (OAuth2 refresh token) instead of a password.
 	archive := filepath.Join(w.dir, "archive")
 	if code, _, _ := run("mirror", "-c", isc, "file://"+archive); code != 0 {
 		t.Fatalf("m2d: exit %d", code)
 	}
+	w.setAuth(up, robot)
 	if code, _, _ := run("mirror", "-c", isc, "--from", "file://"+archive, "docker://"+w.dst.Host()+"/d2m"); code != 0 {
 		t.Fatalf("d2m: exit %d", code)
 	}
@@ -105,13 +110,13 @@ func TestTokenAuth(t *testing.T) {
 	// Pruning lists tags and deletes through its own client. A pull-only
 	// account cannot, says so and deletes nothing; the admin can.
 	kept := w.iscOf("kept.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}, entry{name: im[2].Ref})
-	w.setAuth(up, login{w.dst.Host(), "viewer", dstView})
+	w.setAuth(up, login{w.dst.Host(), "viewer", dstView, ""})
 	code, stdout, _ := run("mirror", "-c", kept, "--workspace", ws, "--prune", m2m)
 	if code == 0 || !strings.Contains(stdout, "denied") || !strings.Contains(stdout, "--authfile") {
 		t.Errorf("prune as a pull-only account: exit %d, stdout:\n%s", code, stdout)
 	}
 	w.present(w.dst, "m2m/"+im[3].Repo, im[3].Tag, im[3].Digest)
-	w.setAuth(up, login{w.dst.Host(), "admin", dstAdmin})
+	w.setAuth(up, login{w.dst.Host(), "admin", dstAdmin, ""})
 	if code, _, _ := run("mirror", "-c", kept, "--workspace", ws, "--prune", m2m); code != 0 {
 		t.Fatalf("m2m --prune: exit %d", code)
 	}
@@ -126,7 +131,8 @@ func TestTokenAuth(t *testing.T) {
 		w.present(w.dst, "m2m/"+ex.Repo, ex.Tag, ex.Digest)
 	}
 
-	// gapmirror delete: generate a plan, then run it.
+	// gapmirror delete: generate a plan, then run it, with the identity token.
+	w.setAuth(up, robot)
 	disc := w.disc("disc.yaml", "  additionalImages:\n  - name: "+im[0].Ref+"\n")
 	if code, _, _ := run("delete", "-c", disc, "--generate", "--workspace", ws, m2m); code != 0 {
 		t.Fatalf("delete --generate: exit %d", code)
@@ -139,8 +145,8 @@ func TestTokenAuth(t *testing.T) {
 	w.present(w.dst, "m2m/"+im[1].Repo, im[1].Tag, im[1].Digest)
 
 	// No secret in what gapmirror printed or wrote.
-	secrets := []string{upPush, upPull, dstAdmin, dstView}
-	for _, l := range []login{up, {w.dst.Host(), "admin", dstAdmin}, {w.dst.Host(), "viewer", dstView}} {
+	secrets := []string{upPush, upPull, dstAdmin, dstView, dstRobot}
+	for _, l := range []login{up, {w.dst.Host(), "admin", dstAdmin, ""}, {w.dst.Host(), "viewer", dstView, ""}} {
 		secrets = append(secrets, base64.StdEncoding.EncodeToString([]byte(l.user+":"+l.password)))
 	}
 	tokens := append(w.up.IssuedTokens(), w.dst.IssuedTokens()...)

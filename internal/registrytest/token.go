@@ -47,6 +47,9 @@ type TokenUser struct {
 	// Actions granted on every repository: "pull", "push", "delete"; nil
 	// means all three.
 	Actions []string
+	// RefreshToken, when set, is also accepted in an OAuth2 POST
+	// (grant_type=refresh_token): what auth.json calls an identitytoken.
+	RefreshToken string
 }
 
 // allActions are what a full user may do on a repository.
@@ -144,32 +147,49 @@ func (ts *tokenServer) close() error {
 	return nil
 }
 
-// serveToken answers GET /token?service=…&scope=… (the token flow's only
-// mandatory form; OAuth2 POST is not offered, clients fall back to GET).
+// serveToken answers GET /token?service=…&scope=… with basic credentials
+// (distribution's token spec) and the OAuth2 POST form with
+// grant_type=password or refresh_token (distribution's oauth spec).
 func (ts *tokenServer) serveToken(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodGet {
-		tokenError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "use GET")
+	if req.Method != http.MethodGet && req.Method != http.MethodPost {
+		tokenError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "use GET or POST")
 		return
 	}
-	q := req.URL.Query()
+	if err := req.ParseForm(); err != nil {
+		tokenError(w, http.StatusBadRequest, "INVALID_REQUEST", "bad form")
+		return
+	}
+	q := req.Form
 	if s := q.Get("service"); s != "" && s != tokenService {
 		tokenError(w, http.StatusBadRequest, "INVALID_REQUEST", "unknown service")
 		return
 	}
+	var user *TokenUser
+	name, password, basic := req.BasicAuth()
+	switch {
+	case req.Method == http.MethodPost && q.Get("grant_type") == "refresh_token":
+		user = ts.userByRefreshToken(q.Get("refresh_token"))
+	case req.Method == http.MethodPost && q.Get("grant_type") == "password":
+		user = ts.user(q.Get("username"), q.Get("password"))
+	case req.Method == http.MethodPost:
+		tokenError(w, http.StatusBadRequest, "UNSUPPORTED", "unsupported grant_type")
+		return
+	case basic:
+		user = ts.user(name, password)
+	}
 	var actions []string
 	subject := ""
-	if name, password, ok := req.BasicAuth(); ok {
-		u, known := ts.users[name]
-		if !known || subtle.ConstantTimeCompare([]byte(u.Password), []byte(password)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Basic realm="registrytest-token"`)
-			tokenError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication failed")
-			return
-		}
-		subject, actions = name, u.Actions
+	switch {
+	case user != nil:
+		subject, actions = user.Username, user.Actions
 		if actions == nil {
 			actions = allActions
 		}
-	} else if ts.anonymousPull {
+	case basic || req.Method == http.MethodPost:
+		w.Header().Set("WWW-Authenticate", `Basic realm="registrytest-token"`)
+		tokenError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication failed")
+		return
+	case ts.anonymousPull:
 		actions = []string{"pull"}
 	}
 
@@ -194,6 +214,25 @@ func (ts *tokenServer) serveToken(w http.ResponseWriter, req *http.Request) {
 		"token": raw, "access_token": raw,
 		"expires_in": int(ts.ttl.Seconds()), "issued_at": time.Now().UTC().Format(time.RFC3339),
 	})
+}
+
+// user is the account name names when password is right, or nil.
+func (ts *tokenServer) user(name, password string) *TokenUser {
+	u, ok := ts.users[name]
+	if !ok || subtle.ConstantTimeCompare([]byte(u.Password), []byte(password)) != 1 {
+		return nil
+	}
+	return &u
+}
+
+// userByRefreshToken is the account whose RefreshToken is tok, or nil.
+func (ts *tokenServer) userByRefreshToken(tok string) *TokenUser {
+	for _, u := range ts.users {
+		if u.RefreshToken != "" && subtle.ConstantTimeCompare([]byte(u.RefreshToken), []byte(tok)) == 1 {
+			return &u
+		}
+	}
+	return nil
 }
 
 // grant is what subject, allowed actions on every repository, gets of one
