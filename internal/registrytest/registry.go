@@ -1,6 +1,7 @@
 // Package registrytest runs the reference OCI registry (distribution/distribution)
 // in-process on 127.0.0.1 for tests, demos and benchmarks, with optional basic
-// auth, TLS, on-disk storage and fault injection.
+// or token auth (with its own token server), TLS, on-disk storage and fault
+// injection.
 //
 // The registry's configuration is always built in code: REGISTRY_* environment
 // variables (which the registry normally reads as overrides) have no effect.
@@ -377,6 +378,8 @@ func (r *Registry) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var errs []error
+		// Our own client's idle HTTP/2 connections would hold Shutdown up.
+		r.client.CloseIdleConnections()
 		if err := r.server.Shutdown(ctx); err != nil {
 			// Requests still running (a slow client): cut them off.
 			if cerr := r.server.Close(); cerr != nil {

@@ -1,7 +1,6 @@
 package registrytest
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/subtle"
@@ -74,6 +73,9 @@ type tokenServer struct {
 
 	mu     sync.Mutex
 	issued []string
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // startTokenServer listens on 127.0.0.1 (TLS with cert when not nil) and
@@ -134,17 +136,17 @@ func startTokenServer(opts Options, dir string, cert *certificate) (*tokenServer
 	return ts, nil
 }
 
-// close stops the token server.
+// close stops the token server; later calls return the first's result.
 func (ts *tokenServer) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := ts.server.Shutdown(ctx); err != nil {
+	ts.closeOnce.Do(func() {
+		// Close, not Shutdown: token requests are short, and a graceful
+		// shutdown waits a second for idle HTTP/2 clients to leave.
 		_ = ts.server.Close()
-	}
-	if err := <-ts.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("registrytest: token server: %w", err)
-	}
-	return nil
+		if err := <-ts.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			ts.closeErr = fmt.Errorf("registrytest: token server: %w", err)
+		}
+	})
+	return ts.closeErr
 }
 
 // serveToken answers GET /token?service=…&scope=… with basic credentials
