@@ -81,7 +81,7 @@ func (w *world) pushCatalog(repo, tag string, o catalogOptions) *opCatalog {
 	}
 	sort.Strings(refs)
 	real := make(map[string]string, len(refs))
-	target := imagebuilder.Target{URL: w.up.URL()}
+	target := w.upTarget()
 	base := imagebuilder.RandomLayer(o.spec.Seed+7, 24<<10)
 	var mu sync.Mutex
 	var wg sync.WaitGroup

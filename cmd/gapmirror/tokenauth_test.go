@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
@@ -29,22 +29,34 @@ func (w *world) setAuth(logins ...login) {
 	must(w.t, os.WriteFile(w.authFile, data, 0o600))
 }
 
+// Passwords and the identity token of the token-auth worlds.
+const upPush, upPull, dstAdmin, dstView, dstRobot = "pushPass-7x", "pullPass-3x", "adminPass-5x", "viewPass-9x", "robotRefresh-1x"
+
+// newTokenWorld is a world whose registries use the bearer token flow: an
+// HTTPS upstream (pusher may push, puller only pull) and a plain-HTTP
+// mirror (admin may do anything, viewer only pull, robot has an identity
+// token), each with its own token server.
+func newTokenWorld(t *testing.T) *world {
+	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush,
+		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "puller", Password: upPull, Actions: []string{"pull"}}}}})
+	w.upUser, w.upPassword = "pusher", upPush
+	w.dst = registrytest.Start(t, registrytest.Options{Username: "admin", Password: dstAdmin,
+		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "viewer", Password: dstView, Actions: []string{"pull"}},
+			{Username: "robot", Password: "unused-" + dstRobot, RefreshToken: dstRobot}}}})
+	return w
+}
+
 // TestTokenAuth: every registry path works against registries that use the
 // bearer token flow (as Quay, Harbor and registry.redhat.io do): an HTTPS
 // upstream and a plain-HTTP mirror, each with its own token server. Wrong
 // passwords and pull-only accounts fail with clear errors, and no password
 // or token ever reaches the output or the files gapmirror writes.
 func TestTokenAuth(t *testing.T) {
-	const upPush, upPull, dstAdmin, dstView, dstRobot = "pushPass-7x", "pullPass-3x", "adminPass-5x", "viewPass-9x", "robotRefresh-1x"
-	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush,
-		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "puller", Password: upPull, Actions: []string{"pull"}}}}})
-	w.dst = registrytest.Start(t, registrytest.Options{Username: "admin", Password: dstAdmin,
-		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "viewer", Password: dstView, Actions: []string{"pull"}},
-			{Username: "robot", Password: "unused-" + dstRobot, RefreshToken: dstRobot}}}})
+	w := newTokenWorld(t)
 	robot := login{w.dst.Host(), "robot", "", dstRobot}
 	uploads := registrytest.NewUploads()
 	w.dst.SetWrap(uploads.Wrap)
-	w.pushFleetTo(imagebuilder.Target{URL: w.up.URL(), Client: w.up.Client(), Username: "pusher", Password: upPush}, 6, 16<<10)
+	w.pushFleetTo(w.upTarget(), 6, 16<<10)
 	im := w.images
 	up := login{w.up.Host(), "puller", upPull, ""}
 	var output strings.Builder
@@ -171,6 +183,36 @@ func TestTokenAuth(t *testing.T) {
 			if strings.Contains(text, s) {
 				t.Errorf("%s contains a password or token (%.6s…)", where, s)
 			}
+		}
+	}
+}
+
+// TestTokenAuthOperatorCatalog: an operator catalog and the images it names
+// mirror from a token-auth upstream into a token-auth mirror.
+func TestTokenAuthOperatorCatalog(t *testing.T) {
+	w := newTokenWorld(t)
+	oc := w.pushCatalog("catalogs/test-index", "v1", catalogOptions{spec: catalog.GenSpec{Seed: 5, Packages: 3, Bundles: 2, RelatedImages: 1}})
+	w.setAuth(login{w.up.Host(), "puller", upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
+	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.ref+"\n    packages:\n    - name: operator-001\n")
+	code, stdout, stderr := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m")
+	if code != 0 {
+		t.Fatalf("m2m: exit %d", code)
+	}
+	want, _, err := catalog.Filter(oc.cat, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "operator-001"}}})
+	must(t, err)
+	d, err := w.dst.ManifestDigest("m2m/"+oc.repo, oc.tag)
+	if err != nil {
+		t.Fatalf("filtered catalog not mirrored: %v", err)
+	}
+	if got := bundleNames(mirroredCatalog(t, w.dst, "m2m/"+oc.repo, d)); strings.Join(got, " ") != strings.Join(bundleNames(want), " ") {
+		t.Errorf("mirrored catalog has %v, want %v", got, bundleNames(want))
+	}
+	if n := w.checkImages(w.dst, "m2m", want); n == 0 {
+		t.Error("no operator image checked")
+	}
+	for _, s := range []string{upPull, dstAdmin} {
+		if strings.Contains(stdout+stderr, s) {
+			t.Errorf("a password is in the output")
 		}
 	}
 }
