@@ -46,7 +46,14 @@ type releaseWorld struct {
 // signs each with the world's key.
 func newReleaseWorld(t *testing.T, versions []string, components int, kubeVirt bool) *releaseWorld {
 	t.Helper()
-	w := &releaseWorld{world: newWorld(t, registrytest.Options{}), graphs: releasetest.NewGraphServer(),
+	return newReleaseWorldIn(newWorld(t, registrytest.Options{}), versions, components, kubeVirt)
+}
+
+// newReleaseWorldIn is newReleaseWorld in the registries of in.
+func newReleaseWorldIn(in *world, versions []string, components int, kubeVirt bool) *releaseWorld {
+	t := in.t
+	t.Helper()
+	w := &releaseWorld{world: in, graphs: releasetest.NewGraphServer(),
 		sigs: releasetest.NewSignatureServer(), payloads: map[string]*releasetest.Payload{}, served: map[string][]byte{}}
 	key, err := releasetest.NewKey("gapmirror e2e")
 	must(t, err)
@@ -55,7 +62,7 @@ func newReleaseWorld(t *testing.T, versions []string, components int, kubeVirt b
 	must(t, os.WriteFile(w.keyFile, key.PublicKey(), 0o644))
 
 	ctx := context.Background()
-	target := imagebuilder.Target{URL: w.up.URL()}
+	target := w.upTarget()
 	g := releasetest.NewGraph("amd64", versions...)
 	var previous []string
 	for _, v := range versions {

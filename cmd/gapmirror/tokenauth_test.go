@@ -216,3 +216,29 @@ func TestTokenAuthOperatorCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenAuthReleases: a signed release payload, its components and the
+// graph image (built on a base image from the upstream) go to disk from a
+// token-auth upstream and from there into a token-auth mirror.
+func TestTokenAuthReleases(t *testing.T) {
+	w := newReleaseWorldIn(newTokenWorld(t), []string{"4.18.1"}, 4, false)
+	w.setAuth(login{w.up.Host(), "puller", upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
+	isc := w.releaseISC("isc", "    graph: true\n    channels:\n    - name: stable-4.18\n")
+	archive := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.run("mirror", "-c", isc, "file://"+archive); code != 0 {
+		t.Fatalf("m2d: exit %d", code)
+	}
+	code, stdout, stderr := w.run("mirror", "--from", "file://"+archive, "docker://"+w.dst.Host()+"/mirror")
+	if code != 0 {
+		t.Fatalf("d2m: exit %d", code)
+	}
+	w.assertRelease("mirror", w.payloads["4.18.1"], false)
+	gd, err := w.dst.ManifestDigest("mirror/openshift/graph-image", "latest")
+	if err != nil {
+		t.Fatalf("graph image not mirrored: %v", err)
+	}
+	w.assertGraphImage("mirror/openshift/graph-image", gd)
+	if strings.Contains(stdout+stderr, dstAdmin) {
+		t.Error("the mirror password is in the output")
+	}
+}
