@@ -86,7 +86,7 @@ func TestTokenAuth(t *testing.T) {
 	// A pull-only mirror account may not push.
 	w.setAuth(up, login{w.dst.Host(), "viewer", dstView, ""})
 	code, _, stderr = run("mirror", "-c", isc, "--workspace", ws, m2m)
-	if code == 0 || !strings.Contains(stderr, "denied") || !strings.Contains(stderr, w.dst.Host()) {
+	if code == 0 || !strings.Contains(stderr, "denied") || !strings.Contains(stderr, w.dst.Host()) || !strings.Contains(stderr, "--authfile") {
 		t.Errorf("pull-only mirror account: exit %d, stderr:\n%s", code, stderr)
 	}
 	if _, err := w.dst.ManifestDigest("m2m/"+im[0].Repo, im[0].Tag); err == nil {
@@ -118,6 +118,9 @@ func TestTokenAuth(t *testing.T) {
 		t.Fatalf("d2m: exit %d", code)
 	}
 	w.assertMirrored(w.dst, "d2m")
+	if n, m := uploads.Put(base), uploads.Mounted(base); n != 2 || m < 6 {
+		t.Errorf("after d2m: shared base layer uploaded %d times (want once per prefix), mounted %d times (want 6 or more)", n, m)
+	}
 
 	// Pruning lists tags and deletes through its own client. A pull-only
 	// account cannot, says so and deletes nothing; the admin can.
