@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,28 +22,6 @@ import (
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
-
-// uploads counts finished blob uploads and mounts per digest at a registry.
-type uploads struct {
-	mu      sync.Mutex
-	put     map[digest.Digest]int
-	mounted map[digest.Digest]int
-}
-
-func (u *uploads) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		u.mu.Lock()
-		switch {
-		case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/blobs/uploads/") && q.Get("digest") != "":
-			u.put[digest.Digest(q.Get("digest"))]++
-		case r.Method == http.MethodPost && q.Get("mount") != "":
-			u.mounted[digest.Digest(q.Get("mount"))]++
-		}
-		u.mu.Unlock()
-		next.ServeHTTP(w, r)
-	})
-}
 
 func testOptions(t *testing.T) RegistryOptions {
 	conf := filepath.Join(t.TempDir(), "registries.conf")
@@ -60,8 +37,8 @@ func testOptions(t *testing.T) RegistryOptions {
 func TestSharedLayerIsMounted(t *testing.T) {
 	up := registrytest.Start(t, registrytest.Options{})
 	dst := registrytest.Start(t, registrytest.Options{})
-	u := &uploads{put: map[digest.Digest]int{}, mounted: map[digest.Digest]int{}}
-	dst.SetWrap(u.wrap)
+	u := registrytest.NewUploads()
+	dst.SetWrap(u.Wrap)
 	base := imagebuilder.RandomLayer(1, 64<<10)
 	set := &imageset.Set{}
 	var baseDigest digest.Digest
@@ -87,16 +64,14 @@ func TestSharedLayerIsMounted(t *testing.T) {
 	if err := res.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if u.put[baseDigest] != 1 {
-		t.Errorf("shared base layer uploaded %d times, want once", u.put[baseDigest])
+	if n := u.Put(baseDigest); n != 1 {
+		t.Errorf("shared base layer uploaded %d times, want once", n)
 	}
-	if u.mounted[baseDigest] != 9 {
-		t.Errorf("shared base layer mounted %d times, want 9", u.mounted[baseDigest])
+	if n := u.Mounted(baseDigest); n != 9 {
+		t.Errorf("shared base layer mounted %d times, want 9", n)
 	}
-	for d, n := range u.put {
-		if n > 1 {
-			t.Errorf("blob %s uploaded %d times", d, n)
-		}
+	if d, n := u.MaxPut(); n > 1 {
+		t.Errorf("blob %s uploaded %d times", d, n)
 	}
 }
 

@@ -380,7 +380,7 @@ func explain(err error, ref string) error {
 	case errors.As(err, &unauthorized) || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "authentication required"):
 		hint = "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"
 	case strings.Contains(msg, "denied"):
-		hint = "the credentials are not allowed this operation; check the account's permissions"
+		hint = "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"
 	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
 		hint = "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"
 	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):

@@ -104,12 +104,16 @@ type Error struct {
 	Status      int
 	Codes       []string
 	Body        string
+	Hint        string // what to do about it, when known
 }
 
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s %s: registry answered %d", e.Method, e.URL, e.Status)
 	if e.Body != "" {
 		msg += " " + e.Body
+	}
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
 	}
 	return msg
 }
@@ -205,25 +209,41 @@ func (r *Registry) login(ctx context.Context, challenge, scope string) error {
 		r.mu.Unlock()
 		return nil
 	case "bearer":
-		realm := params["realm"]
-		if realm == "" {
-			return fmt.Errorf("registry %s sent a bearer challenge without a realm: %q", r.host, challenge)
+		realm, err := url.Parse(params["realm"])
+		if err != nil || realm.Host == "" {
+			return fmt.Errorf("registry %s sent a bearer challenge without a usable realm: %q", r.host, challenge)
 		}
 		q := url.Values{}
 		if s := params["service"]; s != "" {
 			q.Set("service", s)
 		}
 		q.Set("scope", scope)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, realm+"?"+q.Encode(), nil)
+		var req *http.Request
+		if r.creds.IdentityToken != "" {
+			// An identity token is an OAuth2 refresh token: exchanged with
+			// a POST, as containers/image does for the copies.
+			q.Set("grant_type", "refresh_token")
+			q.Set("refresh_token", r.creds.IdentityToken)
+			q.Set("client_id", "gapmirror")
+			req, err = http.NewRequestWithContext(ctx, http.MethodPost, realm.String(), strings.NewReader(q.Encode()))
+			if err == nil {
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+		} else {
+			all := realm.Query() // a realm may carry parameters of its own
+			for k, v := range q {
+				all[k] = v
+			}
+			realm.RawQuery = all.Encode()
+			req, err = http.NewRequestWithContext(ctx, http.MethodGet, realm.String(), nil)
+			if err == nil && r.creds.Username != "" {
+				req.SetBasicAuth(r.creds.Username, r.creds.Password)
+			}
+		}
 		if err != nil {
 			return err
 		}
-		if r.creds.IdentityToken != "" {
-			// Refresh tokens are exchanged with a POST (OAuth2); fall back to basic otherwise.
-			req.SetBasicAuth("<token>", r.creds.IdentityToken)
-		} else if r.creds.Username != "" {
-			req.SetBasicAuth(r.creds.Username, r.creds.Password)
-		}
+		realm.RawQuery = "" // errors name the realm without the parameters
 		resp, err := r.client.Do(req)
 		if err != nil {
 			return fmt.Errorf("getting a token from %s: %w", realm, err)
@@ -282,10 +302,10 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-func answer(resp *http.Response, method string) error {
+func (r *Registry) answer(resp *http.Response, method string) error {
 	defer drain(resp)
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	e := &Error{Method: method, URL: resp.Request.URL.String(), Status: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+	e := &Error{Method: method, URL: resp.Request.URL.String(), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: r.authHint(resp)}
 	var errs struct {
 		Errors []struct {
 			Code string `json:"code"`
@@ -297,6 +317,22 @@ func answer(resp *http.Response, method string) error {
 		}
 	}
 	return e
+}
+
+// authHint says what to do about a 401 or 403 that survived logging in.
+// Token registries (distribution) answer 401 with error="insufficient_scope"
+// when the token is valid but lacks the action; others answer 403.
+func (r *Registry) authHint(resp *http.Response) string {
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return ""
+	}
+	if r.creds.Username == "" && r.creds.IdentityToken == "" {
+		return fmt.Sprintf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile", r.host, r.host)
+	}
+	if resp.StatusCode == http.StatusForbidden || strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope") {
+		return fmt.Sprintf("denied: the account --authfile gives for %s may not do this; listing tags needs pull, deleting needs delete (push on some registries)", r.host)
+	}
+	return fmt.Sprintf("the registry refused the credentials for %s: check them in --authfile", r.host)
 }
 
 func pullScope(repo string) string { return "repository:" + repo + ":pull" }
@@ -316,7 +352,7 @@ func (r *Registry) Tags(ctx context.Context, repo string) ([]string, error) {
 			return nil, err
 		}
 		if resp.StatusCode != http.StatusOK {
-			err := answer(resp, http.MethodGet)
+			err := r.answer(resp, http.MethodGet)
 			if IsNotFound(err) {
 				return out, nil
 			}
@@ -363,7 +399,7 @@ func (r *Registry) Head(ctx context.Context, repo, ref string) (digest.Digest, s
 		return "", "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", "", answer(resp, http.MethodHead)
+		return "", "", r.answer(resp, http.MethodHead)
 	}
 	drain(resp)
 	d, err := digest.Parse(resp.Header.Get("Docker-Content-Digest"))
@@ -385,7 +421,7 @@ func (r *Registry) Manifest(ctx context.Context, repo, ref string) ([]byte, stri
 		return nil, "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", answer(resp, http.MethodGet)
+		return nil, "", r.answer(resp, http.MethodGet)
 	}
 	defer drain(resp)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -413,7 +449,7 @@ func (r *Registry) delete(ctx context.Context, repo, ref string) error {
 		return err
 	}
 	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		return answer(resp, http.MethodDelete)
+		return r.answer(resp, http.MethodDelete)
 	}
 	drain(resp)
 	return nil

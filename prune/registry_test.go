@@ -2,8 +2,11 @@ package prune
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,9 +18,20 @@ import (
 
 // TestRegistryClient: the prune client lists tags across pages, looks up
 // and deletes manifests and tags on a real registry over TLS with basic
-// auth, using the same auth file and certificate directory as the copies.
+// auth and with bearer tokens from a token server (on another port, with
+// the same certificate), using the same auth file and certificate directory
+// as the copies.
 func TestRegistryClient(t *testing.T) {
-	reg := registrytest.Start(t, registrytest.Options{TLS: true, Username: "alice", Password: "s3cret"})
+	for name, opts := range map[string]registrytest.Options{
+		"basic": {TLS: true, Username: "alice", Password: "s3cret"},
+		"token": {TLS: true, Username: "alice", Password: "s3cret", Token: &registrytest.TokenAuth{}},
+	} {
+		t.Run(name, func(t *testing.T) { testRegistryClient(t, opts) })
+	}
+}
+
+func testRegistryClient(t *testing.T, opts registrytest.Options) {
+	reg := registrytest.Start(t, opts)
 	ctx := context.Background()
 	target := imagebuilder.Target{URL: reg.URL(), Client: reg.Client(), Username: "alice", Password: "s3cret"}
 	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(1, 1024)}})
@@ -71,7 +85,7 @@ func TestRegistryClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := anon.Tags(ctx, "ns/app"); err == nil || !strings.Contains(err.Error(), "wants credentials") || !strings.Contains(err.Error(), reg.Host()) {
+	if _, err := anon.Tags(ctx, "ns/app"); err == nil || !strings.Contains(err.Error(), "wants credentials") || !strings.Contains(err.Error(), reg.Host()) || !strings.Contains(err.Error(), "--authfile") {
 		t.Errorf("no credentials: %v", err)
 	}
 	// Untrusted certificate: refused unless verification is off.
@@ -88,6 +102,64 @@ func TestRegistryClient(t *testing.T) {
 	}
 	if _, err := loose.Tags(ctx, "ns/app"); err != nil {
 		t.Errorf("verification off: %v", err)
+	}
+}
+
+// TestRegistryTokenAccounts: on a token registry, a wrong password and a
+// pull-only account get errors that name the registry and --authfile, and
+// the pull-only account still lists tags; an identity token (OAuth2
+// refresh token) is exchanged for access tokens and deletes.
+func TestRegistryTokenAccounts(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{Username: "alice", Password: "s3cret", Token: &registrytest.TokenAuth{
+		Users: []registrytest.TokenUser{{Username: "reader", Password: "r3ad", Actions: []string{"pull"}},
+			{Username: "robot", Password: "unused-r0bot", RefreshToken: "refresh-r0bot"}}}})
+	ctx := context.Background()
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(1, 1024)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: reg.URL(), Username: "alice", Password: "s3cret"}, "ns/app", "v1", img); err != nil {
+		t.Fatal(err)
+	}
+	// client uses user's password, or identity token when it is set.
+	client := func(user, password, identity string) *Registry {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "auth.json")
+		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+		if err := os.WriteFile(path, []byte(`{"auths":{"`+reg.Host()+`":{"auth":"`+auth+`","identitytoken":"`+identity+`"}}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: path, DockerInsecureSkipTLSVerify: types.OptionalBoolTrue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	_, err = client("alice", "wrong", "").Tags(ctx, "ns/app")
+	if err == nil || !strings.Contains(err.Error(), reg.Host()) || !strings.Contains(err.Error(), "--authfile") || strings.Contains(err.Error(), "wrong") {
+		t.Errorf("wrong password: %v", err)
+	}
+	reader := client("reader", "r3ad", "")
+	if tags, err := reader.Tags(ctx, "ns/app"); err != nil || len(tags) != 1 {
+		t.Errorf("reader listing tags: %v, %v", tags, err)
+	}
+	err = reader.DeleteManifest(ctx, "ns/app", img.Digest)
+	if err == nil || !strings.Contains(err.Error(), "denied") || !strings.Contains(err.Error(), "--authfile") {
+		t.Errorf("reader deleting: %v", err)
+	}
+	if got, err := reg.ManifestDigest("ns/app", "v1"); err != nil || got != img.Digest {
+		t.Errorf("after the reader's delete: %s, %v", got, err)
+	}
+
+	_, err = client("robot", "", "expired-r0bot").Tags(ctx, "ns/app")
+	if err == nil || !strings.Contains(err.Error(), "--authfile") || strings.Contains(err.Error(), "expired-r0bot") {
+		t.Errorf("wrong identity token: %v", err)
+	}
+	if err := client("robot", "", "refresh-r0bot").DeleteTag(ctx, "ns/app", "v1"); err != nil {
+		t.Errorf("deleting with an identity token: %v", err)
+	}
+	if _, err := reg.ManifestDigest("ns/app", "v1"); err == nil {
+		t.Error("the tag is still there")
 	}
 }
 

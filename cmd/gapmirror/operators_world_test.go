@@ -19,7 +19,6 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/fixtures"
-	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
@@ -32,7 +31,7 @@ type catalogOptions = fixtures.CatalogOptions
 // pushCatalog pushes a generated catalog and its images upstream.
 func (w *world) pushCatalog(repo, tag string, o catalogOptions) *opCatalog {
 	w.t.Helper()
-	oc, err := fixtures.PushCatalog(context.Background(), imagebuilder.Target{URL: w.up.URL()}, w.up.Host(), repo, tag, o)
+	oc, err := fixtures.PushCatalog(context.Background(), w.upTarget(), w.up.Host(), repo, tag, o)
 	must(w.t, err)
 	return oc
 }

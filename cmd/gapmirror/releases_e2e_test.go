@@ -55,7 +55,14 @@ func (w *releaseWorld) publish(versions ...string) {
 // signs each with the world's key.
 func newReleaseWorld(t *testing.T, versions []string, components int, kubeVirt bool) *releaseWorld {
 	t.Helper()
-	w := &releaseWorld{world: newWorld(t, registrytest.Options{})}
+	return newReleaseWorldIn(newWorld(t, registrytest.Options{}), versions, components, kubeVirt)
+}
+
+// newReleaseWorldIn is newReleaseWorld in the registries of in.
+func newReleaseWorldIn(in *world, versions []string, components int, kubeVirt bool) *releaseWorld {
+	t := in.t
+	t.Helper()
+	w := &releaseWorld{world: in}
 	key, err := releasetest.NewKey("gapmirror e2e")
 	must(t, err)
 	w.key = key
@@ -68,7 +75,7 @@ func newReleaseWorld(t *testing.T, versions []string, components int, kubeVirt b
 	w.graphs, w.sigs = w.services.Graphs, w.services.Signatures
 
 	ctx := context.Background()
-	target := imagebuilder.Target{URL: w.up.URL()}
+	target := w.upTarget()
 	w.channel, err = w.services.PublishChannel(ctx, target, key, "stable-4.18",
 		releasetest.PayloadSpec{Host: w.up.Host(), Components: components, KubeVirt: kubeVirt}, versions...)
 	must(t, err)

@@ -26,6 +26,8 @@ type world struct {
 	images   []example
 	regsConf string
 	authFile string
+	// upUser and upPassword push the fixtures to an upstream that wants credentials.
+	upUser, upPassword string
 }
 
 // example is one image pushed upstream and what the ISC calls it.
@@ -62,6 +64,11 @@ func must(t testing.TB, err error) {
 func (w *world) pushFleet(n int, layerSize int64) {
 	w.t.Helper()
 	w.pushFleetTo(imagebuilder.Target{URL: w.up.URL()}, n, layerSize)
+}
+
+// upTarget is how the fixtures reach the upstream registry.
+func (w *world) upTarget() imagebuilder.Target {
+	return imagebuilder.Target{URL: w.up.URL(), Client: w.up.Client(), Username: w.upUser, Password: w.upPassword}
 }
 
 // pushFleetAuth pushes a small fleet to an upstream that wants credentials.

@@ -2,6 +2,7 @@ package imagebuilder
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/docker/distribution/registry/client/auth/challenge"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -20,7 +22,8 @@ type Target struct {
 	// Client sends the requests; nil means a client without proxy that trusts
 	// the system roots. For HTTPS with a private CA, pass a client trusting it.
 	Client *http.Client
-	// Username and Password, when set, are sent as HTTP basic auth.
+	// Username and Password, when set, are sent as HTTP basic auth, or to
+	// the token server of a registry that answers with a Bearer challenge.
 	Username string
 	// Password is the password of Username.
 	Password string
@@ -42,6 +45,7 @@ type pusher struct {
 
 	mu     sync.Mutex
 	repoOf map[digest.Digest]string // a repository known to hold the blob
+	tokens map[string]string        // bearer token per tokenKey
 }
 
 func newPusher(t Target) (*pusher, error) {
@@ -58,7 +62,7 @@ func newPusher(t Target) (*pusher, error) {
 	if client == nil {
 		client = defaultClient()
 	}
-	return &pusher{base: base, client: client, target: t, repoOf: map[digest.Digest]string{}}, nil
+	return &pusher{base: base, client: client, target: t, repoOf: map[digest.Digest]string{}, tokens: map[string]string{}}, nil
 }
 
 // Push uploads img's blobs and manifest to repo on t, tagged tag (or by
@@ -140,29 +144,117 @@ func (p *pusher) endpoint(path string) string {
 // do sends one request with credentials and returns the response; body, when
 // not nil, is the request's content.
 func (p *pusher) do(ctx context.Context, method, target string, body *Blob, header http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, target, nil)
-	if err != nil {
-		return nil, fmt.Errorf("building %s %s: %w", method, target, err)
+	key := tokenKey(target)
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, target, nil)
+		if err != nil {
+			return nil, fmt.Errorf("building %s %s: %w", method, target, err)
+		}
+		if body != nil {
+			req.Body = body.Open()
+			req.ContentLength = body.Size
+			req.GetBody = func() (io.ReadCloser, error) { return body.Open(), nil }
+			if body.Size == 0 {
+				req.Body = http.NoBody
+			}
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		p.mu.Lock()
+		tok := p.tokens[key]
+		p.mu.Unlock()
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		} else if p.target.Username != "" {
+			req.SetBasicAuth(p.target.Username, p.target.Password)
+		}
+		resp, err := p.client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, target, err)
+		}
+		bearer := bearerChallenge(resp)
+		if resp.StatusCode != http.StatusUnauthorized || bearer == nil || attempt > 0 {
+			return resp, nil
+		}
+		drain(resp)
+		if tok, err = p.fetchToken(ctx, bearer); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, target, err)
+		}
+		p.mu.Lock()
+		p.tokens[key] = tok
+		p.mu.Unlock()
 	}
-	if body != nil {
-		req.Body = body.Open()
-		req.ContentLength = body.Size
-		req.GetBody = func() (io.ReadCloser, error) { return body.Open(), nil }
-		if body.Size == 0 {
-			req.Body = http.NoBody
+}
+
+// tokenKey groups requests that need the same token: the repository, and
+// the source repository of a mount.
+func tokenKey(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return target
+	}
+	repo := u.Path
+	for _, sep := range []string{"/blobs/", "/manifests/"} {
+		if i := strings.LastIndex(repo, sep); i >= 0 {
+			repo = repo[:i]
+			break
 		}
 	}
-	for k, v := range header {
-		req.Header[k] = v
+	return repo + " " + u.Query().Get("from")
+}
+
+// bearerChallenge is the parameters of resp's Bearer challenge, or nil.
+func bearerChallenge(resp *http.Response) map[string]string {
+	for _, c := range challenge.ResponseChallenges(resp) {
+		if strings.EqualFold(c.Scheme, "bearer") {
+			return c.Parameters
+		}
+	}
+	return nil
+}
+
+// fetchToken gets a token for the challenge's scope from its realm, with
+// the target's credentials when it has some.
+func (p *pusher) fetchToken(ctx context.Context, params map[string]string) (string, error) {
+	realm, err := url.Parse(params["realm"])
+	if err != nil || realm.Host == "" {
+		return "", fmt.Errorf("bearer challenge with a bad realm %q", params["realm"])
+	}
+	q := realm.Query()
+	if s := params["service"]; s != "" {
+		q.Set("service", s)
+	}
+	for _, s := range strings.Fields(params["scope"]) {
+		q.Add("scope", s)
+	}
+	realm.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, realm.String(), nil)
+	if err != nil {
+		return "", err
 	}
 	if p.target.Username != "" {
 		req.SetBasicAuth(p.target.Username, p.target.Password)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, target, err)
+		return "", fmt.Errorf("getting a token: %w", err)
 	}
-	return resp, nil
+	if resp.StatusCode != http.StatusOK {
+		return "", answerError("getting a token from "+realm.Host, resp)
+	}
+	defer drain(resp)
+	var tok struct {
+		Token       string `json:"token"`
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+		return "", fmt.Errorf("token from %s: %w", realm.Host, err)
+	}
+	if tok.Token == "" {
+		tok.Token = tok.AccessToken
+	}
+	return tok.Token, nil
 }
 
 // answerError describes an unexpected registry answer and closes its body.

@@ -19,9 +19,19 @@ import (
 )
 
 // TestContainersImageInterop copies an imagebuilder OCI layout into a TLS,
-// auth-protected registry and back with containers/image, using the
-// registry's CertsDir and AuthFile the way gapmirror will.
+// auth-protected registry (basic auth, and bearer tokens from the token
+// server) and back with containers/image, using the registry's CertsDir and
+// AuthFile the way gapmirror will.
 func TestContainersImageInterop(t *testing.T) {
+	for name, opts := range map[string]registrytest.Options{
+		"basic": {TLS: true, Username: "u", Password: "p"},
+		"token": {TLS: true, Username: "u", Password: "p", Token: &registrytest.TokenAuth{}},
+	} {
+		t.Run(name, func(t *testing.T) { testContainersImageInterop(t, opts) })
+	}
+}
+
+func testContainersImageInterop(t *testing.T, opts registrytest.Options) {
 	ctx := context.Background()
 	idx, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
 		{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(1, 64<<10), imagebuilder.FileLayer(map[string][]byte{"configs/a/catalog.json": []byte("{}")})}},
@@ -34,7 +44,7 @@ func TestContainersImageInterop(t *testing.T) {
 	if err := imagebuilder.WriteIndexLayout(src, "multi", idx); err != nil {
 		t.Fatalf("WriteIndexLayout: %v", err)
 	}
-	reg := registrytest.Start(t, registrytest.Options{TLS: true, Username: "u", Password: "p"})
+	reg := registrytest.Start(t, opts)
 
 	emptyConf := filepath.Join(t.TempDir(), "registries.conf")
 	if err := os.WriteFile(emptyConf, nil, 0o600); err != nil {

@@ -1,6 +1,7 @@
 // Package registrytest runs the reference OCI registry (distribution/distribution)
 // in-process on 127.0.0.1 for tests, demos and benchmarks, with optional basic
-// auth, TLS, on-disk storage and fault injection.
+// or token auth (with its own token server), TLS, on-disk storage and fault
+// injection.
 //
 // The registry's configuration is always built in code: REGISTRY_* environment
 // variables (which the registry normally reads as overrides) have no effect.
@@ -28,9 +29,10 @@ import (
 	"github.com/distribution/distribution/v3/registry/handlers"
 	"golang.org/x/crypto/bcrypt"
 
-	// Registered by name in the registry's factories: the htpasswd access
-	// controller and the two storage drivers this package offers.
+	// Registered by name in the registry's factories: the htpasswd and token
+	// access controllers and the two storage drivers this package offers.
 	_ "github.com/distribution/distribution/v3/registry/auth/htpasswd"
+	_ "github.com/distribution/distribution/v3/registry/auth/token"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
 )
@@ -47,6 +49,10 @@ type Options struct {
 	Username string
 	// Password is the password of Username.
 	Password string
+	// Token, when set, replaces basic auth with the bearer token flow: a
+	// token server on its own port checks Username/Password (every action)
+	// and Token.Users; see TokenRealm and IssuedTokens.
+	Token *TokenAuth
 	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1, ::1 and
 	// localhost, generated on start; see CAPEM, CertsDir and Client.
 	TLS bool
@@ -77,6 +83,7 @@ type Registry struct {
 	caPEM    []byte
 	authFile string
 	client   *http.Client
+	tokens   *tokenServer                 // nil without Options.Token
 	handler  atomic.Pointer[http.Handler] // app wrapped by the current Wrap
 	served   chan error
 
@@ -107,15 +114,30 @@ func New(ctx context.Context, opts Options) (*Registry, error) {
 
 func (r *Registry) start(ctx context.Context) error {
 	opts := r.opts
+	var cert *certificate
+	if opts.TLS {
+		var err error
+		if cert, err = newSelfSignedCertificate(); err != nil {
+			return err
+		}
+	}
+	if opts.Token != nil {
+		// The realm URL goes into the configuration, so the token server starts first.
+		ts, err := startTokenServer(opts, r.workDir, cert)
+		if err != nil {
+			return err
+		}
+		r.tokens = ts
+	}
 	cfg, err := r.configuration()
 	if err != nil {
-		return err
+		return r.closeTokens(err)
 	}
 	setRegistryLogsVisible(opts.Debug)
 	app, err := newApp(ctx, cfg)
 	if err != nil {
 		releaseRegistryLogs(opts.Debug)
-		return err
+		return r.closeTokens(err)
 	}
 	r.app = app
 	r.SetWrap(opts.Wrap)
@@ -131,10 +153,6 @@ func (r *Registry) start(ctx context.Context) error {
 		r.server.ErrorLog = log.New(os.Stderr, "registrytest: ", log.LstdFlags)
 	}
 	if opts.TLS {
-		cert, err := newSelfSignedCertificate()
-		if err != nil {
-			return r.abort(err)
-		}
 		r.scheme = "https"
 		r.caPEM = cert.certPEM
 		r.certsDir = filepath.Join(r.workDir, "certs.d")
@@ -183,6 +201,14 @@ func (r *Registry) start(ctx context.Context) error {
 func (r *Registry) abort(err error) error {
 	_ = r.app.Shutdown()
 	releaseRegistryLogs(r.opts.Debug)
+	return r.closeTokens(err)
+}
+
+// closeTokens stops the token server, if any, and returns err.
+func (r *Registry) closeTokens(err error) error {
+	if r.tokens != nil {
+		_ = r.tokens.close()
+	}
 	return err
 }
 
@@ -227,7 +253,14 @@ func (r *Registry) configuration() (*configuration.Configuration, error) {
 		cfg.Validation.Manifests.Indexes.Platforms = "none"
 	}
 
-	if opts.Username != "" {
+	if opts.Token != nil {
+		cfg.Auth = configuration.Auth{"token": configuration.Parameters{
+			"realm":          r.tokens.realm,
+			"service":        tokenService,
+			"issuer":         tokenIssuer,
+			"rootcertbundle": r.tokens.bundle,
+		}}
+	} else if opts.Username != "" {
 		hash, err := bcrypt.GenerateFromPassword([]byte(opts.Password), bcrypt.MinCost)
 		if err != nil {
 			return nil, fmt.Errorf("registrytest: hashing Options.Password: %w", err)
@@ -316,6 +349,24 @@ func (r *Registry) CertsDir() string { return r.certsDir }
 // credentials; empty without auth.
 func (r *Registry) AuthFile() string { return r.authFile }
 
+// TokenRealm is the token server's URL ("http(s)://127.0.0.1:PORT/token");
+// empty without Options.Token.
+func (r *Registry) TokenRealm() string {
+	if r.tokens == nil {
+		return ""
+	}
+	return r.tokens.realm
+}
+
+// IssuedTokens are the tokens the token server handed out so far (to look
+// for them in logs); nil without Options.Token.
+func (r *Registry) IssuedTokens() []string {
+	if r.tokens == nil {
+		return nil
+	}
+	return r.tokens.issuedTokens()
+}
+
 // Client is an HTTP client that trusts the registry's certificate and never
 // uses a proxy. It sends no credentials by itself.
 func (r *Registry) Client() *http.Client { return r.client }
@@ -327,6 +378,8 @@ func (r *Registry) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var errs []error
+		// Our own client's idle HTTP/2 connections would hold Shutdown up.
+		r.client.CloseIdleConnections()
 		if err := r.server.Shutdown(ctx); err != nil {
 			// Requests still running (a slow client): cut them off.
 			if cerr := r.server.Close(); cerr != nil {
@@ -338,6 +391,11 @@ func (r *Registry) Close() error {
 		}
 		if err := r.app.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("registrytest: shutting the registry down: %w", err))
+		}
+		if r.tokens != nil {
+			if err := r.tokens.close(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		r.client.CloseIdleConnections()
 		releaseRegistryLogs(r.opts.Debug)

@@ -229,9 +229,10 @@ func TestBasicAuth(t *testing.T) {
 
 func TestOptionErrors(t *testing.T) {
 	for name, opts := range map[string]registrytest.Options{
-		"user without password": {Username: "u"},
-		"password without user": {Password: "p"},
-		"unusable address":      {Addr: "256.0.0.1:0"},
+		"user without password":       {Username: "u"},
+		"password without user":       {Password: "p"},
+		"unusable address":            {Addr: "256.0.0.1:0"},
+		"token user without password": {Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "u"}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg, err := registrytest.New(context.Background(), opts)
