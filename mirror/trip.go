@@ -254,7 +254,7 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 	var refs []string
 	var bytes int64
 	for _, img := range set.Images {
-		descs, err := store.Blobs(digest.Digest(img.Digest))
+		descs, err := store.Blobs(img)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", img.Destination, err)
 		}
@@ -494,7 +494,11 @@ func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Ima
 		if missing != nil && missing(img) {
 			fmt.Fprintf(&miss, "%s=%s\n", img.Source, img.Destination)
 		}
-		fmt.Fprintf(t.Out, "%-18s %s -> %s  (%s)\n", img.Kind, img.Origin, img.Destination, strings.Join(img.Why, "; "))
+		sparse := ""
+		if len(img.Platforms) > 0 {
+			sparse = "  [sparse: " + strings.Join(img.Platforms, ", ") + "]"
+		}
+		fmt.Fprintf(t.Out, "%-18s %s -> %s  (%s)%s\n", img.Kind, img.Origin, img.Destination, strings.Join(img.Why, "; "), sparse)
 	}
 	if err := writeFileAtomic(filepath.Join(dir, "mapping.txt"), []byte(mapping.String())); err != nil {
 		return err
