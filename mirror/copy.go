@@ -274,7 +274,7 @@ func (e *SparseRefusedError) Error() string {
 	return fmt.Sprintf("the destination refused the sparse manifest list (only %s copied; the index keeps its digest and lists every platform): "+
 		"configure the registry to accept image indexes whose platform manifests are missing "+
 		"(distribution/registry: validation.manifests.indexes.platforms: none, or REGISTRY_VALIDATION_MANIFESTS_INDEXES_PLATFORMS=none; "+
-		"Quay, Harbor and most others accept them), or remove the platforms field to copy every platform: %v",
+		"other registries: their sparse index or sparse manifest list setting), or remove the platforms field to copy every platform: %v",
 		strings.Join(e.Platforms, ", "), e.Err)
 }
 

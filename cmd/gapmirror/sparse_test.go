@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// sparseFixture is a three-platform image upstream (a big amd64 layer, two
+// small ones) and a single-platform amd64 image.
+type sparseFixture struct {
+	index  *imagebuilder.Index
+	single *imagebuilder.Image
+}
+
+func (w *world) pushSparseFixture() sparseFixture {
+	t := w.t
+	t.Helper()
+	ctx := context.Background()
+	shared := imagebuilder.RandomLayer(70, 32<<10)
+	idx, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{shared, imagebuilder.RandomLayer(71, 1<<20)}},
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{shared, imagebuilder.RandomLayer(72, 128<<10)}},
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "ppc64le"}, Layers: []imagebuilder.LayerSpec{shared, imagebuilder.RandomLayer(73, 128<<10)}},
+	}})
+	must(t, err)
+	must(t, imagebuilder.PushIndex(ctx, imagebuilder.Target{URL: w.up.URL()}, "multi/tool", "v1", idx))
+	single, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(74, 16<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(ctx, imagebuilder.Target{URL: w.up.URL()}, "single/tool", "v1", single))
+	return sparseFixture{index: idx, single: single}
+}
+
+// sparseISC asks for both fixture images restricted to platforms.
+func (w *world) sparseISC(name string, platforms ...string) string {
+	var p strings.Builder
+	for _, pl := range platforms {
+		fmt.Fprintf(&p, "    - os: linux\n      architecture: %s\n", pl)
+	}
+	isc := fmt.Sprintf(`kind: ImageSetConfiguration
+apiVersion: mirror.openshift.io/v2alpha1
+mirror:
+  additionalImages:
+  - name: %[1]s/multi/tool:v1
+    platforms:
+%[2]s  - name: %[1]s/single/tool:v1
+    platforms:
+%[2]s`, w.up.Host(), p.String())
+	path := filepath.Join(w.dir, name)
+	must(w.t, os.WriteFile(path, []byte(isc), 0o644))
+	return path
+}
+
+// assertSparse checks that repo:v1 at reg is the untouched index of fx, that
+// the platforms wanted are there whole, and that the others left no trace.
+func (fx sparseFixture) assertSparse(w *world, reg *registrytest.Registry, repo string, wanted ...string) {
+	t := w.t
+	t.Helper()
+	got, err := reg.ManifestDigest(repo, "v1")
+	if err != nil || got != fx.index.Digest {
+		t.Fatalf("%s:v1 is %s (%v), want the upstream index %s", repo, got, err, fx.index.Digest)
+	}
+	shared := fx.index.Images[0].Layers[0].Digest
+	for _, img := range fx.index.Images {
+		want := false
+		for _, p := range wanted {
+			want = want || img.Platform.Architecture == p
+		}
+		if want {
+			w.assertComplete(reg, repo, img.Digest)
+			continue
+		}
+		if _, _, err := reg.Manifest(repo, img.Digest.String()); err == nil {
+			t.Errorf("%s: manifest of unselected platform %s was copied", repo, img.Platform)
+		}
+		for _, b := range img.Blobs() {
+			if b.Digest == shared {
+				continue
+			}
+			if has, err := reg.HasBlob(repo, b.Digest); err != nil || has {
+				t.Errorf("%s: blob %s of unselected platform %s is there (%v)", repo, b.Digest, img.Platform, err)
+			}
+		}
+	}
+}
+
+// TestSparseAdditionalImage: additionalImages[].platforms copies the index
+// byte for byte and only the listed platforms' manifests and blobs, through
+// the archive (which carries only those) and registry to registry; a
+// single-platform image is copied whole; a registry that refuses sparse
+// indexes gets a clear error; a wider platform list later copies the rest.
+func TestSparseAdditionalImage(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	fx := w.pushSparseFixture()
+	sparse := registrytest.Start(t, registrytest.Options{SparseIndexes: true})
+	isc := w.sparseISC("sparse.yaml", "arm64", "ppc64le")
+	archiveDir := filepath.Join(w.dir, "archive")
+
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "--dry-run", "file://"+filepath.Join(w.dir, "plan"))
+	if code != 0 || !strings.Contains(out, "[sparse: linux/arm64, linux/ppc64le]") {
+		t.Errorf("dry run: exit %d, the plan does not show the platforms:\n%s", code, out)
+	}
+
+	code, _, _ = w.gapmirror("mirror", "-c", isc, "file://"+archiveDir)
+	if code != 0 {
+		t.Fatalf("mirror-to-disk exit %d", code)
+	}
+	// The archive carries the index, the selected platforms and the single
+	// image: not the 1 MiB amd64 layer.
+	var want int64 = int64(len(fx.index.Manifest)) + int64(len(fx.single.Manifest))
+	for _, img := range fx.index.Images[1:] {
+		want += int64(len(img.Manifest))
+	}
+	seen := map[digest.Digest]bool{}
+	for _, img := range append(fx.index.Images[1:], fx.single) {
+		for _, b := range img.Blobs() {
+			if !seen[b.Digest] {
+				seen[b.Digest] = true
+				want += b.Size
+			}
+		}
+	}
+	chunks, _ := filepath.Glob(filepath.Join(archiveDir, "mirror_*.tar"))
+	var size int64
+	for _, c := range chunks {
+		fi, err := os.Stat(c)
+		must(t, err)
+		size += fi.Size()
+	}
+	if size < want || size > want+128<<10 {
+		t.Errorf("archive is %d bytes; the selected platforms are %d bytes (the amd64 layer alone is 1 MiB)", size, want)
+	}
+
+	code, _, _ = w.gapmirror("mirror", "-c", isc, "--from", "file://"+archiveDir, "docker://"+sparse.Host()+"/d2m")
+	if code != 0 {
+		t.Fatalf("disk-to-mirror exit %d", code)
+	}
+	fx.assertSparse(w, sparse, "d2m/multi/tool", "arm64", "ppc64le")
+	w.assertComplete(sparse, "d2m/single/tool", fx.single.Digest)
+	code, out, _ = w.gapmirror("mirror", "-c", isc, "--from", "file://"+archiveDir, "docker://"+sparse.Host()+"/d2m")
+	if code != 0 || !strings.Contains(out, "0 images copied, 2 already there") {
+		t.Errorf("disk-to-mirror again: exit %d; a sparse image already there must count as mirrored:\n%s", code, out)
+	}
+
+	ws := filepath.Join(w.dir, "ws")
+	m2m := func(isc string, reg *registrytest.Registry) (int, string, string) {
+		return w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "--retry-times", "0", "docker://"+reg.Host()+"/m2m")
+	}
+	if code, _, _ := m2m(isc, sparse); code != 0 {
+		t.Fatalf("mirror-to-mirror exit %d", code)
+	}
+	fx.assertSparse(w, sparse, "m2m/multi/tool", "arm64", "ppc64le")
+	if code, out, _ := m2m(isc, sparse); code != 0 || !strings.Contains(out, "0 images copied, 2 already there") {
+		t.Errorf("mirror-to-mirror again: exit %d:\n%s", code, out)
+	}
+
+	// More platforms than the mirror has: the image is copied again, and
+	// only what is missing moves.
+	wider := w.sparseISC("wider.yaml", "arm64", "ppc64le", "amd64")
+	if code, out, _ := m2m(wider, sparse); code != 0 || !strings.Contains(out, "1 images copied") {
+		t.Errorf("mirror-to-mirror with amd64 added: exit %d:\n%s", code, out)
+	}
+	w.assertComplete(sparse, "m2m/multi/tool", fx.index.Digest)
+
+	// A registry validating every index instance refuses the sparse index.
+	code, out, errOut := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws2"), "--retry-times", "0", "docker://"+w.dst.Host()+"/strict")
+	if code == 0 {
+		t.Fatal("a registry refusing sparse indexes: exit 0")
+	}
+	if all := out + errOut; !strings.Contains(all, "validation.manifests.indexes.platforms: none") || !strings.Contains(all, "sparse manifest list") {
+		t.Errorf("the error does not say the registry must accept sparse manifest lists:\n%s", all)
+	}
+}
