@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
@@ -59,34 +64,44 @@ mirror:
 	return path
 }
 
-// assertSparse checks that repo:v1 at reg is the untouched index of fx, that
-// the platforms wanted are there whole, and that the others left no trace.
-func (fx sparseFixture) assertSparse(w *world, reg *registrytest.Registry, repo string, wanted ...string) {
+// assertSparseIndex checks that repo@d at reg is an index copied sparse
+// from srcRepo upstream: the instances of the wanted architectures are there
+// whole, the others and the blobs only they use are absent.
+func (w *world) assertSparseIndex(reg *registrytest.Registry, repo, srcRepo string, d digest.Digest, wanted ...string) {
 	t := w.t
 	t.Helper()
-	got, err := reg.ManifestDigest(repo, "v1")
-	if err != nil || got != fx.index.Digest {
-		t.Fatalf("%s:v1 is %s (%v), want the upstream index %s", repo, got, err, fx.index.Digest)
+	data, _, err := reg.Manifest(repo, d.String())
+	if err != nil || digest.FromBytes(data) != d {
+		t.Errorf("%s@%s: not there byte for byte (%v)", repo, d, err)
+		return
 	}
-	shared := fx.index.Images[0].Layers[0].Digest
-	for _, img := range fx.index.Images {
-		want := false
-		for _, p := range wanted {
-			want = want || img.Platform.Architecture == p
+	var idx ocispec.Index
+	must(t, json.Unmarshal(data, &idx))
+	kept := map[digest.Digest]int64{}
+	var dropped []ocispec.Descriptor
+	for _, m := range idx.Manifests {
+		if m.Platform != nil && slices.Contains(wanted, m.Platform.Architecture) {
+			w.assertComplete(reg, repo, m.Digest)
+			w.blobsIn(reg, repo, m.Digest, kept)
+		} else {
+			dropped = append(dropped, m)
 		}
-		if want {
-			w.assertComplete(reg, repo, img.Digest)
-			continue
+	}
+	if len(dropped) == 0 || len(dropped) == len(idx.Manifests) {
+		t.Fatalf("%s@%s: %d of %d instances are unselected: the check proves nothing", repo, d, len(dropped), len(idx.Manifests))
+	}
+	for _, m := range dropped {
+		if _, _, err := reg.Manifest(repo, m.Digest.String()); err == nil {
+			t.Errorf("%s: manifest %s of unselected platform %s was copied", repo, m.Digest, m.Platform.Architecture)
 		}
-		if _, _, err := reg.Manifest(repo, img.Digest.String()); err == nil {
-			t.Errorf("%s: manifest of unselected platform %s was copied", repo, img.Platform)
-		}
-		for _, b := range img.Blobs() {
-			if b.Digest == shared {
+		up := map[digest.Digest]int64{}
+		w.blobsIn(w.up, srcRepo, m.Digest, up)
+		for b := range up {
+			if _, shared := kept[b]; shared || b == m.Digest {
 				continue
 			}
-			if has, err := reg.HasBlob(repo, b.Digest); err != nil || has {
-				t.Errorf("%s: blob %s of unselected platform %s is there (%v)", repo, b.Digest, img.Platform, err)
+			if has, err := reg.HasBlob(repo, b); err != nil || has {
+				t.Errorf("%s: blob %s of unselected platform %s is there (%v)", repo, b, m.Platform.Architecture, err)
 			}
 		}
 	}
@@ -143,7 +158,10 @@ func TestSparseAdditionalImage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("disk-to-mirror exit %d", code)
 	}
-	fx.assertSparse(w, sparse, "d2m/multi/tool", "arm64", "ppc64le")
+	if got, err := sparse.ManifestDigest("d2m/multi/tool", "v1"); err != nil || got != fx.index.Digest {
+		t.Errorf("d2m/multi/tool:v1 is %s (%v), want the upstream index %s", got, err, fx.index.Digest)
+	}
+	w.assertSparseIndex(sparse, "d2m/multi/tool", "multi/tool", fx.index.Digest, "arm64", "ppc64le")
 	w.assertComplete(sparse, "d2m/single/tool", fx.single.Digest)
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--from", "file://"+archiveDir, "docker://"+sparse.Host()+"/d2m")
 	if code != 0 || !strings.Contains(out, "0 images copied, 2 already there") {
@@ -157,7 +175,7 @@ func TestSparseAdditionalImage(t *testing.T) {
 	if code, _, _ := m2m(isc, sparse); code != 0 {
 		t.Fatalf("mirror-to-mirror exit %d", code)
 	}
-	fx.assertSparse(w, sparse, "m2m/multi/tool", "arm64", "ppc64le")
+	w.assertSparseIndex(sparse, "m2m/multi/tool", "multi/tool", fx.index.Digest, "arm64", "ppc64le")
 	if code, out, _ := m2m(isc, sparse); code != 0 || !strings.Contains(out, "0 images copied, 2 already there") {
 		t.Errorf("mirror-to-mirror again: exit %d:\n%s", code, out)
 	}
@@ -178,4 +196,36 @@ func TestSparseAdditionalImage(t *testing.T) {
 	if all := out + errOut; !strings.Contains(all, "validation.manifests.indexes.platforms: none") || !strings.Contains(all, "sparse manifest list") {
 		t.Errorf("the error does not say the registry must accept sparse manifest lists:\n%s", all)
 	}
+}
+
+// TestSparseRelease: platform.platforms mirrors the multi payload of the
+// channel, its release image and every component copied sparse, and the
+// signature that names the index digest still applies.
+func TestSparseRelease(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.2"}, 3, false)
+	multi, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: "4.18.2", Arch: "multi", Host: w.up.Host(), Components: 3, Platforms: []string{"amd64", "arm64", "s390x"}})
+	must(t, err)
+	must(t, multi.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}))
+	sig, err := w.key.SignRelease(multi.Digest.String(), multi.Ref())
+	must(t, err)
+	w.sigs.Put(multi.Digest.String(), sig)
+	w.payloads["4.18.2-multi"], w.served["4.18.2-multi"] = multi, sig
+	must(t, w.graphs.Put("stable-4.18", releasetest.NewGraph("multi", "4.18.2").SetPayload("4.18.2", multi.PullSpec())))
+	sparse := registrytest.Start(t, registrytest.Options{SparseIndexes: true})
+
+	isc := w.releaseISC("sparse", "    platforms:\n    - os: linux\n      architecture: arm64\n    - os: linux\n      architecture: s390x\n    channels:\n    - name: stable-4.18\n")
+	code, _, _ := w.run("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+sparse.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if got, err := sparse.ManifestDigest("m/openshift/release-images", multi.Tag); err != nil || got != multi.Digest {
+		t.Fatalf("release image %s: %s (%v), want the signed index %s", multi.Tag, got, err, multi.Digest)
+	}
+	w.assertSparseIndex(sparse, "m/openshift/release-images", releasetest.ReleaseRepo, multi.Digest, "arm64", "s390x")
+	for _, c := range multi.Components {
+		named, err := reference.ParseNormalizedNamed(c.Image)
+		must(t, err)
+		w.assertSparseIndex(sparse, "m/openshift/release", reference.Path(named), c.Digest, "arm64", "s390x")
+	}
+	w.assertSignatureConfigMaps(filepath.Join(w.dir, "ws", "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.2-multi"})
 }
