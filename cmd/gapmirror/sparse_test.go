@@ -14,6 +14,8 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -228,4 +230,64 @@ func TestSparseRelease(t *testing.T) {
 		w.assertSparseIndex(sparse, "m/openshift/release", reference.Path(named), c.Digest, "arm64", "s390x")
 	}
 	w.assertSignatureConfigMaps(filepath.Join(w.dir, "ws", "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.2-multi"})
+}
+
+// TestSparseOperatorCatalog: operators[].platforms rebuilds a filtered
+// catalog with only the listed platforms (a new image, so whole), copies a
+// catalog kept as it is (full, no packages) sparse, and copies the catalog's
+// multi-arch related images sparse; single-platform bundles go whole.
+func TestSparseOperatorCatalog(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	fx := w.pushSparseFixture()
+	multiRef := w.up.Host() + "/multi/tool@" + fx.index.Digest.String()
+	oc := w.pushCatalog("catalogs/sparse-index", "v1", catalogOptions{Spec: smallSpec, Mutate: func(c *catalog.Catalog) {
+		b := c.Package("operator-001").Bundles[0]
+		b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "tool", Image: multiRef})
+	}})
+	sparse := registrytest.Start(t, registrytest.Options{SparseIndexes: true})
+	isc := w.writeISC("isc.yaml", `  operators:
+  - catalog: `+oc.Ref+`
+    platforms:
+    - os: linux
+      architecture: arm64
+  - catalog: `+oc.Ref+`
+    targetCatalog: whole/sparse-index
+    targetTag: whole
+    full: true
+    platforms:
+    - os: linux
+      architecture: arm64
+`)
+	code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+sparse.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+
+	// Rebuilt: an index of the arm64 image only, complete.
+	rebuilt, err := sparse.ManifestDigest("m/catalogs/sparse-index", "v1")
+	must(t, err)
+	data, _, err := sparse.Manifest("m/catalogs/sparse-index", rebuilt.String())
+	must(t, err)
+	var idx ocispec.Index
+	must(t, json.Unmarshal(data, &idx))
+	if len(idx.Manifests) != 1 || idx.Manifests[0].Platform == nil || idx.Manifests[0].Platform.Architecture != "arm64" {
+		t.Errorf("rebuilt catalog index lists %+v, want the arm64 image only", idx.Manifests)
+	}
+	w.assertComplete(sparse, "m/catalogs/sparse-index", rebuilt)
+	kept := mirroredCatalog(t, sparse, "m/catalogs/sparse-index", rebuilt)
+
+	// Kept as it is: the upstream index, sparse.
+	if got, err := sparse.ManifestDigest("m/whole/sparse-index", "whole"); err != nil || got != oc.Digest {
+		t.Fatalf("whole catalog: %s (%v), want the upstream index %s", got, err, oc.Digest)
+	}
+	w.assertSparseIndex(sparse, "m/whole/sparse-index", "catalogs/sparse-index", oc.Digest, "arm64")
+
+	// The related images: the multi-arch one sparse, the others whole.
+	if n := w.checkImages(sparse, "m", kept, "multi/tool"); n == 0 {
+		t.Error("no bundle image checked")
+	}
+	if got, err := sparse.ManifestDigest("m/multi/tool", imageset.DigestTag(fx.index.Digest)); err != nil || got != fx.index.Digest {
+		t.Fatalf("multi-arch related image: %s (%v)", got, err)
+	}
+	w.assertSparseIndex(sparse, "m/multi/tool", "multi/tool", fx.index.Digest, "arm64")
 }
