@@ -205,14 +205,7 @@ func TestSparseAdditionalImage(t *testing.T) {
 // signature that names the index digest still applies.
 func TestSparseRelease(t *testing.T) {
 	w := newReleaseWorld(t, []string{"4.18.2"}, 3, false)
-	multi, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: "4.18.2", Arch: "multi", Host: w.up.Host(), Components: 3, Platforms: []string{"amd64", "arm64", "s390x"}})
-	must(t, err)
-	must(t, multi.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}))
-	sig, err := w.key.SignRelease(multi.Digest.String(), multi.Ref())
-	must(t, err)
-	w.sigs.Put(multi.Digest.String(), sig)
-	w.payloads["4.18.2-multi"], w.served["4.18.2-multi"] = multi, sig
-	must(t, w.graphs.Put("stable-4.18", releasetest.NewGraph("multi", "4.18.2").SetPayload("4.18.2", multi.PullSpec())))
+	multi := w.publishMulti(releasetest.PayloadSpec{Version: "4.18.2", Components: 3, Platforms: []string{"amd64", "arm64", "s390x"}})
 	sparse := registrytest.Start(t, registrytest.Options{SparseIndexes: true})
 
 	isc := w.releaseISC("sparse", "    platforms:\n    - os: linux\n      architecture: arm64\n    - os: linux\n      architecture: s390x\n    channels:\n    - name: stable-4.18\n")
