@@ -182,6 +182,17 @@ func TestSparseAdditionalImage(t *testing.T) {
 		t.Errorf("mirror-to-mirror again: exit %d:\n%s", code, out)
 	}
 
+	// Prune deletes the sparse image, taking the platforms never pushed in
+	// its stride.
+	single := w.writeISC("single.yaml", "  additionalImages:\n  - name: "+w.up.Host()+"/single/tool:v1\n")
+	if code, out, _ := w.gapmirror("mirror", "-c", single, "--workspace", "file://"+ws, "--prune", "docker://"+sparse.Host()+"/m2m"); code != 0 || !strings.Contains(out, "prune:") {
+		t.Errorf("mirror-to-mirror --prune: exit %d:\n%s", code, out)
+	}
+	w.gone(sparse, "m2m/multi/tool", "v1", fx.index.Digest)
+	for _, img := range fx.index.Images[1:] {
+		w.gone(sparse, "m2m/multi/tool", "", img.Digest)
+	}
+
 	// More platforms than the mirror has: the image is copied again, and
 	// only what is missing moves.
 	wider := w.sparseISC("wider.yaml", "arm64", "ppc64le", "amd64")
