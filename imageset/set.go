@@ -97,9 +97,9 @@ func PlatformNames(ps []ImagePlatform) []string {
 	return slices.Compact(out)
 }
 
-// mergePlatforms is the platform filter of an image two sections need:
-// whole (nil) if either needs it whole, else the union.
-func mergePlatforms(a, b []string) []string {
+// MergePlatforms is the platform filter of an image needed (or copied) twice:
+// whole (nil) if either is whole, else the union.
+func MergePlatforms(a, b []string) []string {
 	if len(a) == 0 || len(b) == 0 {
 		return nil
 	}
@@ -166,7 +166,7 @@ func (s *Set) Add(img Image) error {
 				img.Destination, have.Origin, strings.Join(have.Why, ", "), img.Origin, strings.Join(img.Why, ", "))
 		}
 		have.Why = appendUnique(have.Why, img.Why...)
-		have.Platforms = mergePlatforms(have.Platforms, img.Platforms)
+		have.Platforms = MergePlatforms(have.Platforms, img.Platforms)
 		for _, k := range append([]Kind{img.Kind}, img.AlsoKinds...) {
 			if k != have.Kind && !slices.Contains(have.AlsoKinds, k) {
 				have.AlsoKinds = append(have.AlsoKinds, k)

@@ -71,6 +71,10 @@ type Registry struct {
 	Retries    int
 	RetryDelay time.Duration
 
+	// sparse are the images (destination@digest) earlier runs copied
+	// sparse, with their platforms; set before a copy, read-only during it.
+	sparse map[string][]string
+
 	mu    sync.Mutex
 	srcs  map[string]types.ImageSource
 	dests map[string]types.ImageDestination
@@ -258,7 +262,9 @@ func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest
 	if got != d {
 		return false, nil
 	}
-	if len(img.Platforms) > 0 {
+	// A sparse image, or one an earlier run copied sparse: the tag alone
+	// does not say whether the platforms wanted now are there.
+	if len(img.Platforms) > 0 || len(r.sparse[img.Destination+"@"+d.String()]) > 0 {
 		return r.hasInstances(ctx, img, d)
 	}
 	return true, nil

@@ -449,13 +449,20 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 }
 
 // seedLocations tells the mirror where earlier runs put blobs, so images
-// that share them are mounted rather than sent again.
+// that share them are mounted rather than sent again, and which images they
+// copied sparse, so that wanting more of those is noticed.
 func (t *Trip) seedLocations(w workspace, dst *Registry) error {
-	locs, err := w.locations(dst.Root())
+	r, err := w.mirrorRecord(dst.Root())
 	if err != nil {
 		return err
 	}
-	dst.KnownLocations(locs)
+	dst.KnownLocations(r.Blobs)
+	dst.sparse = map[string][]string{}
+	for _, m := range r.Images {
+		if len(m.Platforms) > 0 {
+			dst.sparse[m.key()] = m.Platforms
+		}
+	}
 	return nil
 }
 

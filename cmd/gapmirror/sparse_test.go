@@ -112,8 +112,9 @@ func (w *world) assertSparseIndex(reg *registrytest.Registry, repo, srcRepo stri
 // TestSparseAdditionalImage: additionalImages[].platforms copies the index
 // byte for byte and only the listed platforms' manifests and blobs, through
 // the archive (which carries only those) and registry to registry; a
-// single-platform image is copied whole; a registry that refuses sparse
-// indexes gets a clear error; a wider platform list later copies the rest.
+// single-platform image is copied whole; prune copes with the instances
+// never pushed; dropping platforms later copies the rest (store, archive,
+// registries); a registry that refuses sparse indexes gets a clear error.
 func TestSparseAdditionalImage(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	fx := w.pushSparseFixture()
@@ -193,11 +194,33 @@ func TestSparseAdditionalImage(t *testing.T) {
 		w.gone(sparse, "m2m/multi/tool", "", img.Digest)
 	}
 
-	// More platforms than the mirror has: the image is copied again, and
-	// only what is missing moves.
-	wider := w.sparseISC("wider.yaml", "arm64", "ppc64le", "amd64")
-	if code, out, _ := m2m(wider, sparse); code != 0 || !strings.Contains(out, "1 images copied") {
-		t.Errorf("mirror-to-mirror with amd64 added: exit %d:\n%s", code, out)
+	// platforms removed: the image is wanted whole. The store, the archive
+	// and both registries notice what is missing, and only that moves.
+	whole := w.writeISC("whole.yaml", "  additionalImages:\n  - name: "+w.up.Host()+"/multi/tool:v1\n  - name: "+w.up.Host()+"/single/tool:v1\n")
+	code, out, _ = w.gapmirror("mirror", "-c", whole, "file://"+archiveDir)
+	if code != 0 || !strings.Contains(out, "1 images copied, 1 already there") {
+		t.Errorf("mirror-to-disk whole after sparse: exit %d:\n%s", code, out)
+	}
+	chunks, _ = filepath.Glob(filepath.Join(archiveDir, "mirror_*.tar"))
+	size = 0
+	for _, c := range chunks {
+		fi, err := os.Stat(c)
+		must(t, err)
+		size += fi.Size()
+	}
+	if amd64 := fx.index.Images[0]; size < amd64.Layers[1].Size || size > amd64.Layers[1].Size+128<<10 {
+		t.Errorf("incremental archive is %d bytes, want the amd64 image (%d bytes) and little more", size, amd64.Layers[1].Size)
+	}
+	code, out, _ = w.gapmirror("mirror", "-c", whole, "--from", "file://"+archiveDir, "docker://"+sparse.Host()+"/d2m")
+	if code != 0 || !strings.Contains(out, "1 images copied, 1 already there") {
+		t.Errorf("disk-to-mirror whole after sparse: exit %d:\n%s", code, out)
+	}
+	w.assertComplete(sparse, "d2m/multi/tool", fx.index.Digest)
+	if code, _, _ := m2m(w.sparseISC("again.yaml", "arm64"), sparse); code != 0 {
+		t.Fatalf("mirror-to-mirror sparse again: exit %d", code)
+	}
+	if code, out, _ := m2m(whole, sparse); code != 0 || !strings.Contains(out, "1 images copied, 1 already there") {
+		t.Errorf("mirror-to-mirror whole after sparse: exit %d:\n%s", code, out)
 	}
 	w.assertComplete(sparse, "m2m/multi/tool", fx.index.Digest)
 
