@@ -131,6 +131,9 @@ func TestSparseAdditionalImage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("mirror-to-disk exit %d", code)
 	}
+	if _, desc, _ := w.gapmirror("describe", "file://"+archiveDir); !strings.Contains(desc, "multi/tool:v1  "+fx.index.Digest.String()+"  [sparse: linux/arm64, linux/ppc64le]") {
+		t.Errorf("describe does not show the sparse image:\n%s", desc)
+	}
 	// The archive carries the index, the selected platforms and the single
 	// image: not the 1 MiB amd64 layer.
 	var want int64 = int64(len(fx.index.Manifest)) + int64(len(fx.single.Manifest))
