@@ -439,8 +439,9 @@ type wantedOperatorImage struct {
 }
 
 // bundleImages adds every bundle and related image of the kept catalog to
-// r, pinned by digest and copied sparse when platforms are set. Tag-only references are resolved (with a warning);
-// one that cannot be is a failure of the image, not of the run.
+// r, pinned by digest, sparse when platforms are set. Tag-only references
+// are resolved (with a warning); one that cannot be is a failure of the
+// image, not of the run.
 func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *catalog.Catalog, platforms []string, r *imageset.Resolving) error {
 	refs := kept.RelatedImages()
 	wanted := make([]wantedOperatorImage, 0, len(refs))

@@ -868,7 +868,7 @@ func (r *catalogRebuild) index(top *manifestBlob) (digest.Digest, string, error)
 		kept = append(kept, raw)
 	}
 	if len(kept) == 0 && len(r.opts.Platforms) > 0 {
-		return "", "", fmt.Errorf("image index %s has none of the platforms %s (it has %s): list one of its platforms", top.digest, strings.Join(r.opts.Platforms, ", "), strings.Join(have, ", "))
+		return "", "", fmt.Errorf("image index %s has none of the platforms %s (it has %s): list one of its platforms in platforms", top.digest, strings.Join(r.opts.Platforms, ", "), strings.Join(have, ", "))
 	}
 	if len(kept) == 0 {
 		return "", "", fmt.Errorf("image index %s lists no platform image", top.digest)
