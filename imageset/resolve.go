@@ -101,6 +101,7 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 		if err != nil {
 			return nil, nil, err
 		}
+		w.platforms = PlatformNames(ai.Platforms)
 		if b := blocked.match(w.origin.String(), w.destRepo); b != "" {
 			return nil, nil, fmt.Errorf("%s.name: %s is blocked by %s: remove the image or the blocking rule", path, ai.Name, b)
 		}
@@ -141,6 +142,7 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 			Destination: w.destRepo + ":" + w.tag(pinned[i]),
 			Kind:        KindAdditional,
 			Why:         []string{w.why},
+			Platforms:   w.platforms,
 		}
 		if err := set.Add(img); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w: give one of them another targetRepo or targetTag", w.why, err)
@@ -165,6 +167,7 @@ type wantedImage struct {
 	destRepo  string
 	targetTag string
 	why       string
+	platforms []string
 }
 
 // tag is the destination tag: targetTag, else the origin's tag, else one
@@ -243,11 +246,6 @@ func notImplemented(cfg *ImageSetConfiguration, handled map[string]bool) error {
 	}
 	if len(m.Samples) > 0 {
 		parts = append(parts, "mirror.samples")
-	}
-	for i, ai := range m.AdditionalImages {
-		if len(ai.Platforms) > 0 {
-			parts = append(parts, fmt.Sprintf("mirror.additionalImages[%d].platforms", i))
-		}
 	}
 	if len(parts) == 0 {
 		return nil

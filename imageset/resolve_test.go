@@ -3,11 +3,13 @@ package imageset
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // tags is a Resolver over a fixed table of tag references.
@@ -85,7 +87,6 @@ func TestResolveErrors(t *testing.T) {
 		{"blocked", "  additionalImages:\n  - name: quay.io/internal/app:1\n  blockedImages:\n  - name: internal/\n", "mirror.additionalImages[0].name: quay.io/internal/app:1 is blocked by mirror.blockedImages[0]"},
 		{"two images one tag", "  additionalImages:\n  - name: quay.io/a/app:1\n  - name: quay.io/b/x:1\n    targetRepo: a/app\n", "destination a/app:1 is claimed by"},
 		{"operators", "  operators:\n  - catalog: quay.io/c/index:v1\n", "mirror.operators: not supported"},
-		{"platforms", "  additionalImages:\n  - name: quay.io/a/app:1\n    platforms:\n    - os: linux\n      architecture: amd64\n", "mirror.additionalImages[0].platforms: not supported"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, err := ParseImageSetConfiguration([]byte(head+c.body), "isc.yaml")
@@ -98,5 +99,50 @@ func TestResolveErrors(t *testing.T) {
 				t.Errorf("got %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestResolvePlatforms: additionalImages[].platforms reaches the Set sorted;
+// an image two sections need is sparse only if both want it sparse.
+func TestResolvePlatforms(t *testing.T) {
+	cfg, err := ParseImageSetConfiguration([]byte(`kind: ImageSetConfiguration
+apiVersion: mirror.openshift.io/v2alpha1
+mirror:
+  additionalImages:
+  - name: quay.io/a/app:1
+    platforms:
+    - os: linux
+      architecture: s390x
+    - os: linux
+      architecture: arm64
+`), "isc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := Resolve(context.Background(), cfg, ResolveOptions{Resolver: tags{"quay.io/a/app:1": digest.FromString("x")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := set.Images[0]
+	if !slices.Equal(img.Platforms, []string{"linux/arm64", "linux/s390x"}) {
+		t.Fatalf("platforms %v", img.Platforms)
+	}
+	if !img.WantsPlatform(&ocispec.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"}) || img.WantsPlatform(&ocispec.Platform{OS: "linux", Architecture: "amd64"}) || img.WantsPlatform(nil) {
+		t.Error("WantsPlatform does not select by os/architecture")
+	}
+	more := img
+	more.Platforms, more.Why = []string{"linux/amd64"}, []string{"other"}
+	if err := set.Add(more); err != nil {
+		t.Fatal(err)
+	}
+	if got := set.Images[0].Platforms; !slices.Equal(got, []string{"linux/amd64", "linux/arm64", "linux/s390x"}) {
+		t.Errorf("union of two sparse needs: %v", got)
+	}
+	more.Platforms = nil
+	if err := set.Add(more); err != nil {
+		t.Fatal(err)
+	}
+	if got := set.Images[0].Platforms; got != nil {
+		t.Errorf("an image one section needs whole is copied whole, got platforms %v", got)
 	}
 }

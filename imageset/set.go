@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // SetFormatVersion is bumped whenever the serialised Set changes incompatibly.
@@ -66,6 +68,44 @@ type Image struct {
 	// image): it exists only in the local store, never upstream, so it is
 	// read from there and left out of IDMS/ITMS.
 	Built bool `json:"built,omitempty"`
+	// Platforms, when set, makes a multi-platform image a sparse manifest
+	// list: its index is copied byte for byte (same digest), but only the
+	// instances of these platforms ("os/architecture", sorted) with their
+	// blobs. A single-platform image is copied whole whatever its platform.
+	Platforms []string `json:"platforms,omitempty"`
+}
+
+// WantsPlatform reports whether an index instance of platform p is copied:
+// every instance when Platforms is empty, else only those of a listed
+// os/architecture (any variant). Instances without a platform (attestations)
+// belong to no listed platform and are left out of a sparse copy.
+func (i Image) WantsPlatform(p *ocispec.Platform) bool {
+	if len(i.Platforms) == 0 {
+		return true
+	}
+	return p != nil && slices.Contains(i.Platforms, p.OS+"/"+p.Architecture)
+}
+
+// PlatformNames turns configured platforms into the sorted, deduplicated
+// "os/architecture" list an Image carries.
+func PlatformNames(ps []ImagePlatform) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// MergePlatforms is the platform filter of an image needed (or copied) twice:
+// whole (nil) if either is whole, else the union.
+func MergePlatforms(a, b []string) []string {
+	if len(a) == 0 || len(b) == 0 {
+		return nil
+	}
+	out := append(append([]string(nil), a...), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Groups are the content groups needing the image (Kind's first, then AlsoKinds'), each once.
@@ -113,7 +153,7 @@ type Set struct {
 }
 
 // Add puts img into the set. An image already present under the same
-// destination only gains the new reasons; the same destination with another
+// destination only gains the new reasons (and platforms); the same destination with another
 // digest is an error, since one tag cannot hold two images.
 func (s *Set) Add(img Image) error {
 	for i := range s.Images {
@@ -126,6 +166,7 @@ func (s *Set) Add(img Image) error {
 				img.Destination, have.Origin, strings.Join(have.Why, ", "), img.Origin, strings.Join(img.Why, ", "))
 		}
 		have.Why = appendUnique(have.Why, img.Why...)
+		have.Platforms = MergePlatforms(have.Platforms, img.Platforms)
 		for _, k := range append([]Kind{img.Kind}, img.AlsoKinds...) {
 			if k != have.Kind && !slices.Contains(have.AlsoKinds, k) {
 				have.AlsoKinds = append(have.AlsoKinds, k)

@@ -303,15 +303,35 @@ func (v *validator) helm(prefix string, h Helm) {
 	}
 }
 
+// Image platform values are Go's GOOS and GOARCH names, as the OCI image
+// spec prescribes; a typo would otherwise silently select nothing.
+var (
+	platformOSes  = []string{"aix", "android", "darwin", "dragonfly", "freebsd", "illumos", "ios", "js", "linux", "netbsd", "openbsd", "plan9", "solaris", "wasip1", "windows"}
+	platformArchs = []string{"386", "amd64", "arm", "arm64", "loong64", "mips", "mips64", "mips64le", "mipsle", "ppc64", "ppc64le", "riscv64", "s390x", "wasm"}
+)
+
 func (v *validator) imagePlatforms(prefix string, ps []ImagePlatform) {
+	seen := map[ImagePlatform]bool{}
 	for i, p := range ps {
 		pp := fmt.Sprintf("%s[%d]", prefix, i)
-		if p.OS == "" {
+		switch {
+		case p.OS == "":
 			v.add(pp+".os", "missing: set the operating system, e.g. linux")
+		case !slices.Contains(platformOSes, p.OS):
+			v.add(pp+".os", "%q is not an image operating system: use one of %s (OpenShift images are linux)", p.OS, strings.Join(platformOSes, ", "))
 		}
-		if p.Architecture == "" {
+		switch {
+		case p.Architecture == "":
 			v.add(pp+".architecture", "missing: set the architecture, e.g. amd64")
+		case p.Architecture == "x86_64" || p.Architecture == "aarch64":
+			v.add(pp+".architecture", "%q is a release name, not an image architecture: use %s", p.Architecture, map[string]string{"x86_64": "amd64", "aarch64": "arm64"}[p.Architecture])
+		case !slices.Contains(platformArchs, p.Architecture):
+			v.add(pp+".architecture", "%q is not an image architecture: use one of %s (a variant such as arm64/v8 cannot be selected; every variant of the architecture is kept)", p.Architecture, strings.Join(platformArchs, ", "))
 		}
+		if seen[p] {
+			v.add(pp, "%s is listed twice", p)
+		}
+		seen[p] = true
 	}
 }
 

@@ -84,6 +84,28 @@ mirror: {}
     platforms:
       - architecture: arm64 # <-
 `, "mirror.platform.platforms[0].os", "missing: set the operating system"},
+		{"platform os unknown", `mirror:
+  additionalImages:
+    - name: quay.io/a/b:1
+      platforms:
+        - os: Linux # <-
+          architecture: arm64
+`, "mirror.additionalImages[0].platforms[0].os", `"Linux" is not an image operating system`},
+		{"platform architecture unknown", `mirror:
+  operators:
+    - catalog: quay.io/c/index:v1
+      platforms:
+        - os: linux
+          architecture: arm64/v8 # <-
+`, "mirror.operators[0].platforms[0].architecture", "a variant such as arm64/v8 cannot be selected"},
+		{"platform listed twice", `mirror:
+  platform:
+    platforms:
+      - os: linux
+        architecture: arm64
+      - os: linux # <-
+        architecture: arm64
+`, "mirror.platform.platforms[1]", "linux/arm64 is listed twice"},
 		{"release reference", `mirror:
   platform:
     release: quay.io/openshift-release-dev/OCP-release:4.18.1 # <-

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,6 +179,7 @@ func (c *copier) image(ctx context.Context, img imageset.Image) (skipped bool, e
 
 // manifest copies the manifest d of img with everything it references.
 func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Digest, top bool) error {
+	var sparse bool // top is an index of which only some instances were copied
 	var data []byte
 	var mt string
 	err := c.retry(ctx, func() (err error) {
@@ -197,6 +200,13 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 		kids, err := children(data)
 		if err != nil {
 			return fmt.Errorf("parsing index %s: %w", d, err)
+		}
+		if top {
+			all := len(kids)
+			if kids, err = instances(img, d, kids); err != nil {
+				return err
+			}
+			sparse = len(kids) < all
 		}
 		for _, k := range kids {
 			if err := c.manifest(ctx, img, k.Digest, false); err != nil {
@@ -221,9 +231,60 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 	}
 	desc := ocispec.Descriptor{MediaType: mt, Digest: d, Size: int64(len(data))}
 	if err := c.retry(ctx, func() error { return c.dst.PutManifest(ctx, img, desc, data, top) }); err != nil {
+		if sparse && refusedSparse(err) {
+			return &SparseRefusedError{Platforms: img.Platforms, Err: err}
+		}
 		return fmt.Errorf("writing manifest %s: %w", d, err)
 	}
 	return nil
+}
+
+// instances are the instances of img's index d to copy: all of them, or
+// those of img.Platforms (a sparse copy). None matching is an error, since
+// an index without any of its images is of no use to a cluster.
+func instances(img imageset.Image, d digest.Digest, kids []ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+	if len(img.Platforms) == 0 {
+		return kids, nil
+	}
+	var out []ocispec.Descriptor
+	var have []string
+	for _, k := range kids {
+		if img.WantsPlatform(k.Platform) {
+			out = append(out, k)
+		}
+		if k.Platform != nil && k.Platform.OS != "unknown" {
+			have = append(have, k.Platform.OS+"/"+k.Platform.Architecture)
+		}
+	}
+	if len(out) == 0 {
+		slices.Sort(have)
+		return nil, fmt.Errorf("index %s has none of the platforms %s (it has %s): list one of its platforms in the platforms field, or remove the field", d, strings.Join(img.Platforms, ", "), strings.Join(slices.Compact(have), ", "))
+	}
+	return out, nil
+}
+
+// SparseRefusedError says that the destination registry would not store an
+// index whose unselected instances are missing.
+type SparseRefusedError struct {
+	Platforms []string
+	Err       error
+}
+
+func (e *SparseRefusedError) Error() string {
+	return fmt.Sprintf("the destination refused the sparse manifest list (only %s copied; the index keeps its digest and lists every platform): "+
+		"configure the registry to accept image indexes whose platform manifests are missing "+
+		"(distribution/registry: validation.manifests.indexes.platforms: none, or REGISTRY_VALIDATION_MANIFESTS_INDEXES_PLATFORMS=none; "+
+		"other registries: their sparse index or sparse manifest list setting), or remove the platforms field to copy every platform: %v",
+		strings.Join(e.Platforms, ", "), e.Err)
+}
+
+func (e *SparseRefusedError) Unwrap() error { return e.Err }
+
+// refusedSparse reports a registry's answer to an index whose instances are
+// not all in the repository (distribution: 400 MANIFEST_BLOB_UNKNOWN).
+func refusedSparse(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "manifest_blob_unknown") || strings.Contains(msg, "manifest blob unknown") || strings.Contains(msg, "blob unknown to registry")
 }
 
 // blob makes desc available to img at the destination, transferring it

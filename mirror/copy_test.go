@@ -219,3 +219,34 @@ func TestSharedBlobSurvivesOtherImageFailure(t *testing.T) {
 		t.Error("shared blob missing from the store")
 	}
 }
+
+// TestInstances: the instances a copy takes of an index, by platform.
+func TestInstances(t *testing.T) {
+	d := digest.FromString("index")
+	kids := []ocispec.Descriptor{
+		{Digest: digest.FromString("a"), Platform: &ocispec.Platform{OS: "linux", Architecture: "amd64"}},
+		{Digest: digest.FromString("b"), Platform: &ocispec.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"}},
+		{Digest: digest.FromString("c"), Platform: &ocispec.Platform{OS: "unknown", Architecture: "unknown"}},
+	}
+	for _, c := range []struct {
+		platforms []string
+		want      int
+		err       string
+	}{
+		{nil, 3, ""},
+		{[]string{"linux/arm64"}, 1, ""},
+		{[]string{"linux/amd64", "linux/arm64"}, 2, ""},
+		{[]string{"linux/s390x"}, 0, "has none of the platforms linux/s390x (it has linux/amd64, linux/arm64)"},
+	} {
+		got, err := instances(imageset.Image{Platforms: c.platforms}, d, kids)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: error %v, want %q", c.platforms, err, c.err)
+			}
+			continue
+		}
+		if err != nil || len(got) != c.want {
+			t.Errorf("%v: %d instances (%v), want %d", c.platforms, len(got), err, c.want)
+		}
+	}
+}

@@ -297,9 +297,6 @@ func locate(path string, oc imageset.OperatorCatalog, msg string) string {
 // contribute resolves one catalog entry at path into r.
 func (o *operators) contribute(ctx context.Context, path string, oc imageset.OperatorCatalog, r *imageset.Resolving) error {
 	label := fmt.Sprintf("%s (catalog %s)", path, oc.Catalog)
-	if len(oc.Platforms) > 0 {
-		return fmt.Errorf("%s.platforms: not supported by this version of gapmirror yet: remove it to mirror every platform of the catalog and its images (nothing was mirrored)", path)
-	}
 	_, isLayout := oc.OCILayoutPath()
 	if !isLayout {
 		named, err := reference.ParseNormalizedNamed(oc.Catalog)
@@ -355,6 +352,9 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 
 	// The catalog image: the original when kept whole, else rebuilt.
 	final, built := ci.Digest, isLayout
+	// A rebuilt catalog holds only the listed platforms (a new image has no
+	// digest to keep); everything else is copied sparse.
+	platforms, rebuilt := imageset.PlatformNames(oc.Platforms), false
 	if !(oc.Full && len(oc.Packages) == 0) {
 		out := filepath.Join(tmp, "filtered")
 		if err := kept.WriteDir(out); err != nil {
@@ -362,15 +362,19 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		}
 		sum, _ := json.Marshal(spec) // plain struct: always marshals
 		h := sha256.Sum256(sum)
-		final, _, err = catalog.Rebuild(o.store, ci.Digest, out, catalog.RebuildOptions{Comment: "gapmirror filter " + hex.EncodeToString(h[:8]), TempDir: tmp})
+		final, _, err = catalog.Rebuild(o.store, ci.Digest, out, catalog.RebuildOptions{Comment: "gapmirror filter " + hex.EncodeToString(h[:8]), TempDir: tmp, Platforms: platforms})
 		if err != nil {
 			return fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
 		}
-		built = true
+		built, rebuilt = true, true
 	}
 	img, err := catalogImage(oc, ci, final, built)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	if !rebuilt {
+		// The catalog kept as it is: sparse like its images.
+		img.Platforms = platforms
 	}
 	img.Why = []string{label}
 	if err := r.Set.Add(img); err != nil {
@@ -381,7 +385,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		o.trip.content.addExtra(templateExtra(img.Destination), template)
 	}
 	o.trip.Log.Info("operator catalog filtered", "catalog", oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination, "rebuilt", built && final != ci.Digest)
-	return o.bundleImages(ctx, oc.Catalog, kept, r)
+	return o.bundleImages(ctx, oc.Catalog, kept, platforms, r)
 }
 
 // catalogImage is the Set entry of a mirrored catalog: at targetCatalog (or
@@ -436,9 +440,10 @@ type wantedOperatorImage struct {
 }
 
 // bundleImages adds every bundle and related image of the kept catalog to
-// r, pinned by digest. Tag-only references are resolved (with a warning);
-// one that cannot be is a failure of the image, not of the run.
-func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *catalog.Catalog, r *imageset.Resolving) error {
+// r, pinned by digest, sparse when platforms are set. Tag-only references
+// are resolved (with a warning); one that cannot be is a failure of the
+// image, not of the run.
+func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *catalog.Catalog, platforms []string, r *imageset.Resolving) error {
 	refs := kept.RelatedImages()
 	wanted := make([]wantedOperatorImage, 0, len(refs))
 	blockedBy := map[string]int{}
@@ -511,6 +516,7 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 			Destination: repo + ":" + tag,
 			Kind:        w.kind,
 			Why:         w.why,
+			Platforms:   platforms,
 		}
 		if err := r.Set.Add(img); err != nil {
 			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef, Err: err})

@@ -84,7 +84,7 @@ func TestLayoutWithSeveralPlatformImages(t *testing.T) {
 	}
 	// The gathered index is a blob of the store like any other: an archive
 	// of the rebuilt catalog carries it.
-	if _, err := store.Blobs(ci.Digest); err != nil {
+	if _, err := store.Blobs(imageset.Image{Digest: ci.Digest.String()}); err != nil {
 		t.Errorf("store cannot walk the gathered index: %v", err)
 	}
 }

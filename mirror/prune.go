@@ -28,6 +28,9 @@ type MirroredImage struct {
 	FirstSeen time.Time `json:"firstSeen"`
 	// LastSeen is the last run whose image set held it.
 	LastSeen time.Time `json:"lastSeen"`
+	// Platforms are the platforms a sparse copy holds (empty: whole), so a
+	// later run wanting more checks the instances, not just the tag.
+	Platforms []string `json:"platforms,omitempty"`
 }
 
 func (m MirroredImage) key() string { return m.Destination + "@" + m.Digest }
@@ -54,6 +57,8 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 		if i, ok := at[k]; ok {
 			m := &r.Images[i]
 			m.LastSeen, m.Kind, m.Origin = now, img.Kind, img.Origin
+			// Copied or found complete for img's platforms, on top of what was there.
+			m.Platforms = imageset.MergePlatforms(m.Platforms, img.Platforms)
 			// --force re-pushes what was there: that does not make
 			// someone else's image ours.
 			if pushed && !t.Copy.Force {
@@ -62,7 +67,7 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 			return
 		}
 		at[k] = len(r.Images)
-		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, Pushed: pushed, FirstSeen: now, LastSeen: now})
+		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, Pushed: pushed, FirstSeen: now, LastSeen: now, Platforms: img.Platforms})
 	}
 	for _, img := range res.Copied {
 		note(img, true)

@@ -71,6 +71,10 @@ type Registry struct {
 	Retries    int
 	RetryDelay time.Duration
 
+	// sparse are the images (destination@digest) earlier runs copied
+	// sparse, with their platforms; set before a copy, read-only during it.
+	sparse map[string][]string
+
 	mu    sync.Mutex
 	srcs  map[string]types.ImageSource
 	dests map[string]types.ImageDestination
@@ -255,7 +259,56 @@ func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest
 		}
 		return false, explain(err, r.Name(img))
 	}
-	return got == d, nil
+	if got != d {
+		return false, nil
+	}
+	// A sparse image, or one an earlier run copied sparse: the tag alone
+	// does not say whether the platforms wanted now are there.
+	if len(img.Platforms) > 0 || len(r.sparse[img.Destination+"@"+d.String()]) > 0 {
+		return r.hasInstances(ctx, img, d)
+	}
+	return true, nil
+}
+
+// hasInstances reports whether the mirror holds the instances of the index d
+// that the sparse image img needs: an earlier run may have copied it for
+// fewer platforms. Missing instances of other platforms are not asked for.
+func (r *Registry) hasInstances(ctx context.Context, img imageset.Image, d digest.Digest) (bool, error) {
+	data, _, err := r.Manifest(ctx, img, d)
+	if err != nil {
+		return false, err
+	}
+	if !isIndex(mediaTypeOf(data)) {
+		return true, nil
+	}
+	kids, err := children(data)
+	if err != nil {
+		return false, fmt.Errorf("%s: parsing index %s: %w", r.Name(img), d, err)
+	}
+	if kids, err = instances(img, d, kids); err != nil {
+		return false, nil // the copy reports it
+	}
+	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	if err != nil {
+		return false, err
+	}
+	for _, k := range kids {
+		byDigest, err := reference.WithDigest(reference.TrimNamed(named), k.Digest)
+		if err != nil {
+			return false, err
+		}
+		ref, err := docker.NewReference(byDigest)
+		if err != nil {
+			return false, err
+		}
+		if _, err := docker.GetDigest(ctx, r.sys, ref); err != nil {
+			if isNotFound(err) {
+				return false, nil
+			}
+			return false, explain(err, byDigest.String())
+		}
+	}
+	return true, nil
 }
 
 // HasBlob implements Destination: a HEAD in the image's repository, then a

@@ -85,7 +85,9 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 		return nil
 	}
 	if len(p.Platforms) > 0 {
-		return fmt.Errorf("mirror.platform.platforms: sparse multi-architecture payloads are not supported yet; use architectures: [multi] for the whole multi payload (nothing was mirrored)")
+		// platforms means the multi payload, copied sparse (validation
+		// keeps architectures out).
+		p.Architectures = []string{release.ArchMulti}
 	}
 	opts := c.t.Releases
 	var releases []release.Release
@@ -162,7 +164,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 				Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: errs[i]})
 			continue
 		}
-		added, err := c.addRelease(r, rel, payloads[i])
+		added, err := c.addRelease(r, rel, payloads[i], imageset.PlatformNames(p.Platforms))
 		if err != nil {
 			return err
 		}
@@ -378,8 +380,9 @@ func (c *releaseContributor) readPayload(ctx context.Context, rel release.Releas
 
 // addRelease puts a release image and its components into the Set, at
 // oc-mirror's layout: openshift/release-images:<version>-<arch> and
-// openshift/release:<version>-<arch>-<component>.
-func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Release, p *release.Payload) (added bool, err error) {
+// openshift/release:<version>-<arch>-<component>; sparse when platforms
+// (mirror.platform.platforms) are set.
+func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Release, p *release.Payload, platforms []string) (added bool, err error) {
 	rel.Version = p.Version
 	if rel.Arch == "" {
 		rel.Arch = p.Arch
@@ -389,7 +392,7 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 	}
 	img := imageset.Image{
 		Source: rel.Payload, Origin: rel.Payload, Digest: rel.Digest,
-		Destination: rel.Destination(), Kind: imageset.KindRelease, Why: rel.Why,
+		Destination: rel.Destination(), Kind: imageset.KindRelease, Why: rel.Why, Platforms: platforms,
 	}
 	if b := r.Blocked(img.Origin, img.DestinationRepo()); b != "" {
 		r.Resolution.Blocked = append(r.Resolution.Blocked, img.Origin)
@@ -416,6 +419,7 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 			Destination: rel.ComponentDestination(comp.Name),
 			Kind:        imageset.KindReleaseComponent,
 			Why:         []string{why},
+			Platforms:   platforms,
 		}
 		if b := r.Blocked(ci.Origin, ci.DestinationRepo()); b != "" {
 			r.Resolution.Blocked = append(r.Resolution.Blocked, ci.Origin)

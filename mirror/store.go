@@ -247,7 +247,7 @@ func (e storeEndpoint) Blob(_ context.Context, _ imageset.Image, desc ocispec.De
 }
 
 func (e storeEndpoint) HasManifest(_ context.Context, img imageset.Image, d digest.Digest) (bool, error) {
-	if !e.s.Has(d) {
+	if !e.s.Has(d) || !e.s.hasInstances(img, d) {
 		return false, nil
 	}
 	if desc, ok := e.s.Resolve(img.Destination); !ok || desc.Digest != d {
@@ -306,9 +306,41 @@ func writeFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// Blobs returns every blob the manifest d references, transitively,
-// including the manifests themselves: what an archive must carry for it.
-func (s *Store) Blobs(d digest.Digest) ([]ocispec.Descriptor, error) {
+// hasInstances reports whether the store holds every instance img needs of
+// the manifest d, when d is an index. The index alone no longer proves the
+// image whole: an earlier run may have stored it sparse, for fewer platforms.
+func (s *Store) hasInstances(img imageset.Image, d digest.Digest) bool {
+	data, err := s.ReadBlob(d)
+	if err != nil {
+		return false
+	}
+	if !isIndex(mediaTypeOf(data)) {
+		return true
+	}
+	kids, err := children(data)
+	if err != nil {
+		return false
+	}
+	kids, err = instances(img, d, kids)
+	if err != nil {
+		return false // the copy reports it
+	}
+	for _, k := range kids {
+		if !s.Has(k.Digest) || !s.hasInstances(imageset.Image{}, k.Digest) {
+			return false
+		}
+	}
+	return true
+}
+
+// Blobs returns every blob img references, transitively, including the
+// manifests themselves: what an archive must carry for it. Of a sparse
+// image's index only the instances of its platforms count.
+func (s *Store) Blobs(img imageset.Image) ([]ocispec.Descriptor, error) {
+	return s.blobs(img, digest.Digest(img.Digest))
+}
+
+func (s *Store) blobs(img imageset.Image, d digest.Digest) ([]ocispec.Descriptor, error) {
 	data, err := s.ReadBlob(d)
 	if err != nil {
 		return nil, err
@@ -320,8 +352,12 @@ func (s *Store) Blobs(d digest.Digest) ([]ocispec.Descriptor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store manifest %s: %w", d, err)
 		}
+		if kids, err = instances(img, d, kids); err != nil {
+			return nil, err
+		}
 		for _, k := range kids {
-			more, err := s.Blobs(k.Digest)
+			// The filter applies to the image's own index only.
+			more, err := s.blobs(imageset.Image{}, k.Digest)
 			if err != nil {
 				return nil, err
 			}

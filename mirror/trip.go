@@ -264,7 +264,7 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 	var refs []string
 	var bytes int64
 	for _, img := range set.Images {
-		descs, err := store.Blobs(digest.Digest(img.Digest))
+		descs, err := store.Blobs(img)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", img.Destination, err)
 		}
@@ -459,13 +459,20 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 }
 
 // seedLocations tells the mirror where earlier runs put blobs, so images
-// that share them are mounted rather than sent again.
+// that share them are mounted rather than sent again, and which images they
+// copied sparse, so that wanting more of those is noticed.
 func (t *Trip) seedLocations(w workspace, dst *Registry) error {
-	locs, err := w.locations(dst.Root())
+	r, err := w.mirrorRecord(dst.Root())
 	if err != nil {
 		return err
 	}
-	dst.KnownLocations(locs)
+	dst.KnownLocations(r.Blobs)
+	dst.sparse = map[string][]string{}
+	for _, m := range r.Images {
+		if len(m.Platforms) > 0 {
+			dst.sparse[m.key()] = m.Platforms
+		}
+	}
 	return nil
 }
 
@@ -504,7 +511,11 @@ func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Ima
 		if missing != nil && missing(img) {
 			fmt.Fprintf(&miss, "%s=%s\n", img.Source, img.Destination)
 		}
-		fmt.Fprintf(t.Out, "%-18s %s -> %s  (%s)\n", img.Kind, img.Origin, img.Destination, strings.Join(img.Why, "; "))
+		sparse := ""
+		if len(img.Platforms) > 0 {
+			sparse = "  [sparse: " + strings.Join(img.Platforms, ", ") + "]"
+		}
+		fmt.Fprintf(t.Out, "%-18s %s -> %s  (%s)%s\n", img.Kind, img.Origin, img.Destination, strings.Join(img.Why, "; "), sparse)
 	}
 	if err := writeFileAtomic(filepath.Join(dir, "mapping.txt"), []byte(mapping.String())); err != nil {
 		return err

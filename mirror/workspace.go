@@ -170,15 +170,6 @@ func (w workspace) saveMirrorRecord(r *locationRecord) error {
 	return w.write(r, "mirrors", locationFile(r.Mirror))
 }
 
-// locations returns where blobs are at the mirror root, as earlier runs saw.
-func (w workspace) locations(root string) (map[digest.Digest]string, error) {
-	r, err := w.mirrorRecord(root)
-	if err != nil {
-		return nil, err
-	}
-	return r.Blobs, nil
-}
-
 // addLocations merges locs into the record of the mirror root.
 func (w workspace) addLocations(root string, locs map[digest.Digest]string) error {
 	r, err := w.mirrorRecord(root)

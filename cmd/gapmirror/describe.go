@@ -97,6 +97,9 @@ func describe(w io.Writer, idx *archive.Index) {
 			if !carried[digest.Digest(img.Digest)] {
 				note = "  (manifest carried by an earlier archive)"
 			}
+			if len(img.Platforms) > 0 {
+				note += "  [sparse: " + strings.Join(img.Platforms, ", ") + "]"
+			}
 			fmt.Fprintf(w, "  %s  %s%s\n", img.Destination, img.Digest, note)
 		}
 	}

@@ -480,8 +480,8 @@ func TestReleasesBadInput(t *testing.T) {
 			want: []string{"component " + w.payloads["4.18.2"].Components[2].Name + " of release 4.18.2 is blocked by mirror.blockedImages[0]"}},
 		{name: "blocked release", platform: channel("stable-4.18") + "  blockedImages:\n  - name: ^openshift/release-images$\n", code: 0,
 			want: []string{"release 4.18.2 (arch amd64) is blocked by mirror.blockedImages[0]"}},
-		{name: "platforms not supported", platform: "    platforms:\n    - os: linux\n      architecture: arm64\n" + channel("stable-4.18"), code: 1,
-			want: []string{"mirror.platform.platforms", "not supported yet"}},
+		{name: "platform named like a release", platform: "    platforms:\n    - os: linux\n      architecture: x86_64\n" + channel("stable-4.18"), code: 1,
+			want: []string{"mirror.platform.platforms[0].architecture", `"x86_64" is a release name, not an image architecture: use amd64`}},
 	}
 	if noKey {
 		cases = append(cases, struct {
@@ -519,18 +519,28 @@ func TestReleasesBadInput(t *testing.T) {
 	}
 }
 
-// TestReleasesMultiArchAndSingle mirrors the amd64 and the multi payload of
-// a channel head, and plans a single release named by tag and by digest.
-func TestReleasesMultiArchAndSingle(t *testing.T) {
-	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 4, false)
-	multi, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: "4.18.2", Arch: "multi", Host: w.up.Host(), Components: 4})
+// publishMulti pushes and signs the multi payload of spec and makes it the
+// multi-architecture graph of channel stable-4.18, as payloads["<version>-multi"].
+func (w *releaseWorld) publishMulti(spec releasetest.PayloadSpec) *releasetest.Payload {
+	t := w.t
+	t.Helper()
+	spec.Arch, spec.Host = "multi", w.up.Host()
+	multi, err := releasetest.NewPayload(spec)
 	must(t, err)
 	must(t, multi.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}))
 	sig, err := w.key.SignRelease(multi.Digest.String(), multi.Ref())
 	must(t, err)
 	w.sigs.Put(multi.Digest.String(), sig)
-	w.payloads["4.18.2-multi"], w.served["4.18.2-multi"] = multi, sig
-	must(t, w.graphs.Put("stable-4.18", releasetest.NewGraph("multi", "4.18.2").SetPayload("4.18.2", multi.PullSpec())))
+	w.payloads[spec.Version+"-multi"], w.served[spec.Version+"-multi"] = multi, sig
+	must(t, w.graphs.Put("stable-4.18", releasetest.NewGraph("multi", spec.Version).SetPayload(spec.Version, multi.PullSpec())))
+	return multi
+}
+
+// TestReleasesMultiArchAndSingle mirrors the amd64 and the multi payload of
+// a channel head, and plans a single release named by tag and by digest.
+func TestReleasesMultiArchAndSingle(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 4, false)
+	multi := w.publishMulti(releasetest.PayloadSpec{Version: "4.18.2", Components: 4})
 
 	isc := w.releaseISC("multi", "    graph: true\n    architectures: [amd64, multi]\n    channels:\n    - name: stable-4.18\n")
 	code, _, _ := w.run("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m")

@@ -58,6 +58,10 @@ type RebuildOptions struct {
 	// TempDir is where the new configs layer is staged before it is stored;
 	// empty means the system temporary directory.
 	TempDir string
+	// Platforms, when set, keeps only the platform images of these
+	// "os/architecture" pairs in a rebuilt index (operators[].platforms):
+	// the rebuilt image is new anyway, so it is whole rather than sparse.
+	Platforms []string
 }
 
 // Media types of Docker schema2 content (OCI ones come from image-spec).
@@ -834,8 +838,13 @@ func (r *catalogRebuild) index(top *manifestBlob) (digest.Digest, string, error)
 		return "", "", err
 	}
 	var kept []json.RawMessage
+	var have []string
 	for i, desc := range descs {
 		if isAttestation(desc) {
+			continue
+		}
+		have = append(have, platformName(desc.Platform))
+		if len(r.opts.Platforms) > 0 && (desc.Platform == nil || !slices.Contains(r.opts.Platforms, desc.Platform.OS+"/"+desc.Platform.Architecture)) {
 			continue
 		}
 		rebuilt, err := r.image(desc.Digest)
@@ -857,6 +866,9 @@ func (r *catalogRebuild) index(top *manifestBlob) (digest.Digest, string, error)
 			return "", "", fmt.Errorf("encoding index entry: %w", err)
 		}
 		kept = append(kept, raw)
+	}
+	if len(kept) == 0 && len(r.opts.Platforms) > 0 {
+		return "", "", fmt.Errorf("image index %s has none of the platforms %s (it has %s): list one of its platforms in platforms", top.digest, strings.Join(r.opts.Platforms, ", "), strings.Join(have, ", "))
 	}
 	if len(kept) == 0 {
 		return "", "", fmt.Errorf("image index %s lists no platform image", top.digest)
