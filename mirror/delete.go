@@ -217,7 +217,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 	seen := map[string]bool{}
 	var items []DeleteItem
 	for _, p := range platform {
-		if isBlocked(p.img.Origin, p.img.Destination) || seen[p.img.key()] {
+		if isBlocked(p.img.Origin, p.img.Destination, p.img.setName()) || seen[p.img.key()] {
 			continue
 		}
 		seen[p.img.key()] = true
@@ -251,7 +251,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 		}
 		var found, foreign, blockedN int
 		for _, m := range images {
-			mrepo, mtag := splitDest(m.Destination)
+			mrepo, mtag := splitDest(m.setName())
 			if mrepo != repo || (tag != "" && mtag != tag) || (dig != "" && m.Digest != dig) {
 				continue
 			}
@@ -259,7 +259,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 				foreign++
 				continue
 			}
-			if isBlocked(m.Origin, m.Destination) {
+			if isBlocked(m.Origin, m.Destination, m.setName()) {
 				blockedN++
 				continue
 			}
@@ -460,7 +460,7 @@ func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []Mir
 			if !m.Pushed {
 				continue
 			}
-			repo, mtag := splitDest(m.Destination)
+			repo, mtag := splitDest(m.setName())
 			switch {
 			case m.Kind == imageset.KindRelease && repo == release.ReleaseImageRepository && mtag == tag,
 				m.Kind == imageset.KindReleaseComponent && repo == release.ComponentRepository && strings.HasPrefix(mtag, tag+"-"):
@@ -485,7 +485,7 @@ func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []Mir
 			}
 			var tags []string
 			for _, m := range images {
-				_, mtag := splitDest(m.Destination)
+				_, mtag := splitDest(m.setName())
 				if m.Kind == imageset.KindRelease && m.Pushed && (m.Origin == pl.Release || dig != "" && m.Digest == dig || tag != "" && mtag == tag) {
 					tags = append(tags, mtag)
 				}
