@@ -65,6 +65,9 @@ type Delete struct {
 	Out         io.Writer
 	ToolVersion string
 	Now         func() time.Time
+	// MaxNestedPaths, when set, is the --max-nested-paths the user says the
+	// images were mirrored with; it must match the workspace's record.
+	MaxNestedPaths *int
 }
 
 func (d *Delete) now() time.Time {
@@ -102,6 +105,9 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	}
 	if len(rec.Images) == 0 {
 		return "", nil, fmt.Errorf("the workspace %s has no record of mirroring anything to %s%s: gapmirror deletes only what it pushed; check the destination (and its prefix) and --workspace", ws, root, knownRoots(w))
+	}
+	if n := d.MaxNestedPaths; n != nil && *n != rec.MaxNestedPaths {
+		return "", nil, fmt.Errorf("--max-nested-paths %d: the latest run of workspace %s to %s used %d; the records hold the names images were pushed under, so leave the flag out or pass %d", *n, ws, root, rec.MaxNestedPaths, rec.MaxNestedPaths)
 	}
 	ops, oerrs := d.operatorImages(ctx, cfg.Delete.Operators, cfgPath, root, w, rec.Images)
 	items, err := resolveDelete(cfg, cfgPath, root, w.path(releaseGraphsDir), rec.Images, ops, oerrs)
