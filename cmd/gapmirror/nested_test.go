@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -82,7 +85,7 @@ func lastRunSet(t *testing.T, ws string) *imageset.Set {
 // checkFlattened checks that every image of the last run's Set is at the
 // mirror under at most two path components, and that every IDMS/ITMS entry
 // maps one source repository to the flattened repository holding its image.
-func (w *world) checkFlattened(ws, root string) {
+func (w *world) checkFlattened(ws, root string, minSources int) {
 	t := w.t
 	t.Helper()
 	host := w.dst.Host()
@@ -106,8 +109,12 @@ func (w *world) checkFlattened(ws, root string) {
 	}
 	mapped := map[string]bool{}
 	for _, file := range []string{"idms-gapmirror.yaml", "itms-gapmirror.yaml"} {
-		data := readFile(t, filepath.Join(ws, "cluster-resources", file))
-		for _, doc := range strings.Split(data, "---\n") {
+		data, err := os.ReadFile(filepath.Join(ws, "cluster-resources", file))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		must(t, err)
+		for _, doc := range strings.Split(string(data), "---\n") {
 			var obj struct {
 				Spec struct {
 					Digest []struct {
@@ -144,7 +151,7 @@ func (w *world) checkFlattened(ws, root string) {
 			t.Errorf("no IDMS/ITMS entry for %s", src)
 		}
 	}
-	if len(bySource) < 10 {
+	if len(bySource) < minSources {
 		t.Errorf("only %d source repositories checked", len(bySource))
 	}
 }
@@ -175,7 +182,7 @@ func TestMaxNestedPaths(t *testing.T) {
 		t.Errorf("requests refused for depth: %v", (*refused)[:min(3, len(*refused))])
 	}
 	wd := filepath.Join(ws, "working-dir")
-	w.checkFlattened(wd, root)
+	w.checkFlattened(wd, root, 10)
 	deep := w.images[len(w.images)-1]
 	if got, err := w.dst.ManifestDigest("m2m/deep-a-b-c", "v1"); err != nil || got != deep.Digest {
 		t.Errorf("deep/a/b/c not at m2m/deep-a-b-c:v1: %v", err)
@@ -224,7 +231,7 @@ func TestMaxNestedPaths(t *testing.T) {
 	if code != 0 || !strings.Contains(out, " 0 failed") || len(*refused) > 0 {
 		t.Fatalf("disk-to-mirror with --max-nested-paths 2: exit %d, refused %v", code, *refused)
 	}
-	w.checkFlattened(filepath.Join(archiveDir, "working-dir"), d2m)
+	w.checkFlattened(filepath.Join(archiveDir, "working-dir"), d2m, 10)
 	code, out, _ = w.gapmirror("mirror", "--max-nested-paths", "2", "--from", "file://"+archiveDir, "docker://"+d2m)
 	if code != 0 || !strings.Contains(out, " 0 images copied,") {
 		t.Errorf("no-change disk-to-mirror rerun: exit %d", code)
@@ -293,4 +300,41 @@ func TestMaxNestedPathsRefusals(t *testing.T) {
 		t.Fatal("--max-nested-paths 0 failed")
 	}
 	w.present(w.dst, "m0/apps/x/y", "v1", a.Digest)
+}
+
+// TestMaxNestedPathsReleases mirrors a signed release with the graph image
+// into a registry that takes two path components under the root "mirror":
+// openshift/release-images and openshift/release become one component each,
+// and IDMS, UpdateService and the signature ConfigMap follow.
+func TestMaxNestedPathsReleases(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.1"}, 3, false)
+	refused := &[]string{}
+	w.dst.SetWrap(depthLimit(2, refused))
+	isc := w.releaseISC("isc", "    graph: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.1\n")
+	ws := filepath.Join(w.dir, "ws")
+	root := w.dst.Host() + "/mirror"
+	code, _, _ := w.run("mirror", "-c", isc, "--max-nested-paths", "2", "--workspace", "file://"+ws, "docker://"+root)
+	if code != 0 || len(*refused) > 0 {
+		t.Fatalf("exit %d, refused %v", code, *refused)
+	}
+	p := w.payloads["4.18.1"]
+	if got, err := w.dst.ManifestDigest("mirror/openshift-release-images", p.Tag); err != nil || got != p.Digest {
+		t.Errorf("release image not at mirror/openshift-release-images:%s: %v", p.Tag, err)
+	}
+	for _, c := range p.Components {
+		w.present(w.dst, "mirror/openshift-release", p.Tag+"-"+c.Name, c.Digest)
+	}
+	wd := filepath.Join(ws, "working-dir")
+	w.checkFlattened(wd, root, 2)
+	res := filepath.Join(wd, "cluster-resources")
+	us := readFile(t, filepath.Join(res, "updateService.yaml"))
+	for _, want := range []string{"releases: " + root + "/openshift-release-images\n", "graphDataImage: " + root + "/openshift-graph-image:latest"} {
+		if !strings.Contains(us, want) {
+			t.Errorf("UpdateService lacks %q:\n%s", want, us)
+		}
+	}
+	if _, err := w.dst.ManifestDigest("mirror/openshift-graph-image", "latest"); err != nil {
+		t.Errorf("graph image not at mirror/openshift-graph-image:latest: %v", err)
+	}
+	w.assertSignatureConfigMaps(filepath.Join(res, "signature-configmap.yaml"), []string{"4.18.1"})
 }
