@@ -28,7 +28,12 @@ func (s *Set) FlattenDestinations(rootPath string, n int) (*Set, error) {
 	}
 	out := &Set{FormatVersion: s.FormatVersion}
 	if n == 0 {
-		out.Images = append(out.Images, s.Images...)
+		// No limit: the set's own names (a retry of a flattened run may
+		// come here with a set flattened before).
+		for _, img := range s.Images {
+			img.Destination, img.Unflattened = img.OriginalDestination(), ""
+			out.Images = append(out.Images, img)
+		}
 		return out, nil
 	}
 	depth := 0
@@ -42,8 +47,11 @@ func (s *Set) FlattenDestinations(rootPath string, n int) (*Set, error) {
 	from := map[string]int{}
 	var clashes []string
 	for _, img := range s.Images {
+		// Always from the set's own name, so that flattening a flattened
+		// set again, with the same or another n, gives the same as once.
 		orig := img.OriginalDestination()
-		repo, tag := splitTag(img.Destination)
+		img.Destination, img.Unflattened = orig, ""
+		repo, tag := splitTag(orig)
 		parts := strings.Split(repo, "/")
 		if len(parts) > keep+1 {
 			flat := append(append([]string{}, parts[:keep]...), strings.Join(parts[keep:], "-"))

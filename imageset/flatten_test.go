@@ -42,6 +42,10 @@ func TestFlattenDestinations(t *testing.T) {
 		if (g.Unflattened != "") != (c.in != c.want) {
 			t.Errorf("root %q n %d %s: Unflattened %q", c.root, c.n, c.in, g.Unflattened)
 		}
+		// Without a limit a flattened set gets its own names back.
+		if back, err := got.FlattenDestinations(c.root, 0); err != nil || back.Images[0].Destination != c.in || back.Images[0].Unflattened != "" {
+			t.Errorf("root %q n %d: unflattening gave %+v, %v", c.root, c.n, back.Images[0], err)
+		}
 		// Flattening is idempotent: a retry flattens a flattened set again.
 		again, err := got.FlattenDestinations(c.root, c.n)
 		if err != nil || again.Images[0].Destination != c.want || again.Images[0].OriginalDestination() != c.in {

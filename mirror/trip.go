@@ -481,10 +481,8 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 // flatten applies --max-nested-paths to the Set of a trip to root: the one
 // place destinations are shortened, so that the copy, the records, prune
 // and the cluster resources all see the names the images have at the mirror.
+// Without a limit it still runs: a --retry-failed set may come flattened.
 func (t *Trip) flatten(root string, set *imageset.Set) (*imageset.Set, error) {
-	if t.MaxNestedPaths == 0 {
-		return set, nil
-	}
 	_, path, _ := strings.Cut(root, "/")
 	flat, err := set.FlattenDestinations(path, t.MaxNestedPaths)
 	if err != nil {

@@ -66,7 +66,9 @@ func nestedWorld(t *testing.T) (*world, *[]string, string) {
 	for _, ex := range w.images {
 		fmt.Fprintf(&b, "  - name: %s\n", ex.Ref)
 	}
-	b.WriteString("  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n    - name: operator-001\n    - name: operator-004\n")
+	// The template is found by the catalog's unflattened name.
+	template := w.writeFile("cs-template.yaml", "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: ignored\nspec:\n  displayName: Flattened test operators\n")
+	b.WriteString("  operators:\n  - catalog: " + oc.Ref + "\n    targetCatalogSourceTemplate: " + template + "\n    packages:\n    - name: operator-001\n    - name: operator-004\n")
 	return w, refused, w.writeISC("isc.yaml", b.String())
 }
 
@@ -188,7 +190,7 @@ func TestMaxNestedPaths(t *testing.T) {
 		t.Errorf("deep/a/b/c not at m2m/deep-a-b-c:v1: %v", err)
 	}
 	cs := readFile(t, filepath.Join(wd, "cluster-resources", "cs-catalogs-test-index-v1.yaml"))
-	if !strings.Contains(cs, "image: "+root+"/catalogs-test-index:v1") {
+	if !strings.Contains(cs, "image: "+root+"/catalogs-test-index:v1") || !strings.Contains(cs, "displayName: Flattened test operators") {
 		t.Errorf("CatalogSource does not serve the flattened catalog:\n%s", cs)
 	}
 	rec := readFile(t, filepath.Join(wd, "mirrors", strings.NewReplacer("/", "_", ":", "_").Replace(root)+".json"))
@@ -232,6 +234,10 @@ func TestMaxNestedPaths(t *testing.T) {
 		t.Fatalf("disk-to-mirror with --max-nested-paths 2: exit %d, refused %v", code, *refused)
 	}
 	w.checkFlattened(filepath.Join(archiveDir, "working-dir"), d2m, 10)
+	cs = readFile(t, filepath.Join(archiveDir, "working-dir", "cluster-resources", "cs-catalogs-test-index-v1.yaml"))
+	if !strings.Contains(cs, "image: "+d2m+"/catalogs-test-index:v1") || !strings.Contains(cs, "displayName: Flattened test operators") {
+		t.Errorf("disk-to-mirror CatalogSource does not serve the flattened catalog from the archive's template:\n%s", cs)
+	}
 	code, out, _ = w.gapmirror("mirror", "--max-nested-paths", "2", "--from", "file://"+archiveDir, "docker://"+d2m)
 	if code != 0 || !strings.Contains(out, " 0 images copied,") {
 		t.Errorf("no-change disk-to-mirror rerun: exit %d", code)
