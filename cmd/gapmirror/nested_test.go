@@ -344,3 +344,23 @@ func TestMaxNestedPathsReleases(t *testing.T) {
 	}
 	w.assertSignatureConfigMaps(filepath.Join(res, "signature-configmap.yaml"), []string{"4.18.1"})
 }
+
+// TestMaxNestedPathsChange: when N changes between runs, the records hold
+// the names images were pushed under, so --prune deletes the old names.
+func TestMaxNestedPathsChange(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	a := w.pushAt("apps/x/y", "v1", 1)
+	isc := w.iscOf("isc.yaml", entry{name: a.Ref})
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--max-nested-paths", "2", "--workspace", ws, dst); code != 0 {
+		t.Fatal("first run failed")
+	}
+	w.present(w.dst, "m/apps-x-y", "v1", a.Digest)
+	code, out, stderr := w.gapmirror("mirror", "-c", isc, "--max-nested-paths", "3", "--prune", "--workspace", ws, dst)
+	if code != 0 || !strings.Contains(stderr, "--max-nested-paths differs from the earlier runs") || !strings.Contains(out, "prune: 1 of 1 deletes done") {
+		t.Errorf("run with another N: exit %d", code)
+	}
+	w.present(w.dst, "m/apps/x-y", "v1", a.Digest)
+	w.gone(w.dst, "m/apps-x-y", "v1", a.Digest)
+}
