@@ -40,4 +40,8 @@
 // grouped by content (release, operator, generic: additional images and
 // Helm images) into objects named idms-<group>-<n>, deduplicated and sorted;
 // n grows only when one object would get too large for "oc apply".
+//
+// With --max-nested-paths (Input.RepositoryScope) every entry stays at
+// repository scope, as in oc-mirror: the mirror repositories are flattened,
+// so a namespace entry would promise paths under it the registry cannot hold.
 package generate

@@ -21,13 +21,17 @@ type Input struct {
 	ReleaseSignatures map[string][][]byte
 	// Meta goes into every object's annotations.
 	Meta Meta
+	// RepositoryScope maps every source repository on its own in IDMS/ITMS:
+	// with --max-nested-paths, a namespace entry would send images of the
+	// namespace that were not mirrored to paths the registry cannot hold.
+	RepositoryScope bool
 }
 
 // Manifests returns every manifest for in: mirror sets, a CatalogSource and
 // a ClusterCatalog per catalog, the UpdateService and the release signature
 // ConfigMaps. Write the result with Files.Write.
 func Manifests(in Input) (Files, error) {
-	files, err := MirrorSets(in.Set, in.MirrorRoot, in.NotMirrored, in.Meta)
+	files, err := MirrorSets(in.Set, in.MirrorRoot, in.NotMirrored, in.RepositoryScope, in.Meta)
 	if err != nil {
 		return nil, fmt.Errorf("generating mirror sets: %w", err)
 	}

@@ -54,9 +54,10 @@ type imageTagMirrorSet struct {
 // for the images of set, mirrored under root (e.g.
 // "registry.airgap:5000/mirror"). notMirrored lists source references that
 // were blocked or failed to copy; no namespace entry will cover them. The
-// scope rule is described in the package documentation.
-func MirrorSets(set *imageset.Set, root string, notMirrored []string, meta Meta) (Files, error) {
-	digest, tag, err := mirrorEntries(set, root, notMirrored)
+// scope rule is described in the package documentation; repoScope keeps
+// every entry at repository scope (flattened destinations).
+func MirrorSets(set *imageset.Set, root string, notMirrored []string, repoScope bool, meta Meta) (Files, error) {
+	digest, tag, err := mirrorEntries(set, root, notMirrored, repoScope)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ type namespaceState struct {
 }
 
 // mirrorEntries computes the IDMS and ITMS entries of set, grouped by content.
-func mirrorEntries(set *imageset.Set, root string, notMirrored []string) (digest, tag groupedEntries, err error) {
+func mirrorEntries(set *imageset.Set, root string, notMirrored []string, repoScope bool) (digest, tag groupedEntries, err error) {
 	root, err = normaliseRoot(root)
 	if err != nil {
 		return nil, nil, err
@@ -231,7 +232,7 @@ func mirrorEntries(set *imageset.Set, root string, notMirrored []string) (digest
 			continue
 		}
 		source, mirror := m.namespace(len(m.path)), m.mirror
-		for k := 1; k < len(m.path); k++ {
+		for k := 1; k < len(m.path) && !repoScope; k++ {
 			if st := states[m.namespace(k)]; !st.invalid {
 				source, mirror = m.namespace(k), st.prefix
 				break

@@ -195,7 +195,7 @@ func TestMirrorScope(t *testing.T) {
 			if root == "" {
 				root = testRoot
 			}
-			digest, tag, err := mirrorEntries(newSet(tt.images...), root, tt.notMirrored)
+			digest, tag, err := mirrorEntries(newSet(tt.images...), root, tt.notMirrored, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -261,7 +261,7 @@ func TestMirrorSetsGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			files, err := MirrorSets(newSet(tt.images...), testRoot, tt.notMirrored, testMeta)
+			files, err := MirrorSets(newSet(tt.images...), testRoot, tt.notMirrored, false, testMeta)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +277,7 @@ func TestMirrorSetsNames(t *testing.T) {
 		img(kHelm, "ghcr.io/charts/nginx@"+dg("3"), "charts/nginx:1"),
 		img(kAdd, "ghcr.io/o/app:1", "o/app:1"),
 	)
-	files, err := MirrorSets(set, testRoot, nil, Meta{})
+	files, err := MirrorSets(set, testRoot, nil, false, Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestMirrorSetsSplitsLargeGroups(t *testing.T) {
 	for _, ns := range []string{"a", "b", "c", "d", "e"} {
 		images = append(images, img(kAdd, "quay.io/"+ns+"/app@"+dg("1"), "elsewhere-"+ns+"/app:1"))
 	}
-	files, err := MirrorSets(newSet(images...), testRoot, nil, Meta{})
+	files, err := MirrorSets(newSet(images...), testRoot, nil, false, Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestMirrorSetsEmpty(t *testing.T) {
 		"empty set":    newSet(),
 		"catalog only": newSet(img(kCatalog, "registry.redhat.io/redhat/redhat-operator-index:v4.18", "redhat/redhat-operator-index:v4.18")),
 	} {
-		files, err := MirrorSets(set, testRoot, nil, testMeta)
+		files, err := MirrorSets(set, testRoot, nil, false, testMeta)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -378,8 +378,30 @@ func TestMirrorSetsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := MirrorSets(newSet(tt.images...), tt.root, tt.notMirrored, testMeta)
+			_, err := MirrorSets(newSet(tt.images...), tt.root, tt.notMirrored, false, testMeta)
 			mustFail(t, err, tt.want...)
 		})
+	}
+}
+
+// With flattened destinations every source repository maps on its own,
+// even where a namespace entry would happen to fit.
+func TestMirrorEntriesRepositoryScope(t *testing.T) {
+	set := newSet(
+		img(kAdd, "quay.io/ns/app1@"+dg("1"), "ns/app1:1"),
+		img(kAdd, "quay.io/ns/app2@"+dg("2"), "ns/app2:1"),
+		img(kAdd, "quay.io/ns/deep/app3@"+dg("3"), "ns/deep-app3:1"),
+	)
+	digest, _, err := mirrorEntries(set, testRoot, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"quay.io/ns/app1":      {testRoot + "/ns/app1"},
+		"quay.io/ns/app2":      {testRoot + "/ns/app2"},
+		"quay.io/ns/deep/app3": {testRoot + "/ns/deep-app3"},
+	}
+	if got := flatten(digest); !reflect.DeepEqual(got, want) {
+		t.Errorf("IDMS entries:\n got %v\nwant %v", got, want)
 	}
 }

@@ -57,6 +57,9 @@ type Image struct {
 	// Every image has a tag at the destination so that registries which
 	// collect untagged manifests keep it.
 	Destination string `json:"destination"`
+	// Unflattened is the destination before --max-nested-paths shortened
+	// it (FlattenDestinations); empty when it did not change.
+	Unflattened string `json:"unflattened,omitempty"`
 	// Kind is the image's role.
 	Kind Kind `json:"kind"`
 	// Why lists the reasons the image is in the set, e.g. "mirror.additionalImages[2]".
@@ -165,17 +168,22 @@ func (s *Set) Add(img Image) error {
 			return fmt.Errorf("destination %s is claimed by %s (%s) and %s (%s)",
 				img.Destination, have.Origin, strings.Join(have.Why, ", "), img.Origin, strings.Join(img.Why, ", "))
 		}
-		have.Why = appendUnique(have.Why, img.Why...)
-		have.Platforms = MergePlatforms(have.Platforms, img.Platforms)
-		for _, k := range append([]Kind{img.Kind}, img.AlsoKinds...) {
-			if k != have.Kind && !slices.Contains(have.AlsoKinds, k) {
-				have.AlsoKinds = append(have.AlsoKinds, k)
-			}
-		}
+		have.merge(img)
 		return nil
 	}
 	s.Images = append(s.Images, img)
 	return nil
+}
+
+// merge adds the reasons and roles of img, the same image, to i.
+func (i *Image) merge(img Image) {
+	i.Why = appendUnique(i.Why, img.Why...)
+	i.Platforms = MergePlatforms(i.Platforms, img.Platforms)
+	for _, k := range append([]Kind{img.Kind}, img.AlsoKinds...) {
+		if k != i.Kind && !slices.Contains(i.AlsoKinds, k) {
+			i.AlsoKinds = append(i.AlsoKinds, k)
+		}
+	}
 }
 
 // Sort orders images by destination so that equal sets serialise equally.

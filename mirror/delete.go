@@ -65,6 +65,9 @@ type Delete struct {
 	Out         io.Writer
 	ToolVersion string
 	Now         func() time.Time
+	// MaxNestedPaths, when set, is the --max-nested-paths the user says the
+	// images were mirrored with; it must match the workspace's record.
+	MaxNestedPaths *int
 }
 
 func (d *Delete) now() time.Time {
@@ -102,6 +105,9 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	}
 	if len(rec.Images) == 0 {
 		return "", nil, fmt.Errorf("the workspace %s has no record of mirroring anything to %s%s: gapmirror deletes only what it pushed; check the destination (and its prefix) and --workspace", ws, root, knownRoots(w))
+	}
+	if n := d.MaxNestedPaths; n != nil && *n != rec.MaxNestedPaths {
+		return "", nil, fmt.Errorf("--max-nested-paths %d: the latest run of workspace %s to %s used %d; the records hold the names images were pushed under, so leave the flag out or pass %d", *n, ws, root, rec.MaxNestedPaths, rec.MaxNestedPaths)
 	}
 	ops, oerrs := d.operatorImages(ctx, cfg.Delete.Operators, cfgPath, root, w, rec.Images)
 	items, err := resolveDelete(cfg, cfgPath, root, w.path(releaseGraphsDir), rec.Images, ops, oerrs)
@@ -217,7 +223,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 	seen := map[string]bool{}
 	var items []DeleteItem
 	for _, p := range platform {
-		if isBlocked(p.img.Origin, p.img.Destination) || seen[p.img.key()] {
+		if isBlocked(p.img.Origin, p.img.Destination, p.img.setName()) || seen[p.img.key()] {
 			continue
 		}
 		seen[p.img.key()] = true
@@ -251,7 +257,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 		}
 		var found, foreign, blockedN int
 		for _, m := range images {
-			mrepo, mtag := splitDest(m.Destination)
+			mrepo, mtag := splitDest(m.setName())
 			if mrepo != repo || (tag != "" && mtag != tag) || (dig != "" && m.Digest != dig) {
 				continue
 			}
@@ -259,7 +265,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 				foreign++
 				continue
 			}
-			if isBlocked(m.Origin, m.Destination) {
+			if isBlocked(m.Origin, m.Destination, m.setName()) {
 				blockedN++
 				continue
 			}
@@ -460,7 +466,7 @@ func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []Mir
 			if !m.Pushed {
 				continue
 			}
-			repo, mtag := splitDest(m.Destination)
+			repo, mtag := splitDest(m.setName())
 			switch {
 			case m.Kind == imageset.KindRelease && repo == release.ReleaseImageRepository && mtag == tag,
 				m.Kind == imageset.KindReleaseComponent && repo == release.ComponentRepository && strings.HasPrefix(mtag, tag+"-"):
@@ -485,7 +491,7 @@ func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []Mir
 			}
 			var tags []string
 			for _, m := range images {
-				_, mtag := splitDest(m.Destination)
+				_, mtag := splitDest(m.setName())
 				if m.Kind == imageset.KindRelease && m.Pushed && (m.Origin == pl.Release || dig != "" && m.Digest == dig || tag != "" && mtag == tag) {
 					tags = append(tags, mtag)
 				}

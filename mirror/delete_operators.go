@@ -200,7 +200,7 @@ func matchRecorded(ref string, images []MirroredImage) []MirroredImage {
 		if !m.Pushed || (m.Kind != imageset.KindOperatorBundle && m.Kind != imageset.KindOperatorRelated) {
 			continue
 		}
-		mrepo, _ := splitDest(m.Destination)
+		mrepo, _ := splitDest(m.setName())
 		// By digest: the repository and digest; by tag: every digest the
 		// tag was mirrored as (its origin).
 		if dig != "" && mrepo == repo && m.Digest == dig || dig == "" && m.Origin == named.String() {

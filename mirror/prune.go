@@ -17,7 +17,11 @@ import (
 // workspace pushed, or found already there.
 type MirroredImage struct {
 	// Destination is repo:tag under the mirror root.
-	Destination string        `json:"destination"`
+	Destination string `json:"destination"`
+	// Unflattened is the image set's name for it when --max-nested-paths
+	// pushed it under a shortened one (Destination): delete configurations
+	// name images the way the image set does.
+	Unflattened string        `json:"unflattened,omitempty"`
 	Digest      string        `json:"digest"`
 	Kind        imageset.Kind `json:"kind,omitempty"`
 	Origin      string        `json:"origin,omitempty"`
@@ -35,6 +39,15 @@ type MirroredImage struct {
 
 func (m MirroredImage) key() string { return m.Destination + "@" + m.Digest }
 
+// setName is the destination the image set gave the image, before any
+// flattening: what delete configurations are matched against.
+func (m MirroredImage) setName() string {
+	if m.Unflattened != "" {
+		return m.Unflattened
+	}
+	return m.Destination
+}
+
 func sortImages(list []MirroredImage) {
 	sort.Slice(list, func(a, b int) bool { return list[a].key() < list[b].key() })
 }
@@ -47,6 +60,13 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 	if err != nil {
 		return err
 	}
+	if len(r.Images) > 0 && r.MaxNestedPaths != t.MaxNestedPaths {
+		// The record holds the names images were pushed under, so prune
+		// still compares like with like; it only has more to delete.
+		t.Log.Warn("--max-nested-paths differs from the earlier runs to this mirror: images now go to other repositories; the earlier ones stay until a run with --prune deletes them",
+			"mirror", root, "before", r.MaxNestedPaths, "now", t.MaxNestedPaths)
+	}
+	r.MaxNestedPaths = t.MaxNestedPaths
 	now := t.now()
 	at := map[string]int{}
 	for i, m := range r.Images {
@@ -56,7 +76,7 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 		k := img.Destination + "@" + img.Digest
 		if i, ok := at[k]; ok {
 			m := &r.Images[i]
-			m.LastSeen, m.Kind, m.Origin = now, img.Kind, img.Origin
+			m.LastSeen, m.Kind, m.Origin, m.Unflattened = now, img.Kind, img.Origin, img.Unflattened
 			// Copied or found complete for img's platforms, on top of what was there.
 			m.Platforms = imageset.MergePlatforms(m.Platforms, img.Platforms)
 			// --force re-pushes what was there: that does not make
@@ -67,7 +87,7 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 			return
 		}
 		at[k] = len(r.Images)
-		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, Pushed: pushed, FirstSeen: now, LastSeen: now, Platforms: img.Platforms})
+		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Unflattened: img.Unflattened, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, Pushed: pushed, FirstSeen: now, LastSeen: now, Platforms: img.Platforms})
 	}
 	for _, img := range res.Copied {
 		note(img, true)

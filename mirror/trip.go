@@ -58,6 +58,10 @@ type Trip struct {
 	Now func() time.Time
 	// Releases say where release payloads, graphs and signatures come from.
 	Releases ReleaseOptions
+	// MaxNestedPaths limits destination repositories to this many path
+	// components below the registry host (0: no limit); see
+	// imageset.Set.FlattenDestinations.
+	MaxNestedPaths int
 
 	content content
 	// ws is the workspace of the running trip (release graphs, signatures).
@@ -186,6 +190,9 @@ func (t *Trip) copyPlan(ctx context.Context, set, todo *imageset.Set, src Source
 // MirrorToDisk copies the image set from upstream into the local store and
 // writes an archive of it into dir.
 func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
+	if t.MaxNestedPaths != 0 {
+		return nil, fmt.Errorf("--max-nested-paths shortens the repository paths of a mirror registry; mirror-to-disk has none: give it to disk-to-mirror when pushing the archive")
+	}
 	ws := filepath.Join(dir, WorkingDir)
 	up := NewUpstream(t.Upstream)
 	defer up.Close()
@@ -351,7 +358,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
-	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
+	set, err := t.flatten(dst.Root(), idx.Set)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
 	if err := t.restoreReleaseFiles(ar, ws); err != nil {
 		return nil, err
 	}
@@ -359,21 +370,21 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	if t.DryRun {
-		if err := t.writePlan(ws, idx.Set, nil); err != nil {
+		if err := t.writePlan(ws, set, nil); err != nil {
 			return rep, err
 		}
 		return rep, t.pruneMirror(ctx, workspace{ws}, dst, rep)
 	}
-	if len(idx.Set.Images) > 0 {
-		if err := dst.Check(ctx, idx.Set.Images[0]); err != nil {
+	if len(set.Images) > 0 {
+		if err := dst.Check(ctx, set.Images[0]); err != nil {
 			return nil, err
 		}
 	}
 	if err := t.seedLocations(w, dst); err != nil {
 		return nil, err
 	}
-	t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(idx.Set.Images))
-	rep.Result = Copy(ctx, idx.Set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
+	t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
+	rep.Result = Copy(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
@@ -422,6 +433,15 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err != nil {
 		return nil, err
 	}
+	whole := todo == set
+	if set, err = t.flatten(dst.Root(), set); err != nil {
+		return nil, err
+	}
+	if todo = set; !whole {
+		if todo, err = t.flatten(dst.Root(), todo); err != nil {
+			return nil, err
+		}
+	}
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
 	if t.DryRun {
 		if err := t.writePlan(ws, set, nil); err != nil {
@@ -456,6 +476,19 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		return rep, err
 	}
 	return rep, t.record(ws, rep)
+}
+
+// flatten applies --max-nested-paths to the Set of a trip to root: the one
+// place destinations are shortened, so that the copy, the records, prune
+// and the cluster resources all see the names the images have at the mirror.
+// Without a limit it still runs: a --retry-failed set may come flattened.
+func (t *Trip) flatten(root string, set *imageset.Set) (*imageset.Set, error) {
+	_, path, _ := strings.Cut(root, "/")
+	flat, err := set.FlattenDestinations(path, t.MaxNestedPaths)
+	if err != nil {
+		return nil, fmt.Errorf("--max-nested-paths %d with mirror docker://%s: %w", t.MaxNestedPaths, root, err)
+	}
+	return flat, nil
 }
 
 // seedLocations tells the mirror where earlier runs put blobs, so images
@@ -549,7 +582,7 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 	for i := range catalogs {
 		for _, img := range done.Images {
 			if img.Kind == imageset.KindOperatorCatalog && img.Digest == catalogs[i].Digest {
-				catalogs[i].TemplatePath = t.content.catalogTemplates[img.Destination]
+				catalogs[i].TemplatePath = t.content.catalogTemplates[img.OriginalDestination()]
 			}
 		}
 	}
@@ -560,6 +593,7 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 		Catalogs:          catalogs,
 		ReleaseSignatures: t.releaseSignatures(ws, done),
 		Meta:              generate.Meta{ToolVersion: t.ToolVersion},
+		RepositoryScope:   t.MaxNestedPaths > 0,
 	})
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)

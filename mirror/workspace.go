@@ -50,6 +50,8 @@ type locationRecord struct {
 	FormatVersion int                      `json:"formatVersion"`
 	Mirror        string                   `json:"mirror"`
 	Blobs         map[digest.Digest]string `json:"blobs"`
+	// MaxNestedPaths is the --max-nested-paths of the latest run to the root.
+	MaxNestedPaths int `json:"maxNestedPaths,omitempty"`
 	// Images is every manifest a run of this workspace found or pushed at
 	// this root and that has not been deleted since, sorted.
 	Images []MirroredImage `json:"images,omitempty"`

@@ -17,6 +17,7 @@ type deleteFlags struct {
 	deleteYAML string
 	deleteID   string
 	dryRun     bool
+	maxNested  int
 }
 
 func newDeleteCommand(g *globalFlags) *cobra.Command {
@@ -48,6 +49,7 @@ collection runs.`,
 	fl.StringVar(&f.workspace, "workspace", "", "with --generate: the file:// workspace (or disk-to-mirror directory) whose records say what was pushed")
 	fl.StringVar(&f.deleteYAML, "delete-yaml-file", "", "execute this delete plan (written by --generate)")
 	fl.StringVar(&f.deleteID, "delete-id", "", "with --generate: name the plan delete-images-<id>.yaml")
+	fl.IntVar(&f.maxNested, "max-nested-paths", 0, "with --generate: the --max-nested-paths the images were mirrored with; checked against the workspace's records, which know the names they were pushed under")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "with --delete-yaml-file: check the plan against the registry and show what would be deleted")
 	return cmd
 }
@@ -74,6 +76,12 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 		if f.dryRun {
 			return fmt.Errorf("--dry-run goes with --delete-yaml-file; --generate never deletes anything")
 		}
+		if err := checkMaxNestedPaths(f.maxNested); err != nil {
+			return err
+		}
+		if cmd.Flags().Changed("max-nested-paths") {
+			d.MaxNestedPaths = &f.maxNested
+		}
 		dir, err := fileURL("--workspace", f.workspace)
 		if err != nil {
 			return err
@@ -91,8 +99,8 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 		_, _, err = d.Generate(cmd.Context(), cfg, f.config, dir, root, f.deleteID)
 		return err
 	case f.deleteYAML != "":
-		if f.config != "" || f.workspace != "" || f.deleteID != "" {
-			return fmt.Errorf("--delete-yaml-file takes the plan alone: -c, --workspace and --delete-id go with --generate")
+		if f.config != "" || f.workspace != "" || f.deleteID != "" || cmd.Flags().Changed("max-nested-paths") {
+			return fmt.Errorf("--delete-yaml-file takes the plan alone (it names the images as they were pushed): -c, --workspace, --delete-id and --max-nested-paths go with --generate")
 		}
 		_, err := d.Execute(cmd.Context(), f.deleteYAML, root, f.dryRun)
 		return err

@@ -29,6 +29,7 @@ type mirrorFlags struct {
 	retryFailed    string
 	releases       mirror.ReleaseOptions
 	prune          bool
+	maxNestedPaths int
 }
 
 func newMirrorCommand(g *globalFlags) *cobra.Command {
@@ -60,6 +61,7 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.since, "since", "", "mirror-to-disk: leave out only blobs carried by archives made before this date (yyyy-mm-dd), e.g. when a later archive was lost")
 	fl.BoolVar(&f.prune, "prune", false, "disk-to-mirror, mirror-to-mirror: once every image is mirrored, delete from the mirror what earlier runs of this workspace pushed there and the image set no longer holds (without it, the run only lists them)")
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
+	fl.IntVar(&f.maxNestedPaths, "max-nested-paths", 0, "disk-to-mirror, mirror-to-mirror: for registries that limit repository depth (e.g. Quay: 2), at most this many path components below the host, the mirror root's included; deeper paths keep N-1 components and join the rest with '-' (0: no limit)")
 	addReleaseFlags(fl, &f.releases)
 	return cmd
 }
@@ -77,6 +79,9 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	}
 	if f.retryTimes < 0 || f.retryTimes > 100 {
 		return fmt.Errorf("--retry-times %d: use 0 to 100", f.retryTimes)
+	}
+	if err := checkMaxNestedPaths(f.maxNestedPaths); err != nil {
+		return err
 	}
 	storeDir, err := g.storeDir()
 	if err != nil {
@@ -111,6 +116,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	trip.SkipPredecessorCheck = f.skipPredCheck
 	trip.RetryFailed = f.retryFailed
 	trip.Prune = f.prune
+	trip.MaxNestedPaths = f.maxNestedPaths
 	if f.retryTimes == 0 {
 		trip.Copy.Retries = -1
 	}
@@ -139,6 +145,9 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 		}
 		if f.prune {
 			return fmt.Errorf("--prune deletes from a mirror registry: use it with disk-to-mirror or mirror-to-mirror (a docker:// destination), not with mirror-to-disk")
+		}
+		if f.maxNestedPaths != 0 {
+			return fmt.Errorf("--max-nested-paths shortens repository paths in a mirror registry: mirror-to-disk has none; give it to the disk-to-mirror run that pushes the archive")
 		}
 		if trip.Config == nil && f.retryFailed == "" {
 			return fmt.Errorf("mirror-to-disk needs -c/--config")
@@ -185,4 +194,12 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	}
 	report.Summary(cmd.OutOrStdout())
 	return report.Err()
+}
+
+// checkMaxNestedPaths refuses a depth limit that cannot be meant.
+func checkMaxNestedPaths(n int) error {
+	if n < 0 {
+		return fmt.Errorf("--max-nested-paths %d: use 0 (no limit) or the number of path components the mirror registry allows, e.g. 2 for Quay without nested repositories", n)
+	}
+	return nil
 }
