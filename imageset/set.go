@@ -25,6 +25,10 @@ const (
 	KindReleaseComponent Kind = "release-component"
 	KindReleaseGraph     Kind = "release-graph"
 	KindHelm             Kind = "helm"
+	// KindSignature is a sigstore signature (the cosign "sha256-<hex>.sig"
+	// tag) of another image of the set: copied like an image, never in
+	// IDMS/ITMS, counted apart in summaries.
+	KindSignature Kind = "signature"
 )
 
 // Group is the content type a kind belongs to (release, operator, additional, helm).
@@ -36,6 +40,10 @@ func (k Kind) Group() string {
 		return "operator"
 	case KindHelm:
 		return "helm"
+	case KindSignature:
+		// A signature fails for the image it signs: its AlsoKinds carry
+		// that image's roles and so the exit code bits.
+		return "signature"
 	default:
 		return "additional"
 	}
@@ -66,11 +74,19 @@ type Image struct {
 	// image): it exists only in the local store, never upstream, so it is
 	// read from there and left out of IDMS/ITMS.
 	Built bool `json:"built,omitempty"`
+	// SignatureOf is, for a signature, the digest of the Set image it belongs
+	// to (the index when a platform manifest is what was signed): prune
+	// keeps the signatures of images that stay.
+	SignatureOf string `json:"signatureOf,omitempty"`
 }
 
 // Groups are the content groups needing the image (Kind's first, then AlsoKinds'), each once.
+// A signature has those of the images it signs.
 func (i Image) Groups() []string {
-	groups := []string{i.Kind.Group()}
+	var groups []string
+	if i.Kind != KindSignature || len(i.AlsoKinds) == 0 {
+		groups = append(groups, i.Kind.Group())
+	}
 	for _, k := range i.AlsoKinds {
 		if !slices.Contains(groups, k.Group()) {
 			groups = append(groups, k.Group())
@@ -135,6 +151,20 @@ func (s *Set) Add(img Image) error {
 	}
 	s.Images = append(s.Images, img)
 	return nil
+}
+
+// Signatures counts the signature entries of the set.
+func (s *Set) Signatures() int { return CountSignatures(s.Images) }
+
+// CountSignatures counts the signatures among images.
+func CountSignatures(images []Image) int {
+	n := 0
+	for _, img := range images {
+		if img.Kind == KindSignature {
+			n++
+		}
+	}
+	return n
 }
 
 // Sort orders images by destination so that equal sets serialise equally.

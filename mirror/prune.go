@@ -24,8 +24,10 @@ type MirroredImage struct {
 	// Pushed is true when gapmirror pushed it. An image the destination
 	// already had the first time gapmirror looked is someone else's and
 	// is never pruned or deleted.
-	Pushed    bool      `json:"pushed"`
-	FirstSeen time.Time `json:"firstSeen"`
+	Pushed bool `json:"pushed"`
+	// SignatureOf is, for a signature, the digest of the image it belongs to.
+	SignatureOf string    `json:"signatureOf,omitempty"`
+	FirstSeen   time.Time `json:"firstSeen"`
 	// LastSeen is the last run whose image set held it.
 	LastSeen time.Time `json:"lastSeen"`
 }
@@ -53,7 +55,7 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 		k := img.Destination + "@" + img.Digest
 		if i, ok := at[k]; ok {
 			m := &r.Images[i]
-			m.LastSeen, m.Kind, m.Origin = now, img.Kind, img.Origin
+			m.LastSeen, m.Kind, m.Origin, m.SignatureOf = now, img.Kind, img.Origin, img.SignatureOf
 			// --force re-pushes what was there: that does not make
 			// someone else's image ours.
 			if pushed && !t.Copy.Force {
@@ -62,7 +64,7 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 			return
 		}
 		at[k] = len(r.Images)
-		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, Pushed: pushed, FirstSeen: now, LastSeen: now})
+		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, SignatureOf: img.SignatureOf, Pushed: pushed, FirstSeen: now, LastSeen: now})
 	}
 	for _, img := range res.Copied {
 		note(img, true)
@@ -211,6 +213,12 @@ func pruneCandidates(images []MirroredImage, set *imageset.Set) []prune.Candidat
 	for _, img := range set.Images {
 		inSet[img.Destination] = img.Digest
 	}
+	// The set may lack the signature of an image it keeps (the lookup
+	// failed this time, or --remove-signatures): the signature stays.
+	kept := map[string]bool{}
+	for _, img := range set.Images {
+		kept[img.DestinationRepo()+"@"+img.Digest] = true
+	}
 	var out []prune.Candidate
 	for _, m := range images {
 		if !m.Pushed {
@@ -219,6 +227,12 @@ func pruneCandidates(images []MirroredImage, set *imageset.Set) []prune.Candidat
 		d, ok := inSet[m.Destination]
 		if ok && d == m.Digest {
 			continue
+		}
+		if m.Kind == imageset.KindSignature && !ok {
+			repo, _ := splitDest(m.Destination)
+			if kept[repo+"@"+m.SignatureOf] {
+				continue
+			}
 		}
 		why := fmt.Sprintf("%s is no longer in the image set (last in it %s)", m.Destination, m.LastSeen.Format(time.RFC3339))
 		if ok {

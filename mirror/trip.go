@@ -58,6 +58,9 @@ type Trip struct {
 	Now func() time.Time
 	// Releases say where release payloads, graphs and signatures come from.
 	Releases ReleaseOptions
+	// RemoveSignatures turns off looking for and mirroring the sigstore
+	// (cosign) signatures of the images (oc-mirror's --remove-signatures).
+	RemoveSignatures bool
 
 	content content
 	// ws is the workspace of the running trip (release graphs, signatures).
@@ -119,13 +122,18 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
+	if !t.RemoveSignatures {
+		sigStart := time.Now()
+		st := t.addSignatures(ctx, up, store, set, res)
+		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
+	}
 	for _, w := range res.Warnings {
 		t.Log.Warn(w)
 	}
 	for _, f := range res.Failed {
 		t.Log.Error("cannot resolve image", "image", f.Origin, "why", f.Why, "error", f.Err)
 	}
-	t.Log.Info("image set resolved", "images", len(set.Images), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
+	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	if t.ws != "" {
 		if t.pinned, err = t.writePinned(t.ws, set); err != nil {
 			return nil, nil, fmt.Errorf("writing the pinned configuration: %w", err)
@@ -351,6 +359,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
+	if t.RemoveSignatures {
+		idx.Set = withoutSignatures(idx.Set)
+	}
 	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
 	if err := t.restoreReleaseFiles(ar, ws); err != nil {
 		return nil, err
@@ -456,6 +467,18 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		return rep, err
 	}
 	return rep, t.record(ws, rep)
+}
+
+// withoutSignatures is set less its signatures (--remove-signatures on an
+// archive made with them).
+func withoutSignatures(set *imageset.Set) *imageset.Set {
+	out := &imageset.Set{FormatVersion: set.FormatVersion}
+	for _, img := range set.Images {
+		if img.Kind != imageset.KindSignature {
+			out.Images = append(out.Images, img)
+		}
+	}
+	return out
 }
 
 // seedLocations tells the mirror where earlier runs put blobs, so images
@@ -637,16 +660,29 @@ type failedFile struct {
 // Summary prints what the trip did.
 func (r *Report) Summary(w io.Writer) {
 	if r.Result == nil {
-		fmt.Fprintf(w, "%s (dry run): %d images planned; plan in %s\n", r.Mode, len(r.Set.Images), filepath.Join(r.Workspace, "dry-run"))
+		sigs := ""
+		if n := r.Set.Signatures(); n > 0 {
+			sigs = fmt.Sprintf(" and %d signatures", n)
+		}
+		fmt.Fprintf(w, "%s (dry run): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures(), sigs, filepath.Join(r.Workspace, "dry-run"))
 		r.printBlocked(w)
 		r.printPrune(w)
 		return
 	}
 	res := r.Result
 	secs := res.Duration.Seconds()
+	copied, skipped, failed := imageset.CountSignatures(res.Copied), imageset.CountSignatures(res.Skipped), 0
+	for _, f := range res.Failed {
+		if f.Image.Kind == imageset.KindSignature {
+			failed++
+		}
+	}
 	fmt.Fprintf(w, "%s: %d images copied, %d already there, %d failed; %d blobs, %s moved in %.1fs (%.1f MiB/s); %d blobs reused\n",
-		r.Mode, len(res.Copied), len(res.Skipped), len(res.Failed)+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
+		r.Mode, len(res.Copied)-copied, len(res.Skipped)-skipped, len(res.Failed)-failed+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
 		float64(res.Bytes)/(1<<20)/max(secs, 0.001), res.Reused)
+	if copied+skipped+failed > 0 {
+		fmt.Fprintf(w, "signatures: %d copied, %d already there, %d failed\n", copied, skipped, failed)
+	}
 	r.printBlocked(w)
 	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
 		// The copy itself succeeded; the admin must still learn the mirror

@@ -17,6 +17,7 @@ type deleteFlags struct {
 	deleteYAML string
 	deleteID   string
 	dryRun     bool
+	deleteSigs bool
 }
 
 func newDeleteCommand(g *globalFlags) *cobra.Command {
@@ -49,6 +50,7 @@ collection runs.`,
 	fl.StringVar(&f.deleteYAML, "delete-yaml-file", "", "execute this delete plan (written by --generate)")
 	fl.StringVar(&f.deleteID, "delete-id", "", "with --generate: name the plan delete-images-<id>.yaml")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "with --delete-yaml-file: check the plan against the registry and show what would be deleted")
+	fl.BoolVar(&f.deleteSigs, "delete-signatures", false, "with --generate: also delete the sigstore signatures (sha256-<digest>.sig tags) this workspace mirrored for the deleted images and their platform manifests")
 	return cmd
 }
 
@@ -59,7 +61,7 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 	if !strings.HasPrefix(target, "docker://") {
 		return fmt.Errorf("destination %q: delete works on a mirror registry, docker://HOST[:PORT][/PREFIX]", target)
 	}
-	d := &mirror.Delete{Mirror: g.mirror(), Out: cmd.OutOrStdout(), ToolVersion: version}
+	d := &mirror.Delete{Mirror: g.mirror(), Out: cmd.OutOrStdout(), ToolVersion: version, DeleteSignatures: f.deleteSigs}
 	root := strings.TrimPrefix(target, "docker://")
 	switch {
 	case f.generate && f.deleteYAML != "":
@@ -91,8 +93,8 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 		_, _, err = d.Generate(cmd.Context(), cfg, f.config, dir, root, f.deleteID)
 		return err
 	case f.deleteYAML != "":
-		if f.config != "" || f.workspace != "" || f.deleteID != "" {
-			return fmt.Errorf("--delete-yaml-file takes the plan alone: -c, --workspace and --delete-id go with --generate")
+		if f.config != "" || f.workspace != "" || f.deleteID != "" || f.deleteSigs {
+			return fmt.Errorf("--delete-yaml-file takes the plan alone: -c, --workspace, --delete-id and --delete-signatures go with --generate")
 		}
 		_, err := d.Execute(cmd.Context(), f.deleteYAML, root, f.dryRun)
 		return err

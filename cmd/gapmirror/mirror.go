@@ -29,6 +29,7 @@ type mirrorFlags struct {
 	retryFailed    string
 	releases       mirror.ReleaseOptions
 	prune          bool
+	removeSigs     bool
 }
 
 func newMirrorCommand(g *globalFlags) *cobra.Command {
@@ -60,6 +61,7 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.StringVar(&f.since, "since", "", "mirror-to-disk: leave out only blobs carried by archives made before this date (yyyy-mm-dd), e.g. when a later archive was lost")
 	fl.BoolVar(&f.prune, "prune", false, "disk-to-mirror, mirror-to-mirror: once every image is mirrored, delete from the mirror what earlier runs of this workspace pushed there and the image set no longer holds (without it, the run only lists them)")
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
+	fl.BoolVar(&f.removeSigs, "remove-signatures", false, "do not look for or mirror the images' sigstore (cosign) signatures, the sha256-<digest>.sig tags next to them (mirrored by default, as oc-mirror 4.21 does)")
 	addReleaseFlags(fl, &f.releases)
 	return cmd
 }
@@ -111,6 +113,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	trip.SkipPredecessorCheck = f.skipPredCheck
 	trip.RetryFailed = f.retryFailed
 	trip.Prune = f.prune
+	trip.RemoveSignatures = f.removeSigs
 	if f.retryTimes == 0 {
 		trip.Copy.Retries = -1
 	}

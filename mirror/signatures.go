@@ -1,0 +1,213 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/docker"
+
+	"github.com/gapmirror/gapmirror/imageset"
+)
+
+// SignatureTag is the tag under which cosign stores the sigstore signature
+// of manifest d in the manifest's repository: "sha256-<hex>.sig".
+func SignatureTag(d digest.Digest) string {
+	return imageset.DigestTag(d) + ".sig"
+}
+
+// signatureLookup is one "is there a signature of repo@manifest" question.
+type signatureLookup struct {
+	repo     string // upstream repository, e.g. quay.io/org/app
+	manifest digest.Digest
+}
+
+// signatureAnswer is what upstream said about one lookup.
+type signatureAnswer struct {
+	sig digest.Digest // "" when there is none
+	err error         // a real error: the signature could not be read
+}
+
+// SignatureStats counts what a signature search cost and found.
+type SignatureStats struct {
+	// Lookups is the number of signature tags asked for (one HEAD each).
+	Lookups int
+	// IndexReads counts the manifests read to find platform manifests.
+	IndexReads int
+	Found      int
+	Failed     int
+}
+
+// addSignatures looks upstream, next to every image of set and every
+// platform manifest of its multi-arch images, for the cosign signature tag
+// and adds each one found to set, to be mirrored by digest under the same
+// tag. An absent signature is normal; one that cannot be read is a warning
+// in res and leaves the image itself alone.
+func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, set *imageset.Set, res *imageset.Resolution) SignatureStats {
+	var stats SignatureStats
+	parallel := t.Copy.ParallelImages
+	if parallel <= 0 {
+		parallel = 8
+	}
+	type target struct {
+		img      imageset.Image
+		repo     string
+		manifest digest.Digest
+	}
+	var images []target
+	for _, img := range set.Images {
+		if img.Built || img.Kind == imageset.KindSignature {
+			continue // built here: nobody upstream signed it
+		}
+		named, err := reference.ParseNormalizedNamed(img.Source)
+		if err != nil {
+			continue // cannot happen for a resolved image; the copy reports it
+		}
+		images = append(images, target{img: img, repo: named.Name(), manifest: digest.Digest(img.Digest)})
+	}
+
+	// Platform manifests of indexes: from the store when an earlier run
+	// stored the image, else from upstream (the copy then reuses that read).
+	kidsOf := make([][]digest.Digest, len(images))
+	var reads atomic.Int64
+	parallelDo(len(images), parallel, func(i int) {
+		tg := images[i]
+		data, err := signatureManifest(ctx, up, store, tg.img, tg.manifest, &reads)
+		if err != nil {
+			// The copy meets the same error and reports it with the image.
+			return
+		}
+		if isIndex(mediaTypeOf(data)) {
+			kids, err := children(data)
+			if err == nil {
+				for _, k := range kids {
+					kidsOf[i] = append(kidsOf[i], k.Digest)
+				}
+			}
+		}
+	})
+	stats.IndexReads = int(reads.Load())
+
+	lookups := map[signatureLookup]*signatureAnswer{}
+	var order []signatureLookup
+	for i, tg := range images {
+		for _, d := range append([]digest.Digest{tg.manifest}, kidsOf[i]...) {
+			k := signatureLookup{repo: tg.repo, manifest: d}
+			if lookups[k] == nil {
+				lookups[k] = &signatureAnswer{}
+				order = append(order, k)
+			}
+		}
+	}
+	stats.Lookups = len(order)
+	parallelDo(len(order), parallel, func(i int) {
+		k := order[i]
+		lookups[k].sig, lookups[k].err = up.signature(ctx, k)
+	})
+
+	warned := map[signatureLookup]bool{}
+	for i, tg := range images {
+		for _, d := range append([]digest.Digest{tg.manifest}, kidsOf[i]...) {
+			k := signatureLookup{repo: tg.repo, manifest: d}
+			a := lookups[k]
+			if a.err != nil {
+				if !warned[k] {
+					warned[k] = true
+					stats.Failed++
+					res.Warnings = append(res.Warnings, fmt.Sprintf("signature of %s@%s could not be read, so it is not mirrored (the image is): %v; if the registry is at fault run again later, or pass --remove-signatures to stop looking", k.repo, d, a.err))
+				}
+				continue
+			}
+			if a.sig == "" {
+				continue
+			}
+			tag := SignatureTag(d)
+			what := tg.img.Origin
+			if d != tg.manifest {
+				what = fmt.Sprintf("%s (platform manifest %s)", tg.img.Origin, d)
+			}
+			sig := imageset.Image{
+				Source:      k.repo + "@" + a.sig.String(),
+				Origin:      k.repo + ":" + tag,
+				Digest:      a.sig.String(),
+				Destination: tg.img.DestinationRepo() + ":" + tag,
+				Kind:        imageset.KindSignature,
+				Why:         []string{"signature of " + what},
+				AlsoKinds:   append([]imageset.Kind{tg.img.Kind}, tg.img.AlsoKinds...),
+				SignatureOf: tg.img.Digest,
+			}
+			if err := set.Add(sig); err != nil {
+				// Another image claims the tag: keep it, warn about the signature.
+				res.Warnings = append(res.Warnings, fmt.Sprintf("signature of %s not mirrored: %v", what, err))
+				continue
+			}
+		}
+	}
+	set.Sort()
+	stats.Found = set.Signatures()
+	return stats
+}
+
+// signatureManifest reads manifest d of img, from the store if it is there.
+func signatureManifest(ctx context.Context, up *Registry, store *Store, img imageset.Image, d digest.Digest, reads *atomic.Int64) ([]byte, error) {
+	if store != nil && store.Has(d) {
+		return store.ReadBlob(d)
+	}
+	reads.Add(1)
+	var data []byte
+	err := Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
+		data, _, err = up.Manifest(ctx, img, d)
+		return err
+	})
+	return data, err
+}
+
+// signature returns the digest of the signature tag of k in k's repository,
+// "" when there is none. Every "not there" answer (404 with
+// MANIFEST_UNKNOWN, NAME_UNKNOWN or no body) means none: some registries
+// answer NAME_UNKNOWN for a tag that does not exist.
+func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Digest, error) {
+	named, err := reference.ParseNormalizedNamed(k.repo)
+	if err != nil {
+		return "", err
+	}
+	tagged, err := reference.WithTag(named, SignatureTag(k.manifest))
+	if err != nil {
+		return "", err
+	}
+	ref, err := docker.NewReference(tagged)
+	if err != nil {
+		return "", err
+	}
+	var d digest.Digest
+	err = Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
+		d, err = docker.GetDigest(ctx, r.sys, ref)
+		return err
+	})
+	switch {
+	case err == nil:
+		return d, nil
+	case isNotFound(err):
+		return "", nil
+	default:
+		return "", explain(err, tagged.String())
+	}
+}
+
+// parallelDo runs do(0..n-1) with at most limit at once.
+func parallelDo(n, limit int, do func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, limit)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			do(i)
+		}()
+	}
+	wg.Wait()
+}
