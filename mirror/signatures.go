@@ -19,6 +19,17 @@ func SignatureTag(d digest.Digest) string {
 	return imageset.DigestTag(d) + ".sig"
 }
 
+// platformsFile is the workspace record of the platform manifests of the
+// images signatures were looked for, so later runs need not read them.
+var platformsFile = []string{"sigstore", "platforms.json"}
+
+// platformsRecord maps a manifest digest to its platform manifests (none
+// for a single-platform image).
+type platformsRecord struct {
+	FormatVersion int                               `json:"formatVersion"`
+	Platforms     map[digest.Digest][]digest.Digest `json:"platforms"`
+}
+
 // signatureLookup is one "is there a signature of repo@manifest" question.
 type signatureLookup struct {
 	repo     string // upstream repository, e.g. quay.io/org/app
@@ -69,17 +80,32 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, se
 		images = append(images, target{img: img, repo: named.Name(), manifest: digest.Digest(img.Digest)})
 	}
 
-	// Platform manifests of indexes: from the store when an earlier run
-	// stored the image, else from upstream (the copy then reuses that read).
+	// Platform manifests of indexes: from the workspace's record of earlier
+	// runs (a manifest by digest never changes), the store, else upstream
+	// (the copy then reuses that read).
+	ws := workspace{t.ws}
+	var known platformsRecord
+	if t.ws != "" {
+		if _, err := ws.read(&known, platformsFile...); err != nil {
+			t.Log.Warn("reading the record of platform manifests; reading the manifests again", "error", err)
+			known = platformsRecord{}
+		}
+	}
 	kidsOf := make([][]digest.Digest, len(images))
+	have := make([]bool, len(images))
 	var reads atomic.Int64
 	parallelDo(len(images), parallel, func(i int) {
 		tg := images[i]
+		if kids, ok := known.Platforms[tg.manifest]; ok {
+			kidsOf[i], have[i] = kids, true
+			return
+		}
 		data, err := signatureManifest(ctx, up, store, tg.img, tg.manifest, &reads)
 		if err != nil {
 			// The copy meets the same error and reports it with the image.
 			return
 		}
+		have[i] = true
 		if isIndex(mediaTypeOf(data)) {
 			kids, err := children(data)
 			if err == nil {
@@ -90,6 +116,17 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, se
 		}
 	})
 	stats.IndexReads = int(reads.Load())
+	if t.ws != "" {
+		rec := platformsRecord{FormatVersion: recordFormat, Platforms: map[digest.Digest][]digest.Digest{}}
+		for i, tg := range images {
+			if have[i] {
+				rec.Platforms[tg.manifest] = append([]digest.Digest{}, kidsOf[i]...)
+			}
+		}
+		if err := ws.write(rec, platformsFile...); err != nil {
+			t.Log.Warn("recording the platform manifests of the images; the next run reads them again", "error", err)
+		}
+	}
 
 	lookups := map[signatureLookup]*signatureAnswer{}
 	var order []signatureLookup
