@@ -9,6 +9,7 @@ import (
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
 
 	"github.com/gapmirror/gapmirror/imageset"
 )
@@ -202,16 +203,57 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 	return data, err
 }
 
-// signature returns the digest of the signature tag of k in k's repository,
-// "" when there is none. Every "not there" answer (404 with
-// MANIFEST_UNKNOWN, NAME_UNKNOWN or no body) means none: some registries
-// answer NAME_UNKNOWN for a tag that does not exist.
+// signature returns the digest of the signature tag of k, "" when there
+// is none. It asks where registries.conf sends pulls of k's manifest by
+// digest (mirrors first, as an enclave needs), and the first source that
+// answers decides: every "not there" answer (404 with MANIFEST_UNKNOWN,
+// NAME_UNKNOWN or no body) means none, since some registries answer
+// NAME_UNKNOWN for a tag that does not exist. Only when no source answers
+// is it an error.
 func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Digest, error) {
 	named, err := reference.ParseNormalizedNamed(k.repo)
 	if err != nil {
 		return "", err
 	}
-	tagged, err := reference.WithTag(named, SignatureTag(k.manifest))
+	repos := []reference.Named{named}
+	canonical, err := reference.WithDigest(named, k.manifest)
+	if err != nil {
+		return "", err
+	}
+	reg, err := sysregistriesv2.FindRegistry(r.sys, canonical.String())
+	if err != nil {
+		return "", fmt.Errorf("reading registries.conf: %w", err)
+	}
+	if reg != nil {
+		sources, err := reg.PullSourcesFromReference(canonical)
+		if err != nil {
+			return "", fmt.Errorf("registries.conf sources of %s: %w", canonical, err)
+		}
+		if len(sources) > 0 {
+			repos = repos[:0]
+			for _, s := range sources {
+				repos = append(repos, reference.TrimNamed(s.Reference))
+			}
+		}
+	}
+	var first error
+	for _, repo := range repos {
+		d, err := r.headTag(ctx, repo, SignatureTag(k.manifest))
+		switch {
+		case err == nil:
+			return d, nil
+		case isNotFound(err):
+			return "", nil
+		case first == nil:
+			first = err
+		}
+	}
+	return "", first
+}
+
+// headTag returns the digest repo:tag names, with one HEAD (and retries).
+func (r *Registry) headTag(ctx context.Context, repo reference.Named, tag string) (digest.Digest, error) {
+	tagged, err := reference.WithTag(repo, tag)
 	if err != nil {
 		return "", err
 	}
@@ -224,14 +266,10 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 		d, err = docker.GetDigest(ctx, r.sys, ref)
 		return err
 	})
-	switch {
-	case err == nil:
-		return d, nil
-	case isNotFound(err):
-		return "", nil
-	default:
+	if err != nil && !isNotFound(err) {
 		return "", explain(err, tagged.String())
 	}
+	return d, err
 }
 
 // parallelDo runs do(0..n-1) with at most limit at once.

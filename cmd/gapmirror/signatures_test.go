@@ -317,3 +317,28 @@ func TestSignaturesDelete(t *testing.T) {
 	w.assertMirrored(w.dst, "m2m")
 	w.assertSignatures(w.dst, "m2m", true)
 }
+
+// TestSignaturesThroughRegistriesConfMirror: images named under a registry
+// this machine cannot reach, pulled through a digest-only registries.conf
+// mirror: their signatures are looked up and read there too, and the
+// absent ones are no warning.
+func TestSignaturesThroughRegistriesConfMirror(t *testing.T) {
+	w := newSignedWorld(t, registrytest.Options{})
+	conf := "[[registry]]\nprefix = \"registry.example.invalid\"\nlocation = \"registry.example.invalid\"\nmirror-by-digest-only = true\n" +
+		"[[registry.mirror]]\nlocation = \"" + w.up.Host() + "\"\ninsecure = true\n"
+	must(t, os.WriteFile(w.regsConf, []byte(conf), 0o644))
+	for i := range w.images {
+		// Tags would not go through a digest-only mirror: name every image by digest.
+		w.images[i].Ref = "registry.example.invalid/" + w.images[i].Repo + "@" + w.images[i].Digest.String()
+		w.images[i].Tag = "sha256-" + w.images[i].Digest.Encoded()
+	}
+	code, out, errOut := w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m")
+	if code != 0 || !strings.Contains(out, "signatures: 3 copied") {
+		t.Fatalf("exit %d, summary:\n%s", code, out)
+	}
+	if strings.Contains(errOut, "could not be read") {
+		t.Errorf("absent signatures reported as unreadable:\n%s", errOut)
+	}
+	w.assertMirrored(w.dst, "m")
+	w.assertSignatures(w.dst, "m", true)
+}
