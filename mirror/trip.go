@@ -61,6 +61,11 @@ type Trip struct {
 	// RemoveSignatures turns off looking for and mirroring the sigstore
 	// (cosign) signatures of the images (oc-mirror's --remove-signatures).
 	RemoveSignatures bool
+	// SecurePolicy makes mirror-to-disk and mirror-to-mirror mirror only the
+	// images the signature policy (PolicyPath, else the system's
+	// policy.json) accepts; disk-to-mirror trusts what mirror-to-disk checked.
+	SecurePolicy bool
+	PolicyPath   string
 
 	content content
 	// ws is the workspace of the running trip (release graphs, signatures).
@@ -127,11 +132,20 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 		st := t.addSignatures(ctx, up, store, set, res)
 		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
 	}
+	if t.SecurePolicy {
+		if err := t.verifySignatures(ctx, up, set, res); err != nil {
+			return nil, nil, err
+		}
+	}
 	for _, w := range res.Warnings {
 		t.Log.Warn(w)
 	}
 	for _, f := range res.Failed {
-		t.Log.Error("cannot resolve image", "image", f.Origin, "why", f.Why, "error", f.Err)
+		what := "cannot resolve image"
+		if errors.Is(f.Err, ErrPolicyRefused) {
+			what = "image refused by the signature policy"
+		}
+		t.Log.Error(what, "image", f.Origin, "why", f.Why, "error", f.Err)
 	}
 	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	if t.ws != "" {
@@ -361,6 +375,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	defer dst.Close()
 	if t.RemoveSignatures {
 		idx.Set = withoutSignatures(idx.Set)
+	}
+	if t.SecurePolicy {
+		t.Log.Info("--secure-policy: disk-to-mirror pushes what the archive holds and does not verify again; mirror-to-disk verifies when given --secure-policy")
 	}
 	rep := &Report{Mode: "disk-to-mirror", Set: idx.Set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
 	if err := t.restoreReleaseFiles(ar, ws); err != nil {
@@ -710,16 +727,22 @@ func (r *Report) Summary(w io.Writer) {
 	if r.FailedFile != "" {
 		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
 	}
-	refused, unresolved := 0, 0
+	refused, unresolved, unsigned := 0, 0, 0
 	for _, f := range r.Resolution.Failed {
-		if errors.Is(f.Err, release.ErrReleaseNotVerified) {
+		switch {
+		case errors.Is(f.Err, release.ErrReleaseNotVerified):
 			refused++
-		} else {
+		case errors.Is(f.Err, ErrPolicyRefused):
+			unsigned++
+		default:
 			unresolved++
 		}
 	}
 	if refused > 0 {
 		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
+	}
+	if unsigned > 0 {
+		fmt.Fprintf(w, "%d image(s) refused by the signature policy were not mirrored: have them signed, or fix the policy (--policy), and run again\n", unsigned)
 	}
 	if unresolved > 0 {
 		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")

@@ -5,7 +5,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -341,4 +343,47 @@ func TestSignaturesThroughRegistriesConfMirror(t *testing.T) {
 	}
 	w.assertMirrored(w.dst, "m")
 	w.assertSignatures(w.dst, "m", true)
+}
+
+// TestSecurePolicy: with --secure-policy and a policy requiring the test
+// key's sigstore signatures, only signed images are mirrored (a multi-arch
+// one when its index or every platform manifest is signed); the others
+// fail with the policy's answer.
+func TestSecurePolicy(t *testing.T) {
+	w := newSignedWorld(t, registrytest.Options{})
+	der, err := x509.MarshalPKIXPublicKey(&w.key.PublicKey)
+	must(t, err)
+	keyPath := filepath.Join(w.dir, "cosign.pub")
+	must(t, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644))
+	policy := filepath.Join(w.dir, "policy.json")
+	must(t, os.WriteFile(policy, []byte(`{"default":[{"type":"reject"}],"transports":{"docker":{"`+w.up.Host()+`":[`+
+		`{"type":"sigstoreSigned","keyPath":"`+keyPath+`","signedIdentity":{"type":"matchRepository"}}]}}}`), 0o644))
+	// Image 1 signed by a key the policy does not trust.
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	trusted := w.key
+	w.key = other
+	w.sign(w.images[1].Repo, w.images[1].Digest)
+	w.key = trusted
+	ws := filepath.Join(w.dir, "ws")
+	root := "docker://" + w.dst.Host() + "/m"
+	code, out, _ := w.gapmirror("mirror", "-c", w.isc(""), "--secure-policy", "--policy", policy, "--workspace", "file://"+ws, root)
+	if code != 8 || !strings.Contains(out, "2 images copied") || !strings.Contains(out, "app-01:v1 (mirror.additionalImages[1]): refused by the signature policy") {
+		t.Fatalf("exit %d (want 8, additional images failed), summary:\n%s", code, out)
+	}
+	for i, ex := range w.images {
+		_, err := w.dst.ManifestDigest("m/"+ex.Repo, ex.Tag)
+		if signed := i == 0 || i == 5; signed != (err == nil) {
+			t.Errorf("image %d (%s): signed %v, at the mirror: %v", i, ex.Ref, signed, err)
+		}
+	}
+	// Signing image 3's other platform manifest lets it through.
+	w.sign(w.images[3].Repo, w.childrenOf(w.images[3])[1])
+	code, out, _ = w.gapmirror("mirror", "-c", w.isc(""), "--secure-policy", "--policy", policy, "--workspace", "file://"+ws, root)
+	if code != 8 || !strings.Contains(out, "1 images copied, 2 already there") {
+		t.Fatalf("after signing every platform: exit %d, summary:\n%s", code, out)
+	}
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--policy", policy, "--workspace", "file://"+ws, root); code != 1 {
+		t.Errorf("--policy without --secure-policy: exit %d, want 1", code)
+	}
 }
