@@ -82,8 +82,8 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, se
 	}
 
 	// Platform manifests of indexes: from the workspace's record of earlier
-	// runs (a manifest by digest never changes), the store, else upstream
-	// (the copy then reuses that read).
+	// runs (a manifest by digest never changes), the store, the tag
+	// resolution's read, else upstream.
 	ws := workspace{t.ws}
 	var known platformsRecord
 	if t.ws != "" {
@@ -194,8 +194,16 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 	if store != nil && store.Has(d) {
 		return store.ReadBlob(d)
 	}
+	up.mu.Lock()
+	data, ok := up.resolved[d]
+	up.mu.Unlock()
+	if ok {
+		return data, nil
+	}
 	reads.Add(1)
-	var data []byte
+	// Close the connection right away: keeping one open per image until its
+	// copy would hold thousands of idle connections on large sets.
+	defer up.ImageDone(img)
 	err := Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
 		data, _, err = up.Manifest(ctx, img, d)
 		return err
