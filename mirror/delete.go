@@ -161,7 +161,17 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if sigsLeft > 0 {
 		fmt.Fprintf(d.Out, "%d sigstore signatures of these images stay at the mirror: generate the plan again with --delete-signatures to delete them too\n", sigsLeft)
 	}
-	fmt.Fprintf(d.Out, "delete plan: %d images, %d deletes at %s, written to %s; nothing was deleted: review it, then run\n  gapmirror delete --delete-yaml-file %s docker://%s\n", len(items), len(plan.Actions), root, path, path, root)
+	sigs := 0
+	for _, it := range items {
+		if it.Type == string(imageset.KindSignature) {
+			sigs++
+		}
+	}
+	what := fmt.Sprintf("%d images", len(items)-sigs)
+	if sigs > 0 {
+		what += fmt.Sprintf(" and %d signatures", sigs)
+	}
+	fmt.Fprintf(d.Out, "delete plan: %s, %d deletes at %s, written to %s; nothing was deleted: review it, then run\n  gapmirror delete --delete-yaml-file %s docker://%s\n", what, len(plan.Actions), root, path, path, root)
 	return path, list, nil
 }
 

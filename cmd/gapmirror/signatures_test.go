@@ -34,8 +34,14 @@ type signedWorld struct {
 
 func newSignedWorld(t *testing.T, upOpts registrytest.Options) *signedWorld {
 	t.Helper()
-	w := &signedWorld{world: newWorld(t, upOpts), sigs: map[string]digest.Digest{}}
-	w.pushFleet(6, 8<<10)
+	return signWorld(t, newWorld(t, upOpts))
+}
+
+// signWorld pushes the signed fleet into the upstream of ww.
+func signWorld(t *testing.T, ww *world) *signedWorld {
+	t.Helper()
+	w := &signedWorld{world: ww, sigs: map[string]digest.Digest{}}
+	w.pushFleetTo(w.upTarget(), 6, 8<<10)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	must(t, err)
 	w.key = key
@@ -304,7 +310,7 @@ func TestSignaturesDelete(t *testing.T) {
 		t.Fatalf("delete --generate: exit %d:\n%s", code, out)
 	}
 	code, out, _ = w.gapmirror("delete", "-c", disc, "--generate", "--delete-signatures", "--workspace", "file://"+ws, root)
-	if code != 0 || !strings.Contains(out, "delete plan: 2 images") {
+	if code != 0 || !strings.Contains(out, "delete plan: 1 images and 1 signatures") {
 		t.Fatalf("delete --generate --delete-signatures: exit %d:\n%s", code, out)
 	}
 	if code, _, _ = w.gapmirror("delete", "--delete-yaml-file", filepath.Join(ws, "working-dir", "delete", "delete-images.yaml"), root); code != 0 {
@@ -386,4 +392,17 @@ func TestSecurePolicy(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--policy", policy, "--workspace", "file://"+ws, root); code != 1 {
 		t.Errorf("--policy without --secure-policy: exit %d, want 1", code)
 	}
+}
+
+// TestSignaturesTokenAuth: signature lookups and copies work against
+// registries using the bearer token flow, with a pull-only upstream account.
+func TestSignaturesTokenAuth(t *testing.T) {
+	w := signWorld(t, newTokenWorld(t))
+	w.setAuth(login{w.up.Host(), "puller", upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
+	code, out, errOut := w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m")
+	if code != 0 || !strings.Contains(out, "signatures: 3 copied") || strings.Contains(errOut, "could not be read") {
+		t.Fatalf("exit %d, summary:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	w.assertMirrored(w.dst, "m2m")
+	w.assertSignatures(w.dst, "m2m", true)
 }
