@@ -141,7 +141,9 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, se
 		}
 	}
 	stats.Lookups = len(order)
-	parallelDo(len(order), parallel, func(i int) {
+	// A HEAD is cheap for the registry: twice the copy's parallelism keeps a
+	// no-change rerun of thousands of images short (429s are retried).
+	parallelDo(len(order), 2*parallel, func(i int) {
 		k := order[i]
 		lookups[k].sig, lookups[k].err = up.signature(ctx, k)
 	})
