@@ -182,6 +182,9 @@ func mirrorEntries(set *imageset.Set, root string, notMirrored []string, repoSco
 	var mappings []mapping
 	if set != nil {
 		for _, img := range set.Images {
+			if img.Kind == imageset.KindSignature {
+				continue // found by tag next to the image it signs, which has its entry
+			}
 			m, err := newMapping(img, root)
 			if err != nil {
 				if img.Kind == imageset.KindOperatorCatalog || img.Kind == imageset.KindReleaseGraph {

@@ -405,3 +405,16 @@ func TestMirrorEntriesRepositoryScope(t *testing.T) {
 		t.Errorf("IDMS entries:\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestMirrorSetsLeaveOutSignatures: a signature, found by tag next to the
+// image it signs, never makes an IDMS or ITMS entry of its own.
+func TestMirrorSetsLeaveOutSignatures(t *testing.T) {
+	sig := img(imageset.KindSignature, "quay.io/signed/elsewhere:sha256-1.sig", "signed/elsewhere:sha256-1.sig")
+	files, err := MirrorSets(newSet(sig), testRoot, nil, false, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 0 {
+		t.Errorf("want no files for a set of signatures, got %v", files.Names())
+	}
+}

@@ -27,6 +27,10 @@ const (
 	KindReleaseComponent Kind = "release-component"
 	KindReleaseGraph     Kind = "release-graph"
 	KindHelm             Kind = "helm"
+	// KindSignature is a sigstore signature (the cosign "sha256-<hex>.sig"
+	// tag) of another image of the set: copied like an image, never in
+	// IDMS/ITMS, counted apart in summaries.
+	KindSignature Kind = "signature"
 )
 
 // Group is the content type a kind belongs to (release, operator, additional, helm).
@@ -38,6 +42,10 @@ func (k Kind) Group() string {
 		return "operator"
 	case KindHelm:
 		return "helm"
+	case KindSignature:
+		// A signature fails for the image it signs: its AlsoKinds carry
+		// that image's roles and so the exit code bits.
+		return "signature"
 	default:
 		return "additional"
 	}
@@ -76,6 +84,10 @@ type Image struct {
 	// instances of these platforms ("os/architecture", sorted) with their
 	// blobs. A single-platform image is copied whole whatever its platform.
 	Platforms []string `json:"platforms,omitempty"`
+	// SignatureOf is, for a signature, the digest of the Set image it belongs
+	// to (the index when a platform manifest is what was signed): prune
+	// keeps the signatures of images that stay.
+	SignatureOf string `json:"signatureOf,omitempty"`
 }
 
 // WantsPlatform reports whether an index instance of platform p is copied:
@@ -112,8 +124,12 @@ func MergePlatforms(a, b []string) []string {
 }
 
 // Groups are the content groups needing the image (Kind's first, then AlsoKinds'), each once.
+// A signature has those of the images it signs.
 func (i Image) Groups() []string {
-	groups := []string{i.Kind.Group()}
+	var groups []string
+	if i.Kind != KindSignature || len(i.AlsoKinds) == 0 {
+		groups = append(groups, i.Kind.Group())
+	}
 	for _, k := range i.AlsoKinds {
 		if !slices.Contains(groups, k.Group()) {
 			groups = append(groups, k.Group())
@@ -184,6 +200,20 @@ func (i *Image) merge(img Image) {
 			i.AlsoKinds = append(i.AlsoKinds, k)
 		}
 	}
+}
+
+// Signatures counts the signature entries of the set.
+func (s *Set) Signatures() int { return CountSignatures(s.Images) }
+
+// CountSignatures counts the signatures among images.
+func CountSignatures(images []Image) int {
+	n := 0
+	for _, img := range images {
+		if img.Kind == KindSignature {
+			n++
+		}
+	}
+	return n
 }
 
 // Sort orders images by destination so that equal sets serialise equally.

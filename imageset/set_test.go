@@ -36,3 +36,16 @@ func TestSetAddMergesSections(t *testing.T) {
 		t.Error("two digests for one destination accepted")
 	}
 }
+
+// TestSignatureGroups: a signature fails for the images it signs (their
+// exit code bits), and the set counts signatures apart.
+func TestSignatureGroups(t *testing.T) {
+	sig := Image{Digest: "sha256:2", Destination: "a:sha256-1.sig", Kind: KindSignature, AlsoKinds: []Kind{KindReleaseComponent, KindAdditional}}
+	if got := sig.Groups(); !slices.Equal(got, []string{"release", "additional"}) {
+		t.Errorf("signature groups %v, want [release additional]", got)
+	}
+	s := &Set{Images: []Image{{Digest: "sha256:1", Destination: "a:v1", Kind: KindAdditional}, sig}}
+	if s.Signatures() != 1 {
+		t.Errorf("Signatures() = %d, want 1", s.Signatures())
+	}
+}

@@ -68,6 +68,9 @@ type Delete struct {
 	// MaxNestedPaths, when set, is the --max-nested-paths the user says the
 	// images were mirrored with; it must match the workspace's record.
 	MaxNestedPaths *int
+	// DeleteSignatures adds to the plan the recorded sigstore signatures of
+	// the images it deletes (oc-mirror's --delete-signatures).
+	DeleteSignatures bool
 }
 
 func (d *Delete) now() time.Time {
@@ -114,6 +117,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if err != nil {
 		return "", nil, err
 	}
+	items, sigsLeft := signatureItems(items, rec.Images, root, d.DeleteSignatures)
 	cands := make([]prune.Candidate, 0, len(items))
 	for _, it := range items {
 		cands = append(cands, prune.Candidate{Destination: strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"), Digest: it.Digest, Origin: it.ImageName, Kind: it.Type, Why: it.Why})
@@ -160,7 +164,20 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 		}
 	}
 	PrintPlan(d.Out, plan)
-	fmt.Fprintf(d.Out, "delete plan: %d images, %d deletes at %s, written to %s; nothing was deleted: review it, then run\n  gapmirror delete --delete-yaml-file %s docker://%s\n", len(items), len(plan.Actions), root, path, path, root)
+	if sigsLeft > 0 {
+		fmt.Fprintf(d.Out, "%d sigstore signatures of these images stay at the mirror: generate the plan again with --delete-signatures to delete them too\n", sigsLeft)
+	}
+	sigs := 0
+	for _, it := range items {
+		if it.Type == string(imageset.KindSignature) {
+			sigs++
+		}
+	}
+	what := fmt.Sprintf("%d images", len(items)-sigs)
+	if sigs > 0 {
+		what += fmt.Sprintf(" and %d signatures", sigs)
+	}
+	fmt.Fprintf(d.Out, "delete plan: %s, %d deletes at %s, written to %s; nothing was deleted: review it, then run\n  gapmirror delete --delete-yaml-file %s docker://%s\n", what, len(plan.Actions), root, path, path, root)
 	return path, list, nil
 }
 
@@ -297,6 +314,41 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 		return items[a].ImageReference+items[a].Digest < items[b].ImageReference+items[b].Digest
 	})
 	return items, nil
+}
+
+// signatureItems adds to items the signatures this workspace pushed for
+// them (same destination repository, signing the item's digest or one of its
+// platform manifests) when withSigs, else counts them.
+func signatureItems(items []DeleteItem, images []MirroredImage, root string, withSigs bool) ([]DeleteItem, int) {
+	deleted := map[string]string{} // repo@digest → why
+	seen := map[string]bool{}
+	for _, it := range items {
+		repo, _ := splitDest(strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"))
+		deleted[repo+"@"+it.Digest] = it.Why
+		seen[it.ImageReference+"@"+it.Digest] = true
+	}
+	left := 0
+	for _, m := range images {
+		if m.Kind != imageset.KindSignature || !m.Pushed {
+			continue
+		}
+		repo, _ := splitDest(m.Destination)
+		why, ok := deleted[repo+"@"+m.SignatureOf]
+		ref := "docker://" + root + "/" + m.Destination
+		if !ok || seen[ref+"@"+m.Digest] {
+			continue
+		}
+		seen[ref+"@"+m.Digest] = true
+		if !withSigs {
+			left++
+			continue
+		}
+		items = append(items, DeleteItem{ImageName: m.Origin, ImageReference: ref, Type: string(m.Kind), Digest: m.Digest, Why: why + " (--delete-signatures)"})
+	}
+	sort.Slice(items, func(a, b int) bool {
+		return items[a].ImageReference+items[a].Digest < items[b].ImageReference+items[b].Digest
+	})
+	return items, left
 }
 
 func tagOrDigest(tag, dig string) string {

@@ -28,8 +28,10 @@ type MirroredImage struct {
 	// Pushed is true when gapmirror pushed it. An image the destination
 	// already had the first time gapmirror looked is someone else's and
 	// is never pruned or deleted.
-	Pushed    bool      `json:"pushed"`
-	FirstSeen time.Time `json:"firstSeen"`
+	Pushed bool `json:"pushed"`
+	// SignatureOf is, for a signature, the digest of the image it belongs to.
+	SignatureOf string    `json:"signatureOf,omitempty"`
+	FirstSeen   time.Time `json:"firstSeen"`
 	// LastSeen is the last run whose image set held it.
 	LastSeen time.Time `json:"lastSeen"`
 	// Platforms are the platforms a sparse copy holds (empty: whole), so a
@@ -76,7 +78,7 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 		k := img.Destination + "@" + img.Digest
 		if i, ok := at[k]; ok {
 			m := &r.Images[i]
-			m.LastSeen, m.Kind, m.Origin, m.Unflattened = now, img.Kind, img.Origin, img.Unflattened
+			m.LastSeen, m.Kind, m.Origin, m.Unflattened, m.SignatureOf = now, img.Kind, img.Origin, img.Unflattened, img.SignatureOf
 			// Copied or found complete for img's platforms, on top of what was there.
 			m.Platforms = imageset.MergePlatforms(m.Platforms, img.Platforms)
 			// --force re-pushes what was there: that does not make
@@ -87,7 +89,7 @@ func (t *Trip) remember(w workspace, root string, res *Result) error {
 			return
 		}
 		at[k] = len(r.Images)
-		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Unflattened: img.Unflattened, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, Pushed: pushed, FirstSeen: now, LastSeen: now, Platforms: img.Platforms})
+		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Unflattened: img.Unflattened, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, SignatureOf: img.SignatureOf, Pushed: pushed, FirstSeen: now, LastSeen: now, Platforms: img.Platforms})
 	}
 	for _, img := range res.Copied {
 		note(img, true)
@@ -236,6 +238,12 @@ func pruneCandidates(images []MirroredImage, set *imageset.Set) []prune.Candidat
 	for _, img := range set.Images {
 		inSet[img.Destination] = img.Digest
 	}
+	// The set may lack the signature of an image it keeps (the lookup
+	// failed this time, or --remove-signatures): the signature stays.
+	kept := map[string]bool{}
+	for _, img := range set.Images {
+		kept[img.DestinationRepo()+"@"+img.Digest] = true
+	}
 	var out []prune.Candidate
 	for _, m := range images {
 		if !m.Pushed {
@@ -244,6 +252,12 @@ func pruneCandidates(images []MirroredImage, set *imageset.Set) []prune.Candidat
 		d, ok := inSet[m.Destination]
 		if ok && d == m.Digest {
 			continue
+		}
+		if m.Kind == imageset.KindSignature && !ok {
+			repo, _ := splitDest(m.Destination)
+			if kept[repo+"@"+m.SignatureOf] {
+				continue
+			}
 		}
 		why := fmt.Sprintf("%s is no longer in the image set (last in it %s)", m.Destination, m.LastSeen.Format(time.RFC3339))
 		if ok {

@@ -78,13 +78,16 @@ type Registry struct {
 	mu    sync.Mutex
 	srcs  map[string]types.ImageSource
 	dests map[string]types.ImageDestination
+	// resolved keeps the manifests ResolveDigest read, by digest, so the
+	// signature lookup need not read them again.
+	resolved map[digest.Digest][]byte
 }
 
 // NewUpstream returns a Source reading each image from its upstream
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
-		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}}
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}}
 }
 
 // NewMirror returns the mirror registry at root ("host[:port][/prefix]") as a
@@ -390,7 +393,11 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 		if err != nil {
 			return err
 		}
-		d, err = manifest.Digest(data)
+		if d, err = manifest.Digest(data); err == nil {
+			r.mu.Lock()
+			r.resolved[d] = data
+			r.mu.Unlock()
+		}
 		return err
 	})
 	if err != nil {

@@ -62,6 +62,14 @@ type Trip struct {
 	// components below the registry host (0: no limit); see
 	// imageset.Set.FlattenDestinations.
 	MaxNestedPaths int
+	// RemoveSignatures turns off looking for and mirroring the sigstore
+	// (cosign) signatures of the images (oc-mirror's --remove-signatures).
+	RemoveSignatures bool
+	// SecurePolicy makes mirror-to-disk and mirror-to-mirror mirror only the
+	// images the signature policy (PolicyPath, else the system's
+	// policy.json) accepts; disk-to-mirror trusts what mirror-to-disk checked.
+	SecurePolicy bool
+	PolicyPath   string
 
 	content content
 	// ws is the workspace of the running trip (release graphs, signatures).
@@ -123,13 +131,27 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
+	if !t.RemoveSignatures {
+		sigStart := time.Now()
+		st := t.addSignatures(ctx, up, store, set, res)
+		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
+	}
+	if t.SecurePolicy {
+		if err := t.verifySignatures(ctx, up, set, res); err != nil {
+			return nil, nil, err
+		}
+	}
 	for _, w := range res.Warnings {
 		t.Log.Warn(w)
 	}
 	for _, f := range res.Failed {
-		t.Log.Error("cannot resolve image", "image", f.Origin, "why", f.Why, "error", f.Err)
+		what := "cannot resolve image"
+		if errors.Is(f.Err, ErrPolicyRefused) {
+			what = "image refused by the signature policy"
+		}
+		t.Log.Error(what, "image", f.Origin, "why", f.Why, "error", f.Err)
 	}
-	t.Log.Info("image set resolved", "images", len(set.Images), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
+	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	if t.ws != "" {
 		if t.pinned, err = t.writePinned(t.ws, set); err != nil {
 			return nil, nil, fmt.Errorf("writing the pinned configuration: %w", err)
@@ -358,6 +380,12 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
+	if t.RemoveSignatures {
+		idx.Set = withoutSignatures(idx.Set)
+	}
+	if t.SecurePolicy {
+		t.Log.Info("--secure-policy: disk-to-mirror pushes what the archive holds and does not verify again; mirror-to-disk verifies when given --secure-policy")
+	}
 	set, err := t.flatten(dst.Root(), idx.Set)
 	if err != nil {
 		return nil, err
@@ -489,6 +517,18 @@ func (t *Trip) flatten(root string, set *imageset.Set) (*imageset.Set, error) {
 		return nil, fmt.Errorf("--max-nested-paths %d with mirror docker://%s: %w", t.MaxNestedPaths, root, err)
 	}
 	return flat, nil
+}
+
+// withoutSignatures is set less its signatures (--remove-signatures on an
+// archive made with them).
+func withoutSignatures(set *imageset.Set) *imageset.Set {
+	out := &imageset.Set{FormatVersion: set.FormatVersion}
+	for _, img := range set.Images {
+		if img.Kind != imageset.KindSignature {
+			out.Images = append(out.Images, img)
+		}
+	}
+	return out
 }
 
 // seedLocations tells the mirror where earlier runs put blobs, so images
@@ -682,16 +722,29 @@ type failedFile struct {
 // Summary prints what the trip did.
 func (r *Report) Summary(w io.Writer) {
 	if r.Result == nil {
-		fmt.Fprintf(w, "%s (dry run): %d images planned; plan in %s\n", r.Mode, len(r.Set.Images), filepath.Join(r.Workspace, "dry-run"))
+		sigs := ""
+		if n := r.Set.Signatures(); n > 0 {
+			sigs = fmt.Sprintf(" and %d signatures", n)
+		}
+		fmt.Fprintf(w, "%s (dry run): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures(), sigs, filepath.Join(r.Workspace, "dry-run"))
 		r.printBlocked(w)
 		r.printPrune(w)
 		return
 	}
 	res := r.Result
 	secs := res.Duration.Seconds()
+	copied, skipped, failed := imageset.CountSignatures(res.Copied), imageset.CountSignatures(res.Skipped), 0
+	for _, f := range res.Failed {
+		if f.Image.Kind == imageset.KindSignature {
+			failed++
+		}
+	}
 	fmt.Fprintf(w, "%s: %d images copied, %d already there, %d failed; %d blobs, %s moved in %.1fs (%.1f MiB/s); %d blobs reused\n",
-		r.Mode, len(res.Copied), len(res.Skipped), len(res.Failed)+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
+		r.Mode, len(res.Copied)-copied, len(res.Skipped)-skipped, len(res.Failed)-failed+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
 		float64(res.Bytes)/(1<<20)/max(secs, 0.001), res.Reused)
+	if copied+skipped+failed > 0 {
+		fmt.Fprintf(w, "signatures: %d copied, %d already there, %d failed\n", copied, skipped, failed)
+	}
 	r.printBlocked(w)
 	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
 		// The copy itself succeeded; the admin must still learn the mirror
@@ -719,16 +772,22 @@ func (r *Report) Summary(w io.Writer) {
 	if r.FailedFile != "" {
 		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
 	}
-	refused, unresolved := 0, 0
+	refused, unresolved, unsigned := 0, 0, 0
 	for _, f := range r.Resolution.Failed {
-		if errors.Is(f.Err, release.ErrReleaseNotVerified) {
+		switch {
+		case errors.Is(f.Err, release.ErrReleaseNotVerified):
 			refused++
-		} else {
+		case errors.Is(f.Err, ErrPolicyRefused):
+			unsigned++
+		default:
 			unresolved++
 		}
 	}
 	if refused > 0 {
 		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
+	}
+	if unsigned > 0 {
+		fmt.Fprintf(w, "%d image(s) refused by the signature policy were not mirrored: have them signed, or fix the policy (--policy), and run again\n", unsigned)
 	}
 	if unresolved > 0 {
 		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")

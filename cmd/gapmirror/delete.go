@@ -18,6 +18,7 @@ type deleteFlags struct {
 	deleteID   string
 	dryRun     bool
 	maxNested  int
+	deleteSigs bool
 }
 
 func newDeleteCommand(g *globalFlags) *cobra.Command {
@@ -51,6 +52,7 @@ collection runs.`,
 	fl.StringVar(&f.deleteID, "delete-id", "", "with --generate: name the plan delete-images-<id>.yaml")
 	fl.IntVar(&f.maxNested, "max-nested-paths", 0, "with --generate: the --max-nested-paths the images were mirrored with; checked against the workspace's records, which know the names they were pushed under")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "with --delete-yaml-file: check the plan against the registry and show what would be deleted")
+	fl.BoolVar(&f.deleteSigs, "delete-signatures", false, "with --generate: also delete the sigstore signatures (sha256-<digest>.sig tags) this workspace mirrored for the deleted images and their platform manifests")
 	return cmd
 }
 
@@ -61,7 +63,7 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 	if !strings.HasPrefix(target, "docker://") {
 		return fmt.Errorf("destination %q: delete works on a mirror registry, docker://HOST[:PORT][/PREFIX]", target)
 	}
-	d := &mirror.Delete{Mirror: g.mirror(), Out: cmd.OutOrStdout(), ToolVersion: version}
+	d := &mirror.Delete{Mirror: g.mirror(), Out: cmd.OutOrStdout(), ToolVersion: version, DeleteSignatures: f.deleteSigs}
 	root := strings.TrimPrefix(target, "docker://")
 	switch {
 	case f.generate && f.deleteYAML != "":
@@ -99,8 +101,8 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 		_, _, err = d.Generate(cmd.Context(), cfg, f.config, dir, root, f.deleteID)
 		return err
 	case f.deleteYAML != "":
-		if f.config != "" || f.workspace != "" || f.deleteID != "" || cmd.Flags().Changed("max-nested-paths") {
-			return fmt.Errorf("--delete-yaml-file takes the plan alone (it names the images as they were pushed): -c, --workspace, --delete-id and --max-nested-paths go with --generate")
+		if f.config != "" || f.workspace != "" || f.deleteID != "" || f.deleteSigs || cmd.Flags().Changed("max-nested-paths") {
+			return fmt.Errorf("--delete-yaml-file takes the plan alone (it names the images as they were pushed): -c, --workspace, --delete-id, --delete-signatures and --max-nested-paths go with --generate")
 		}
 		_, err := d.Execute(cmd.Context(), f.deleteYAML, root, f.dryRun)
 		return err

@@ -30,6 +30,9 @@ type mirrorFlags struct {
 	releases       mirror.ReleaseOptions
 	prune          bool
 	maxNestedPaths int
+	removeSigs     bool
+	securePolicy   bool
+	policy         string
 }
 
 func newMirrorCommand(g *globalFlags) *cobra.Command {
@@ -62,6 +65,9 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.BoolVar(&f.prune, "prune", false, "disk-to-mirror, mirror-to-mirror: once every image is mirrored, delete from the mirror what earlier runs of this workspace pushed there and the image set no longer holds (without it, the run only lists them)")
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
 	fl.IntVar(&f.maxNestedPaths, "max-nested-paths", 0, "disk-to-mirror, mirror-to-mirror: for registries that limit repository depth (e.g. Quay: 2), at most this many path components below the host, the mirror root's included; deeper paths keep N-1 components and join the rest with '-' (0: no limit)")
+	fl.BoolVar(&f.removeSigs, "remove-signatures", false, "do not look for or mirror the images' sigstore (cosign) signatures, the sha256-<digest>.sig tags next to them (mirrored by default, as oc-mirror 4.21 does)")
+	fl.BoolVar(&f.securePolicy, "secure-policy", false, "mirror-to-disk, mirror-to-mirror: mirror only images the signature policy accepts (--policy, else /etc/containers/policy.json); cosign signatures are read from the sha256-<digest>.sig tags")
+	fl.StringVar(&f.policy, "policy", "", "with --secure-policy: the containers policy.json to verify images with")
 	addReleaseFlags(fl, &f.releases)
 	return cmd
 }
@@ -117,6 +123,11 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	trip.RetryFailed = f.retryFailed
 	trip.Prune = f.prune
 	trip.MaxNestedPaths = f.maxNestedPaths
+	trip.RemoveSignatures = f.removeSigs
+	if f.policy != "" && !f.securePolicy {
+		return fmt.Errorf("--policy %s is used only with --secure-policy: add --secure-policy to verify images, or leave out --policy", f.policy)
+	}
+	trip.SecurePolicy, trip.PolicyPath = f.securePolicy, f.policy
 	if f.retryTimes == 0 {
 		trip.Copy.Retries = -1
 	}

@@ -1,0 +1,147 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/image"
+	"go.podman.io/image/v5/signature"
+	"go.podman.io/image/v5/types"
+
+	"github.com/gapmirror/gapmirror/imageset"
+)
+
+// sigstoreRegistriesD makes containers/image read cosign's tag-based
+// signatures ("sha256-<hex>.sig") of every registry while a policy is
+// evaluated.
+const sigstoreRegistriesD = "default-docker:\n  use-sigstore-attachments: true\n"
+
+// ErrPolicyRefused marks images the signature policy (--secure-policy) refused.
+var ErrPolicyRefused = errors.New("refused by the signature policy (--secure-policy)")
+
+// verifySignatures evaluates the signature policy (--secure-policy) for
+// every upstream image of set: an image passes when the policy accepts its
+// manifest or, for a multi-arch image, every platform manifest (publishers
+// that sign per architecture). A refused image leaves the set with its
+// signatures and is reported as failed, so nothing unverified is mirrored.
+func (t *Trip) verifySignatures(ctx context.Context, up *Registry, set *imageset.Set, res *imageset.Resolution) error {
+	var policy *signature.Policy
+	var err error
+	if t.PolicyPath != "" {
+		policy, err = signature.NewPolicyFromFile(t.PolicyPath)
+	} else {
+		policy, err = signature.DefaultPolicy(up.sys)
+	}
+	if err != nil {
+		return fmt.Errorf("--secure-policy: reading the signature policy: %w (give one with --policy FILE, a containers policy.json)", err)
+	}
+	pc, err := signature.NewPolicyContext(policy)
+	if err != nil {
+		return fmt.Errorf("--secure-policy: %w", err)
+	}
+	defer func() { _ = pc.Destroy() }()
+	dir, err := os.MkdirTemp("", "gapmirror-registries.d-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "gapmirror-sigstore.yaml"), []byte(sigstoreRegistriesD), 0o644); err != nil {
+		return err
+	}
+	sys := *up.sys
+	sys.RegistriesDirPath = dir
+
+	var images []imageset.Image
+	for _, img := range set.Images {
+		if !img.Built && img.Kind != imageset.KindSignature {
+			images = append(images, img)
+		}
+	}
+	refusals := make([]error, len(images))
+	parallel := max(t.Copy.ParallelImages, 1)
+	// A PolicyContext is not safe for concurrent use: one evaluation at a
+	// time, the image sources opened in parallel.
+	var mu sync.Mutex
+	parallelDo(len(images), parallel, func(i int) {
+		refusals[i] = allowed(ctx, pc, &mu, &sys, up, images[i])
+	})
+	refused := map[string]bool{} // destination repo @ digest
+	for i, img := range images {
+		if refusals[i] == nil {
+			continue
+		}
+		refused[img.DestinationRepo()+"@"+img.Digest] = true
+		res.Failed = append(res.Failed, imageset.Unresolved{Origin: img.Origin, Kind: img.Kind, Why: strings.Join(img.Why, "; "), Err: refusals[i]})
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	kept := set.Images[:0]
+	for _, img := range set.Images {
+		if refused[img.DestinationRepo()+"@"+img.Digest] || img.Kind == imageset.KindSignature && refused[img.DestinationRepo()+"@"+img.SignatureOf] {
+			continue
+		}
+		kept = append(kept, img)
+	}
+	set.Images = kept
+	return nil
+}
+
+// allowed is nil when the policy accepts img, else why it refuses it.
+func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, sys *types.SystemContext, up *Registry, img imageset.Image) error {
+	named, err := reference.ParseNormalizedNamed(img.Source)
+	if err != nil {
+		return err
+	}
+	ref, err := docker.NewReference(named)
+	if err != nil {
+		return err
+	}
+	var src types.ImageSource
+	err = Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
+		src, err = ref.NewImageSource(ctx, sys)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("not verified: reading the image: %w", explain(err, img.Source))
+	}
+	defer src.Close()
+	check := func(instance *digest.Digest) error {
+		mu.Lock()
+		defer mu.Unlock()
+		ok, err := pc.IsRunningImageAllowed(ctx, image.UnparsedInstance(src, instance))
+		if !ok && err == nil {
+			err = errors.New("refused")
+		}
+		return err
+	}
+	topErr := check(nil)
+	if topErr == nil {
+		return nil
+	}
+	data, _, err := src.GetManifest(ctx, nil)
+	if err == nil && isIndex(mediaTypeOf(data)) {
+		if kids, err := children(data); err == nil && len(kids) > 0 {
+			var kidErr error
+			for _, k := range kids {
+				if err := check(&k.Digest); err != nil {
+					kidErr = fmt.Errorf("platform manifest %s: %w", k.Digest, err)
+					break
+				}
+			}
+			if kidErr == nil {
+				return nil
+			}
+			topErr = fmt.Errorf("%w, and not every platform manifest is signed either (%w)", topErr, kidErr)
+		}
+	}
+	return fmt.Errorf("%w: %w; sign the image (cosign sign), fix the policy (--policy), or mirror without --secure-policy", ErrPolicyRefused, topErr)
+}

@@ -1,0 +1,298 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
+
+	"github.com/gapmirror/gapmirror/imageset"
+)
+
+// SignatureTag is the tag under which cosign stores the sigstore signature
+// of manifest d in the manifest's repository: "sha256-<hex>.sig".
+func SignatureTag(d digest.Digest) string {
+	return imageset.DigestTag(d) + ".sig"
+}
+
+// platformsFile is the workspace record of the platform manifests of the
+// images signatures were looked for, so later runs need not read them.
+var platformsFile = []string{"sigstore", "platforms.json"}
+
+// platformsRecord maps a manifest digest to its platform manifests (none
+// for a single-platform image).
+type platformsRecord struct {
+	FormatVersion int                               `json:"formatVersion"`
+	Platforms     map[digest.Digest][]digest.Digest `json:"platforms"`
+}
+
+// signatureLookup is one "is there a signature of repo@manifest" question.
+type signatureLookup struct {
+	repo     string // upstream repository, e.g. quay.io/org/app
+	manifest digest.Digest
+}
+
+// signatureAnswer is what upstream said about one lookup.
+type signatureAnswer struct {
+	sig digest.Digest // "" when there is none
+	err error         // a real error: the signature could not be read
+}
+
+// SignatureStats counts what a signature search cost and found.
+type SignatureStats struct {
+	// Lookups is the number of signature tags asked for (one HEAD each).
+	Lookups int
+	// IndexReads counts the manifests read to find platform manifests.
+	IndexReads int
+	Found      int
+	Failed     int
+}
+
+// addSignatures looks upstream, next to every image of set and every
+// platform manifest of its multi-arch images, for the cosign signature tag
+// and adds each one found to set, to be mirrored by digest under the same
+// tag. An absent signature is normal; one that cannot be read is a warning
+// in res and leaves the image itself alone.
+func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, set *imageset.Set, res *imageset.Resolution) SignatureStats {
+	var stats SignatureStats
+	parallel := t.Copy.ParallelImages
+	if parallel <= 0 {
+		parallel = 8
+	}
+	type target struct {
+		img      imageset.Image
+		repo     string
+		manifest digest.Digest
+	}
+	var images []target
+	for _, img := range set.Images {
+		if img.Built || img.Kind == imageset.KindSignature {
+			continue // built here: nobody upstream signed it
+		}
+		named, err := reference.ParseNormalizedNamed(img.Source)
+		if err != nil {
+			continue // cannot happen for a resolved image; the copy reports it
+		}
+		images = append(images, target{img: img, repo: named.Name(), manifest: digest.Digest(img.Digest)})
+	}
+
+	// Platform manifests of indexes: from the workspace's record of earlier
+	// runs (a manifest by digest never changes), the store, the tag
+	// resolution's read, else upstream.
+	ws := workspace{t.ws}
+	var known platformsRecord
+	if t.ws != "" {
+		if _, err := ws.read(&known, platformsFile...); err != nil {
+			t.Log.Warn("reading the record of platform manifests; reading the manifests again", "error", err)
+			known = platformsRecord{}
+		}
+	}
+	kidsOf := make([][]digest.Digest, len(images))
+	have := make([]bool, len(images))
+	var reads atomic.Int64
+	parallelDo(len(images), parallel, func(i int) {
+		tg := images[i]
+		if kids, ok := known.Platforms[tg.manifest]; ok {
+			kidsOf[i], have[i] = kids, true
+			return
+		}
+		data, err := signatureManifest(ctx, up, store, tg.img, tg.manifest, &reads)
+		if err != nil {
+			// The copy meets the same error and reports it with the image.
+			return
+		}
+		have[i] = true
+		if isIndex(mediaTypeOf(data)) {
+			kids, err := children(data)
+			if err == nil {
+				for _, k := range kids {
+					kidsOf[i] = append(kidsOf[i], k.Digest)
+				}
+			}
+		}
+	})
+	stats.IndexReads = int(reads.Load())
+	if t.ws != "" {
+		rec := platformsRecord{FormatVersion: recordFormat, Platforms: map[digest.Digest][]digest.Digest{}}
+		for i, tg := range images {
+			if have[i] {
+				rec.Platforms[tg.manifest] = append([]digest.Digest{}, kidsOf[i]...)
+			}
+		}
+		if err := ws.write(rec, platformsFile...); err != nil {
+			t.Log.Warn("recording the platform manifests of the images; the next run reads them again", "error", err)
+		}
+	}
+
+	lookups := map[signatureLookup]*signatureAnswer{}
+	var order []signatureLookup
+	for i, tg := range images {
+		for _, d := range append([]digest.Digest{tg.manifest}, kidsOf[i]...) {
+			k := signatureLookup{repo: tg.repo, manifest: d}
+			if lookups[k] == nil {
+				lookups[k] = &signatureAnswer{}
+				order = append(order, k)
+			}
+		}
+	}
+	stats.Lookups = len(order)
+	// A HEAD is cheap for the registry: twice the copy's parallelism keeps a
+	// no-change rerun of thousands of images short (429s are retried).
+	parallelDo(len(order), 2*parallel, func(i int) {
+		k := order[i]
+		lookups[k].sig, lookups[k].err = up.signature(ctx, k)
+	})
+
+	warned := map[signatureLookup]bool{}
+	for i, tg := range images {
+		for _, d := range append([]digest.Digest{tg.manifest}, kidsOf[i]...) {
+			k := signatureLookup{repo: tg.repo, manifest: d}
+			a := lookups[k]
+			if a.err != nil {
+				if !warned[k] {
+					warned[k] = true
+					stats.Failed++
+					res.Warnings = append(res.Warnings, fmt.Sprintf("signature of %s@%s could not be read, so it is not mirrored (the image is): %v; if the registry is at fault run again later, or pass --remove-signatures to stop looking", k.repo, d, a.err))
+				}
+				continue
+			}
+			if a.sig == "" {
+				continue
+			}
+			tag := SignatureTag(d)
+			what := tg.img.Origin
+			if d != tg.manifest {
+				what = fmt.Sprintf("%s (platform manifest %s)", tg.img.Origin, d)
+			}
+			sig := imageset.Image{
+				Source:      k.repo + "@" + a.sig.String(),
+				Origin:      k.repo + ":" + tag,
+				Digest:      a.sig.String(),
+				Destination: tg.img.DestinationRepo() + ":" + tag,
+				Kind:        imageset.KindSignature,
+				Why:         []string{"signature of " + what},
+				AlsoKinds:   append([]imageset.Kind{tg.img.Kind}, tg.img.AlsoKinds...),
+				SignatureOf: tg.img.Digest,
+			}
+			if err := set.Add(sig); err != nil {
+				// Another image claims the tag: keep it, warn about the signature.
+				res.Warnings = append(res.Warnings, fmt.Sprintf("signature of %s not mirrored: %v", what, err))
+				continue
+			}
+		}
+	}
+	set.Sort()
+	stats.Found = set.Signatures()
+	return stats
+}
+
+// signatureManifest reads manifest d of img, from the store if it is there.
+func signatureManifest(ctx context.Context, up *Registry, store *Store, img imageset.Image, d digest.Digest, reads *atomic.Int64) ([]byte, error) {
+	if store != nil && store.Has(d) {
+		return store.ReadBlob(d)
+	}
+	up.mu.Lock()
+	data, ok := up.resolved[d]
+	up.mu.Unlock()
+	if ok {
+		return data, nil
+	}
+	reads.Add(1)
+	// Close the connection right away: keeping one open per image until its
+	// copy would hold thousands of idle connections on large sets.
+	defer up.ImageDone(img)
+	err := Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
+		data, _, err = up.Manifest(ctx, img, d)
+		return err
+	})
+	return data, err
+}
+
+// signature returns the digest of the signature tag of k, "" when there
+// is none. It asks where registries.conf sends pulls of k's manifest by
+// digest (mirrors first, as an enclave needs), and the first source that
+// answers decides: every "not there" answer (404 with MANIFEST_UNKNOWN,
+// NAME_UNKNOWN or no body) means none, since some registries answer
+// NAME_UNKNOWN for a tag that does not exist. Only when no source answers
+// is it an error.
+func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Digest, error) {
+	named, err := reference.ParseNormalizedNamed(k.repo)
+	if err != nil {
+		return "", err
+	}
+	repos := []reference.Named{named}
+	canonical, err := reference.WithDigest(named, k.manifest)
+	if err != nil {
+		return "", err
+	}
+	reg, err := sysregistriesv2.FindRegistry(r.sys, canonical.String())
+	if err != nil {
+		return "", fmt.Errorf("reading registries.conf: %w", err)
+	}
+	if reg != nil {
+		sources, err := reg.PullSourcesFromReference(canonical)
+		if err != nil {
+			return "", fmt.Errorf("registries.conf sources of %s: %w", canonical, err)
+		}
+		if len(sources) > 0 {
+			repos = repos[:0]
+			for _, s := range sources {
+				repos = append(repos, reference.TrimNamed(s.Reference))
+			}
+		}
+	}
+	var first error
+	for _, repo := range repos {
+		d, err := r.headTag(ctx, repo, SignatureTag(k.manifest))
+		switch {
+		case err == nil:
+			return d, nil
+		case isNotFound(err):
+			return "", nil
+		case first == nil:
+			first = err
+		}
+	}
+	return "", first
+}
+
+// headTag returns the digest repo:tag names, with one HEAD (and retries).
+func (r *Registry) headTag(ctx context.Context, repo reference.Named, tag string) (digest.Digest, error) {
+	tagged, err := reference.WithTag(repo, tag)
+	if err != nil {
+		return "", err
+	}
+	ref, err := docker.NewReference(tagged)
+	if err != nil {
+		return "", err
+	}
+	var d digest.Digest
+	err = Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
+		d, err = docker.GetDigest(ctx, r.sys, ref)
+		return err
+	})
+	if err != nil && !isNotFound(err) {
+		return "", explain(err, tagged.String())
+	}
+	return d, err
+}
+
+// parallelDo runs do(0..n-1) with at most limit at once.
+func parallelDo(n, limit int, do func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, limit)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			do(i)
+		}()
+	}
+	wg.Wait()
+}
