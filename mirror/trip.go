@@ -66,6 +66,8 @@ type Trip struct {
 	leftOut []string
 	// blocked names the images mirror.blockedImages kept out (for the archive).
 	blocked []string
+	// charts are the helm chart files written into the workspace.
+	charts []string
 }
 
 // Report is what a trip did.
@@ -88,6 +90,8 @@ type Report struct {
 	LeftOut []string
 	// Prune is what the prune step did or would do (mirror destinations).
 	Prune *PruneReport
+	// HelmCharts lists the chart files written into working-dir/helm.
+	HelmCharts []string
 }
 
 func (t *Trip) now() time.Time {
@@ -97,12 +101,13 @@ func (t *Trip) now() time.Time {
 	return time.Now().UTC()
 }
 
-// contributors resolve the configuration sections that need registry
-// access and the local store: operator catalogs and release payloads.
+// contributors resolve the configuration sections that need more than a
+// tag lookup: operator catalogs, release payloads and helm charts.
 func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
 	return []imageset.Contributor{
 		&operators{trip: t, up: up, store: store},
 		&releaseContributor{t: t, up: up, store: store},
+		&helmCharts{t: t},
 	}
 }
 
@@ -188,7 +193,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
+	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws, HelmCharts: t.charts}
 	if t.DryRun {
 		return rep, t.writePlan(ws, set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
 	}
@@ -348,6 +353,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err := t.loadTemplates(ar.Extra, idx.Set, ws); err != nil {
 		return nil, err
 	}
+	if rep.HelmCharts, err = t.restoreHelmCharts(ar, ws); err != nil {
+		return nil, err
+	}
 	if t.DryRun {
 		if err := t.writePlan(ws, idx.Set, nil); err != nil {
 			return rep, err
@@ -412,7 +420,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
+	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root(), HelmCharts: t.charts}
 	if t.DryRun {
 		if err := t.writePlan(ws, set, nil); err != nil {
 			return rep, err
@@ -516,7 +524,9 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 	var notMirrored []string
 	notMirrored = append(notMirrored, rep.Resolution.Blocked...)
 	for _, f := range rep.Resolution.Failed {
-		notMirrored = append(notMirrored, f.Origin)
+		if !f.NotImage {
+			notMirrored = append(notMirrored, f.Origin)
+		}
 	}
 	for _, f := range rep.Result.Failed {
 		notMirrored = append(notMirrored, f.Image.Origin)
@@ -648,6 +658,9 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	for _, c := range r.ClusterResources {
 		fmt.Fprintf(w, "cluster resource: %s\n", c)
+	}
+	for _, c := range r.HelmCharts {
+		fmt.Fprintf(w, "helm chart: %s\n", c)
 	}
 	r.printPrune(w)
 	for _, f := range r.Resolution.Failed {
