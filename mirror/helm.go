@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path"
@@ -44,7 +45,7 @@ func (h *helmCharts) Sections() []string { return []string{"mirror.helm"} }
 // helmChart is one chart selected by the configuration.
 type helmChart struct {
 	path  string // configuration path, e.g. mirror.helm.repositories[0].charts[1]
-	label string // "chart podinfo 6.5.0 from repository demo"
+	label string // "helm chart podinfo 6.5.0 from repository demo"
 	repo  string // repository name, or "local"
 	url   string // redacted repository URL, or the local path
 	data  []byte // the .tgz
@@ -105,11 +106,20 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 
 	wanted := map[string]*wantedHelmImage{}
 	var records []chartRecord
+	kept := map[string]string{} // file → digest
 	for _, c := range charts {
 		images, ok := h.images(c, wanted, r)
 		if !ok {
 			continue
 		}
+		d := helm.Digest(c.data)
+		if have, dup := kept[c.file()]; dup {
+			if have != d {
+				r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("another entry gives a different chart %s %s (%s, this one %s): give them different versions", c.name, c.ver, have, d)))
+			}
+			continue
+		}
+		kept[c.file()] = d
 		rec, err := h.keep(c, images)
 		if err != nil {
 			return err
@@ -124,13 +134,13 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 }
 
 func chartFailure(c *helmChart, err error) imageset.Unresolved {
-	return imageset.Unresolved{Origin: "helm " + c.label, Kind: imageset.KindHelm, Why: c.path, Err: err, NotImage: true}
+	return imageset.Unresolved{Origin: c.label, Kind: imageset.KindHelm, Why: c.path, Err: err, NotImage: true}
 }
 
 // repository selects, downloads and checks the charts of one repository.
 func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.HelmRepository, r *imageset.Resolving) ([]*helmChart, error) {
 	hr := helm.Repository{URL: repo.URL, Client: h.client}
-	whole := &helmChart{path: rp, label: fmt.Sprintf("repository %s (%s)", repo.Name, hr.Redacted())}
+	whole := &helmChart{path: rp, label: fmt.Sprintf("helm repository %s (%s)", repo.Name, hr.Redacted())}
 	paths := make([][]helm.ImagePath, len(repo.Charts))
 	for j, c := range repo.Charts {
 		for k, e := range c.ImagePaths {
@@ -171,15 +181,20 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 			if ver == "" {
 				ver = "(latest)"
 			}
-			failed := &helmChart{path: chp, label: fmt.Sprintf("chart %s %s from repository %s", c.Name, ver, repo.Name)}
+			failed := &helmChart{path: chp, label: fmt.Sprintf("helm chart %s %s from repository %s", c.Name, ver, repo.Name)}
 			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(failed, fmt.Errorf("%w: fix %s", err, chp)))
+			continue
+		}
+		// A chart listed twice is fetched once, with the image paths of both entries.
+		if k := slices.IndexFunc(picks, func(p pick) bool { return p.cv.Name == cv.Name && p.cv.Version == cv.Version }); k >= 0 {
+			picks[k].paths = append(picks[k].paths, paths[j]...)
 			continue
 		}
 		picks = append(picks, pick{path: chp, cv: cv, paths: paths[j]})
 	}
 	var out []*helmChart
 	for _, p := range picks {
-		c := &helmChart{path: p.path, label: fmt.Sprintf("chart %s %s from repository %s", p.cv.Name, p.cv.Version, repo.Name),
+		c := &helmChart{path: p.path, label: fmt.Sprintf("helm chart %s %s from repository %s", p.cv.Name, p.cv.Version, repo.Name),
 			repo: repo.Name, url: hr.Redacted(), paths: p.paths, index: p.cv.Digest, name: p.cv.Name, ver: p.cv.Version}
 		if c.data, err = h.download(ctx, hr, c, p.cv); err != nil {
 			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
@@ -203,7 +218,7 @@ func (h *helmCharts) download(ctx context.Context, hr helm.Repository, c *helmCh
 
 // local loads a chart directory or .tgz from disk.
 func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Resolving) (*helmChart, error) {
-	c := &helmChart{path: lp, label: fmt.Sprintf("local chart %s (%s)", lc.Name, lc.Path), repo: "local", url: lc.Path}
+	c := &helmChart{path: lp, label: fmt.Sprintf("helm chart %s (local, %s)", lc.Name, lc.Path), repo: "local", url: lc.Path}
 	for k, e := range lc.ImagePaths {
 		p, err := helm.CompileImagePath(e)
 		if err != nil {
@@ -284,7 +299,7 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 // pin resolves the wanted images to digests and adds them to the set.
 func (h *helmCharts) pin(ctx context.Context, wanted map[string]*wantedHelmImage, r *imageset.Resolving) {
 	var list []*wantedHelmImage
-	for _, origin := range sortedKeys(wanted) {
+	for _, origin := range slices.Sorted(maps.Keys(wanted)) {
 		w := wanted[origin]
 		if b := r.Blocked(origin, reference.Path(w.named)); b != "" {
 			r.Resolution.Blocked = append(r.Resolution.Blocked, origin)
@@ -322,15 +337,6 @@ func (h *helmCharts) pin(ctx context.Context, wanted map[string]*wantedHelmImage
 			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: err})
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // file is where the chart lives under working-dir and in the archive.

@@ -126,6 +126,10 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 		t.Log.Warn(w)
 	}
 	for _, f := range res.Failed {
+		if f.NotImage {
+			t.Log.Error("cannot use", "what", f.Origin, "why", f.Why, "error", f.Err)
+			continue
+		}
 		t.Log.Error("cannot resolve image", "image", f.Origin, "why", f.Why, "error", f.Err)
 	}
 	t.Log.Info("image set resolved", "images", len(set.Images), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
@@ -676,13 +680,19 @@ func (r *Report) Summary(w io.Writer) {
 	if r.FailedFile != "" {
 		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
 	}
-	refused, unresolved := 0, 0
+	refused, unresolved, unusable := 0, 0, 0
 	for _, f := range r.Resolution.Failed {
-		if errors.Is(f.Err, release.ErrReleaseNotVerified) {
+		switch {
+		case f.NotImage:
+			unusable++
+		case errors.Is(f.Err, release.ErrReleaseNotVerified):
 			refused++
-		} else {
+		default:
 			unresolved++
 		}
+	}
+	if unusable > 0 {
+		fmt.Fprintf(w, "%d helm repositories, charts or chart images could not be used, so the images they name were not mirrored: fix what their FAILED lines say and run again\n", unusable)
 	}
 	if refused > 0 {
 		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
@@ -749,7 +759,7 @@ type FailedError struct {
 }
 
 func (e *FailedError) Error() string {
-	return fmt.Sprintf("%d images failed (see above); the others were mirrored: %v", len(e.Errs), errors.Join(e.Errs...))
+	return fmt.Sprintf("%d images or charts failed (see above); the others were mirrored: %v", len(e.Errs), errors.Join(e.Errs...))
 }
 
 // ExitCode is the OR of the failed groups' bits.

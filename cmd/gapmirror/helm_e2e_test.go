@@ -163,3 +163,81 @@ func assertCharts(t *testing.T, wd string, want map[string][]byte) {
 		}
 	}
 }
+
+// TestHelmBadInputs: an unreachable repository, an unknown chart, an
+// unknown version, a chart that needs values, an image missing upstream and
+// a blocked image each fail or leave out only themselves, say what to fix,
+// and the run exits with the helm bit (16) after mirroring the rest.
+func TestHelmBadInputs(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.expectApp("good", "v1", 300)
+	w.pushApp("blocked", "v1", 301)
+	reg := w.up.Host()
+	repo := helmtest.Serve(t,
+		helmtest.Pod("good", "1.0.0", reg+"/apps/good:v1"),
+		helmtest.Pod("gone", "1.0.0", reg+"/apps/missing:v1"),
+		helmtest.Pod("fenced", "1.0.0", reg+"/apps/blocked:v1"),
+		helmtest.NeedsValues("picky", "1.0.0"))
+	isc := w.writeISC("bad.yaml", fmt.Sprintf(`  blockedImages:
+  - name: apps/blocked
+  helm:
+    repositories:
+    - name: down
+      url: http://127.0.0.1:1/charts
+    - name: demo
+      url: %s
+      charts:
+      - name: good
+      - name: nosuch
+      - name: good
+        version: 9.9.9
+      - name: picky
+      - name: gone
+      - name: fenced
+    local:
+    - name: missing-dir
+      path: %s
+`, repo.URL(), filepath.Join(w.dir, "no-such-chart")))
+	ws := filepath.Join(w.dir, "ws")
+	code, out, stderr := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 16 {
+		t.Errorf("exit %d, want 16 (helm failures)", code)
+	}
+	w.assertMirrored(w.dst, "m")
+	all := out + stderr
+	for _, want := range []string{
+		"helm repository down (http://127.0.0.1:1/charts)",
+		"check mirror.helm.repositories[0].url",
+		`chart "nosuch" is not in the repository index (it has fenced, gone, good, picky): fix mirror.helm.repositories[1].charts[1]`,
+		`chart "good" has no version "9.9.9" in the repository index (it has 1.0.0): fix mirror.helm.repositories[1].charts[2]`,
+		"helm chart picky 1.0.0 from repository demo (mirror.helm.repositories[1].charts[3])",
+		"set image.tag",
+		reg + "/apps/missing:v1 (mirror.helm.repositories[1].charts[4]: helm chart gone 1.0.0: Pod/gone",
+		"helm chart missing-dir (local, ",
+		"fix mirror.helm.local[0].path",
+		"1 images left out by mirror.blockedImages",
+		"5 helm repositories, charts or chart images could not be used",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("output does not say %q", want)
+		}
+	}
+	// Nothing the config did not ask for, and no blocked image, in IDMS/ITMS terms: the blocked repository is not mirrored.
+	if _, err := w.dst.ManifestDigest("m/apps/blocked", "v1"); err == nil {
+		t.Error("the blocked image was mirrored")
+	}
+
+	// A broken imagePaths expression is a configuration error naming the field.
+	bad := w.writeISC("badpath.yaml", fmt.Sprintf(`  helm:
+    repositories:
+    - name: demo
+      url: %s
+      charts:
+      - name: good
+        imagePaths: ["{.spec.containers[*"]
+`, repo.URL()))
+	code, _, stderr = w.gapmirror("mirror", "-c", bad, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 1 || !strings.Contains(stderr, "mirror.helm.repositories[0].charts[0].imagePaths[0]") {
+		t.Errorf("broken imagePaths: exit %d:\n%s", code, stderr)
+	}
+}

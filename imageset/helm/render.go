@@ -3,9 +3,11 @@ package helm
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -208,13 +210,8 @@ func Render(ch *chart.Chart) ([]Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot render the templates with the default values: %w", err)
 	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var docs []Document
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(files)) {
 		if !strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml") && !strings.HasSuffix(n, ".json") {
 			continue // NOTES.txt and other text
 		}

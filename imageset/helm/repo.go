@@ -8,8 +8,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -110,12 +112,7 @@ func (ix *Index) All() []ChartVersion {
 }
 
 func (ix *Index) names() string {
-	var names []string
-	for n := range ix.Entries {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return short(names)
+	return short(slices.Sorted(maps.Keys(ix.Entries)))
 }
 
 func versions(list []ChartVersion) string {
