@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"go.podman.io/image/v5/pkg/tlsclientconfig"
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
@@ -84,7 +85,11 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 		return nil
 	}
 	if h.client == nil {
-		h.client = h.t.helmHTTPClient()
+		client, err := h.t.helmHTTPClient()
+		if err != nil {
+			return err
+		}
+		h.client = client
 	}
 	var charts []*helmChart
 	for i, repo := range hc.Repositories {
@@ -393,14 +398,20 @@ func safeName(s string) string {
 }
 
 // helmHTTPClient reaches chart repositories as the source registries are
-// reached: TLS verified unless --src-tls-verify=false, proxies from the
-// environment.
-func (t *Trip) helmHTTPClient() *http.Client {
+// reached: TLS verified unless --src-tls-verify=false, the CA and client
+// certificates of --src-cert-dir, proxies from the environment.
+func (t *Trip) helmHTTPClient() (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if t.Upstream.Insecure {
-		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user's --src-tls-verify=false
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.Upstream.CertDir != "" {
+		if err := tlsclientconfig.SetupCertificates(t.Upstream.CertDir, tr.TLSClientConfig); err != nil {
+			return nil, fmt.Errorf("--src-cert-dir %s: %w", t.Upstream.CertDir, err)
+		}
 	}
-	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}
+	if t.Upstream.Insecure {
+		tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // the user's --src-tls-verify=false
+	}
+	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil
 }
 
 // restoreHelmCharts writes the charts an archive carries into

@@ -3,6 +3,7 @@ package helm_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -129,5 +130,35 @@ func TestRepositoryIndexAndDownload(t *testing.T) {
 	latest.Digest = strings.Repeat("0", 64)
 	if _, err := r.Download(context.Background(), latest); err == nil || !strings.Contains(err.Error(), "the index says") {
 		t.Errorf("digest mismatch not caught: %v", err)
+	}
+}
+
+// TestRepositoryBasicAuth: credentials in the repository URL are sent as
+// basic auth, for the index and for charts on the same host.
+func TestRepositoryBasicAuth(t *testing.T) {
+	repo := helmtest.Serve(t, helmtest.Pod("p", "0.1.0", "reg.example/apps/p:v1"))
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); !ok || u != "me" || p != "pw" {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		repo.Server.Config.Handler.ServeHTTP(w, req)
+	}))
+	defer gate.Close()
+	r := helm.Repository{URL: strings.Replace(gate.URL, "http://", "http://me:pw@", 1), Client: http.DefaultClient}
+	ix, _, err := r.Index(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv, err := ix.Version("p", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Download(context.Background(), cv); err != nil {
+		t.Errorf("chart download without the repository's credentials: %v", err)
+	}
+	r.URL = gate.URL
+	if _, _, err := r.Index(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("no credentials: %v", err)
 	}
 }

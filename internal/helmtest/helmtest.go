@@ -99,6 +99,18 @@ type Repo struct {
 // gives each chart's digest and a relative URL charts/<name>-<version>.tgz.
 func Serve(t testing.TB, charts ...Chart) *Repo {
 	t.Helper()
+	return serve(t, false, charts)
+}
+
+// ServeTLS is Serve over HTTPS with httptest's self-signed certificate
+// (Server.Certificate()).
+func ServeTLS(t testing.TB, charts ...Chart) *Repo {
+	t.Helper()
+	return serve(t, true, charts)
+}
+
+func serve(t testing.TB, useTLS bool, charts []Chart) *Repo {
+	t.Helper()
 	r := &Repo{requests: map[string]int{}, files: map[string][]byte{}}
 	var idx strings.Builder
 	idx.WriteString("apiVersion: v1\nentries:\n")
@@ -120,7 +132,7 @@ func Serve(t testing.TB, charts ...Chart) *Repo {
 		}
 	}
 	r.files["/index.yaml"] = []byte(idx.String())
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.requests[req.URL.Path]++
 		r.mu.Unlock()
@@ -131,6 +143,11 @@ func Serve(t testing.TB, charts ...Chart) *Repo {
 		}
 		_, _ = w.Write(data)
 	}))
+	if useTLS {
+		r.Server.StartTLS()
+	} else {
+		r.Server.Start()
+	}
 	t.Cleanup(r.Server.Close)
 	return r
 }
