@@ -171,8 +171,13 @@ func assertCharts(t *testing.T, wd string, want map[string][]byte) {
 func TestHelmBadInputs(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.expectApp("good", "v1", 300)
+	w.expectApp("many", "v1", 302)
+	w.expectApp("many", "v2", 303)
 	w.pushApp("blocked", "v1", 301)
 	reg := w.up.Host()
+	// A repository listed without charts gives every version of every chart but library ones.
+	every := helmtest.Serve(t, helmtest.Pod("many", "1.0.0", reg+"/apps/many:v1"), helmtest.Pod("many", "2.0.0", reg+"/apps/many:v2"),
+		helmtest.New("lib", "1.0.0", "type: library\n", map[string]string{"templates/_x.tpl": "{{ define \"lib.x\" }}{{ end }}"}))
 	repo := helmtest.Serve(t,
 		helmtest.Pod("good", "1.0.0", reg+"/apps/good:v1"),
 		helmtest.Pod("gone", "1.0.0", reg+"/apps/missing:v1"),
@@ -194,14 +199,19 @@ func TestHelmBadInputs(t *testing.T) {
       - name: picky
       - name: gone
       - name: fenced
+    - name: every
+      url: %s
     local:
     - name: missing-dir
       path: %s
-`, repo.URL(), filepath.Join(w.dir, "no-such-chart")))
+`, repo.URL(), every.URL(), filepath.Join(w.dir, "no-such-chart")))
 	ws := filepath.Join(w.dir, "ws")
 	code, out, stderr := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
 	if code != 16 {
 		t.Errorf("exit %d, want 16 (helm failures)", code)
+	}
+	if every.Count("/charts/lib-1.0.0.tgz") != 0 {
+		t.Error("a library chart was downloaded")
 	}
 	w.assertMirrored(w.dst, "m")
 	all := out + stderr

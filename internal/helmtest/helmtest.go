@@ -129,6 +129,9 @@ func serve(t testing.TB, useTLS bool, charts []Chart) *Repo {
 			file := fmt.Sprintf("charts/%s-%s.tgz", c.Name, c.Version)
 			r.files["/"+file] = c.Archive()
 			fmt.Fprintf(&idx, "  - apiVersion: v2\n    name: %s\n    version: %s\n    digest: %s\n    urls:\n    - %s\n", c.Name, c.Version, c.Digest(), file)
+			if strings.Contains(c.Files["Chart.yaml"], "\ntype: library") {
+				idx.WriteString("    type: library\n")
+			}
 		}
 	}
 	r.files["/index.yaml"] = []byte(idx.String())
