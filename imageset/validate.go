@@ -9,6 +9,8 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/distribution/reference"
+
+	"github.com/gapmirror/gapmirror/imageset/helm"
 )
 
 // Architectures accepted in mirror.platform.architectures.
@@ -288,6 +290,7 @@ func (v *validator) helm(prefix string, h Helm) {
 			if c.Name == "" {
 				v.add(chp+".name", "missing: set the chart name")
 			}
+			v.imagePaths(chp+".imagePaths", c.ImagePaths)
 			v.imagePlatforms(chp+".platforms", c.Platforms)
 		}
 	}
@@ -299,7 +302,16 @@ func (v *validator) helm(prefix string, h Helm) {
 		if c.Path == "" {
 			v.add(lp+".path", "missing: set the path of the chart directory or .tgz")
 		}
+		v.imagePaths(lp+".imagePaths", c.ImagePaths)
 		v.imagePlatforms(lp+".platforms", c.Platforms)
+	}
+}
+
+func (v *validator) imagePaths(prefix string, exprs []string) {
+	for i, e := range exprs {
+		if _, err := helm.CompileImagePath(e); err != nil {
+			v.add(fmt.Sprintf("%s[%d]", prefix, i), "%v", err)
+		}
 	}
 }
 

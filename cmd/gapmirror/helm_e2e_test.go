@@ -77,6 +77,11 @@ func TestHelmThreeTrips(t *testing.T) {
 		t.Errorf("tag-only chart images are not reported:\n%s", stderr)
 	}
 
+	code, out, _ = w.gapmirror("describe", "file://"+archiveDir)
+	if code != 0 || !strings.Contains(out, "helm charts:  demo/web-1.2.0.tgz, demo/jobs-0.2.0.tgz, local/mine-0.3.0.tgz") {
+		t.Errorf("describe does not list the charts: exit %d\n%s", code, out)
+	}
+
 	// The air-gapped side has only the archive chunks.
 	airgap := filepath.Join(w.dir, "airgap")
 	must(t, os.MkdirAll(airgap, 0o755))
