@@ -162,3 +162,30 @@ func TestRepositoryBasicAuth(t *testing.T) {
 		t.Errorf("no credentials: %v", err)
 	}
 }
+
+// TestImagesPackagedAliasedSubChart: the same sub-chart twice under two
+// aliases, packaged as a .tgz in charts/ as `helm dependency build` leaves
+// it, each alias with its own values.
+func TestImagesPackagedAliasedSubChart(t *testing.T) {
+	sub := helmtest.Pod("sub", "0.1.0", "reg.example/apps/default:v0")
+	parent := helmtest.New("parent", "1.0.0", `dependencies:
+- name: sub
+  version: 0.1.0
+  alias: first
+- name: sub
+  version: 0.1.0
+  alias: second
+- name: sub
+  version: 0.1.0
+  alias: unused
+  condition: unused.enabled
+`, map[string]string{
+		"values.yaml":          "first:\n  image: reg.example/apps/one:v1\nsecond:\n  image: reg.example/apps/two:v1\nunused:\n  enabled: false\n  image: reg.example/apps/never:v1\n",
+		"charts/sub-0.1.0.tgz": string(sub.Archive()),
+	})
+	got := images(t, parent)
+	want := []string{"reg.example/apps/one:v1 Pod/first", "reg.example/apps/two:v1 Pod/second"}
+	if !slices.Equal(got, want) {
+		t.Errorf("images:\n got %q\nwant %q", got, want)
+	}
+}
