@@ -260,7 +260,7 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 }
 
 // images renders a chart and adds what it names to wanted; false when the
-// chart failed (reported in r).
+// chart could not be loaded or rendered (reported in r).
 func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r *imageset.Resolving) ([]string, bool) {
 	ch, err := helm.LoadArchive(c.data)
 	if err != nil {
@@ -275,14 +275,13 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w; gapmirror renders charts with their default values only: mirror such a chart's images as mirror.additionalImages", err)))
 		return nil, false
 	}
-	ok := true
 	var images []string
 	for _, f := range found {
 		why := fmt.Sprintf("%s: helm chart %s %s: %s (%s)", c.path, c.name, c.ver, f.Object, f.Template)
 		named, err := reference.ParseNormalizedNamed(f.Image)
 		if err != nil {
+			// The chart rendered: it is kept, and this one image fails.
 			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%s in %s renders image %q, which is not an image reference (%v): the chart needs values gapmirror does not set; mirror its images as mirror.additionalImages", f.Object, f.Template, f.Image, err)))
-			ok = false
 			continue
 		}
 		named = reference.TagNameOnly(named)
@@ -298,7 +297,7 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 		}
 	}
 	sort.Strings(images)
-	return slices.Compact(images), ok
+	return slices.Compact(images), true
 }
 
 // pin resolves the wanted images to digests and adds them to the set.

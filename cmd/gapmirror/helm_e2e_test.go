@@ -187,7 +187,8 @@ func TestHelmBadInputs(t *testing.T) {
 		helmtest.Pod("good", "1.0.0", reg+"/apps/good:v1"),
 		helmtest.Pod("gone", "1.0.0", reg+"/apps/missing:v1"),
 		helmtest.Pod("fenced", "1.0.0", reg+"/apps/blocked:v1"),
-		helmtest.NeedsValues("picky", "1.0.0"))
+		helmtest.NeedsValues("picky", "1.0.0"),
+		helmtest.Pod("shouty", "1.0.0", reg+"/apps/Shouty:v1"))
 	isc := w.writeISC("bad.yaml", fmt.Sprintf(`  blockedImages:
   - name: apps/blocked
   helm:
@@ -204,6 +205,7 @@ func TestHelmBadInputs(t *testing.T) {
       - name: picky
       - name: gone
       - name: fenced
+      - name: shouty
     - name: every
       url: %s
     local:
@@ -215,6 +217,9 @@ func TestHelmBadInputs(t *testing.T) {
 	if code != 16 {
 		t.Errorf("exit %d, want 16 (helm failures)", code)
 	}
+	if _, err := os.Stat(filepath.Join(ws, "working-dir", "helm", "charts", "demo", "shouty-1.0.0.tgz")); err != nil {
+		t.Errorf("a chart that rendered is not kept because one of its images is bad: %v", err)
+	}
 	if every.Count("/charts/lib-1.0.0.tgz") != 0 {
 		t.Error("a library chart was downloaded")
 	}
@@ -223,7 +228,7 @@ func TestHelmBadInputs(t *testing.T) {
 	for _, want := range []string{
 		"helm repository down (http://127.0.0.1:1/charts)",
 		"check mirror.helm.repositories[0].url",
-		`chart "nosuch" is not in the repository index (it has fenced, gone, good, picky): fix mirror.helm.repositories[1].charts[1]`,
+		`chart "nosuch" is not in the repository index (it has fenced, gone, good, picky, shouty): fix mirror.helm.repositories[1].charts[1]`,
 		`chart "good" has no version "9.9.9" in the repository index (it has 1.0.0): fix mirror.helm.repositories[1].charts[2]`,
 		"helm chart picky 1.0.0 from repository demo (mirror.helm.repositories[1].charts[3])",
 		"set image.tag",
@@ -231,7 +236,8 @@ func TestHelmBadInputs(t *testing.T) {
 		"helm chart missing-dir (local, ",
 		"fix mirror.helm.local[0].path",
 		"1 images left out by mirror.blockedImages",
-		"5 helm repositories, charts or chart images could not be used",
+		"6 helm repositories, charts or chart images could not be used",
+		`Pod/shouty in shouty/templates/pod.yaml renders image "` + reg + `/apps/Shouty:v1", which is not an image reference`,
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("output does not say %q", want)
