@@ -250,7 +250,7 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 			return nil, err
 		}
 		defer os.RemoveAll(tmp)
-		if c.data, _, err = helm.Package(ch, tmp); err != nil {
+		if c.data, err = helm.Package(ch, tmp); err != nil {
 			return fail(err)
 		}
 	} else if c.data, err = os.ReadFile(lc.Path); err != nil {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
-	"path"
+	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -49,14 +49,18 @@ func LoadArchive(data []byte) (*chart.Chart, error) {
 	return ch, nil
 }
 
-// Package returns the .tgz of a loaded chart, as `helm package` writes it.
-func Package(ch *chart.Chart, tmp string) ([]byte, string, error) {
+// Package returns the .tgz of a loaded chart, as `helm package` writes it
+// (into tmp, then read back).
+func Package(ch *chart.Chart, tmp string) ([]byte, error) {
 	p, err := chartutil.Save(ch, tmp)
 	if err != nil {
-		return nil, "", fmt.Errorf("cannot package chart %s: %w", ch.Name(), err)
+		return nil, fmt.Errorf("cannot package chart %s: %w", ch.Name(), err)
 	}
-	data, err := readFile(p)
-	return data, path.Base(p), err
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("reading packaged chart: %w", err)
+	}
+	return data, nil
 }
 
 // ImagePath is a compiled JSONPath expression locating images in rendered objects.
