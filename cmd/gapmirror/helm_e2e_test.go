@@ -65,6 +65,12 @@ func TestHelmThreeTrips(t *testing.T) {
       path: %s
 `, repo.URL(), local))
 
+	// The plan names each image's chart, version, object and template.
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "--dry-run", "--workspace", "file://"+filepath.Join(w.dir, "plan"), "docker://"+w.dst.Host()+"/plan")
+	if code != 0 || !strings.Contains(out, reg+"/apps/worker:v1 -> apps/worker:v1  (mirror.helm.repositories[0].charts[0]: helm chart web 1.2.0: Deployment/web-worker (web/charts/worker/templates/deployment.yaml))") {
+		t.Errorf("dry run: exit %d, plan:\n%s", code, out)
+	}
+
 	archiveDir := filepath.Join(w.dir, "archive")
 	code, out, stderr := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir)
 	if code != 0 {
@@ -125,8 +131,8 @@ func TestHelmThreeTrips(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "0 images copied, 6 already there") {
 		t.Errorf("rerun: exit %d:\n%s", code, out)
 	}
-	if n := repo.Count("/charts/web-1.2.0.tgz"); n != 2 {
-		t.Errorf("web-1.2.0.tgz downloaded %d times over three runs in two workspaces, want 2", n)
+	if n := repo.Count("/charts/web-1.2.0.tgz"); n != 3 {
+		t.Errorf("web-1.2.0.tgz downloaded %d times over four runs in three workspaces, want 3", n)
 	}
 }
 
