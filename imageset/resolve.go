@@ -55,6 +55,33 @@ func (r *Resolving) Blocked(origin, destRepo string) string {
 	return r.blocked.match(origin, destRepo)
 }
 
+// Pin returns the digest of each reference: a canonical one's own, else
+// the one its tag names upstream now, resolved in parallel. errs[i] says
+// why refs[i] has none.
+func (r *Resolving) Pin(ctx context.Context, refs []reference.Named) (ds []digest.Digest, errs []error) {
+	ds, errs = make([]digest.Digest, len(refs)), make([]error, len(refs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(r.Parallel, 1))
+	for i, ref := range refs {
+		if c, ok := ref.(reference.Canonical); ok {
+			ds[i] = c.Digest()
+			continue
+		}
+		if r.Resolver == nil {
+			errs[i] = fmt.Errorf("no registry access to resolve the tag of %s", ref)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ds[i], errs[i] = r.Resolver.ResolveDigest(ctx, ref)
+		}()
+	}
+	wg.Wait()
+	return ds, errs
+}
+
 // Unresolved is an image of the configuration that could not be pinned to a
 // digest, with the reason. It is reported and the rest of the Set goes on.
 type Unresolved struct {
@@ -62,6 +89,10 @@ type Unresolved struct {
 	Kind   Kind
 	Why    string
 	Err    error
+	// NotImage marks a failure of something that is not an image reference
+	// (a helm chart that could not be read or rendered, a rendered value
+	// that is no reference): Origin names it for the user only.
+	NotImage bool
 }
 
 // Resolution is the outcome of Resolve besides the Set itself.
@@ -109,27 +140,12 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 	}
 
 	set := &Set{FormatVersion: SetFormatVersion}
-	pinned := make([]digest.Digest, len(wanted))
-	errs := make([]error, len(wanted))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, opts.Parallel)
+	rs := &Resolving{Set: set, Resolution: res, Resolver: opts.Resolver, Parallel: opts.Parallel, blocked: blocked}
+	refs := make([]reference.Named, len(wanted))
 	for i, w := range wanted {
-		if c, ok := w.origin.(reference.Canonical); ok {
-			pinned[i] = c.Digest()
-			continue
-		}
-		if opts.Resolver == nil {
-			errs[i] = fmt.Errorf("no registry access to resolve the tag of %s", w.origin)
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			pinned[i], errs[i] = opts.Resolver.ResolveDigest(ctx, w.origin)
-		}()
+		refs[i] = w.origin
 	}
-	wg.Wait()
+	pinned, errs := rs.Pin(ctx, refs)
 	for i, w := range wanted {
 		if errs[i] != nil {
 			res.Failed = append(res.Failed, Unresolved{Origin: w.origin.String(), Kind: KindAdditional, Why: w.why, Err: errs[i]})
@@ -148,7 +164,6 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 			return nil, nil, fmt.Errorf("%s: %w: give one of them another targetRepo or targetTag", w.why, err)
 		}
 	}
-	rs := &Resolving{Set: set, Resolution: res, Resolver: opts.Resolver, Parallel: opts.Parallel, blocked: blocked}
 	for _, c := range opts.Contributors {
 		if err := c.Contribute(ctx, cfg, rs); err != nil {
 			return nil, nil, err
@@ -241,8 +256,20 @@ func notImplemented(cfg *ImageSetConfiguration, handled map[string]bool) error {
 	if (len(m.Platform.Channels) > 0 || m.Platform.Release != "" || m.Platform.Graph || m.Platform.KubeVirtContainer) && !handled["mirror.platform"] {
 		parts = append(parts, "mirror.platform")
 	}
-	if len(m.Helm.Repositories) > 0 || len(m.Helm.Local) > 0 {
+	if (len(m.Helm.Repositories) > 0 || len(m.Helm.Local) > 0) && !handled["mirror.helm"] {
 		parts = append(parts, "mirror.helm")
+	}
+	for i, r := range m.Helm.Repositories {
+		for j, c := range r.Charts {
+			if len(c.Platforms) > 0 {
+				parts = append(parts, fmt.Sprintf("mirror.helm.repositories[%d].charts[%d].platforms", i, j))
+			}
+		}
+	}
+	for i, c := range m.Helm.Local {
+		if len(c.Platforms) > 0 {
+			parts = append(parts, fmt.Sprintf("mirror.helm.local[%d].platforms", i))
+		}
 	}
 	if len(m.Samples) > 0 {
 		parts = append(parts, "mirror.samples")

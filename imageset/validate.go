@@ -9,6 +9,8 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/distribution/reference"
+
+	"github.com/gapmirror/gapmirror/imageset/helm"
 )
 
 // Architectures accepted in mirror.platform.architectures.
@@ -288,6 +290,7 @@ func (v *validator) helm(prefix string, h Helm) {
 			if c.Name == "" {
 				v.add(chp+".name", "missing: set the chart name")
 			}
+			v.imagePaths(chp+".imagePaths", c.ImagePaths)
 			v.imagePlatforms(chp+".platforms", c.Platforms)
 		}
 	}
@@ -299,6 +302,7 @@ func (v *validator) helm(prefix string, h Helm) {
 		if c.Path == "" {
 			v.add(lp+".path", "missing: set the path of the chart directory or .tgz")
 		}
+		v.imagePaths(lp+".imagePaths", c.ImagePaths)
 		v.imagePlatforms(lp+".platforms", c.Platforms)
 	}
 }
@@ -309,6 +313,14 @@ var (
 	platformOSes  = []string{"aix", "android", "darwin", "dragonfly", "freebsd", "illumos", "ios", "js", "linux", "netbsd", "openbsd", "plan9", "solaris", "wasip1", "windows"}
 	platformArchs = []string{"386", "amd64", "arm", "arm64", "loong64", "mips", "mips64", "mips64le", "mipsle", "ppc64", "ppc64le", "riscv64", "s390x", "wasm"}
 )
+
+func (v *validator) imagePaths(prefix string, exprs []string) {
+	for i, e := range exprs {
+		if _, err := helm.CompileImagePath(e); err != nil {
+			v.add(fmt.Sprintf("%s[%d]", prefix, i), "%v", err)
+		}
+	}
+}
 
 func (v *validator) imagePlatforms(prefix string, ps []ImagePlatform) {
 	seen := map[ImagePlatform]bool{}

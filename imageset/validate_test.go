@@ -391,6 +391,14 @@ mirror: {}
       - name: podinfo
         url: stefanprodan.github.io/podinfo # <-
 `, "mirror.helm.repositories[0].url", "expected http://, https:// or oci://"},
+		{"helm imagePaths broken", `mirror:
+  helm:
+    local:
+      - name: mine
+        path: ./mine
+        imagePaths:
+          - "{.spec.containers[*" # <-
+`, "mirror.helm.local[0].imagePaths[0]", "is not a JSONPath expression"},
 		{"helm url unparsable", `mirror:
   helm:
     repositories:

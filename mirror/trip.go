@@ -80,6 +80,8 @@ type Trip struct {
 	leftOut []string
 	// blocked names the images mirror.blockedImages kept out (for the archive).
 	blocked []string
+	// charts are the helm chart files written into the workspace.
+	charts []string
 }
 
 // Report is what a trip did.
@@ -102,6 +104,8 @@ type Report struct {
 	LeftOut []string
 	// Prune is what the prune step did or would do (mirror destinations).
 	Prune *PruneReport
+	// HelmCharts lists the chart files written into working-dir/helm.
+	HelmCharts []string
 }
 
 func (t *Trip) now() time.Time {
@@ -111,12 +115,13 @@ func (t *Trip) now() time.Time {
 	return time.Now().UTC()
 }
 
-// contributors resolve the configuration sections that need registry
-// access and the local store: operator catalogs and release payloads.
+// contributors resolve the configuration sections that need more than a
+// tag lookup: operator catalogs, release payloads and helm charts.
 func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
 	return []imageset.Contributor{
 		&operators{trip: t, up: up, store: store},
 		&releaseContributor{t: t, up: up, store: store},
+		&helmCharts{t: t},
 	}
 }
 
@@ -145,6 +150,10 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 		t.Log.Warn(w)
 	}
 	for _, f := range res.Failed {
+		if f.NotImage {
+			t.Log.Error("cannot use", "what", f.Origin, "why", f.Why, "error", f.Err)
+			continue
+		}
 		what := "cannot resolve image"
 		if errors.Is(f.Err, ErrPolicyRefused) {
 			what = "image refused by the signature policy"
@@ -227,7 +236,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
+	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws, HelmCharts: t.charts}
 	if t.DryRun {
 		return rep, t.writePlan(ws, set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
 	}
@@ -397,6 +406,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err := t.loadTemplates(ar.Extra, idx.Set, ws); err != nil {
 		return nil, err
 	}
+	if rep.HelmCharts, err = t.restoreHelmCharts(ar, ws); err != nil {
+		return nil, err
+	}
 	if t.DryRun {
 		if err := t.writePlan(ws, set, nil); err != nil {
 			return rep, err
@@ -470,7 +482,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 			return nil, err
 		}
 	}
-	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
+	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root(), HelmCharts: t.charts}
 	if t.DryRun {
 		if err := t.writePlan(ws, set, nil); err != nil {
 			return rep, err
@@ -610,7 +622,9 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 	var notMirrored []string
 	notMirrored = append(notMirrored, rep.Resolution.Blocked...)
 	for _, f := range rep.Resolution.Failed {
-		notMirrored = append(notMirrored, f.Origin)
+		if !f.NotImage {
+			notMirrored = append(notMirrored, f.Origin)
+		}
 	}
 	for _, f := range rep.Result.Failed {
 		notMirrored = append(notMirrored, f.Image.Origin)
@@ -758,6 +772,9 @@ func (r *Report) Summary(w io.Writer) {
 	for _, c := range r.ClusterResources {
 		fmt.Fprintf(w, "cluster resource: %s\n", c)
 	}
+	for _, c := range r.HelmCharts {
+		fmt.Fprintf(w, "helm chart: %s\n", c)
+	}
 	r.printPrune(w)
 	for _, f := range r.Resolution.Failed {
 		fmt.Fprintf(w, "FAILED %s (%s): %v\n", f.Origin, f.Why, f.Err)
@@ -772,9 +789,11 @@ func (r *Report) Summary(w io.Writer) {
 	if r.FailedFile != "" {
 		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
 	}
-	refused, unresolved, unsigned := 0, 0, 0
+	refused, unresolved, unsigned, unusable := 0, 0, 0, 0
 	for _, f := range r.Resolution.Failed {
 		switch {
+		case f.NotImage:
+			unusable++
 		case errors.Is(f.Err, release.ErrReleaseNotVerified):
 			refused++
 		case errors.Is(f.Err, ErrPolicyRefused):
@@ -782,6 +801,9 @@ func (r *Report) Summary(w io.Writer) {
 		default:
 			unresolved++
 		}
+	}
+	if unusable > 0 {
+		fmt.Fprintf(w, "%d helm repositories, charts or chart images could not be used, so the images they name were not mirrored: fix what their FAILED lines say and run again\n", unusable)
 	}
 	if refused > 0 {
 		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
@@ -851,7 +873,7 @@ type FailedError struct {
 }
 
 func (e *FailedError) Error() string {
-	return fmt.Sprintf("%d images failed (see above); the others were mirrored: %v", len(e.Errs), errors.Join(e.Errs...))
+	return fmt.Sprintf("%d images or charts failed (see above); the others were mirrored: %v", len(e.Errs), errors.Join(e.Errs...))
 }
 
 // ExitCode is the OR of the failed groups' bits.

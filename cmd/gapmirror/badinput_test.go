@@ -40,8 +40,8 @@ func TestBadConfig(t *testing.T) {
 			[]string{"mirror.additionalImages[0]", "blocked by mirror.blockedImages[0]"}},
 		{"bad regex", head + "mirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n  blockedImages:\n  - name: 'app-(('\n",
 			[]string{"bad.yaml:7", "mirror.blockedImages[0].name"}},
-		{"not implemented", head + "mirror:\n  helm:\n    local:\n    - name: c\n      path: /tmp/c.tgz\n",
-			[]string{"mirror.helm", "not supported"}},
+		{"not implemented", head + "mirror:\n  helm:\n    local:\n    - name: c\n      path: /tmp/c.tgz\n      platforms:\n      - os: linux\n        architecture: arm64\n",
+			[]string{"mirror.helm.local[0].platforms", "not supported"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -74,6 +74,15 @@ func describe(w io.Writer, idx *archive.Index) {
 	if len(idx.Blocked) > 0 {
 		fmt.Fprintf(w, "blocked:      %d images kept out by mirror.blockedImages\n", len(idx.Blocked))
 	}
+	var charts []string
+	for _, e := range idx.Extras {
+		if strings.HasPrefix(e.Name, "helm/charts/") {
+			charts = append(charts, strings.TrimPrefix(e.Name, "helm/charts/"))
+		}
+	}
+	if len(charts) > 0 {
+		fmt.Fprintf(w, "helm charts:  %s (disk-to-mirror writes them to working-dir/helm/charts)\n", strings.Join(charts, ", "))
+	}
 	kinds := map[imageset.Kind]int{}
 	if idx.Set != nil {
 		for _, img := range idx.Set.Images {

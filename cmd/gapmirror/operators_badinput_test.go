@@ -133,7 +133,7 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(errOut, "error: 2 images failed") {
+	if !strings.Contains(errOut, "error: 2 images or charts failed") {
 		t.Errorf("stderr does not end with the failure count:\n%s", errOut)
 	}
 	if !strings.Contains(errOut, "names "+w.up.Host()+"/tagged/helper:v1 by tag only: mirrored as "+helper.Digest.String()) {

@@ -1,0 +1,252 @@
+package helm
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/distribution/reference"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"k8s.io/client-go/util/jsonpath"
+	"sigs.k8s.io/yaml"
+)
+
+// BuiltinImagePaths are where pod specs keep images: workloads with a pod
+// template, bare pods, and CronJobs (which oc-mirror misses).
+var BuiltinImagePaths = []string{
+	"{.spec.template.spec.initContainers[*].image}",
+	"{.spec.template.spec.containers[*].image}",
+	"{.spec.initContainers[*].image}",
+	"{.spec.containers[*].image}",
+	"{.spec.jobTemplate.spec.template.spec.initContainers[*].image}",
+	"{.spec.jobTemplate.spec.template.spec.containers[*].image}",
+}
+
+// Load reads a chart from a directory or a .tgz file.
+func Load(p string) (*chart.Chart, error) {
+	ch, err := loader.Load(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot load chart %s: %w", p, err)
+	}
+	return ch, nil
+}
+
+// LoadArchive reads a chart from the bytes of a .tgz.
+func LoadArchive(data []byte) (*chart.Chart, error) {
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("not a helm chart archive: %w", err)
+	}
+	return ch, nil
+}
+
+// Package returns the .tgz of a loaded chart, as `helm package` writes it
+// (into tmp, then read back).
+func Package(ch *chart.Chart, tmp string) ([]byte, error) {
+	p, err := chartutil.Save(ch, tmp)
+	if err != nil {
+		return nil, fmt.Errorf("cannot package chart %s: %w", ch.Name(), err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("reading packaged chart: %w", err)
+	}
+	return data, nil
+}
+
+// ImagePath is a compiled JSONPath expression locating images in rendered objects.
+type ImagePath struct {
+	expr string
+	jp   *jsonpath.JSONPath
+	// user paths may point at values that are not images (all env vars).
+	user bool
+}
+
+// CompileImagePath parses a JSONPath expression such as
+// {.spec.template.spec.containers[*].env[*].value}; braces are optional.
+func CompileImagePath(expr string) (ImagePath, error) {
+	return compile(expr, true)
+}
+
+func compile(expr string, user bool) (ImagePath, error) {
+	e := strings.TrimSpace(expr)
+	if !strings.Contains(e, "{") {
+		e = "{" + e + "}"
+	}
+	jp := jsonpath.New("imagePath").AllowMissingKeys(true)
+	if err := jp.Parse(e); err != nil {
+		return ImagePath{}, fmt.Errorf("%q is not a JSONPath expression: %w", expr, err)
+	}
+	return ImagePath{expr: e, jp: jp, user: user}, nil
+}
+
+// Found is one image reference a rendered chart names.
+type Found struct {
+	Image string
+	// Object is Kind/name of the rendered object, e.g. "CronJob/cleanup".
+	Object string
+	// Template is the chart file that rendered it.
+	Template string
+}
+
+// Images renders the chart with its default values (no cluster access, as
+// `helm template` does) and returns every image its objects name under the
+// built-in paths and the extra ones, each once, in a stable order. A value
+// at an extra path counts only if it looks like an image reference.
+func Images(ch *chart.Chart, extra []ImagePath) ([]Found, error) {
+	docs, err := Render(ch)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]ImagePath, 0, len(BuiltinImagePaths)+len(extra))
+	for _, e := range BuiltinImagePaths {
+		p, err := compile(e, false)
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, p)
+	}
+	paths = append(paths, extra...)
+	seen := map[string]bool{}
+	var out []Found
+	for _, d := range docs {
+		for _, p := range paths {
+			results, err := p.jp.FindResults(d.Object)
+			if err != nil {
+				// A path that meets a value of another shape (a string where it expects a list) finds nothing there.
+				continue
+			}
+			for _, rs := range results {
+				for _, v := range rs {
+					s, ok := stringValue(v)
+					if !ok || s == "" || (p.user && !LooksLikeImage(s)) {
+						continue
+					}
+					key := s + "\x00" + d.Name()
+					if seen[key] {
+						continue
+					}
+					seen[key] = true
+					out = append(out, Found{Image: s, Object: d.Name(), Template: d.Template})
+				}
+			}
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].Image < out[b].Image })
+	return out, nil
+}
+
+func stringValue(v reflect.Value) (string, bool) {
+	for v.IsValid() && (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) {
+		if v.IsNil() {
+			return "", false
+		}
+		v = v.Elem()
+	}
+	if !v.IsValid() || v.Kind() != reflect.String {
+		return "", false
+	}
+	return strings.TrimSpace(v.String()), true
+}
+
+// LooksLikeImage tells image references from other strings found at a
+// user's path (env values such as "true", "8080" or a URL): it wants a
+// valid reference with a registry or namespace part and a tag or digest.
+func LooksLikeImage(s string) bool {
+	named, err := reference.ParseNormalizedNamed(s)
+	if err != nil {
+		return false
+	}
+	name := s
+	if i := strings.IndexAny(s, "@"); i >= 0 {
+		name = s[:i]
+	}
+	if !strings.Contains(name, "/") {
+		return false
+	}
+	_, tagged := named.(reference.Tagged)
+	_, digested := named.(reference.Digested)
+	return tagged || digested
+}
+
+// Document is one object of a rendered chart.
+type Document struct {
+	Template string
+	Object   map[string]any
+}
+
+// Name is Kind/name of the object.
+func (d Document) Name() string {
+	kind, _ := d.Object["kind"].(string)
+	name := ""
+	if md, ok := d.Object["metadata"].(map[string]any); ok {
+		name, _ = md["name"].(string)
+	}
+	return kind + "/" + name
+}
+
+var docSep = regexp.MustCompile(`(?m)^---[ \t]*(?:#.*)?$`)
+
+// Render renders the chart with its default values, as `helm template`
+// would for a first install, and parses every object it produces (hooks and
+// sub-charts, aliased ones included, as helm resolves them).
+func Render(ch *chart.Chart) ([]Document, error) {
+	vals := map[string]any{}
+	// Conditions, tags, aliases and import-values of dependencies, as helm install applies them.
+	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
+		return nil, fmt.Errorf("cannot resolve the chart's dependencies: %w", err)
+	}
+	opts := chartutil.ReleaseOptions{Name: ch.Name(), Namespace: "default", Revision: 1, IsInstall: true}
+	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("cannot compute the default values: %w", err)
+	}
+	files, err := engine.Render(ch, rv)
+	if err != nil {
+		return nil, fmt.Errorf("cannot render the templates with the default values: %w", err)
+	}
+	var docs []Document
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		if !strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml") && !strings.HasSuffix(n, ".json") {
+			continue // NOTES.txt and other text
+		}
+		for _, part := range docSep.Split(files[n], -1) {
+			if strings.TrimSpace(part) == "" {
+				continue
+			}
+			var obj map[string]any
+			if err := yaml.Unmarshal([]byte(part), &obj); err != nil {
+				return nil, fmt.Errorf("template %s renders YAML that does not parse: %w", n, err)
+			}
+			if obj == nil {
+				continue // only comments
+			}
+			docs = append(docs, expandList(n, obj)...)
+		}
+	}
+	return docs, nil
+}
+
+// expandList returns the items of a kind: List object, else the object.
+func expandList(template string, obj map[string]any) []Document {
+	items, ok := obj["items"].([]any)
+	if kind, _ := obj["kind"].(string); !ok || !strings.HasSuffix(kind, "List") {
+		return []Document{{Template: template, Object: obj}}
+	}
+	var out []Document
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			out = append(out, Document{Template: template, Object: m})
+		}
+	}
+	return out
+}

@@ -1,0 +1,459 @@
+package mirror
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/distribution/reference"
+	"go.podman.io/image/v5/pkg/tlsclientconfig"
+
+	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/helm"
+)
+
+// Where helm charts travel: in the archive (extra files of chunk 1, since
+// charts are small) and in working-dir/helm/, oc-mirror's place for them.
+const (
+	helmDir        = "helm"
+	helmChartsFile = helmDir + "/charts.json"
+)
+
+// helmCharts resolves mirror.helm: it fetches or loads each chart, renders
+// it with its default values, adds the images it deploys to the set and
+// keeps the chart for the archive and working-dir/helm.
+type helmCharts struct {
+	t      *Trip
+	client *http.Client
+}
+
+func (h *helmCharts) Sections() []string { return []string{"mirror.helm"} }
+
+// helmChart is one chart selected by the configuration.
+type helmChart struct {
+	path  string // configuration path, e.g. mirror.helm.repositories[0].charts[1]
+	label string // "helm chart podinfo 6.5.0 from repository demo"
+	repo  string // repository name, or "local"
+	url   string // redacted repository URL, or the local path
+	data  []byte // the .tgz
+	paths []helm.ImagePath
+	// index is the digest the repository index gives, when it gives one.
+	index string
+	name  string
+	ver   string
+}
+
+// chartRecord is what helm/charts.json says of one carried chart, so the
+// air-gapped side can check each .tgz and see what it was mirrored for.
+type chartRecord struct {
+	Source     string   `json:"source"`
+	Repository string   `json:"repository"`
+	URL        string   `json:"url"`
+	Name       string   `json:"name"`
+	Version    string   `json:"version"`
+	Digest     string   `json:"digest"`
+	File       string   `json:"file"`
+	Images     []string `json:"images"`
+}
+
+// wantedHelmImage is one image the charts name and every place that names it.
+type wantedHelmImage struct {
+	named reference.Named
+	why   []string
+}
+
+// Contribute adds the images of every selected chart. A chart that cannot be
+// fetched, loaded or rendered is a failure of that chart (exit bit 16); the
+// other charts go on.
+func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfiguration, r *imageset.Resolving) error {
+	hc := cfg.Mirror.Helm
+	if len(hc.Repositories) == 0 && len(hc.Local) == 0 {
+		return nil
+	}
+	if h.client == nil {
+		client, err := h.t.helmHTTPClient()
+		if err != nil {
+			return err
+		}
+		h.client = client
+	}
+	var charts []*helmChart
+	for i, repo := range hc.Repositories {
+		list, err := h.repository(ctx, fmt.Sprintf("mirror.helm.repositories[%d]", i), repo, r)
+		if err != nil {
+			return err
+		}
+		charts = append(charts, list...)
+	}
+	for i, lc := range hc.Local {
+		c, err := h.local(fmt.Sprintf("mirror.helm.local[%d]", i), lc, r)
+		if err != nil {
+			return err
+		}
+		if c != nil {
+			charts = append(charts, c)
+		}
+	}
+
+	wanted := map[string]*wantedHelmImage{}
+	var records []chartRecord
+	kept := map[string]string{} // file → digest
+	for _, c := range charts {
+		images, ok := h.images(c, wanted, r)
+		if !ok {
+			continue
+		}
+		d := helm.Digest(c.data)
+		if have, dup := kept[c.file()]; dup {
+			if have != d {
+				r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("another entry gives a different chart %s %s (%s, this one %s): give them different versions", c.name, c.ver, have, d)))
+			}
+			continue
+		}
+		kept[c.file()] = d
+		rec, err := h.keep(c, images)
+		if err != nil {
+			return err
+		}
+		records = append(records, rec)
+	}
+	if err := h.keepRecords(records); err != nil {
+		return err
+	}
+	h.pin(ctx, wanted, r)
+	return nil
+}
+
+func chartFailure(c *helmChart, err error) imageset.Unresolved {
+	return imageset.Unresolved{Origin: c.label, Kind: imageset.KindHelm, Why: c.path, Err: err, NotImage: true}
+}
+
+// repository selects, downloads and checks the charts of one repository.
+func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.HelmRepository, r *imageset.Resolving) ([]*helmChart, error) {
+	hr := helm.Repository{URL: repo.URL, Client: h.client}
+	whole := &helmChart{path: rp, label: fmt.Sprintf("helm repository %s (%s)", repo.Name, hr.Redacted())}
+	paths := make([][]helm.ImagePath, len(repo.Charts))
+	for j, c := range repo.Charts {
+		for k, e := range c.ImagePaths {
+			p, err := helm.CompileImagePath(e)
+			if err != nil {
+				return nil, fmt.Errorf("%s.charts[%d].imagePaths[%d]: %w", rp, j, k, err)
+			}
+			paths[j] = append(paths[j], p)
+		}
+	}
+	if strings.HasPrefix(repo.URL, "oci://") {
+		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, errors.New("oci:// chart repositories are not supported by this version of gapmirror: use the repository's http(s) index, or pull the charts and list them under mirror.helm.local")))
+		return nil, nil
+	}
+	ix, indexData, err := hr.Index(ctx)
+	if err != nil {
+		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, fmt.Errorf("%w: check %s.url and that this host reaches it (proxy settings come from HTTPS_PROXY/NO_PROXY)", err, rp)))
+		return nil, nil
+	}
+	h.t.content.addExtra(path.Join(helmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
+
+	type pick struct {
+		path  string
+		cv    helm.ChartVersion
+		paths []helm.ImagePath
+	}
+	var picks []pick
+	if len(repo.Charts) == 0 {
+		for _, cv := range ix.All() {
+			picks = append(picks, pick{path: rp, cv: cv})
+		}
+	}
+	for j, c := range repo.Charts {
+		chp := fmt.Sprintf("%s.charts[%d]", rp, j)
+		cv, err := ix.Version(c.Name, c.Version)
+		if err != nil {
+			ver := c.Version
+			if ver == "" {
+				ver = "(latest)"
+			}
+			failed := &helmChart{path: chp, label: fmt.Sprintf("helm chart %s %s from repository %s", c.Name, ver, repo.Name)}
+			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(failed, fmt.Errorf("%w: fix %s", err, chp)))
+			continue
+		}
+		// A chart listed twice is fetched once, with the image paths of both entries.
+		if k := slices.IndexFunc(picks, func(p pick) bool { return p.cv.Name == cv.Name && p.cv.Version == cv.Version }); k >= 0 {
+			picks[k].paths = append(picks[k].paths, paths[j]...)
+			continue
+		}
+		picks = append(picks, pick{path: chp, cv: cv, paths: paths[j]})
+	}
+	var out []*helmChart
+	for _, p := range picks {
+		c := &helmChart{path: p.path, label: fmt.Sprintf("helm chart %s %s from repository %s", p.cv.Name, p.cv.Version, repo.Name),
+			repo: repo.Name, url: hr.Redacted(), paths: p.paths, index: p.cv.Digest, name: p.cv.Name, ver: p.cv.Version}
+		if c.data, err = h.download(ctx, hr, c, p.cv); err != nil {
+			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// download fetches a chart, or reuses the copy an earlier run kept in the
+// workspace when the index vouches for it by digest.
+func (h *helmCharts) download(ctx context.Context, hr helm.Repository, c *helmChart, cv helm.ChartVersion) ([]byte, error) {
+	if c.index != "" && h.t.ws != "" {
+		if data, err := os.ReadFile(filepath.Join(h.t.ws, filepath.FromSlash(c.file()))); err == nil && helm.CheckDigest(data, c.index) == nil {
+			return data, nil
+		}
+	}
+	return hr.Download(ctx, cv)
+}
+
+// local loads a chart directory or .tgz from disk.
+func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Resolving) (*helmChart, error) {
+	c := &helmChart{path: lp, label: fmt.Sprintf("helm chart %s (local, %s)", lc.Name, lc.Path), repo: "local", url: lc.Path}
+	for k, e := range lc.ImagePaths {
+		p, err := helm.CompileImagePath(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s.imagePaths[%d]: %w", lp, k, err)
+		}
+		c.paths = append(c.paths, p)
+	}
+	fail := func(err error) (*helmChart, error) {
+		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w: fix %s.path", err, lp)))
+		return nil, nil
+	}
+	fi, err := os.Stat(lc.Path)
+	if err != nil {
+		return fail(err)
+	}
+	ch, err := helm.Load(lc.Path)
+	if err != nil {
+		return fail(err)
+	}
+	c.name, c.ver = ch.Name(), ch.Metadata.Version
+	if fi.IsDir() {
+		tmp, err := os.MkdirTemp("", "gapmirror-helm-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		if c.data, err = helm.Package(ch, tmp); err != nil {
+			return fail(err)
+		}
+	} else if c.data, err = os.ReadFile(lc.Path); err != nil {
+		return fail(err)
+	}
+	return c, nil
+}
+
+// images renders a chart and adds what it names to wanted; false when the
+// chart could not be loaded or rendered (reported in r).
+func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r *imageset.Resolving) ([]string, bool) {
+	ch, err := helm.LoadArchive(c.data)
+	if err != nil {
+		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+		return nil, false
+	}
+	if c.name == "" {
+		c.name, c.ver = ch.Name(), ch.Metadata.Version
+	}
+	found, err := helm.Images(ch, c.paths)
+	if err != nil {
+		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w; gapmirror renders charts with their default values only: mirror such a chart's images as mirror.additionalImages", err)))
+		return nil, false
+	}
+	var images []string
+	for _, f := range found {
+		why := fmt.Sprintf("%s: helm chart %s %s: %s (%s)", c.path, c.name, c.ver, f.Object, f.Template)
+		named, err := reference.ParseNormalizedNamed(f.Image)
+		if err != nil {
+			// The chart rendered: it is kept, and this one image fails.
+			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%s in %s renders image %q, which is not an image reference (%v): the chart needs values gapmirror does not set; mirror its images as mirror.additionalImages", f.Object, f.Template, f.Image, err)))
+			continue
+		}
+		named = reference.TagNameOnly(named)
+		origin := named.String()
+		images = append(images, origin)
+		w := wanted[origin]
+		if w == nil {
+			w = &wantedHelmImage{named: named}
+			wanted[origin] = w
+		}
+		if !slices.Contains(w.why, why) {
+			w.why = append(w.why, why)
+		}
+	}
+	sort.Strings(images)
+	return slices.Compact(images), true
+}
+
+// pin resolves the wanted images to digests and adds them to the set.
+func (h *helmCharts) pin(ctx context.Context, wanted map[string]*wantedHelmImage, r *imageset.Resolving) {
+	var list []*wantedHelmImage
+	for _, origin := range slices.Sorted(maps.Keys(wanted)) {
+		w := wanted[origin]
+		if b := r.Blocked(origin, reference.Path(w.named)); b != "" {
+			r.Resolution.Blocked = append(r.Resolution.Blocked, origin)
+			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: %s left out by %s", w.why[0], origin, b))
+			continue
+		}
+		list = append(list, w)
+	}
+	refs := make([]reference.Named, len(list))
+	for i, w := range list {
+		refs[i] = w.named
+	}
+	digests, errs := r.Pin(ctx, refs)
+	for i, w := range list {
+		origin := w.named.String()
+		why := strings.Join(w.why, "; ")
+		if errs[i] != nil {
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: errs[i]})
+			continue
+		}
+		tag := imageset.DigestTag(digests[i])
+		if _, byDigest := w.named.(reference.Canonical); !byDigest {
+			tag = w.named.(reference.Tagged).Tag() // TagNameOnly gave it a tag
+			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: names %s by tag only: mirrored as %s, the digest it has now", w.why[0], origin, digests[i]))
+		}
+		img := imageset.Image{
+			Source:      reference.TrimNamed(w.named).String() + "@" + digests[i].String(),
+			Origin:      origin,
+			Digest:      digests[i].String(),
+			Destination: reference.Path(w.named) + ":" + tag,
+			Kind:        imageset.KindHelm,
+			Why:         w.why,
+		}
+		if err := r.Set.Add(img); err != nil {
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: err})
+		}
+	}
+}
+
+// file is where the chart lives under working-dir and in the archive.
+func (c *helmChart) file() string {
+	return path.Join(helmDir, "charts", safeName(c.repo), safeName(c.name+"-"+c.ver)+".tgz")
+}
+
+// keep puts the chart into the archive and working-dir/helm.
+func (h *helmCharts) keep(c *helmChart, images []string) (chartRecord, error) {
+	rec := chartRecord{Source: c.path, Repository: c.repo, URL: c.url, Name: c.name, Version: c.ver, Digest: helm.Digest(c.data), File: c.file(), Images: images}
+	h.t.content.addExtra(rec.File, c.data)
+	if h.t.ws != "" {
+		if err := writeWorkingFile(h.t.ws, rec.File, c.data); err != nil {
+			return rec, err
+		}
+		h.t.charts = append(h.t.charts, filepath.Join(h.t.ws, filepath.FromSlash(rec.File)))
+	}
+	return rec, nil
+}
+
+func (h *helmCharts) keepRecords(records []chartRecord) error {
+	if len(records) == 0 {
+		return nil
+	}
+	data, err := json.MarshalIndent(records, "", "  ")
+	if err != nil {
+		return err
+	}
+	h.t.content.addExtra(helmChartsFile, data)
+	if h.t.ws == "" {
+		return nil
+	}
+	return writeWorkingFile(h.t.ws, helmChartsFile, data)
+}
+
+func writeWorkingFile(ws, name string, data []byte) error {
+	p := filepath.Join(ws, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return writeFileAtomic(p, data)
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._+-]`)
+
+// safeName makes a repository, chart or version name a single safe path
+// element: an index could name a chart "../x".
+func safeName(s string) string {
+	s = unsafeChars.ReplaceAllString(s, "_")
+	if s == "" || strings.Trim(s, ".") == "" {
+		return "_" + s
+	}
+	return s
+}
+
+// helmHTTPClient reaches chart repositories as the source registries are
+// reached: TLS verified unless --src-tls-verify=false, the CA and client
+// certificates of --src-cert-dir, proxies from the environment.
+func (t *Trip) helmHTTPClient() (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.Upstream.CertDir != "" {
+		if err := tlsclientconfig.SetupCertificates(t.Upstream.CertDir, tr.TLSClientConfig); err != nil {
+			return nil, fmt.Errorf("--src-cert-dir %s: %w", t.Upstream.CertDir, err)
+		}
+	}
+	if t.Upstream.Insecure {
+		tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // the user's --src-tls-verify=false
+	}
+	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil
+}
+
+// restoreHelmCharts writes the charts an archive carries into
+// working-dir/helm, each checked against the digest helm/charts.json gives.
+func (t *Trip) restoreHelmCharts(ar *archive.Reader, ws string) ([]string, error) {
+	data, err := ar.Extra(helmChartsFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s from the archive: %w", helmChartsFile, err)
+	}
+	var records []chartRecord
+	if err := json.Unmarshal(data, &records); err != nil {
+		return nil, fmt.Errorf("archive extra %s is not a chart list: %w; the archive is damaged", helmChartsFile, err)
+	}
+	var written []string
+	for _, rec := range records {
+		if !strings.HasPrefix(rec.File, helmDir+"/charts/") {
+			return nil, fmt.Errorf("archive extra %s lists chart file %q outside %s/charts: the archive is damaged or from another tool", helmChartsFile, rec.File, helmDir)
+		}
+		chart, err := ar.Extra(rec.File)
+		if err != nil {
+			return nil, fmt.Errorf("helm chart %s %s: %w", rec.Name, rec.Version, err)
+		}
+		if helm.Digest(chart) != rec.Digest {
+			return nil, fmt.Errorf("helm chart %s %s in the archive has digest %s, %s says %s: the archive is damaged", rec.Name, rec.Version, helm.Digest(chart), helmChartsFile, rec.Digest)
+		}
+		if err := writeWorkingFile(ws, rec.File, chart); err != nil {
+			return nil, err
+		}
+		written = append(written, filepath.Join(ws, filepath.FromSlash(rec.File)))
+	}
+	for _, e := range ar.Index().Extras {
+		if strings.HasPrefix(e.Name, helmDir+"/indexes/") {
+			idx, err := ar.Extra(e.Name)
+			if err != nil {
+				return nil, err
+			}
+			if err := writeWorkingFile(ws, e.Name, idx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return written, writeWorkingFile(ws, helmChartsFile, data)
+}
