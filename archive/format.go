@@ -34,7 +34,10 @@ import (
 )
 
 // FormatVersion is the archive format this gapmirror writes and the newest it reads.
-const FormatVersion = 1
+// 2: images may be sparse (Set image platforms), signatures (signatureOf) and
+// helm charts travel; a gapmirror that knows only 1 would push such an
+// archive wrongly, so it must refuse it.
+const FormatVersion = 2
 
 // Tool is the value of Index.Tool in every gapmirror archive.
 const Tool = "gapmirror"

@@ -3,6 +3,7 @@ package imageset
 import (
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -299,4 +300,28 @@ func MarshalYAML(v any) ([]byte, error) {
 		return nil, fmt.Errorf("marshalling configuration to YAML: %w", err)
 	}
 	return out, nil
+}
+
+// Redacted is cfg as it may be stored or carried across the air gap: the
+// password of every helm repository URL (https://user:pass@host/…) is
+// replaced, since archives and workspaces are not secret stores.
+func Redacted(cfg *ImageSetConfiguration) *ImageSetConfiguration {
+	out := *cfg
+	out.Mirror.Helm.Repositories = append([]HelmRepository(nil), cfg.Mirror.Helm.Repositories...)
+	for i := range out.Mirror.Helm.Repositories {
+		out.Mirror.Helm.Repositories[i].URL = redactURL(out.Mirror.Helm.Repositories[i].URL)
+	}
+	return &out
+}
+
+// redactURL hides the password of a URL's user information.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	}
+	return u.String()
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // SetFormatVersion is bumped whenever the serialised Set changes incompatibly.
-const SetFormatVersion = 1
+// 2: Image gained platforms (sparse copies), signatureOf and unflattened.
+const SetFormatVersion = 2
 
 // Kind says what role an image plays in the image set. It decides the exit
 // code bit when the image fails and the IDMS/ITMS group it lands in.

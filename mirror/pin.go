@@ -106,7 +106,7 @@ func (t *Trip) writePinned(ws string, set *imageset.Set) (string, error) {
 	if t.Config == nil {
 		return "", nil
 	}
-	cfg, err := t.pinnedConfig(t.Config, set)
+	cfg, err := t.pinnedConfig(imageset.Redacted(t.Config), set)
 	if err != nil {
 		return "", err
 	}

@@ -322,7 +322,7 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 	}
 	var pinned []byte
 	if t.Config != nil {
-		if pinned, err = imageset.MarshalYAML(t.Config); err != nil {
+		if pinned, err = imageset.MarshalYAML(imageset.Redacted(t.Config)); err != nil {
 			return nil, err
 		}
 	}
@@ -567,7 +567,7 @@ func (t *Trip) checkConfig(pinned string) error {
 	if t.Config == nil || len(pinned) == 0 {
 		return nil
 	}
-	mine, err := imageset.MarshalYAML(t.Config)
+	mine, err := imageset.MarshalYAML(imageset.Redacted(t.Config))
 	if err != nil {
 		return err
 	}
