@@ -112,8 +112,15 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if n := d.MaxNestedPaths; n != nil && *n != rec.MaxNestedPaths {
 		return "", nil, fmt.Errorf("--max-nested-paths %d: the latest run of workspace %s to %s used %d; the records hold the names images were pushed under, so leave the flag out or pass %d", *n, ws, root, rec.MaxNestedPaths, rec.MaxNestedPaths)
 	}
-	ops, oerrs := d.operatorImages(ctx, cfg.Delete.Operators, cfgPath, root, w, rec.Images)
-	items, err := resolveDelete(cfg, cfgPath, root, w.path(releaseGraphsDir), rec.Images, ops, oerrs)
+	sel := &selection{}
+	serrs := d.operatorImages(ctx, sel, cfg.Delete.Operators, cfgPath, root, rec.Images)
+	serrs = append(serrs, helmImages(sel, cfg.Delete.Helm, cfgPath, root, w, rec.Images)...)
+	if len(serrs) == 0 {
+		if err := sel.settle(w, root, rec.Images); err != nil {
+			return "", nil, err
+		}
+	}
+	items, err := resolveDelete(cfg, cfgPath, root, w.path(releaseGraphsDir), rec.Images, sel, serrs)
 	if err != nil {
 		return "", nil, err
 	}
@@ -137,9 +144,9 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	abs, _ := filepath.Abs(cfgPath)
 	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
 		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
-	if ops != nil {
-		// Kept before the registry was asked: other bundles still use them.
-		plan.Kept = append(ops.kept, plan.Kept...)
+	if len(sel.kept) > 0 {
+		// Kept before the registry was asked: content that stays uses them.
+		plan.Kept = append(sel.kept, plan.Kept...)
 		list.Kept = plan.Kept
 	}
 	data, err := yaml.Marshal(list)
@@ -200,18 +207,11 @@ func knownRoots(w workspace) string {
 
 // resolveDelete turns the delete configuration into the recorded images it
 // names. Every entry must match something this workspace pushed to root.
-func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, graphDir string, images []MirroredImage, ops *operatorSelection, oerrs []error) ([]DeleteItem, error) {
+func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, graphDir string, images []MirroredImage, sel *selection, serrs []error) ([]DeleteItem, error) {
 	del := cfg.Delete
-	errs := oerrs
-	var unsupported []string
-	if len(del.Helm.Repositories) > 0 || len(del.Helm.Local) > 0 {
-		unsupported = append(unsupported, "delete.helm")
-	}
+	errs := serrs
 	if len(del.Samples) > 0 {
-		unsupported = append(unsupported, "delete.samples")
-	}
-	if len(unsupported) > 0 {
-		errs = append(errs, fmt.Errorf("%s: %s: deleting by these sections is not supported by this version of gapmirror yet (nothing was planned); list the images under delete.additionalImages, or drop them from the ImageSetConfiguration and run `gapmirror mirror --prune`", cfgPath, strings.Join(unsupported, ", ")))
+		errs = append(errs, fmt.Errorf("%s: delete.samples: deleting by this section is not supported by this version of gapmirror yet (nothing was planned); list the images under delete.additionalImages, or drop them from the ImageSetConfiguration and run `gapmirror mirror --prune`", cfgPath))
 	}
 	platform, perrs := platformImages(del.Platform, cfgPath, graphDir, images)
 	errs = append(errs, perrs...)
@@ -234,9 +234,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 		}
 		return false
 	}
-	if ops != nil {
-		platform = append(platform, ops.images...)
-	}
+	platform = append(platform, sel.images...)
 	seen := map[string]bool{}
 	var items []DeleteItem
 	for _, p := range platform {
@@ -305,8 +303,8 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 		return nil, errors.Join(errs...)
 	}
 	if len(items) == 0 {
-		if ops != nil && len(ops.kept) > 0 {
-			return nil, fmt.Errorf("%s: nothing to delete: the %d images delete.operators selects are all still used by bundles that stay mirrored (e.g. %s: %s)", cfgPath, len(ops.kept), ops.kept[0].Image, ops.kept[0].Why)
+		if len(sel.kept) > 0 {
+			return nil, fmt.Errorf("%s: nothing to delete: the %d images delete.operators and delete.helm select are all still used by content that stays mirrored (e.g. %s: %s)", cfgPath, len(sel.kept), sel.kept[0].Image, sel.kept[0].Why)
 		}
 		return nil, fmt.Errorf("%s: the delete section names no images to delete", cfgPath)
 	}

@@ -44,28 +44,73 @@ func catalogKey(ref string) string {
 // userKey names one bundle of one catalog.
 func userKey(cat, pkg, bundle string) string { return catalogKey(cat) + " " + pkg + " " + bundle }
 
-// operatorSelection is what delete.operators resolved to.
-type operatorSelection struct {
+// selection is what the delete sections that select by content
+// (delete.operators, delete.helm) resolved to: the recorded images they pick
+// and the reasons of the latest run's Set they take away. settle keeps the
+// picked images something that stays still needs.
+type selection struct {
+	picked []matchedImage
+	drops  []func(why string) bool
 	images []matchedImage
 	kept   []prune.Kept
 }
 
+// dropped reports whether a reason of the latest run's Set goes with the
+// deletion.
+func (s *selection) dropped(why string) bool {
+	for _, d := range s.drops {
+		if d(why) {
+			return true
+		}
+	}
+	return false
+}
+
+// settle splits the picked images into those to delete and those kept
+// because a reason the deletion does not take away still holds for them
+// (another bundle or chart, an additional image, a release).
+func (s *selection) settle(w workspace, root string, images []MirroredImage) error {
+	if len(s.picked) == 0 {
+		return nil
+	}
+	still, err := stillNeeded(w, root, images, s.dropped)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, p := range s.picked {
+		if seen[p.img.key()] {
+			continue
+		}
+		seen[p.img.key()] = true
+		why := still[p.img.setName()+"@"+p.img.Digest]
+		if len(why) == 0 {
+			why = still[p.img.key()]
+		}
+		if len(why) > 0 {
+			s.kept = append(s.kept, prune.Kept{Image: p.img.Destination, Digest: p.img.Digest, Why: "selected by " + p.why + " but still used by " + joinFew(why)})
+			continue
+		}
+		s.images = append(s.images, p)
+	}
+	return nil
+}
+
 // operatorImages resolves delete.operators against the catalogs this
-// workspace mirrored to root.
-func (d *Delete) operatorImages(ctx context.Context, ops []imageset.OperatorCatalog, cfgPath, root string, w workspace, images []MirroredImage) (*operatorSelection, []error) {
-	sel := &operatorSelection{}
+// workspace mirrored to root, adding what they select to sel.
+func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []imageset.OperatorCatalog, cfgPath, root string, images []MirroredImage) []error {
 	if len(ops) == 0 {
-		return sel, nil
+		return nil
 	}
 	var errs []error
 	store, cleanup, err := d.catalogStore()
 	if err != nil {
-		return nil, []error{err}
+		return []error{err}
 	}
 	defer cleanup()
 	tmp, err := os.MkdirTemp("", "gapmirror-delete-")
 	if err != nil {
-		return nil, []error{err}
+		return []error{err}
 	}
 	defer os.RemoveAll(tmp)
 
@@ -124,25 +169,14 @@ func (d *Delete) operatorImages(ctx context.Context, ops []imageset.OperatorCata
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		return errs
 	}
-	still, err := stillNeeded(w, root, images, deleted)
-	if err != nil {
-		return nil, []error{err}
-	}
-	seen := map[string]bool{}
-	for _, p := range picked {
-		if seen[p.img.key()] {
-			continue
-		}
-		seen[p.img.key()] = true
-		if why := still[p.img.key()]; len(why) > 0 {
-			sel.kept = append(sel.kept, prune.Kept{Image: p.img.Destination, Digest: p.img.Digest, Why: "selected by " + p.why + " but still used by " + joinFew(why)})
-			continue
-		}
-		sel.images = append(sel.images, p)
-	}
-	return sel, nil
+	sel.picked = append(sel.picked, picked...)
+	sel.drops = append(sel.drops, func(why string) bool {
+		m := bundleWhy.FindStringSubmatch(why)
+		return m != nil && deleted[userKey(m[1], m[2], m[3])]
+	})
+	return nil
 }
 
 // joinFew joins reasons, the first few in full.
@@ -212,8 +246,8 @@ func matchRecorded(ref string, images []MirroredImage) []MirroredImage {
 
 // stillNeeded maps each image (destination@digest) of the latest run that
 // mirrored to this root to the reasons it stays: every reason of the run's
-// Set for it except the bundles being deleted.
-func stillNeeded(w workspace, root string, images []MirroredImage, deleted map[string]bool) (map[string][]string, error) {
+// Set for it except those the deletion takes away (dropped).
+func stillNeeded(w workspace, root string, images []MirroredImage, dropped func(why string) bool) (map[string][]string, error) {
 	set, err := latestSet(w, root, images)
 	if err != nil || set == nil {
 		return nil, err
@@ -221,7 +255,7 @@ func stillNeeded(w workspace, root string, images []MirroredImage, deleted map[s
 	out := map[string][]string{}
 	for _, img := range set.Images {
 		for _, why := range img.Why {
-			if m := bundleWhy.FindStringSubmatch(why); m != nil && deleted[userKey(m[1], m[2], m[3])] {
+			if dropped(why) {
 				continue
 			}
 			k := img.Destination + "@" + img.Digest
