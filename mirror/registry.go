@@ -18,9 +18,12 @@ import (
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/pkg/blobinfocache/memory"
+	"go.podman.io/image/v5/pkg/docker/config"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/prune"
 )
 
 // RegistryOptions say how to reach one side's registries. They map onto
@@ -81,13 +84,17 @@ type Registry struct {
 	// resolved keeps the manifests ResolveDigest read, by digest, so the
 	// signature lookup need not read them again.
 	resolved map[digest.Digest][]byte
+
+	// clients answer existence checks with one client per registry host
+	// for the whole run (see headDigest).
+	clients map[string]*prune.Registry // by host; nil: use containers/image
 }
 
 // NewUpstream returns a Source reading each image from its upstream
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
-		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}}
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*prune.Registry{}}
 }
 
 // NewMirror returns the mirror registry at root ("host[:port][/prefix]") as a
@@ -245,17 +252,75 @@ func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.De
 	return rc, nil
 }
 
+// headDigest returns the digest of the manifest named (by tag or digest)
+// names, with one HEAD, without registries.conf mirrors (as
+// docker.GetDigest). The run's shared client for the host asks when it
+// may; containers/image opens a client, and pings /v2/, for every lookup,
+// which doubled the cost of no-change reruns.
+func (r *Registry) headDigest(ctx context.Context, named reference.Named) (digest.Digest, error) {
+	if c := r.sharedClient(named); c != nil {
+		ref := "latest"
+		switch n := named.(type) {
+		case reference.Canonical:
+			ref = n.Digest().String()
+		case reference.Tagged:
+			ref = n.Tag()
+		}
+		d, _, err := c.Head(ctx, reference.Path(named), ref)
+		if err == nil || isNotFound(err) {
+			return d, err
+		}
+		// Anything else (an outage, credentials refused) is asked again
+		// the way the copy connects, which also keeps its error messages.
+	}
+	ref, err := docker.NewReference(named)
+	if err != nil {
+		return "", err
+	}
+	return docker.GetDigest(ctx, r.sys, ref)
+}
+
+// sharedClient returns the run's client for named's registry, or nil where
+// it would not connect as containers/image does: Docker Hub (another API
+// host), a registry registries.conf marks insecure, or credentials in the
+// auth file scoped to the repository rather than the host.
+func (r *Registry) sharedClient(named reference.Named) *prune.Registry {
+	host := reference.Domain(named)
+	if host == "docker.io" {
+		return nil
+	}
+	if r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
+		reg, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
+		if err != nil || reg != nil && reg.Insecure {
+			return nil
+		}
+	}
+	forRef, err := config.GetCredentialsForRef(r.sys, named)
+	if err != nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.clients[host]
+	if !ok {
+		if c, err = prune.NewRegistry(host, r.sys); err != nil {
+			c = nil
+		}
+		r.clients[host] = c
+	}
+	if c == nil || c.Credentials() != forRef {
+		return nil
+	}
+	return c
+}
+
 // HasManifest implements Destination with one HEAD of the destination tag.
 func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest.Digest) (bool, error) {
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
 	if err != nil {
 		return false, err
 	}
-	ref, err := docker.NewReference(named)
-	if err != nil {
-		return false, err
-	}
-	got, err := docker.GetDigest(ctx, r.sys, ref)
+	got, err := r.headDigest(ctx, named)
 	if err != nil {
 		if isNotFound(err) {
 			return false, nil
@@ -300,11 +365,7 @@ func (r *Registry) hasInstances(ctx context.Context, img imageset.Image, d diges
 		if err != nil {
 			return false, err
 		}
-		ref, err := docker.NewReference(byDigest)
-		if err != nil {
-			return false, err
-		}
-		if _, err := docker.GetDigest(ctx, r.sys, ref); err != nil {
+		if _, err := r.headDigest(ctx, byDigest); err != nil {
 			if isNotFound(err) {
 				return false, nil
 			}
@@ -378,6 +439,14 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 	if c, ok := ref.(reference.Canonical); ok {
 		return c.Digest(), nil
 	}
+	if data, ok := r.readTagShared(ctx, ref); ok {
+		if d, err := manifest.Digest(data); err == nil {
+			r.mu.Lock()
+			r.resolved[d] = data
+			r.mu.Unlock()
+			return d, nil
+		}
+	}
 	iref, err := docker.NewReference(ref)
 	if err != nil {
 		return "", fmt.Errorf("image reference %q: %w", ref, err)
@@ -406,6 +475,39 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 	return d, nil
 }
 
+// readTagShared reads the manifest the tag ref names with one GET through
+// the run's shared client, when registries.conf sends pulls of ref to one
+// place only (no mirrors to try in turn, not blocked, not marked
+// insecure). ok is false when it did not read it: the caller asks
+// containers/image, which also words the errors.
+func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data []byte, ok bool) {
+	if _, tagged := ref.(reference.NamedTagged); !tagged {
+		return nil, false
+	}
+	target := ref
+	reg, err := sysregistriesv2.FindRegistry(r.sys, ref.String())
+	if err != nil {
+		return nil, false
+	}
+	if reg != nil {
+		if reg.Blocked {
+			return nil, false
+		}
+		sources, err := reg.PullSourcesFromReference(ref)
+		if err != nil || len(sources) != 1 || sources[0].Endpoint.Insecure && r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
+			return nil, false
+		}
+		target = sources[0].Reference
+	}
+	tagged, isTagged := target.(reference.NamedTagged)
+	c := r.sharedClient(target)
+	if !isTagged || c == nil {
+		return nil, false
+	}
+	data, _, err = c.Manifest(ctx, reference.Path(target), tagged.Tag())
+	return data, err == nil
+}
+
 func isNotFound(err error) bool {
 	// containers/image reports a bodiless 404 (HEAD) only as text.
 	if strings.Contains(err.Error(), "StatusCode: 404,") {
@@ -413,6 +515,9 @@ func isNotFound(err error) bool {
 	}
 	var status docker.UnexpectedHTTPStatusError
 	if errors.As(err, &status) && status.StatusCode == http.StatusNotFound {
+		return true
+	}
+	if prune.IsNotFound(err) {
 		return true
 	}
 	var ec errcode.Error

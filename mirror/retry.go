@@ -13,6 +13,8 @@ import (
 	"github.com/docker/distribution/registry/api/errcode"
 	v2 "github.com/docker/distribution/registry/api/v2"
 	"go.podman.io/image/v5/docker"
+
+	"github.com/gapmirror/gapmirror/prune"
 )
 
 // retry runs op until it succeeds, fails for good, or the retries are spent.
@@ -52,6 +54,10 @@ func Transient(err error) bool {
 	var status docker.UnexpectedHTTPStatusError
 	if errors.As(err, &status) {
 		return status.StatusCode == http.StatusTooManyRequests || status.StatusCode >= 500
+	}
+	var pe *prune.Error
+	if errors.As(err, &pe) {
+		return pe.Status == http.StatusTooManyRequests || pe.Status >= 500
 	}
 	var ec errcode.Error
 	if errors.As(err, &ec) {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
-	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 
 	"github.com/gapmirror/gapmirror/imageset"
@@ -267,13 +266,9 @@ func (r *Registry) headTag(ctx context.Context, repo reference.Named, tag string
 	if err != nil {
 		return "", err
 	}
-	ref, err := docker.NewReference(tagged)
-	if err != nil {
-		return "", err
-	}
 	var d digest.Digest
 	err = Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
-		d, err = docker.GetDigest(ctx, r.sys, ref)
+		d, err = r.headDigest(ctx, tagged)
 		return err
 	})
 	if err != nil && !isNotFound(err) {

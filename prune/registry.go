@@ -63,6 +63,9 @@ func NewRegistry(host string, sys *types.SystemContext) (*Registry, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsc
+	// Existence checks run many at once against one host: keep their
+	// connections instead of the default two.
+	tr.MaxIdleConnsPerHost = 64
 	creds, err := config.GetCredentials(sys, host)
 	if err != nil {
 		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", host, err)
@@ -94,6 +97,9 @@ func certDirs(host string, sys *types.SystemContext) []string {
 	}
 	return out
 }
+
+// Credentials are the ones the auth file gives for the host.
+func (r *Registry) Credentials() types.DockerAuthConfig { return r.creds }
 
 // Host is the registry host.
 func (r *Registry) Host() string { return r.host }
