@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/prune"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // DeleteListKind is the kind of a delete plan file (oc-mirror's name).
@@ -133,7 +134,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if err != nil {
 		return "", nil, err
 	}
-	reg, err := prune.NewRegistry(strings.SplitN(root, "/", 2)[0], d.Mirror.SystemContext())
+	reg, err := registryapi.NewClient(strings.SplitN(root, "/", 2)[0], d.Mirror.SystemContext())
 	if err != nil {
 		return "", nil, err
 	}
@@ -416,7 +417,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	if err != nil {
 		return nil, err
 	}
-	reg, err := prune.NewRegistry(strings.SplitN(root, "/", 2)[0], d.Mirror.SystemContext())
+	reg, err := registryapi.NewClient(strings.SplitN(root, "/", 2)[0], d.Mirror.SystemContext())
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/prune"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // MirroredImage is one manifest at a mirror root that a run of this
@@ -158,7 +159,7 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 		pr.Plan = &prune.Plan{Mirror: dst.Root()}
 		return nil
 	}
-	reg, err := prune.NewRegistry(strings.SplitN(dst.Root(), "/", 2)[0], t.Mirror.SystemContext())
+	reg, err := registryapi.NewClient(strings.SplitN(dst.Root(), "/", 2)[0], t.Mirror.SystemContext())
 	if err != nil {
 		pr.Err = err
 		return nil

@@ -23,7 +23,7 @@ import (
 	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/prune"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // RegistryOptions say how to reach one side's registries. They map onto
@@ -87,14 +87,14 @@ type Registry struct {
 
 	// clients answer existence checks with one client per registry host
 	// for the whole run (see headDigest).
-	clients map[string]*prune.Registry // by host; nil: use containers/image
+	clients map[string]*registryapi.Client // by host; nil: use containers/image
 }
 
 // NewUpstream returns a Source reading each image from its upstream
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
-		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*prune.Registry{}}
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{}}
 }
 
 // NewMirror returns the mirror registry at root ("host[:port][/prefix]") as a
@@ -284,7 +284,7 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 // it would not connect as containers/image does: Docker Hub (another API
 // host), a registry registries.conf marks insecure, or credentials in the
 // auth file scoped to the repository rather than the host.
-func (r *Registry) sharedClient(named reference.Named) *prune.Registry {
+func (r *Registry) sharedClient(named reference.Named) *registryapi.Client {
 	host := reference.Domain(named)
 	if host == "docker.io" {
 		return nil
@@ -303,7 +303,7 @@ func (r *Registry) sharedClient(named reference.Named) *prune.Registry {
 	defer r.mu.Unlock()
 	c, ok := r.clients[host]
 	if !ok {
-		if c, err = prune.NewRegistry(host, r.sys); err != nil {
+		if c, err = registryapi.NewClient(host, r.sys); err != nil {
 			c = nil
 		}
 		r.clients[host] = c
@@ -517,7 +517,7 @@ func isNotFound(err error) bool {
 	if errors.As(err, &status) && status.StatusCode == http.StatusNotFound {
 		return true
 	}
-	if prune.IsNotFound(err) {
+	if registryapi.IsNotFound(err) {
 		return true
 	}
 	var ec errcode.Error

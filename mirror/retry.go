@@ -14,7 +14,7 @@ import (
 	v2 "github.com/docker/distribution/registry/api/v2"
 	"go.podman.io/image/v5/docker"
 
-	"github.com/gapmirror/gapmirror/prune"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // retry runs op until it succeeds, fails for good, or the retries are spent.
@@ -55,7 +55,7 @@ func Transient(err error) bool {
 	if errors.As(err, &status) {
 		return status.StatusCode == http.StatusTooManyRequests || status.StatusCode >= 500
 	}
-	var pe *prune.Error
+	var pe *registryapi.Error
 	if errors.As(err, &pe) {
 		return pe.Status == http.StatusTooManyRequests || pe.Status >= 500
 	}

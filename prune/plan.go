@@ -14,6 +14,8 @@ import (
 	"sync"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // Candidate is a manifest this workspace pushed to the mirror that should go:
@@ -136,7 +138,7 @@ func splitTag(s string) (repo, tag string) {
 // current image set, other mirror roots of the workspace. Every other tag
 // in an affected repository (someone else's, or the Set's) protects the
 // manifest it names and, for an index, every platform manifest in it.
-func Compute(ctx context.Context, reg *Registry, root string, cands []Candidate, keep map[string]bool) (*Plan, error) {
+func Compute(ctx context.Context, reg *registryapi.Client, root string, cands []Candidate, keep map[string]bool) (*Plan, error) {
 	p := &Plan{Mirror: strings.TrimSuffix(strings.TrimPrefix(root, "docker://"), "/"), Candidates: cands}
 	byRepo := map[string][]Candidate{}
 	var repos []string
@@ -180,7 +182,7 @@ type liveTag struct {
 	mediaType string
 }
 
-func planRepo(ctx context.Context, reg *Registry, root, repo string, cands []Candidate, keep map[string]bool) (*repoPlan, error) {
+func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, cands []Candidate, keep map[string]bool) (*repoPlan, error) {
 	tags, err := reg.Tags(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("listing the tags of %s/%s: %w", reg.Host(), repo, err)
@@ -273,7 +275,7 @@ func planRepo(ctx context.Context, reg *Registry, root, repo string, cands []Can
 			// The tag moved on (a newer image, or someone else's); the
 			// manifest we pushed may still be there, untagged.
 			_, m, err := reg.Head(ctx, repo, c.Digest)
-			if IsNotFound(err) {
+			if registryapi.IsNotFound(err) {
 				rp.gone = append(rp.gone, c.Key())
 				continue
 			}
@@ -318,7 +320,7 @@ func appendUnique(list []string, s string) []string {
 }
 
 // headAll looks up every tag of repo, a few at a time.
-func headAll(ctx context.Context, reg *Registry, repo string, tags []string) (map[string]liveTag, error) {
+func headAll(ctx context.Context, reg *registryapi.Client, repo string, tags []string) (map[string]liveTag, error) {
 	out := map[string]liveTag{}
 	var mu sync.Mutex
 	var firstErr error
@@ -333,7 +335,7 @@ func headAll(ctx context.Context, reg *Registry, repo string, tags []string) (ma
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case IsNotFound(err):
+			case registryapi.IsNotFound(err):
 				// Deleted between listing and lookup: not there.
 			case err != nil:
 				if firstErr == nil {
@@ -352,7 +354,7 @@ func isIndex(mt string) bool {
 	return strings.Contains(mt, "image.index") || strings.Contains(mt, "manifest.list")
 }
 
-func childrenOf(ctx context.Context, reg *Registry, repo string, d digest.Digest) ([]digest.Digest, error) {
+func childrenOf(ctx context.Context, reg *registryapi.Client, repo string, d digest.Digest) ([]digest.Digest, error) {
 	data, _, err := reg.Manifest(ctx, repo, d.String())
 	if err != nil {
 		return nil, fmt.Errorf("reading index %s/%s@%s: %w", reg.Host(), repo, d, err)
@@ -402,7 +404,7 @@ func (e *UnsupportedError) Unwrap() error { return e.Err }
 // Execute carries out the plan's actions in order. A tag the registry
 // cannot delete is reported and left; a registry refusing manifest
 // deletes stops the run with an UnsupportedError.
-func Execute(ctx context.Context, reg *Registry, p *Plan, log io.Writer) (*Outcome, error) {
+func Execute(ctx context.Context, reg *registryapi.Client, p *Plan, log io.Writer) (*Outcome, error) {
 	out := &Outcome{}
 	for _, a := range p.Actions {
 		if err := ctx.Err(); err != nil {
@@ -418,12 +420,12 @@ func Execute(ctx context.Context, reg *Registry, p *Plan, log io.Writer) (*Outco
 			err = fmt.Errorf("unknown operation %q", a.Op)
 		}
 		switch {
-		case err == nil, IsNotFound(err):
+		case err == nil, registryapi.IsNotFound(err):
 			out.Done = append(out.Done, a)
 			fmt.Fprintf(log, "deleted: %s\n", a)
-		case IsUnsupported(err) && a.Op == DeleteTag:
+		case registryapi.IsUnsupported(err) && a.Op == DeleteTag:
 			out.Failed = append(out.Failed, FailedAction{Action: a, Error: fmt.Sprintf("%v (the registry does not delete tags; the tag stays, the manifest is in use)", err)})
-		case IsUnsupported(err):
+		case registryapi.IsUnsupported(err):
 			out.Failed = append(out.Failed, FailedAction{Action: a, Error: err.Error()})
 			return out, &UnsupportedError{Host: reg.Host(), Err: err}
 		default:

@@ -1,4 +1,4 @@
-package prune
+package registryapi
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
-// TestRegistryClient: the prune client lists tags across pages, looks up
+// TestRegistryClient: the client lists tags across pages, looks up
 // and deletes manifests and tags on a real registry over TLS with basic
 // auth and with bearer tokens from a token server (on another port, with
 // the same certificate), using the same auth file and certificate directory
@@ -49,7 +49,7 @@ func testRegistryClient(t *testing.T, opts registrytest.Options) {
 			t.Fatal(err)
 		}
 	}
-	c, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerCertPath: reg.CertsDir()})
+	c, err := NewClient(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerCertPath: reg.CertsDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func testRegistryClient(t *testing.T, opts registrytest.Options) {
 	}
 
 	// Without credentials: a clear answer naming the registry.
-	anon, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: t.TempDir() + "/none.json", DockerCertPath: reg.CertsDir()})
+	anon, err := NewClient(reg.Host(), &types.SystemContext{AuthFilePath: t.TempDir() + "/none.json", DockerCertPath: reg.CertsDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +89,14 @@ func testRegistryClient(t *testing.T, opts registrytest.Options) {
 		t.Errorf("no credentials: %v", err)
 	}
 	// Untrusted certificate: refused unless verification is off.
-	strict, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerCertPath: t.TempDir()})
+	strict, err := NewClient(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerCertPath: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := strict.Tags(ctx, "ns/app"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("untrusted certificate: %v", err)
 	}
-	loose, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerInsecureSkipTLSVerify: types.OptionalBoolTrue})
+	loose, err := NewClient(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerInsecureSkipTLSVerify: types.OptionalBoolTrue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +122,14 @@ func TestRegistryTokenAccounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	// client uses user's password, or identity token when it is set.
-	client := func(user, password, identity string) *Registry {
+	client := func(user, password, identity string) *Client {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), "auth.json")
 		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
 		if err := os.WriteFile(path, []byte(`{"auths":{"`+reg.Host()+`":{"auth":"`+auth+`","identitytoken":"`+identity+`"}}}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := NewRegistry(reg.Host(), &types.SystemContext{AuthFilePath: path, DockerInsecureSkipTLSVerify: types.OptionalBoolTrue})
+		c, err := NewClient(reg.Host(), &types.SystemContext{AuthFilePath: path, DockerInsecureSkipTLSVerify: types.OptionalBoolTrue})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestRegistryRefusesDelete(t *testing.T) {
 	if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: reg.URL()}, "ns/app", "v1", img); err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewRegistry(reg.Host(), &types.SystemContext{DockerInsecureSkipTLSVerify: types.OptionalBoolTrue, AuthFilePath: t.TempDir() + "/none.json"})
+	c, err := NewClient(reg.Host(), &types.SystemContext{DockerInsecureSkipTLSVerify: types.OptionalBoolTrue, AuthFilePath: t.TempDir() + "/none.json"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,10 @@
-package prune
+// Package registryapi is a small client of the OCI distribution API for
+// what containers/image does not offer or does expensively: tag listing by
+// page, manifest HEADs through one client per registry host (cached tokens,
+// no ping per reference) and deletes by digest and by tag. Copies still go
+// through containers/image; this client takes credentials, certificates and
+// TLS settings from the same containers configuration.
+package registryapi
 
 import (
 	"context"
@@ -32,12 +38,9 @@ var manifestAccept = strings.Join([]string{
 	"application/vnd.docker.distribution.manifest.v1+json",
 }, ", ")
 
-// Registry talks to one registry host for pruning: tag listing, manifest
-// lookups and deletes (the OCI distribution API). containers/image, which
-// copies images, has no tag deletion and no tag listing by page, so this is
-// a small client of its own; it takes credentials, certificates and TLS
-// settings from the same containers configuration.
-type Registry struct {
+// Client talks to one registry host: tag listing, manifest lookups and
+// deletes. It is safe for concurrent use.
+type Client struct {
 	host   string
 	scheme string
 	client *http.Client
@@ -48,9 +51,9 @@ type Registry struct {
 	basic  bool              // the registry asked for basic auth
 }
 
-// NewRegistry returns a client for host ("host[:port]") configured like
+// NewClient returns a client for host ("host[:port]") configured like
 // containers/image would be with sys (auth file, cert dir, TLS verify).
-func NewRegistry(host string, sys *types.SystemContext) (*Registry, error) {
+func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	insecure := sys != nil && sys.DockerInsecureSkipTLSVerify == types.OptionalBoolTrue
 	tlsc := &tls.Config{InsecureSkipVerify: insecure} //nolint:gosec // the user turned verification off for this side
 	if pool, err := x509.SystemCertPool(); err == nil {
@@ -70,7 +73,7 @@ func NewRegistry(host string, sys *types.SystemContext) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", host, err)
 	}
-	r := &Registry{host: host, scheme: "https", client: &http.Client{Transport: tr}, creds: creds, tokens: map[string]string{}}
+	r := &Client{host: host, scheme: "https", client: &http.Client{Transport: tr}, creds: creds, tokens: map[string]string{}}
 	if insecure {
 		// As containers/image: with verification off, plain HTTP is allowed
 		// when the registry does not speak TLS.
@@ -99,10 +102,10 @@ func certDirs(host string, sys *types.SystemContext) []string {
 }
 
 // Credentials are the ones the auth file gives for the host.
-func (r *Registry) Credentials() types.DockerAuthConfig { return r.creds }
+func (r *Client) Credentials() types.DockerAuthConfig { return r.creds }
 
 // Host is the registry host.
-func (r *Registry) Host() string { return r.host }
+func (r *Client) Host() string { return r.host }
 
 // Error is a registry answer other than success, with what to do about it.
 type Error struct {
@@ -163,7 +166,7 @@ func IsUnsupported(err error) bool {
 	return errors.As(err, &e) && e.Unsupported()
 }
 
-func (r *Registry) do(ctx context.Context, method, path string, header http.Header, scope string) (*http.Response, error) {
+func (r *Client) do(ctx context.Context, method, path string, header http.Header, scope string) (*http.Response, error) {
 	u := r.scheme + "://" + r.host + path
 	for attempt := 0; attempt < 2; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, method, u, nil)
@@ -191,7 +194,7 @@ func (r *Registry) do(ctx context.Context, method, path string, header http.Head
 	return nil, errors.New("unreachable")
 }
 
-func (r *Registry) authorize(req *http.Request, scope string) {
+func (r *Client) authorize(req *http.Request, scope string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if tok := r.tokens[scope]; tok != "" {
@@ -203,7 +206,7 @@ func (r *Registry) authorize(req *http.Request, scope string) {
 
 // login answers a 401 challenge: basic auth, or a bearer token from the
 // realm for scope.
-func (r *Registry) login(ctx context.Context, challenge, scope string) error {
+func (r *Client) login(ctx context.Context, challenge, scope string) error {
 	scheme, params := parseChallenge(challenge)
 	switch strings.ToLower(scheme) {
 	case "basic":
@@ -308,7 +311,7 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-func (r *Registry) answer(resp *http.Response, method string) error {
+func (r *Client) answer(resp *http.Response, method string) error {
 	defer drain(resp)
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	e := &Error{Method: method, URL: resp.Request.URL.String(), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: r.authHint(resp)}
@@ -328,7 +331,7 @@ func (r *Registry) answer(resp *http.Response, method string) error {
 // authHint says what to do about a 401 or 403 that survived logging in.
 // Token registries (distribution) answer 401 with error="insufficient_scope"
 // when the token is valid but lacks the action; others answer 403.
-func (r *Registry) authHint(resp *http.Response) string {
+func (r *Client) authHint(resp *http.Response) string {
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		return ""
 	}
@@ -349,7 +352,7 @@ func deleteScope(repo string) string { return "repository:" + repo + ":*" }
 
 // Tags lists the tags of repo (every page); a repository that does not
 // exist has none.
-func (r *Registry) Tags(ctx context.Context, repo string) ([]string, error) {
+func (r *Client) Tags(ctx context.Context, repo string) ([]string, error) {
 	var out []string
 	path := "/v2/" + repo + "/tags/list?n=1000"
 	for path != "" {
@@ -399,7 +402,7 @@ func nextLink(h string) string {
 }
 
 // Head returns the digest and media type of the manifest repo:ref names.
-func (r *Registry) Head(ctx context.Context, repo, ref string) (digest.Digest, string, error) {
+func (r *Client) Head(ctx context.Context, repo, ref string) (digest.Digest, string, error) {
 	resp, err := r.do(ctx, http.MethodHead, "/v2/"+repo+"/manifests/"+ref, http.Header{"Accept": {manifestAccept}}, pullScope(repo))
 	if err != nil {
 		return "", "", err
@@ -421,7 +424,7 @@ func (r *Registry) Head(ctx context.Context, repo, ref string) (digest.Digest, s
 }
 
 // Manifest returns the manifest repo:ref and its media type.
-func (r *Registry) Manifest(ctx context.Context, repo, ref string) ([]byte, string, error) {
+func (r *Client) Manifest(ctx context.Context, repo, ref string) ([]byte, string, error) {
 	resp, err := r.do(ctx, http.MethodGet, "/v2/"+repo+"/manifests/"+ref, http.Header{"Accept": {manifestAccept}}, pullScope(repo))
 	if err != nil {
 		return nil, "", err
@@ -439,17 +442,17 @@ func (r *Registry) Manifest(ctx context.Context, repo, ref string) ([]byte, stri
 
 // DeleteManifest deletes manifest d from repo; the registry drops every
 // tag of repo that points at it.
-func (r *Registry) DeleteManifest(ctx context.Context, repo string, d digest.Digest) error {
+func (r *Client) DeleteManifest(ctx context.Context, repo string, d digest.Digest) error {
 	return r.delete(ctx, repo, d.String())
 }
 
 // DeleteTag removes tag from repo and leaves the manifest it names (OCI
 // distribution spec; distribution v3, quay and others implement it).
-func (r *Registry) DeleteTag(ctx context.Context, repo, tag string) error {
+func (r *Client) DeleteTag(ctx context.Context, repo, tag string) error {
 	return r.delete(ctx, repo, tag)
 }
 
-func (r *Registry) delete(ctx context.Context, repo, ref string) error {
+func (r *Client) delete(ctx context.Context, repo, ref string) error {
 	resp, err := r.do(ctx, http.MethodDelete, "/v2/"+repo+"/manifests/"+ref, nil, deleteScope(repo))
 	if err != nil {
 		return err
