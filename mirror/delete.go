@@ -481,7 +481,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	if err := w.write(drec, "delete", filepath.Base(rep.File)); err != nil {
 		return rep, errors.Join(xerr, err)
 	}
-	if err := forget(w, root, prune.Resolved(run, out)); err != nil {
+	if err := forget(w, root, nil, prune.Resolved(run, out)); err != nil {
 		return rep, errors.Join(xerr, err)
 	}
 	printKept(d.Out, run)
