@@ -153,14 +153,13 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if err != nil {
 		return "", nil, fmt.Errorf("working out the deletes at %s: %w", root, hint(err))
 	}
-	abs, _ := filepath.Abs(cfgPath)
-	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
-		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
 	if len(sel.kept) > 0 {
 		// Kept before the registry was asked: content that stays uses them.
 		plan.Kept = append(sel.kept, plan.Kept...)
-		list.Kept = plan.Kept
 	}
+	abs, _ := filepath.Abs(cfgPath)
+	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
+		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
 	data, err := yaml.Marshal(list)
 	if err != nil {
 		return "", nil, err
