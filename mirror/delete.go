@@ -113,11 +113,25 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if n := d.MaxNestedPaths; n != nil && *n != rec.MaxNestedPaths {
 		return "", nil, fmt.Errorf("--max-nested-paths %d: the latest run of workspace %s to %s used %d; the records hold the names images were pushed under, so leave the flag out or pass %d", *n, ws, root, rec.MaxNestedPaths, rec.MaxNestedPaths)
 	}
+	// The latest run's Set, read from runs/ once and only when helm entries
+	// or picked images need it.
+	var (
+		set     *imageset.Set
+		setErr  error
+		setRead bool
+	)
+	latest := func() (*imageset.Set, error) {
+		if !setRead {
+			set, setErr = latestSet(w, root, rec.Images)
+			setRead = true
+		}
+		return set, setErr
+	}
 	sel := &selection{}
 	serrs := d.operatorImages(ctx, sel, cfg.Delete.Operators, cfgPath, root, rec.Images)
-	serrs = append(serrs, helmImages(sel, cfg.Delete.Helm, cfgPath, root, w, rec.Images)...)
+	serrs = append(serrs, helmImages(sel, cfg.Delete.Helm, cfgPath, root, w, rec.Images, latest)...)
 	if len(serrs) == 0 {
-		if err := sel.settle(w, root, rec.Images); err != nil {
+		if err := sel.settle(latest); err != nil {
 			return "", nil, err
 		}
 	}
@@ -126,10 +140,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 		return "", nil, err
 	}
 	items, sigsLeft := signatureItems(items, rec.Images, root, d.DeleteSignatures)
-	cands := make([]prune.Candidate, 0, len(items))
-	for _, it := range items {
-		cands = append(cands, prune.Candidate{Destination: strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"), Digest: it.Digest, Origin: it.ImageName, Kind: it.Type, Why: it.Why})
-	}
+	cands := deleteCandidates(items, root)
 	keep, err := keepNames(w, root, nil)
 	if err != nil {
 		return "", nil, err
@@ -142,14 +153,13 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if err != nil {
 		return "", nil, fmt.Errorf("working out the deletes at %s: %w", root, hint(err))
 	}
-	abs, _ := filepath.Abs(cfgPath)
-	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
-		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
 	if len(sel.kept) > 0 {
 		// Kept before the registry was asked: content that stays uses them.
 		plan.Kept = append(sel.kept, plan.Kept...)
-		list.Kept = plan.Kept
 	}
+	abs, _ := filepath.Abs(cfgPath)
+	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
+		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
 	data, err := yaml.Marshal(list)
 	if err != nil {
 		return "", nil, err
@@ -187,6 +197,16 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	}
 	fmt.Fprintf(d.Out, "delete plan: %s, %d deletes at %s, written to %s; nothing was deleted: review it, then run\n  gapmirror delete --delete-yaml-file %s docker://%s\n", what, len(plan.Actions), root, path, path, root)
 	return path, list, nil
+}
+
+// deleteCandidates turns the plan's items into prune candidates, named
+// relative to the registry host of root.
+func deleteCandidates(items []DeleteItem, root string) []prune.Candidate {
+	cands := make([]prune.Candidate, 0, len(items))
+	for _, it := range items {
+		cands = append(cands, prune.Candidate{Destination: strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"), Digest: it.Digest, Origin: it.ImageName, Kind: it.Type, Why: it.Why})
+	}
+	return cands
 }
 
 // knownRoots lists the mirror roots the workspace has records of, for errors.
@@ -409,10 +429,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 		return nil, fmt.Errorf("%s was generated from the workspace %s, which is not there any more: its records must be updated with what gets deleted; restore it, or generate the plan again from where the workspace is now", planPath, l.Workspace)
 	}
 	w := workspace{l.Workspace}
-	cands := make([]prune.Candidate, 0, len(l.Items))
-	for _, it := range l.Items {
-		cands = append(cands, prune.Candidate{Destination: strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"), Digest: it.Digest, Origin: it.ImageName, Kind: it.Type, Why: it.Why})
-	}
+	cands := deleteCandidates(l.Items, root)
 	keep, err := keepNames(w, root, nil)
 	if err != nil {
 		return nil, err
@@ -463,7 +480,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	if err := w.write(drec, "delete", filepath.Base(rep.File)); err != nil {
 		return rep, errors.Join(xerr, err)
 	}
-	if err := forget(w, root, prune.Resolved(run, out)); err != nil {
+	if err := forget(w, root, nil, prune.Resolved(run, out)); err != nil {
 		return rep, errors.Join(xerr, err)
 	}
 	printKept(d.Out, run)

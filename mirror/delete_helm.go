@@ -40,12 +40,12 @@ type mirroredChart struct {
 func (c *mirroredChart) key() string { return c.source + " " + c.name + " " + c.ver }
 
 // helmImages resolves delete.helm against the charts the latest run to root
-// mirrored, adding what it selects to sel.
-func helmImages(sel *selection, h imageset.Helm, cfgPath, root string, w workspace, images []MirroredImage) []error {
+// mirrored (latest gives that run's Set), adding what it selects to sel.
+func helmImages(sel *selection, h imageset.Helm, cfgPath, root string, w workspace, images []MirroredImage, latest func() (*imageset.Set, error)) []error {
 	if len(h.Repositories) == 0 && len(h.Local) == 0 {
 		return nil
 	}
-	set, err := latestSet(w, root, images)
+	set, err := latest()
 	if err != nil {
 		return []error{err}
 	}

@@ -69,11 +69,15 @@ func (s *selection) dropped(why string) bool {
 // settle splits the picked images into those to delete and those kept
 // because a reason the deletion does not take away still holds for them
 // (another bundle or chart, an additional image, a release).
-func (s *selection) settle(w workspace, root string, images []MirroredImage) error {
+func (s *selection) settle(latest func() (*imageset.Set, error)) error {
 	if len(s.picked) == 0 {
 		return nil
 	}
-	still, err := stillNeeded(w, root, images, s.dropped)
+	set, err := latest()
+	if err != nil {
+		return err
+	}
+	still := stillNeeded(set, s.dropped)
 	if err != nil {
 		return err
 	}
@@ -244,13 +248,12 @@ func matchRecorded(ref string, images []MirroredImage) []MirroredImage {
 	return out
 }
 
-// stillNeeded maps each image (destination@digest) of the latest run that
-// mirrored to this root to the reasons it stays: every reason of the run's
-// Set for it except those the deletion takes away (dropped).
-func stillNeeded(w workspace, root string, images []MirroredImage, dropped func(why string) bool) (map[string][]string, error) {
-	set, err := latestSet(w, root, images)
-	if err != nil || set == nil {
-		return nil, err
+// stillNeeded maps each image (destination@digest) of set, the Set of the
+// latest run that mirrored to this root, to the reasons it stays: every
+// reason of set for it except those the deletion takes away (dropped).
+func stillNeeded(set *imageset.Set, dropped func(why string) bool) map[string][]string {
+	if set == nil {
+		return nil
 	}
 	out := map[string][]string{}
 	for _, img := range set.Images {
@@ -262,7 +265,7 @@ func stillNeeded(w workspace, root string, images []MirroredImage, dropped func(
 			out[k] = append(out[k], why)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // latestSet is the Set of the newest run that mirrored into the root: the

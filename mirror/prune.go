@@ -187,7 +187,7 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 	if err := w.write(drec, "prune", name+"-pruned.json"); err != nil {
 		return errors.Join(xerr, err)
 	}
-	if err := forget(w, dst.Root(), prune.Resolved(plan, out)); err != nil {
+	if err := forget(w, dst.Root(), rec, prune.Resolved(plan, out)); err != nil {
 		return errors.Join(xerr, err)
 	}
 	switch {
@@ -302,14 +302,17 @@ func keepNames(w workspace, root string, set *imageset.Set) (map[string]bool, er
 	return keep, errors.Join(append(errs, err)...)
 }
 
-// forget drops deleted images (keys destination@digest) from the root's record.
-func forget(w workspace, root string, keys []string) error {
+// forget drops deleted images (keys destination@digest) from the root's
+// record: r when the caller has read it already, else read here.
+func forget(w workspace, root string, r *locationRecord, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	r, err := w.mirrorRecord(root)
-	if err != nil {
-		return err
+	if r == nil {
+		var err error
+		if r, err = w.mirrorRecord(root); err != nil {
+			return err
+		}
 	}
 	gone := map[string]bool{}
 	for _, k := range keys {

@@ -22,21 +22,16 @@ import (
 	"sync"
 
 	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/pkg/docker/config"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 	"go.podman.io/image/v5/types"
 )
 
-// manifestAccept lists every manifest media type a HEAD or GET accepts, so
-// the registry answers with the digest the content was pushed under.
-var manifestAccept = strings.Join([]string{
-	"application/vnd.oci.image.index.v1+json",
-	"application/vnd.oci.image.manifest.v1+json",
-	"application/vnd.docker.distribution.manifest.list.v2+json",
-	"application/vnd.docker.distribution.manifest.v2+json",
-	"application/vnd.docker.distribution.manifest.v1+prettyjws",
-	"application/vnd.docker.distribution.manifest.v1+json",
-}, ", ")
+// manifestAccept lists every manifest media type a HEAD or GET accepts (the
+// list containers/image asks for), so the registry answers with the digest
+// the content was pushed under.
+var manifestAccept = strings.Join(manifest.DefaultRequestedManifestMIMETypes, ", ")
 
 // Client talks to one registry host: tag listing, manifest lookups and
 // deletes. It is safe for concurrent use.

@@ -11,20 +11,15 @@ import (
 	"strings"
 
 	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/manifest"
 )
 
 // ErrNotFound is returned (wrapped) when a repository, manifest or blob does not exist.
 var ErrNotFound = errors.New("not found")
 
-// manifestAccept lists every manifest media type the inspection helpers accept.
-var manifestAccept = strings.Join([]string{
-	"application/vnd.oci.image.index.v1+json",
-	"application/vnd.oci.image.manifest.v1+json",
-	"application/vnd.docker.distribution.manifest.list.v2+json",
-	"application/vnd.docker.distribution.manifest.v2+json",
-	"application/vnd.docker.distribution.manifest.v1+prettyjws",
-	"application/vnd.docker.distribution.manifest.v1+json",
-}, ", ")
+// manifestAccept lists every manifest media type the inspection helpers
+// accept: the list containers/image asks for.
+var manifestAccept = strings.Join(manifest.DefaultRequestedManifestMIMETypes, ", ")
 
 // The inspection helpers below talk to the registry application in-process:
 // they bypass the network, TLS and the Wrap hook (so injected faults never hit
