@@ -76,10 +76,6 @@ type Trip struct {
 	ws string
 	// pinned is the pinned configuration this run wrote.
 	pinned string
-	// leftOut names the images mirror-to-disk could not put in its archive.
-	leftOut []string
-	// blocked names the images mirror.blockedImages kept out (for the archive).
-	blocked []string
 	// charts are the helm chart files written into the workspace.
 	charts []string
 }
@@ -254,9 +250,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
-	t.leftOut = leftOut(rep)
-	t.blocked = res.Blocked
-	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried)
+	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried, leftOut(rep), res.Blocked)
 	if err != nil {
 		return rep, err
 	}
@@ -279,7 +273,9 @@ func (t *Trip) succeeded(set *imageset.Set, res *Result) *imageset.Set {
 	return out
 }
 
-func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store *Store, set *imageset.Set) ([]string, error) {
+// writeArchive writes set from the store into dir; leftOut and blocked name
+// the images of the configuration the archive does not carry.
+func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store *Store, set *imageset.Set, leftOut, blocked []string) ([]string, error) {
 	// Blobs an earlier archive of this workspace carried stay out: the air
 	// gap has them already.
 	history, err := ws.archives()
@@ -332,8 +328,8 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 		Created:     t.now(),
 		Config:      string(pinned),
 		Set:         set,
-		LeftOut:     t.leftOut,
-		Blocked:     t.blocked,
+		LeftOut:     leftOut,
+		Blocked:     blocked,
 		Blobs:       blobs,
 		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
