@@ -615,11 +615,16 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)
 	}
+	// Templates by catalog digest (the last catalog image of a digest wins).
+	templates := map[string]string{}
+	for _, img := range done.Images {
+		if img.Kind == imageset.KindOperatorCatalog {
+			templates[img.Digest] = t.content.catalogTemplates[img.OriginalDestination()]
+		}
+	}
 	for i := range catalogs {
-		for _, img := range done.Images {
-			if img.Kind == imageset.KindOperatorCatalog && img.Digest == catalogs[i].Digest {
-				catalogs[i].TemplatePath = t.content.catalogTemplates[img.OriginalDestination()]
-			}
+		if tp, ok := templates[catalogs[i].Digest]; ok {
+			catalogs[i].TemplatePath = tp
 		}
 	}
 	files, err := generate.Manifests(generate.Input{
