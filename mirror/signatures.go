@@ -59,10 +59,7 @@ type SignatureStats struct {
 // in res and leaves the image itself alone.
 func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, set *imageset.Set, res *imageset.Resolution) SignatureStats {
 	var stats SignatureStats
-	parallel := t.Copy.ParallelImages
-	if parallel <= 0 {
-		parallel = 8
-	}
+	parallel := t.Copy.withDefaults().ParallelImages
 	type target struct {
 		img      imageset.Image
 		repo     string

@@ -247,14 +247,12 @@ func (e storeEndpoint) Blob(_ context.Context, _ imageset.Image, desc ocispec.De
 }
 
 func (e storeEndpoint) HasManifest(_ context.Context, img imageset.Image, d digest.Digest) (bool, error) {
-	if !e.s.Has(d) || !e.s.hasInstances(img, d) {
+	// One read of the manifest serves the instance check and the tag.
+	data, err := e.s.ReadBlob(d)
+	if err != nil || !e.s.hasInstancesOf(img, d, data) {
 		return false, nil
 	}
 	if desc, ok := e.s.Resolve(img.Destination); !ok || desc.Digest != d {
-		data, err := e.s.ReadBlob(d)
-		if err != nil {
-			return false, nil
-		}
 		e.s.Tag(img.Destination, ocispec.Descriptor{MediaType: mediaTypeOf(data), Digest: d, Size: int64(len(data))})
 	}
 	return true, nil
@@ -311,9 +309,11 @@ func writeFileAtomic(path string, data []byte) error {
 // image whole: an earlier run may have stored it sparse, for fewer platforms.
 func (s *Store) hasInstances(img imageset.Image, d digest.Digest) bool {
 	data, err := s.ReadBlob(d)
-	if err != nil {
-		return false
-	}
+	return err == nil && s.hasInstancesOf(img, d, data)
+}
+
+// hasInstancesOf is hasInstances for the manifest d already read as data.
+func (s *Store) hasInstancesOf(img imageset.Image, d digest.Digest, data []byte) bool {
 	if !isIndex(mediaTypeOf(data)) {
 		return true
 	}
@@ -326,7 +326,7 @@ func (s *Store) hasInstances(img imageset.Image, d digest.Digest) bool {
 		return false // the copy reports it
 	}
 	for _, k := range kids {
-		if !s.Has(k.Digest) || !s.hasInstances(imageset.Image{}, k.Digest) {
+		if !s.hasInstances(imageset.Image{}, k.Digest) { // a missing blob fails the read
 			return false
 		}
 	}

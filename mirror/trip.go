@@ -76,10 +76,6 @@ type Trip struct {
 	ws string
 	// pinned is the pinned configuration this run wrote.
 	pinned string
-	// leftOut names the images mirror-to-disk could not put in its archive.
-	leftOut []string
-	// blocked names the images mirror.blockedImages kept out (for the archive).
-	blocked []string
 	// charts are the helm chart files written into the workspace.
 	charts []string
 }
@@ -254,9 +250,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
-	t.leftOut = leftOut(rep)
-	t.blocked = res.Blocked
-	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried)
+	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried, leftOut(rep), res.Blocked)
 	if err != nil {
 		return rep, err
 	}
@@ -279,7 +273,9 @@ func (t *Trip) succeeded(set *imageset.Set, res *Result) *imageset.Set {
 	return out
 }
 
-func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store *Store, set *imageset.Set) ([]string, error) {
+// writeArchive writes set from the store into dir; leftOut and blocked name
+// the images of the configuration the archive does not carry.
+func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store *Store, set *imageset.Set, leftOut, blocked []string) ([]string, error) {
 	// Blobs an earlier archive of this workspace carried stay out: the air
 	// gap has them already.
 	history, err := ws.archives()
@@ -332,8 +328,8 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 		Created:     t.now(),
 		Config:      string(pinned),
 		Set:         set,
-		LeftOut:     t.leftOut,
-		Blocked:     t.blocked,
+		LeftOut:     leftOut,
+		Blocked:     blocked,
 		Blobs:       blobs,
 		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
@@ -409,11 +405,27 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if rep.HelmCharts, err = t.restoreHelmCharts(ar, ws); err != nil {
 		return nil, err
 	}
+	return t.toMirror(ctx, ws, dst, rep, func() *Result {
+		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
+		return Copy(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
+	}, func() error {
+		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()})
+	})
+}
+
+// toMirror is what disk-to-mirror and mirror-to-mirror share once rep holds
+// the Set: with --dry-run the plan and what prune would do; else a check of
+// the mirror, the copy, the records of where blobs went, applied (when the
+// copy ran whole and nothing failed; may be nil), the cluster resources,
+// prune and the run record.
+func (t *Trip) toMirror(ctx context.Context, ws string, dst *Registry, rep *Report, copyAll func() *Result, applied func() error) (*Report, error) {
+	w := workspace{ws}
+	set := rep.Set
 	if t.DryRun {
 		if err := t.writePlan(ws, set, nil); err != nil {
 			return rep, err
 		}
-		return rep, t.pruneMirror(ctx, workspace{ws}, dst, rep)
+		return rep, t.pruneMirror(ctx, w, dst, rep)
 	}
 	if len(set.Images) > 0 {
 		if err := dst.Check(ctx, set.Images[0]); err != nil {
@@ -423,8 +435,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err := t.seedLocations(w, dst); err != nil {
 		return nil, err
 	}
-	t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
-	rep.Result = Copy(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
+	rep.Result = copyAll()
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
@@ -434,8 +445,8 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
 	}
-	if len(rep.Result.Failed) == 0 {
-		if err := w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()}); err != nil {
+	if applied != nil && len(rep.Result.Failed) == 0 {
+		if err := applied(); err != nil {
 			return rep, err
 		}
 	}
@@ -483,39 +494,10 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		}
 	}
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root(), HelmCharts: t.charts}
-	if t.DryRun {
-		if err := t.writePlan(ws, set, nil); err != nil {
-			return rep, err
-		}
-		return rep, t.pruneMirror(ctx, workspace{ws}, dst, rep)
-	}
-	if len(set.Images) > 0 {
-		if err := dst.Check(ctx, set.Images[0]); err != nil {
-			return nil, err
-		}
-	}
-	w := workspace{ws}
-	if err := t.seedLocations(w, dst); err != nil {
-		return nil, err
-	}
-	t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
-	rep.Result = t.copyPlan(ctx, set, todo, builtSource{up, store}, dst)
-	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
-		return rep, err
-	}
-	if err := t.remember(w, dst.Root(), rep.Result); err != nil {
-		return rep, err
-	}
-	if ctx.Err() != nil {
-		return rep, fmt.Errorf("interrupted: %w (run again to resume)", ctx.Err())
-	}
-	if err := t.generate(ws, dst.Root(), rep); err != nil {
-		return rep, err
-	}
-	if err := t.pruneMirror(ctx, w, dst, rep); err != nil {
-		return rep, err
-	}
-	return rep, t.record(ws, rep)
+	return t.toMirror(ctx, ws, dst, rep, func() *Result {
+		t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
+		return t.copyPlan(ctx, set, todo, builtSource{up, store}, dst)
+	}, nil)
 }
 
 // flatten applies --max-nested-paths to the Set of a trip to root: the one
@@ -633,11 +615,16 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)
 	}
+	// Templates by catalog digest (the last catalog image of a digest wins).
+	templates := map[string]string{}
+	for _, img := range done.Images {
+		if img.Kind == imageset.KindOperatorCatalog {
+			templates[img.Digest] = t.content.catalogTemplates[img.OriginalDestination()]
+		}
+	}
 	for i := range catalogs {
-		for _, img := range done.Images {
-			if img.Kind == imageset.KindOperatorCatalog && img.Digest == catalogs[i].Digest {
-				catalogs[i].TemplatePath = t.content.catalogTemplates[img.OriginalDestination()]
-			}
+		if tp, ok := templates[catalogs[i].Digest]; ok {
+			catalogs[i].TemplatePath = tp
 		}
 	}
 	files, err := generate.Manifests(generate.Input{
