@@ -350,11 +350,12 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 	}
 
 	// The catalog image: the original when kept whole, else rebuilt.
-	final, built := ci.Digest, isLayout
+	rebuild := !(oc.Full && len(oc.Packages) == 0)
+	final, built := ci.Digest, isLayout || rebuild
 	// A rebuilt catalog holds only the listed platforms (a new image has no
 	// digest to keep); everything else is copied sparse.
-	platforms, rebuilt := imageset.PlatformNames(oc.Platforms), false
-	if !(oc.Full && len(oc.Packages) == 0) {
+	platforms := imageset.PlatformNames(oc.Platforms)
+	if rebuild {
 		out := filepath.Join(tmp, "filtered")
 		if err := kept.WriteDir(out); err != nil {
 			return fmt.Errorf("%s: writing the filtered catalog: %w", label, err)
@@ -365,13 +366,12 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		if err != nil {
 			return fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
 		}
-		built, rebuilt = true, true
 	}
 	img, err := catalogImage(oc, ci, final, built)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if !rebuilt {
+	if !rebuild {
 		// The catalog kept as it is: sparse like its images.
 		img.Platforms = platforms
 	}
