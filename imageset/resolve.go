@@ -82,6 +82,24 @@ func (r *Resolving) Pin(ctx context.Context, refs []reference.Named) (ds []diges
 	return ds, errs
 }
 
+// PinnedImage is the Set entry of the image named (canonical, or tagged as
+// reference.TagNameOnly leaves it) pinned to d, at its own repository path:
+// by the digest tag when named by digest, else by its tag, and byTag says
+// so (d is then what the tag names now).
+func PinnedImage(named reference.Named, d digest.Digest, kind Kind) (img Image, byTag bool) {
+	tag := DigestTag(d)
+	if _, byDigest := named.(reference.Canonical); !byDigest {
+		tag, byTag = named.(reference.Tagged).Tag(), true
+	}
+	return Image{
+		Source:      reference.TrimNamed(named).String() + "@" + d.String(),
+		Origin:      named.String(),
+		Digest:      d.String(),
+		Destination: reference.Path(named) + ":" + tag,
+		Kind:        kind,
+	}, byTag
+}
+
 // Unresolved is an image of the configuration that could not be pinned to a
 // digest, with the reason. It is reported and the rest of the Set goes on.
 type Unresolved struct {

@@ -324,19 +324,11 @@ func (h *helmCharts) pin(ctx context.Context, wanted map[string]*wantedHelmImage
 			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: errs[i]})
 			continue
 		}
-		tag := imageset.DigestTag(digests[i])
-		if _, byDigest := w.named.(reference.Canonical); !byDigest {
-			tag = w.named.(reference.Tagged).Tag() // TagNameOnly gave it a tag
+		img, byTag := imageset.PinnedImage(w.named, digests[i], imageset.KindHelm)
+		if byTag {
 			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: names %s by tag only: mirrored as %s, the digest it has now", w.why[0], origin, digests[i]))
 		}
-		img := imageset.Image{
-			Source:      reference.TrimNamed(w.named).String() + "@" + digests[i].String(),
-			Origin:      origin,
-			Digest:      digests[i].String(),
-			Destination: reference.Path(w.named) + ":" + tag,
-			Kind:        imageset.KindHelm,
-			Why:         w.why,
-		}
+		img.Why = w.why
 		if err := r.Set.Add(img); err != nil {
 			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: err})
 		}

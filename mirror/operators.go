@@ -22,7 +22,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
@@ -351,11 +350,12 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 	}
 
 	// The catalog image: the original when kept whole, else rebuilt.
-	final, built := ci.Digest, isLayout
+	rebuild := !(oc.Full && len(oc.Packages) == 0)
+	final, built := ci.Digest, isLayout || rebuild
 	// A rebuilt catalog holds only the listed platforms (a new image has no
 	// digest to keep); everything else is copied sparse.
-	platforms, rebuilt := imageset.PlatformNames(oc.Platforms), false
-	if !(oc.Full && len(oc.Packages) == 0) {
+	platforms := imageset.PlatformNames(oc.Platforms)
+	if rebuild {
 		out := filepath.Join(tmp, "filtered")
 		if err := kept.WriteDir(out); err != nil {
 			return fmt.Errorf("%s: writing the filtered catalog: %w", label, err)
@@ -366,13 +366,12 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		if err != nil {
 			return fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
 		}
-		built, rebuilt = true, true
 	}
 	img, err := catalogImage(oc, ci, final, built)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if !rebuilt {
+	if !rebuild {
 		// The catalog kept as it is: sparse like its images.
 		img.Platforms = platforms
 	}
@@ -429,14 +428,12 @@ func templateExtra(dest string) string {
 	return "catalog-templates/" + strings.NewReplacer("/", "_", ":", "=").Replace(dest) + ".yaml"
 }
 
-// wantedImage is a bundle or related image of a catalog, before pinning.
+// wantedOperatorImage is a bundle or related image of a catalog, before pinning.
 type wantedOperatorImage struct {
 	named reference.Named
-	d     digest.Digest
 	kind  imageset.Kind
 	why   []string
 	users []catalog.ImageUser
-	err   error
 }
 
 // bundleImages adds every bundle and related image of the kept catalog to
@@ -467,59 +464,31 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 			blockedBy[b]++
 			continue
 		}
-		if c, ok := named.(reference.Canonical); ok {
-			w.d = c.Digest()
-		}
 		wanted = append(wanted, w)
 	}
 	for _, rule := range slices.Sorted(maps.Keys(blockedBy)) {
 		r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %d bundle or related images left out by %s", catalogRef, blockedBy[rule], rule))
 	}
 
-	// Pin tag-only references, in parallel.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(r.Parallel, 1))
-	for i := range wanted {
-		w := &wanted[i]
-		if w.d != "" {
-			continue
-		}
-		if r.Resolver == nil {
-			w.err = fmt.Errorf("no registry access to resolve the tag of %s", w.named)
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			w.d, w.err = r.Resolver.ResolveDigest(ctx, w.named)
-		}()
+	named := make([]reference.Named, len(wanted))
+	for i, w := range wanted {
+		named[i] = w.named
 	}
-	wg.Wait()
-
-	for _, w := range wanted {
+	digests, errs := r.Pin(ctx, named)
+	for i, w := range wanted {
 		origin := w.named.String()
-		if w.err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef, Err: w.err})
+		why := "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef
+		if errs[i] != nil {
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: why, Err: errs[i]})
 			continue
 		}
-		repo := reference.Path(w.named)
-		tag := imageset.DigestTag(w.d)
-		if _, byDigest := w.named.(reference.Canonical); !byDigest {
-			tag = w.named.(reference.Tagged).Tag() // TagNameOnly gave it a tag
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %s names %s by tag only: mirrored as %s, the digest it has now", catalogRef, bundlesOf(w.users), origin, w.d))
+		img, byTag := imageset.PinnedImage(w.named, digests[i], w.kind)
+		if byTag {
+			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %s names %s by tag only: mirrored as %s, the digest it has now", catalogRef, bundlesOf(w.users), origin, digests[i]))
 		}
-		img := imageset.Image{
-			Source:      reference.TrimNamed(w.named).String() + "@" + w.d.String(),
-			Origin:      origin,
-			Digest:      w.d.String(),
-			Destination: repo + ":" + tag,
-			Kind:        w.kind,
-			Why:         w.why,
-			Platforms:   platforms,
-		}
+		img.Why, img.Platforms = w.why, platforms
 		if err := r.Set.Add(img); err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef, Err: err})
+			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: why, Err: err})
 		}
 	}
 	return nil

@@ -89,15 +89,13 @@ func pin(ref, d string) (pinned, tag string, err error) {
 	} else if _, ok := named.(reference.Digested); !ok {
 		tag = "latest"
 	}
-	// Keep the registry as the user wrote it (docker.io stays implicit).
-	name := ref
-	if i := strings.IndexAny(name, "@"); i >= 0 {
-		name = name[:i]
+	// Keep the name as the user wrote it (docker.io stays implicit):
+	// Parse, unlike ParseNormalizedNamed, does not normalize.
+	asWritten, err := reference.Parse(ref)
+	if err != nil {
+		return "", "", err
 	}
-	if tag != "" {
-		name = strings.TrimSuffix(name, ":"+tag)
-	}
-	return name + "@" + d, tag, nil
+	return asWritten.(reference.Named).Name() + "@" + d, tag, nil
 }
 
 // writePinned writes the pinned ImageSetConfiguration and its
