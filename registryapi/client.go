@@ -1,9 +1,30 @@
-// Package registryapi is a small client of the OCI distribution API for
-// what containers/image does not offer or does expensively: tag listing by
-// page, manifest HEADs through one client per registry host (cached tokens,
-// no ping per reference) and deletes by digest and by tag. Copies still go
-// through containers/image; this client takes credentials, certificates and
-// TLS settings from the same containers configuration.
+// Package registryapi is gapmirror's client of the OCI distribution API: one
+// Client per registry host for a whole run, over one authenticated HTTP
+// transport that pings /v2/ once and keeps a bearer token per scope (renewed
+// before it expires and again on a 401).
+//
+// Tag listing (paged), manifest HEAD and GET, and deletes are
+// go-containerregistry's remote package, run over that transport. What this
+// package keeps of its own, and why:
+//   - the authentication transport: go-containerregistry's pings for every
+//     repository it opens (one /v2/ per image on a mirror run) and refuses
+//     token realms on loopback or private addresses, which is where the token
+//     server of an air-gapped registry often is; this one takes the scope from
+//     each request (pull, push, the mount source), so one transport serves every
+//     repository;
+//   - uploads at the spec's minimum: a cross-repository mount, trusted only on
+//     201, whose upload session is used when the registry opens one instead;
+//     else a monolithic POST then PUT, or the single POST where the registry
+//     takes it. remote.Write sends HEAD, POST, PATCH and PUT per blob;
+//   - blob reads that resume an interrupted transfer with an HTTP range;
+//   - manifest PUTs that only PUT (remote.Put also maintains referrers
+//     fallback tags, which the copy must not add to a mirror);
+//   - a HEAD that falls back to a GET when a registry leaves out
+//     Docker-Content-Digest.
+//
+// Credentials, certificates and TLS settings come from the same containers
+// configuration as containers/image (auth file, certs.d, TLS verify), which
+// still serves what this client does not (registries.conf mirrors, Docker Hub).
 package registryapi
 
 import (
@@ -20,34 +41,58 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
-	"github.com/opencontainers/go-digest"
-	"go.podman.io/image/v5/manifest"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"go.podman.io/image/v5/pkg/docker/config"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 	"go.podman.io/image/v5/types"
 )
 
-// manifestAccept lists every manifest media type a HEAD or GET accepts (the
-// list containers/image asks for), so the registry answers with the digest
-// the content was pushed under.
-var manifestAccept = strings.Join(manifest.DefaultRequestedManifestMIMETypes, ", ")
-
-// Client talks to one registry host: tag listing, manifest lookups and
-// deletes. It is safe for concurrent use.
+// Client talks to one registry host. It is safe for concurrent use.
 type Client struct {
-	host   string
-	scheme string
-	client *http.Client
-	creds  types.DockerAuthConfig
+	host  string
+	creds types.DockerAuthConfig
+	ua    string
+	base  http.RoundTripper // TLS, connection pool; no authentication
+	// http sends requests through the authenticating transport.
+	http *http.Client
+	// remote is the same transport as go-containerregistry wants it
+	// (a transport.Wrapper: used as is, no ping or re-authentication).
+	remote http.RoundTripper
 
-	mu     sync.Mutex
-	tokens map[string]string // scope → bearer token
-	basic  bool              // the registry asked for basic auth
+	insecure bool
+
+	pingMu    sync.Mutex
+	pinged    bool
+	scheme    string            // "https", or "http" when verification is off and the registry speaks plain HTTP
+	challenge string            // the auth scheme /v2/ asked for: "", "basic" or "bearer"
+	params    map[string]string // its parameters (realm, service)
+
+	tokMu  sync.Mutex
+	tokens map[string]*token // by scope
+
+	// single says whether the registry stores a blob sent in one POST
+	// (0 unknown, 1 yes, -1 no, 2 being tried).
+	single atomic.Int32
+
+	// Requests counts the requests sent to the registry host (tokens not included).
+	Requests atomic.Int64
 }
 
-// NewClient returns a client for host ("host[:port]") configured like
-// containers/image would be with sys (auth file, cert dir, TLS verify).
+type token struct {
+	mu      sync.Mutex
+	value   string
+	expires time.Time
+}
+
+// NewClient returns a client for host ("host[:port]") configured as
+// containers/image would be with sys: auth file, certificate directory,
+// TLS verification, user agent. This is the one place a registry's
+// transport is built.
 func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	insecure := sys != nil && sys.DockerInsecureSkipTLSVerify == types.OptionalBoolTrue
 	tlsc := &tls.Config{InsecureSkipVerify: insecure} //nolint:gosec // the user turned verification off for this side
@@ -61,25 +106,28 @@ func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsc
-	// Existence checks run many at once against one host: keep their
-	// connections instead of the default two.
+	// Many requests run at once against one host: keep their connections
+	// instead of the default two.
 	tr.MaxIdleConnsPerHost = 64
 	creds, err := config.GetCredentials(sys, host)
 	if err != nil {
 		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", host, err)
 	}
-	r := &Client{host: host, scheme: "https", client: &http.Client{Transport: tr}, creds: creds, tokens: map[string]string{}}
-	if insecure {
-		// As containers/image: with verification off, plain HTTP is allowed
-		// when the registry does not speak TLS.
-		resp, err := r.client.Get("https://" + host + "/v2/")
-		if err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
-			r.scheme = "http"
-		} else if err == nil {
-			resp.Body.Close()
-		}
+	c := &Client{host: host, creds: creds, ua: "gapmirror", base: tr, insecure: insecure, scheme: "https", tokens: map[string]*token{}}
+	if sys != nil && sys.DockerRegistryUserAgent != "" {
+		c.ua = sys.DockerRegistryUserAgent
 	}
-	return r, nil
+	c.http = &http.Client{Transport: authTransport{c}}
+	reg, err := name.NewRegistry(host, name.WeakValidation)
+	if err != nil {
+		return nil, fmt.Errorf("registry %q: %w", host, err)
+	}
+	// A transport.Wrapper of an anonymous basic transport passes requests
+	// through to ours unchanged.
+	if c.remote, err = transport.FromToken(reg, authn.Anonymous, authTransport{c}, &transport.Challenge{}, &transport.Token{}); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 func certDirs(host string, sys *types.SystemContext) []string {
@@ -97,10 +145,297 @@ func certDirs(host string, sys *types.SystemContext) []string {
 }
 
 // Credentials are the ones the auth file gives for the host.
-func (r *Client) Credentials() types.DockerAuthConfig { return r.creds }
+func (c *Client) Credentials() types.DockerAuthConfig { return c.creds }
 
 // Host is the registry host.
-func (r *Client) Host() string { return r.host }
+func (c *Client) Host() string { return c.host }
+
+// ping asks /v2/ once per client which scheme and authentication the
+// registry wants. A failed ping is tried again by the next request.
+func (c *Client) ping(ctx context.Context) error {
+	c.pingMu.Lock()
+	defer c.pingMu.Unlock()
+	if c.pinged {
+		return nil
+	}
+	resp, err := c.pingOnce(ctx, c.scheme)
+	if err != nil && c.insecure && (strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") || strings.Contains(err.Error(), "does not look like a TLS handshake")) {
+		// As containers/image: with verification off, plain HTTP is
+		// allowed when the registry does not speak TLS.
+		c.scheme = "http"
+		resp, err = c.pingOnce(ctx, c.scheme)
+	}
+	if err != nil {
+		return err
+	}
+	defer drain(resp)
+	if resp.StatusCode == http.StatusUnauthorized {
+		scheme, params := parseChallenge(resp.Header.Get("WWW-Authenticate"))
+		c.challenge, c.params = strings.ToLower(scheme), params
+	}
+	c.pinged = true
+	return nil
+}
+
+func (c *Client) pingOnce(ctx context.Context, scheme string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+c.host+"/v2/", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", c.ua)
+	c.Requests.Add(1)
+	resp, err := c.base.RoundTrip(req)
+	if err != nil {
+		if strings.Contains(err.Error(), "does not look like a TLS handshake") {
+			err = fmt.Errorf("%w (server gave HTTP response to HTTPS client)", err)
+		}
+		return nil, fmt.Errorf("GET %s://%s/v2/: %w", scheme, c.host, err)
+	}
+	return resp, nil
+}
+
+// authTransport sends requests to the registry with the scheme the ping
+// found and the credentials the request's scope needs; requests elsewhere
+// (a storage backend a blob GET is redirected to) go out without them.
+type authTransport struct{ c *Client }
+
+func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
+	c := t.c
+	if in.URL.Host != c.host {
+		return c.base.RoundTrip(in)
+	}
+	if err := c.ping(in.Context()); err != nil {
+		return nil, err
+	}
+	scope := scopeOf(in)
+	send := func(req *http.Request) (*http.Response, error) {
+		req.URL.Scheme = c.scheme
+		if req.Header.Get("User-Agent") == "" {
+			req.Header.Set("User-Agent", c.ua)
+		}
+		if err := c.authorize(req, scope); err != nil {
+			return nil, err
+		}
+		c.Requests.Add(1)
+		return c.base.RoundTrip(req)
+	}
+	req := in.Clone(in.Context())
+	resp, err := send(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	// A token that expired or lacks the scope, or a registry that wants
+	// credentials only for some repositories: log in again and resend,
+	// once, when the body can be sent again.
+	canResend := in.Body == nil || in.Body == http.NoBody || in.GetBody != nil
+	if err := c.relogin(in.Context(), resp.Header.Get("WWW-Authenticate"), scope); err != nil {
+		drain(resp)
+		return nil, err
+	}
+	if !canResend {
+		e := c.answer(resp, in.Method)
+		e.Retry = true // the next attempt starts with a fresh token
+		return nil, e
+	}
+	drain(resp)
+	req = in.Clone(in.Context())
+	if in.GetBody != nil {
+		if req.Body, err = in.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	if resp, err = send(req); err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return nil, c.answer(resp, in.Method)
+	}
+	return resp, nil
+}
+
+// scopeOf is the token scope a request needs: pull for reads, push for
+// writes, everything for deletes (distribution wants "delete", quay
+// "push"; both accept "*"), and pull of the source of a mount.
+func scopeOf(req *http.Request) string {
+	repo := repoOf(req.URL.Path)
+	if repo == "" {
+		return ""
+	}
+	action := "pull,push"
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		action = "pull"
+	case http.MethodDelete:
+		action = "*"
+	}
+	scope := "repository:" + repo + ":" + action
+	if from := req.URL.Query().Get("from"); from != "" && from != repo {
+		scope += " repository:" + from + ":pull"
+	}
+	return scope
+}
+
+// repoOf takes the repository out of a /v2/<repo>/{manifests,blobs,tags}/… path.
+func repoOf(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v2/")
+	if !ok {
+		return ""
+	}
+	for _, kind := range []string{"/manifests/", "/blobs/", "/tags/"} {
+		if i := strings.LastIndex(rest, kind); i > 0 {
+			return rest[:i]
+		}
+	}
+	return ""
+}
+
+func (c *Client) authorize(req *http.Request, scope string) error {
+	c.pingMu.Lock()
+	challenge := c.challenge
+	c.pingMu.Unlock()
+	switch challenge {
+	case "basic":
+		if c.creds.Username != "" {
+			req.SetBasicAuth(c.creds.Username, c.creds.Password)
+		}
+	case "bearer":
+		if scope == "" {
+			return nil
+		}
+		tok, err := c.token(req.Context(), scope, false)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", req.Method, redact(req.URL), err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	}
+	return nil
+}
+
+// relogin answers a 401: the challenge may be new (the ping was answered
+// anonymously) or the token expired.
+func (c *Client) relogin(ctx context.Context, challenge, scope string) error {
+	scheme, params := parseChallenge(challenge)
+	switch strings.ToLower(scheme) {
+	case "basic":
+		if c.creds.Username == "" {
+			return c.noCredentials()
+		}
+		c.pingMu.Lock()
+		c.challenge = "basic"
+		c.pingMu.Unlock()
+		return nil
+	case "bearer":
+		c.pingMu.Lock()
+		c.challenge, c.params = "bearer", params
+		c.pingMu.Unlock()
+		_, err := c.token(ctx, scope, true)
+		return err
+	default:
+		return fmt.Errorf("registry %s wants authentication %q, which gapmirror cannot answer", c.host, challenge)
+	}
+}
+
+func (c *Client) noCredentials() error {
+	return fmt.Errorf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile", c.host, c.host)
+}
+
+// token returns a bearer token for scope, from the token server when none
+// is held, the one held is about to expire, or renew is set.
+func (c *Client) token(ctx context.Context, scope string, renew bool) (string, error) {
+	c.tokMu.Lock()
+	t := c.tokens[scope]
+	if t == nil {
+		t = &token{}
+		c.tokens[scope] = t
+	}
+	c.tokMu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.value != "" && !renew && time.Now().Before(t.expires) {
+		return t.value, nil
+	}
+	value, lifetime, err := c.fetchToken(ctx, scope)
+	if err != nil {
+		return "", err
+	}
+	// Renew before the end: a request must not start with a token that
+	// expires on its way.
+	t.value, t.expires = value, time.Now().Add(lifetime-min(lifetime/10, 10*time.Second))
+	return value, nil
+}
+
+func (c *Client) fetchToken(ctx context.Context, scope string) (string, time.Duration, error) {
+	c.pingMu.Lock()
+	params := c.params
+	c.pingMu.Unlock()
+	realm, err := url.Parse(params["realm"])
+	if err != nil || realm.Host == "" {
+		return "", 0, fmt.Errorf("registry %s sent a bearer challenge without a usable realm: %q", c.host, params["realm"])
+	}
+	q := url.Values{}
+	if s := params["service"]; s != "" {
+		q.Set("service", s)
+	}
+	for _, s := range strings.Fields(scope) {
+		q.Add("scope", s)
+	}
+	var req *http.Request
+	if c.creds.IdentityToken != "" {
+		// An identity token is an OAuth2 refresh token: exchanged with a
+		// POST, as containers/image does.
+		q.Set("grant_type", "refresh_token")
+		q.Set("refresh_token", c.creds.IdentityToken)
+		q.Set("client_id", "gapmirror")
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, realm.String(), strings.NewReader(q.Encode()))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+	} else {
+		all := realm.Query() // a realm may carry parameters of its own
+		for k, v := range q {
+			all[k] = v
+		}
+		realm.RawQuery = all.Encode()
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, realm.String(), nil)
+		if err == nil && c.creds.Username != "" {
+			req.SetBasicAuth(c.creds.Username, c.creds.Password)
+		}
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	req.Header.Set("User-Agent", c.ua)
+	realm.RawQuery = "" // errors name the realm without the parameters
+	resp, err := c.base.RoundTrip(req)
+	if err != nil {
+		return "", 0, fmt.Errorf("getting a token from %s: %w", realm, err)
+	}
+	defer drain(resp)
+	if resp.StatusCode != http.StatusOK {
+		if c.creds.Username == "" && c.creds.IdentityToken == "" {
+			return "", 0, fmt.Errorf("getting a token from %s: %s: %w", realm, resp.Status, c.noCredentials())
+		}
+		return "", 0, fmt.Errorf("getting a token from %s: %s (check the credentials for %s in --authfile)", realm, resp.Status, c.host)
+	}
+	var tok struct {
+		Token       string `json:"token"`
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int    `json:"expires_in"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
+		return "", 0, fmt.Errorf("token from %s: %w", realm, err)
+	}
+	if tok.Token == "" {
+		tok.Token = tok.AccessToken
+	}
+	lifetime := time.Duration(tok.ExpiresIn) * time.Second
+	if lifetime <= 0 {
+		lifetime = 60 * time.Second // the token specification's default
+	}
+	return tok.Token, lifetime, nil
+}
 
 // Error is a registry answer other than success, with what to do about it.
 type Error struct {
@@ -109,6 +444,9 @@ type Error struct {
 	Codes       []string
 	Body        string
 	Hint        string // what to do about it, when known
+	// Retry: sending the request again may succeed (an upload whose token
+	// expired on the way).
+	Retry bool
 }
 
 func (e *Error) Error() string {
@@ -161,120 +499,6 @@ func IsUnsupported(err error) bool {
 	return errors.As(err, &e) && e.Unsupported()
 }
 
-func (r *Client) do(ctx context.Context, method, path string, header http.Header, scope string) (*http.Response, error) {
-	u := r.scheme + "://" + r.host + path
-	for attempt := 0; attempt < 2; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, method, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		for k, v := range header {
-			req.Header[k] = v
-		}
-		req.Header.Set("User-Agent", "gapmirror")
-		r.authorize(req, scope)
-		resp, err := r.client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", method, u, err)
-		}
-		if resp.StatusCode != http.StatusUnauthorized || attempt == 1 {
-			return resp, nil
-		}
-		challenge := resp.Header.Get("WWW-Authenticate")
-		drain(resp)
-		if err := r.login(ctx, challenge, scope); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", method, u, err)
-		}
-	}
-	return nil, errors.New("unreachable")
-}
-
-func (r *Client) authorize(req *http.Request, scope string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if tok := r.tokens[scope]; tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	} else if r.basic && r.creds.Username != "" {
-		req.SetBasicAuth(r.creds.Username, r.creds.Password)
-	}
-}
-
-// login answers a 401 challenge: basic auth, or a bearer token from the
-// realm for scope.
-func (r *Client) login(ctx context.Context, challenge, scope string) error {
-	scheme, params := parseChallenge(challenge)
-	switch strings.ToLower(scheme) {
-	case "basic":
-		if r.creds.Username == "" {
-			return fmt.Errorf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile", r.host, r.host)
-		}
-		r.mu.Lock()
-		r.basic = true
-		r.mu.Unlock()
-		return nil
-	case "bearer":
-		realm, err := url.Parse(params["realm"])
-		if err != nil || realm.Host == "" {
-			return fmt.Errorf("registry %s sent a bearer challenge without a usable realm: %q", r.host, challenge)
-		}
-		q := url.Values{}
-		if s := params["service"]; s != "" {
-			q.Set("service", s)
-		}
-		q.Set("scope", scope)
-		var req *http.Request
-		if r.creds.IdentityToken != "" {
-			// An identity token is an OAuth2 refresh token: exchanged with
-			// a POST, as containers/image does for the copies.
-			q.Set("grant_type", "refresh_token")
-			q.Set("refresh_token", r.creds.IdentityToken)
-			q.Set("client_id", "gapmirror")
-			req, err = http.NewRequestWithContext(ctx, http.MethodPost, realm.String(), strings.NewReader(q.Encode()))
-			if err == nil {
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			}
-		} else {
-			all := realm.Query() // a realm may carry parameters of its own
-			for k, v := range q {
-				all[k] = v
-			}
-			realm.RawQuery = all.Encode()
-			req, err = http.NewRequestWithContext(ctx, http.MethodGet, realm.String(), nil)
-			if err == nil && r.creds.Username != "" {
-				req.SetBasicAuth(r.creds.Username, r.creds.Password)
-			}
-		}
-		if err != nil {
-			return err
-		}
-		realm.RawQuery = "" // errors name the realm without the parameters
-		resp, err := r.client.Do(req)
-		if err != nil {
-			return fmt.Errorf("getting a token from %s: %w", realm, err)
-		}
-		defer drain(resp)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("getting a token from %s: %s (check the credentials for %s in --authfile)", realm, resp.Status, r.host)
-		}
-		var tok struct {
-			Token       string `json:"token"`
-			AccessToken string `json:"access_token"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil {
-			return fmt.Errorf("token from %s: %w", realm, err)
-		}
-		if tok.Token == "" {
-			tok.Token = tok.AccessToken
-		}
-		r.mu.Lock()
-		r.tokens[scope] = tok.Token
-		r.mu.Unlock()
-		return nil
-	default:
-		return fmt.Errorf("registry %s wants authentication %q, which gapmirror cannot answer", r.host, challenge)
-	}
-}
-
 // parseChallenge splits `Bearer realm="…",service="…"` into scheme and parameters.
 func parseChallenge(h string) (string, map[string]string) {
 	scheme, rest, _ := strings.Cut(strings.TrimSpace(h), " ")
@@ -306,10 +530,18 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-func (r *Client) answer(resp *http.Response, method string) error {
+// redact is u without its query (an upload location's _state, tokens).
+func redact(u *url.URL) string {
+	v := *u
+	v.RawQuery = ""
+	return v.String()
+}
+
+// answer turns a registry's answer other than success into an Error.
+func (c *Client) answer(resp *http.Response, method string) *Error {
 	defer drain(resp)
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	e := &Error{Method: method, URL: resp.Request.URL.String(), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: r.authHint(resp)}
+	e := &Error{Method: method, URL: redact(resp.Request.URL), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: c.authHint(resp.StatusCode, resp.Header.Get("WWW-Authenticate"))}
 	var errs struct {
 		Errors []struct {
 			Code string `json:"code"`
@@ -326,135 +558,15 @@ func (r *Client) answer(resp *http.Response, method string) error {
 // authHint says what to do about a 401 or 403 that survived logging in.
 // Token registries (distribution) answer 401 with error="insufficient_scope"
 // when the token is valid but lacks the action; others answer 403.
-func (r *Client) authHint(resp *http.Response) string {
-	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+func (c *Client) authHint(status int, challenge string) string {
+	if status != http.StatusUnauthorized && status != http.StatusForbidden {
 		return ""
 	}
-	if r.creds.Username == "" && r.creds.IdentityToken == "" {
-		return fmt.Sprintf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile", r.host, r.host)
+	if c.creds.Username == "" && c.creds.IdentityToken == "" {
+		return c.noCredentials().Error()
 	}
-	if resp.StatusCode == http.StatusForbidden || strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope") {
-		return fmt.Sprintf("denied: the account --authfile gives for %s may not do this; listing tags needs pull, deleting needs delete (push on some registries)", r.host)
+	if status == http.StatusForbidden || strings.Contains(challenge, "insufficient_scope") {
+		return fmt.Sprintf("denied: the account --authfile gives for %s may not do this; reading needs pull, pushing push, deleting delete (push on some registries)", c.host)
 	}
-	return fmt.Sprintf("the registry refused the credentials for %s: check them in --authfile", r.host)
-}
-
-func pullScope(repo string) string { return "repository:" + repo + ":pull" }
-
-// deleteScope asks for every action: distribution wants "delete", quay
-// "push", and both accept "*" (as containers/image does for deletes).
-func deleteScope(repo string) string { return "repository:" + repo + ":*" }
-
-// Tags lists the tags of repo (every page); a repository that does not
-// exist has none.
-func (r *Client) Tags(ctx context.Context, repo string) ([]string, error) {
-	var out []string
-	path := "/v2/" + repo + "/tags/list?n=1000"
-	for path != "" {
-		resp, err := r.do(ctx, http.MethodGet, path, nil, pullScope(repo))
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			err := r.answer(resp, http.MethodGet)
-			if IsNotFound(err) {
-				return out, nil
-			}
-			return nil, err
-		}
-		var page struct {
-			Tags []string `json:"tags"`
-		}
-		err = json.NewDecoder(resp.Body).Decode(&page)
-		link := resp.Header.Get("Link")
-		drain(resp)
-		if err != nil {
-			return nil, fmt.Errorf("tags of %s/%s: %w", r.host, repo, err)
-		}
-		out = append(out, page.Tags...)
-		path = nextLink(link)
-	}
-	return out, nil
-}
-
-// nextLink takes the path of a `Link: </v2/…>; rel="next"` header.
-func nextLink(h string) string {
-	if h == "" || !strings.Contains(h, `rel="next"`) {
-		return ""
-	}
-	start, end := strings.Index(h, "<"), strings.Index(h, ">")
-	if start < 0 || end < start {
-		return ""
-	}
-	u, err := url.Parse(h[start+1 : end])
-	if err != nil {
-		return ""
-	}
-	if u.RawQuery != "" {
-		return u.Path + "?" + u.RawQuery
-	}
-	return u.Path
-}
-
-// Head returns the digest and media type of the manifest repo:ref names.
-func (r *Client) Head(ctx context.Context, repo, ref string) (digest.Digest, string, error) {
-	resp, err := r.do(ctx, http.MethodHead, "/v2/"+repo+"/manifests/"+ref, http.Header{"Accept": {manifestAccept}}, pullScope(repo))
-	if err != nil {
-		return "", "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", "", r.answer(resp, http.MethodHead)
-	}
-	drain(resp)
-	d, err := digest.Parse(resp.Header.Get("Docker-Content-Digest"))
-	if err != nil {
-		// Some registries leave the header out of HEAD: ask for the content.
-		data, mt, gerr := r.Manifest(ctx, repo, ref)
-		if gerr != nil {
-			return "", "", gerr
-		}
-		return digest.FromBytes(data), mt, nil
-	}
-	return d, resp.Header.Get("Content-Type"), nil
-}
-
-// Manifest returns the manifest repo:ref and its media type.
-func (r *Client) Manifest(ctx context.Context, repo, ref string) ([]byte, string, error) {
-	resp, err := r.do(ctx, http.MethodGet, "/v2/"+repo+"/manifests/"+ref, http.Header{"Accept": {manifestAccept}}, pullScope(repo))
-	if err != nil {
-		return nil, "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, "", r.answer(resp, http.MethodGet)
-	}
-	defer drain(resp)
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return nil, "", fmt.Errorf("manifest %s/%s:%s: %w", r.host, repo, ref, err)
-	}
-	return data, resp.Header.Get("Content-Type"), nil
-}
-
-// DeleteManifest deletes manifest d from repo; the registry drops every
-// tag of repo that points at it.
-func (r *Client) DeleteManifest(ctx context.Context, repo string, d digest.Digest) error {
-	return r.delete(ctx, repo, d.String())
-}
-
-// DeleteTag removes tag from repo and leaves the manifest it names (OCI
-// distribution spec; distribution v3, quay and others implement it).
-func (r *Client) DeleteTag(ctx context.Context, repo, tag string) error {
-	return r.delete(ctx, repo, tag)
-}
-
-func (r *Client) delete(ctx context.Context, repo, ref string) error {
-	resp, err := r.do(ctx, http.MethodDelete, "/v2/"+repo+"/manifests/"+ref, nil, deleteScope(repo))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		return r.answer(resp, http.MethodDelete)
-	}
-	drain(resp)
-	return nil
+	return fmt.Sprintf("the registry refused the credentials for %s: check them in --authfile", c.host)
 }

@@ -194,7 +194,5 @@ func TestParseChallenge(t *testing.T) {
 	if s, p := parseChallenge(`Basic realm="registrytest"`); s != "Basic" || p["realm"] != "registrytest" {
 		t.Errorf("got %s %v", s, p)
 	}
-	if got := nextLink(`</v2/a/tags/list?last=x&n=2>; rel="next"`); got != "/v2/a/tags/list?last=x&n=2" {
-		t.Errorf("next link %q", got)
-	}
+
 }
