@@ -341,6 +341,19 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		}
 		c.opts.Progress.AddTotal(desc.Size)
 		rc, err := c.src.Blob(ctx, img, desc)
+		var missing *MissingBlobError
+		if errors.As(err, &missing) {
+			// An incremental archive leaves out what an earlier one carried;
+			// HasBlob may not have asked the mirror about a small blob.
+			if h, ok := c.dst.(blobHeader); ok {
+				if has, herr := h.HeadBlob(ctx, img, desc); herr == nil && has {
+					c.opts.Progress.AddTotal(-desc.Size)
+					c.reused.Add(1)
+					c.located(desc.Digest, img)
+					return nil
+				}
+			}
+		}
 		if err != nil {
 			c.opts.Progress.AddTotal(-desc.Size)
 			return fmt.Errorf("reading blob %s: %w", desc.Digest, err)
@@ -363,6 +376,12 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		c.located(desc.Digest, img)
 		return nil
 	})
+}
+
+// blobHeader is a destination whose HasBlob may answer "no" without asking
+// (see Registry.HasBlob); HeadBlob asks.
+type blobHeader interface {
+	HeadBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (bool, error)
 }
 
 func (c *copier) located(d digest.Digest, img imageset.Image) {

@@ -88,13 +88,20 @@ type Registry struct {
 	// clients answer existence checks with one client per registry host
 	// for the whole run (see headDigest).
 	clients map[string]*registryapi.Client // by host; nil: use containers/image
+
+	// Blob bookkeeping of the direct push path (see HasBlob), by
+	// repository path at the mirror host.
+	known    map[digest.Digest]string // a repository holding the blob (earlier runs, this run)
+	have     map[string]bool          // repo@digest this run put or found there
+	sessions map[string]string        // repo@digest → upload opened by a mount the registry could not do
 }
 
 // NewUpstream returns a Source reading each image from its upstream
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
-		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{}}
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{},
+		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{}}
 }
 
 // NewMirror returns the mirror registry at root ("host[:port][/prefix]") as a
@@ -219,8 +226,23 @@ func (r *Registry) Close() error {
 	return nil
 }
 
-// Manifest implements Source.
+// Manifest implements Source. Through the run's client for the registry:
+// the manifest the tag resolution read, else one GET by digest (verified
+// by the client); elsewhere through containers/image.
 func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+	if c, repo := r.pullClient(img); c != nil {
+		r.mu.Lock()
+		data, ok := r.resolved[d]
+		r.mu.Unlock()
+		if ok {
+			return data, mediaTypeOf(data), nil
+		}
+		data, mt, err := c.Manifest(ctx, repo, d.String())
+		if err != nil {
+			return nil, "", explain(err, r.Name(img))
+		}
+		return data, mt, nil
+	}
 	src, err := r.source(ctx, img)
 	if err != nil {
 		return nil, "", err
@@ -241,6 +263,13 @@ func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Di
 
 // Blob implements Source.
 func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	if c, repo := r.pullClient(img); c != nil {
+		rc, err := c.Blob(ctx, repo, desc.Digest, desc.Size)
+		if err != nil {
+			return nil, explain(err, r.Name(img))
+		}
+		return rc, nil
+	}
 	src, err := r.source(ctx, img)
 	if err != nil {
 		return nil, err
@@ -375,9 +404,48 @@ func (r *Registry) hasInstances(ctx context.Context, img imageset.Image, d diges
 	return true, nil
 }
 
-// HasBlob implements Destination: a HEAD in the image's repository, then a
-// cross-repository mount from wherever this run has put the blob before.
+// headBlobLimit: the direct push path asks whether the mirror has a blob
+// it knows nothing of (not in the workspace's records, not put by this
+// run) only when the blob is this large; a smaller one costs about as
+// much to send as to ask about.
+const headBlobLimit = 1 << 20
+
+// HasBlob implements Destination. Through the run's client for the
+// mirror: a blob this run put or found in the repository is there (no
+// request); one a repository of the run or of the workspace's records
+// holds is mounted from there (one POST, trusted only on 201; the upload
+// the registry opens instead serves PutBlob); a large unknown blob gets a
+// HEAD; a small one is reported absent and sent. Elsewhere containers/image
+// HEADs and mounts.
 func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (bool, error) {
+	if c, repo := r.pushClient(img); c != nil {
+		key := repo + "@" + desc.Digest.String()
+		r.mu.Lock()
+		have, from := r.have[key], r.known[desc.Digest]
+		r.mu.Unlock()
+		switch {
+		case have:
+			return true, nil
+		case from != "" && from != repo:
+			mounted, loc, err := c.Mount(ctx, repo, from, desc.Digest)
+			if err != nil {
+				return false, explain(err, r.Name(img))
+			}
+			if mounted {
+				r.put(repo, desc.Digest)
+				return true, nil
+			}
+			if loc != "" {
+				r.mu.Lock()
+				r.sessions[key] = loc
+				r.mu.Unlock()
+			}
+			return false, nil
+		case from == repo || desc.Size >= headBlobLimit:
+			return r.HeadBlob(ctx, img, desc)
+		}
+		return false, nil
+	}
 	dst, err := r.dest(ctx, img)
 	if err != nil {
 		return false, err
@@ -390,8 +458,48 @@ func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec
 	return ok, nil
 }
 
-// PutBlob implements Destination.
+// HeadBlob asks the mirror whether img's repository holds the blob; the
+// copy asks when the source does not have a blob HasBlob did not ask about.
+func (r *Registry) HeadBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (bool, error) {
+	c, repo := r.pushClient(img)
+	if c == nil {
+		return r.HasBlob(ctx, img, desc)
+	}
+	has, err := c.HasBlob(ctx, repo, desc.Digest)
+	if err != nil {
+		return false, explain(err, r.Name(img))
+	}
+	if has {
+		r.put(repo, desc.Digest)
+	}
+	return has, nil
+}
+
+// put notes that repo holds blob d.
+func (r *Registry) put(repo string, d digest.Digest) {
+	r.mu.Lock()
+	r.have[repo+"@"+d.String()] = true
+	if _, ok := r.known[d]; !ok {
+		r.known[d] = repo
+	}
+	r.mu.Unlock()
+}
+
+// PutBlob implements Destination: one monolithic upload (the mirror checks
+// the digest before it keeps the blob).
 func (r *Registry) PutBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor, rd io.Reader) error {
+	if c, repo := r.pushClient(img); c != nil {
+		key := repo + "@" + desc.Digest.String()
+		r.mu.Lock()
+		loc := r.sessions[key]
+		delete(r.sessions, key)
+		r.mu.Unlock()
+		if err := c.PutBlob(ctx, repo, desc.Digest, desc.Size, rd, loc); err != nil {
+			return explain(err, r.Name(img))
+		}
+		r.put(repo, desc.Digest)
+		return nil
+	}
 	dst, err := r.dest(ctx, img)
 	if err != nil {
 		return err
@@ -419,6 +527,22 @@ func (r *Registry) PutBlob(ctx context.Context, img imageset.Image, desc ocispec
 // PutManifest implements Destination: instances by digest, the image's own
 // manifest by its destination tag.
 func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc ocispec.Descriptor, data []byte, top bool) error {
+	if c, repo := r.pushClient(img); c != nil {
+		ref := desc.Digest.String()
+		if top {
+			named, err := reference.ParseNormalizedNamed(r.Name(img))
+			if err != nil {
+				return err
+			}
+			if tagged, ok := named.(reference.Tagged); ok {
+				ref = tagged.Tag()
+			}
+		}
+		if err := c.PutManifest(ctx, repo, ref, desc.MediaType, data); err != nil {
+			return explain(err, r.Name(img))
+		}
+		return nil
+	}
 	dst, err := r.dest(ctx, img)
 	if err != nil {
 		return err
@@ -431,6 +555,71 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 		return explain(err, r.Name(img))
 	}
 	return nil
+}
+
+// pushClient is the run's client for img's repository at the mirror, and
+// that repository's path, or nil where containers/image connects (see
+// sharedClient).
+func (r *Registry) pushClient(img imageset.Image) (*registryapi.Client, string) {
+	if r.root == "" {
+		return nil, ""
+	}
+	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	if err != nil {
+		return nil, ""
+	}
+	c := r.sharedClient(named)
+	if c == nil {
+		return nil, ""
+	}
+	return c, reference.Path(named)
+}
+
+// pullClient is the run's client for reading img, and its repository path
+// there, when registries.conf sends pulls of img to one place only (no
+// mirrors to try in turn, not blocked, not marked insecure); else nil and
+// containers/image reads it.
+func (r *Registry) pullClient(img imageset.Image) (*registryapi.Client, string) {
+	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	if err != nil {
+		return nil, ""
+	}
+	if r.root != "" {
+		named, err = reference.WithDigest(reference.TrimNamed(named), digest.Digest(img.Digest))
+		if err != nil {
+			return nil, ""
+		}
+	}
+	target, ok := r.onlySource(named)
+	if !ok {
+		return nil, ""
+	}
+	c := r.sharedClient(target)
+	if c == nil {
+		return nil, ""
+	}
+	return c, reference.Path(target)
+}
+
+// onlySource is where registries.conf sends pulls of ref when that is one
+// place (ref itself, or its one rewritten location), and not blocked or
+// marked insecure.
+func (r *Registry) onlySource(ref reference.Named) (reference.Named, bool) {
+	reg, err := sysregistriesv2.FindRegistry(r.sys, ref.String())
+	if err != nil {
+		return nil, false
+	}
+	if reg == nil {
+		return ref, true
+	}
+	if reg.Blocked {
+		return nil, false
+	}
+	sources, err := reg.PullSourcesFromReference(ref)
+	if err != nil || len(sources) != 1 || sources[0].Endpoint.Insecure && r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
+		return nil, false
+	}
+	return sources[0].Reference, true
 }
 
 // ResolveDigest returns the manifest digest ref (by tag or digest) names
@@ -484,28 +673,17 @@ func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data
 	if _, tagged := ref.(reference.NamedTagged); !tagged {
 		return nil, false
 	}
-	target := ref
-	reg, err := sysregistriesv2.FindRegistry(r.sys, ref.String())
-	if err != nil {
+	target, ok := r.onlySource(ref)
+	if !ok {
 		return nil, false
-	}
-	if reg != nil {
-		if reg.Blocked {
-			return nil, false
-		}
-		sources, err := reg.PullSourcesFromReference(ref)
-		if err != nil || len(sources) != 1 || sources[0].Endpoint.Insecure && r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
-			return nil, false
-		}
-		target = sources[0].Reference
 	}
 	tagged, isTagged := target.(reference.NamedTagged)
 	c := r.sharedClient(target)
 	if !isTagged || c == nil {
 		return nil, false
 	}
-	data, _, err = c.Manifest(ctx, reference.Path(target), tagged.Tag())
-	return data, err == nil
+	m, _, err := c.Manifest(ctx, reference.Path(target), tagged.Tag())
+	return m, err == nil
 }
 
 func isNotFound(err error) bool {
@@ -575,6 +753,11 @@ func (r *Registry) KnownLocations(locs map[digest.Digest]string) {
 			continue
 		}
 		r.cache.RecordKnownLocation(docker.Transport, types.BICTransportScope{Opaque: host}, d, types.BICLocationReference{Opaque: named.Name()})
+		r.mu.Lock()
+		if _, ok := r.known[d]; !ok {
+			r.known[d] = reference.Path(named)
+		}
+		r.mu.Unlock()
 	}
 }
 

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -105,8 +106,8 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 	if got := onDst.n["HEAD manifest"]; got != n {
 		t.Errorf("rerun: %d manifest HEADs on the mirror, want %d (%v)", got, n, onDst.n)
 	}
-	if got := onDst.total(); got != n {
-		t.Errorf("rerun: %d requests on the mirror, want %d, one per image (%v)", got, n, onDst.n)
+	if got := onDst.total(); got != n+1 {
+		t.Errorf("rerun: %d requests on the mirror, want %d, one per image and one ping (%v)", got, n+1, onDst.n)
 	}
 
 	onUp := &requestCounter{n: map[string]int{}}
@@ -121,8 +122,8 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 			t.Fatalf("signature of %s: %q, %v; want none", img.Source, sig, err)
 		}
 	}
-	if got := onUp.total(); got != n {
-		t.Errorf("%d signature lookups cost %d requests upstream, want %d (%v)", n, got, n, onUp.n)
+	if got := onUp.total(); got != n+1 {
+		t.Errorf("%d signature lookups cost %d requests upstream, want %d, one per lookup and one ping (%v)", n, got, n+1, onUp.n)
 	}
 
 	// Resolving a tag upstream: one GET, and the digest it names.
@@ -150,5 +151,143 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 	missing.Destination = "ns/never-copied:v1"
 	if has, err := mir.HasManifest(ctx, missing, digest.Digest(missing.Digest)); err != nil || has {
 		t.Errorf("HasManifest of a repository never copied: %v, %v; want false", has, err)
+	}
+}
+
+// TestPushRequestFloor: a first push sends the distribution API's minimum
+// to the mirror, counted on the real registry: one /v2/ ping for the run,
+// per image one manifest HEAD (is it there?) and one manifest PUT, per new
+// blob a POST and a monolithic PUT, and per blob another repository of the
+// run already holds one mount (POST ?mount=&from=, 201). No blob HEADs, no
+// PATCHes. The same holds from the local store (disk-to-mirror's
+// shape). Upstream, each manifest is read once (the tag resolution's GET
+// serves the copy) and each blob once, after one ping.
+func TestPushRequestFloor(t *testing.T) {
+	ctx := context.Background()
+	up := registrytest.Start(t, registrytest.Options{})
+	const n = 8
+	base := imagebuilder.RandomLayer(1, 48<<10) // shared by every image, as operand layers are
+	set := &imageset.Set{}
+	for i := 0; i < n; i++ {
+		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{base, imagebuilder.RandomLayer(uint64(200+i), 8<<10)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo := fmt.Sprintf("ns/op-%d", i)
+		if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: up.URL()}, repo, "v1", img); err != nil {
+			t.Fatal(err)
+		}
+		set.Images = append(set.Images, imageset.Image{Source: up.Host() + "/" + repo + "@" + img.Digest.String(), Origin: up.Host() + "/" + repo + ":v1",
+			Digest: img.Digest.String(), Destination: repo + ":v1", Kind: imageset.KindAdditional})
+	}
+	// Per image: a config and a layer of its own; one base for all.
+	newBlobs := 2*n + 1
+	want := map[string]int{"GET ping": 1, "HEAD manifest": n, "PUT manifest": n,
+		"POST blob": newBlobs + n - 1, "PUT blob": newBlobs}
+
+	onUp := &requestCounter{n: map[string]int{}}
+	up.SetWrap(onUp.wrap)
+	src := NewUpstream(testOptions(t))
+	for _, img := range set.Images { // what planning does
+		named, err := reference.ParseNormalizedNamed(img.Origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.ResolveDigest(ctx, named); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m2m := registrytest.Start(t, registrytest.Options{})
+	onM2M := &requestCounter{n: map[string]int{}}
+	m2m.SetWrap(onM2M.wrap)
+	mir, err := NewMirror(m2m.Host()+"/m", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := Copy(ctx, set, src, mir, Options{ParallelImages: 4}); res.Err() != nil || len(res.Copied) != n {
+		t.Fatalf("mirror-to-mirror: %v, %d copied", res.Err(), len(res.Copied))
+	}
+	checkCounts(t, "mirror-to-mirror, at the mirror", onM2M, want)
+	checkCounts(t, "mirror-to-mirror, upstream", onUp, map[string]int{"GET ping": 1, "GET manifest": n, "GET blob": newBlobs})
+	for _, img := range set.Images {
+		if d, err := m2m.ManifestDigest("m/"+strings.TrimSuffix(img.Destination, ":v1"), "v1"); err != nil || d.String() != img.Digest {
+			t.Errorf("%s at the mirror: %s, %v", img.Destination, d, err)
+		}
+	}
+
+	// The local store as the source, as disk-to-mirror reads the archive.
+	store, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := Copy(ctx, set, NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
+		t.Fatal(res.Err())
+	}
+	d2m := registrytest.Start(t, registrytest.Options{})
+	onD2M := &requestCounter{n: map[string]int{}}
+	d2m.SetWrap(onD2M.wrap)
+	mir2, err := NewMirror(d2m.Host()+"/m", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := Copy(ctx, set, &ArchiveSource{Archive: store, Name: "store", Mirror: mir2}, mir2, Options{ParallelImages: 4}); res.Err() != nil || len(res.Copied) != n {
+		t.Fatalf("disk-to-mirror: %v", res.Err())
+	}
+	checkCounts(t, "disk-to-mirror, at the mirror", onD2M, want)
+
+	// A later run with new images sharing those blobs, its locations from
+	// the workspace's records: mounts only, no blob sent.
+	again := &imageset.Set{}
+	for _, img := range set.Images {
+		img.Destination = strings.Replace(img.Destination, "ns/", "other/", 1)
+		again.Images = append(again.Images, img)
+	}
+	mir3, err := NewMirror(d2m.Host()+"/m", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	locs := map[digest.Digest]string{}
+	for _, img := range set.Images {
+		descs, err := store.Blobs(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range descs[1:] {
+			locs[d.Digest] = strings.Split(img.Destination, ":")[0]
+		}
+	}
+	mir3.KnownLocations(locs)
+	onD2M.n = map[string]int{}
+	manifests := onlyManifests{store: store, has: map[digest.Digest]bool{}}
+	for _, img := range set.Images {
+		manifests.has[digest.Digest(img.Digest)] = true
+	}
+	if res := Copy(ctx, again, &ArchiveSource{Archive: manifests, Name: "incremental"}, mir3, Options{ParallelImages: 4}); res.Err() != nil || res.Blobs != 0 {
+		t.Fatalf("new tags of known blobs: %v, %d blobs sent", res.Err(), res.Blobs)
+	}
+	checkCounts(t, "new repositories of known blobs", onD2M, map[string]int{"GET ping": 1, "HEAD manifest": n, "PUT manifest": n, "POST blob": 3 * n})
+}
+
+// onlyManifests is an incremental archive that carries the image manifests
+// and none of their blobs.
+type onlyManifests struct {
+	store *Store
+	has   map[digest.Digest]bool
+}
+
+func (a onlyManifests) Has(d digest.Digest) bool { return a.has[d] }
+func (a onlyManifests) Open(d digest.Digest) (io.ReadCloser, error) {
+	if !a.has[d] {
+		return nil, fmt.Errorf("blob %s is not in the archive", d)
+	}
+	return a.store.Open(d)
+}
+
+func checkCounts(t *testing.T, what string, c *requestCounter, want map[string]int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fmt.Sprint(c.n) != fmt.Sprint(want) {
+		t.Errorf("%s: requests %v, want %v", what, c.n, want)
 	}
 }
