@@ -121,6 +121,10 @@ type bench struct {
 	registries map[string]*registrytest.Registry // by name
 	// requests counts the HTTP requests all the registries served.
 	requests atomic.Int64
+	// kinds counts them by side ("upstream", "mirror"), method and endpoint
+	// kind (see requestKind).
+	kindsMu sync.Mutex
+	kinds   map[string]int64
 	// trace logs every request.
 	trace bool
 	// Scenario C: see catalogs.go.
@@ -228,7 +232,11 @@ func (b *bench) registry(ctx context.Context, name string) (*registrytest.Regist
 	if r, ok := b.registries[name]; ok {
 		return r, nil
 	}
-	r, err := registrytest.New(ctx, registrytest.Options{Dir: filepath.Join(b.dir, "registries", name), Wrap: b.count})
+	side := "mirror"
+	if strings.HasSuffix(name, "upstream") {
+		side = "upstream"
+	}
+	r, err := registrytest.New(ctx, registrytest.Options{Dir: filepath.Join(b.dir, "registries", name), Wrap: func(next http.Handler) http.Handler { return b.count(side, next) }})
 	if err != nil {
 		return nil, fmt.Errorf("starting registry %s: %w", name, err)
 	}
@@ -236,10 +244,17 @@ func (b *bench) registry(ctx context.Context, name string) (*registrytest.Regist
 	return r, nil
 }
 
-// count wraps a registry's handler to count its requests.
-func (b *bench) count(next http.Handler) http.Handler {
+// count wraps the handler of a registry on side ("upstream", "mirror") to
+// count its requests: the counting proxy in front of each registry.
+func (b *bench) count(side string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.requests.Add(1)
+		b.kindsMu.Lock()
+		if b.kinds == nil {
+			b.kinds = map[string]int64{}
+		}
+		b.kinds[side+"\t"+r.Method+" "+requestKind(r)]++
+		b.kindsMu.Unlock()
 		if b.trace {
 			logMu.Lock()
 			fmt.Fprintf(b.log, "request %s %s %s\n", r.Host, r.Method, r.URL.Path)
@@ -249,12 +264,51 @@ func (b *bench) count(next http.Handler) http.Handler {
 	})
 }
 
+// requestKind names the endpoint of a distribution API request: ping,
+// manifest, blob (GET/HEAD of content), upload (POST/PATCH/PUT of
+// .../blobs/uploads/), mount (POST ...?mount=), tags or other.
+func requestKind(r *http.Request) string {
+	p := r.URL.Path
+	switch {
+	case p == "/v2/" || p == "/v2":
+		return "ping"
+	case strings.Contains(p, "/manifests/"):
+		return "manifest"
+	case strings.Contains(p, "/blobs/uploads"):
+		if r.URL.Query().Get("mount") != "" {
+			return "mount"
+		}
+		return "upload"
+	case strings.Contains(p, "/blobs/"):
+		return "blob"
+	case strings.Contains(p, "/tags/"):
+		return "tags"
+	}
+	return "other"
+}
+
+// kindCounts is a copy of the counts by side, method and kind.
+func (b *bench) kindCounts() map[string]int64 {
+	b.kindsMu.Lock()
+	defer b.kindsMu.Unlock()
+	out := make(map[string]int64, len(b.kinds))
+	for k, v := range b.kinds {
+		out[k] = v
+	}
+	return out
+}
+
 // counts is what a gapmirror run's summary says it did.
 type counts struct {
 	copied, there, failed int
+	// blobs transferred and reused (mounted or found), when the summary says.
+	blobs, reused int
 }
 
-var summaryRE = regexp.MustCompile(`(\d+) images copied, (\d+) already there, (\d+) failed`)
+var (
+	summaryRE = regexp.MustCompile(`(\d+) images copied, (\d+) already there, (\d+) failed`)
+	blobsRE   = regexp.MustCompile(`; (\d+) blobs, .*; (\d+) blobs reused`)
+)
 
 // gapmirror runs the binary once with the isolation flags, its output going
 // to the log, and returns the wall time and the summary counts. A non-zero
@@ -269,6 +323,10 @@ func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (ti
 		c.copied, _ = strconv.Atoi(m[1])
 		c.there, _ = strconv.Atoi(m[2])
 		c.failed, _ = strconv.Atoi(m[3])
+	}
+	if m := blobsRE.FindStringSubmatch(out.String()); m != nil {
+		c.blobs, _ = strconv.Atoi(m[1])
+		c.reused, _ = strconv.Atoi(m[2])
 	}
 	if err != nil {
 		return took, c, fmt.Errorf("%s failed: %w\n--- last lines of its output (run with -keep to keep the whole log, %s) ---\n%s",

@@ -133,6 +133,45 @@ func (b *bench) throughput(ctx context.Context, size int64, n int) error {
 type tripResult struct {
 	row    row
 	counts counts
+	// kinds are the requests of the run by side, method and endpoint kind.
+	kinds map[string]int64
+}
+
+// sideRequests is the number of requests of the run on side.
+func (t tripResult) sideRequests(side string) int64 {
+	var n int64
+	for k, v := range t.kinds {
+		if strings.HasPrefix(k, side+"\t") {
+			n += v
+		}
+	}
+	return n
+}
+
+// requestLine says, for side, the requests per image, per blob placed
+// (transferred or reused) and by method and endpoint kind.
+func (t tripResult) requestLine(side string, images int) string {
+	var keys []string
+	for k := range t.kinds {
+		if strings.HasPrefix(k, side+"\t") {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return side + ": no requests"
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", strings.TrimPrefix(k, side+"\t"), t.kinds[k]))
+	}
+	n := t.sideRequests(side)
+	perBlob := "-"
+	if placed := t.counts.blobs + t.counts.reused; placed > 0 && side == "mirror" {
+		perBlob = fmt.Sprintf("%.2f", float64(t.kinds[side+"\tPOST upload"]+t.kinds[side+"\tPUT upload"]+t.kinds[side+"\tPATCH upload"]+
+			t.kinds[side+"\tPOST mount"]+t.kinds[side+"\tHEAD blob"])/float64(placed))
+	}
+	return fmt.Sprintf("%-8s %5.2f/image %s/blob placed (%d): %s", side+":", float64(n)/float64(images), perBlob, t.counts.blobs+t.counts.reused, strings.Join(parts, ", "))
 }
 
 // summary says what the run reported.
@@ -143,19 +182,27 @@ func (t tripResult) summary() string {
 // trip runs one gapmirror trip over n images and checks its summary: a
 // first run must copy every image, a rerun must find every image there.
 func (b *bench) trip(ctx context.Context, label string, n int, rerun bool, args ...string) (tripResult, error) {
-	before := b.requests.Load()
+	before, kindsBefore := b.requests.Load(), b.kindCounts()
 	took, c, err := b.gapmirror(ctx, label, args...)
 	res := tripResult{row: row{op: "gapmirror " + strings.TrimPrefix(strings.TrimPrefix(label, "A "), "B "), took: took,
-		requests: b.requests.Load() - before}, counts: c}
+		requests: b.requests.Load() - before}, counts: c, kinds: b.kindCounts()}
+	for k, v := range kindsBefore {
+		if res.kinds[k] -= v; res.kinds[k] == 0 {
+			delete(res.kinds, k)
+		}
+	}
 	if err != nil {
 		return res, err
 	}
 	fmt.Printf("  %-52s %7.2fs  %s\n", res.row.op, took.Seconds(), res.summary())
+	for _, side := range []string{"mirror", "upstream"} {
+		fmt.Printf("      %s\n", res.requestLine(side, n))
+	}
 	want := counts{copied: n}
 	if rerun {
 		want = counts{there: n}
 	}
-	if c != want {
+	if c.copied != want.copied || c.there != want.there || c.failed != 0 {
 		return res, fmt.Errorf("%s: gapmirror reported %d copied, %d already there, %d failed; want %d, %d, 0 (log: %s)",
 			label, c.copied, c.there, c.failed, want.copied, want.there, b.log.Name())
 	}
