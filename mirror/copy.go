@@ -105,6 +105,9 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 	sem := make(chan struct{}, opts.ParallelImages)
 	var wg sync.WaitGroup
 	opts.Progress.Start(len(set.Images))
+	if e, ok := dst.(interface{ Expect(*imageset.Set) }); ok {
+		e.Expect(set)
+	}
 	for _, img := range set.Images {
 		wg.Add(1)
 		sem <- struct{}{}

@@ -94,6 +94,19 @@ type Registry struct {
 	known    map[digest.Digest]string // a repository holding the blob (earlier runs, this run)
 	have     map[string]bool          // repo@digest this run put or found there
 	sessions map[string]string        // repo@digest → upload opened by a mount the registry could not do
+
+	// The tags of repositories this run pushes several images into and no
+	// earlier run of the workspace pushed to: one listing answers all their
+	// existence checks where a HEAD each would (see HasManifest).
+	expect     map[string]int          // repository path → images of the run going there
+	tags       map[string]*listedTags // by repository path
+	knownRepos map[string]bool        // repositories earlier runs put blobs in
+}
+
+type listedTags struct {
+	once sync.Once
+	tags map[string]bool
+	err  error
 }
 
 // NewUpstream returns a Source reading each image from its upstream
@@ -101,7 +114,8 @@ type Registry struct {
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
 		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{},
-		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{}}
+		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{},
+		expect: map[string]int{}, tags: map[string]*listedTags{}, knownRepos: map[string]bool{}}
 }
 
 // NewMirror returns the mirror registry at root ("host[:port][/prefix]") as a
@@ -343,11 +357,72 @@ func (r *Registry) sharedClient(named reference.Named) *registryapi.Client {
 	return c
 }
 
-// HasManifest implements Destination with one HEAD of the destination tag.
+// Expect tells the mirror which images a copy is about to push (Copy
+// calls it), so that existence checks in repositories new to this
+// workspace can share one tag listing.
+func (r *Registry) Expect(set *imageset.Set) {
+	if r.root == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, img := range set.Images {
+		if named, err := reference.ParseNormalizedNamed(r.Name(img)); err == nil {
+			r.expect[reference.Path(named)]++
+		}
+	}
+}
+
+// lacksTag reports whether the mirror's repository of named certainly
+// lacks its tag, from one listing of the repository's tags for the run.
+// It lists only repositories that several images of the run go to and
+// that no earlier run of the workspace put blobs in (a rerun finds its
+// tags there, and a HEAD each is then cheaper than a listing).
+func (r *Registry) lacksTag(ctx context.Context, named reference.Named) bool {
+	tagged, ok := named.(reference.Tagged)
+	if !ok {
+		return false
+	}
+	repo := reference.Path(named)
+	r.mu.Lock()
+	if r.expect[repo] < 2 {
+		r.mu.Unlock()
+		return false
+	}
+	lt := r.tags[repo]
+	if lt == nil {
+		if r.knownRepos[repo] {
+			r.mu.Unlock()
+			return false
+		}
+		lt = &listedTags{}
+		r.tags[repo] = lt
+	}
+	r.mu.Unlock()
+	c := r.sharedClient(named)
+	if c == nil {
+		return false
+	}
+	lt.once.Do(func() {
+		var tags []string
+		tags, lt.err = c.Tags(ctx, repo)
+		lt.tags = map[string]bool{}
+		for _, t := range tags {
+			lt.tags[t] = true
+		}
+	})
+	return lt.err == nil && !lt.tags[tagged.Tag()]
+}
+
+// HasManifest implements Destination with one HEAD of the destination tag
+// (none where the repository's listing says the tag is not there).
 func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest.Digest) (bool, error) {
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
 	if err != nil {
 		return false, err
+	}
+	if r.root != "" && r.lacksTag(ctx, named) {
+		return false, nil
 	}
 	got, err := r.headDigest(ctx, named)
 	if err != nil {
@@ -757,6 +832,7 @@ func (r *Registry) KnownLocations(locs map[digest.Digest]string) {
 		if _, ok := r.known[d]; !ok {
 			r.known[d] = reference.Path(named)
 		}
+		r.knownRepos[reference.Path(named)] = true
 		r.mu.Unlock()
 	}
 }

@@ -34,6 +34,8 @@ func (c *requestCounter) wrap(next http.Handler) http.Handler {
 			kind = "manifest"
 		case containsSegment(r.URL.Path, "blobs"):
 			kind = "blob"
+		case containsSegment(r.URL.Path, "tags"):
+			kind = "tags"
 		}
 		c.mu.Lock()
 		c.n[r.Method+" "+kind]++
@@ -156,16 +158,16 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 
 // TestPushRequestFloor: a first push sends the distribution API's minimum
 // to the mirror, counted on the real registry: one /v2/ ping for the run,
-// per image one manifest HEAD (is it there?) and one manifest PUT, per new
-// blob a POST and a monolithic PUT, and per blob another repository of the
-// run already holds one mount (POST ?mount=&from=, 201). No blob HEADs, no
-// PATCHes. The same holds from the local store (disk-to-mirror's
+// per repository new to the workspace one tag listing (in place of a
+// manifest HEAD per image), per image one manifest PUT, per new blob a POST
+// and a monolithic PUT, and per blob another repository of the run already
+// holds one mount (POST ?mount=&from=, 201). No blob HEADs, no PATCHes. The same holds from the local store (disk-to-mirror's
 // shape). Upstream, each manifest is read once (the tag resolution's GET
 // serves the copy) and each blob once, after one ping.
 func TestPushRequestFloor(t *testing.T) {
 	ctx := context.Background()
 	up := registrytest.Start(t, registrytest.Options{})
-	const n = 8
+	const n, repos = 8, 4 // two versions per repository, as bundles have
 	base := imagebuilder.RandomLayer(1, 48<<10) // shared by every image, as operand layers are
 	set := &imageset.Set{}
 	for i := 0; i < n; i++ {
@@ -173,17 +175,18 @@ func TestPushRequestFloor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		repo := fmt.Sprintf("ns/op-%d", i)
-		if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: up.URL()}, repo, "v1", img); err != nil {
+		repo, tag := fmt.Sprintf("ns/op-%d", i%repos), fmt.Sprintf("v%d", i/repos)
+		if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: up.URL()}, repo, tag, img); err != nil {
 			t.Fatal(err)
 		}
-		set.Images = append(set.Images, imageset.Image{Source: up.Host() + "/" + repo + "@" + img.Digest.String(), Origin: up.Host() + "/" + repo + ":v1",
-			Digest: img.Digest.String(), Destination: repo + ":v1", Kind: imageset.KindAdditional})
+		set.Images = append(set.Images, imageset.Image{Source: up.Host() + "/" + repo + "@" + img.Digest.String(), Origin: up.Host() + "/" + repo + ":" + tag,
+			Digest: img.Digest.String(), Destination: repo + ":" + tag, Kind: imageset.KindAdditional})
 	}
-	// Per image: a config and a layer of its own; one base for all.
+	// Per image: a config and a layer of its own; one base for all,
+	// mounted into the other repositories.
 	newBlobs := 2*n + 1
-	want := map[string]int{"GET ping": 1, "HEAD manifest": n, "PUT manifest": n,
-		"POST blob": newBlobs + n - 1, "PUT blob": newBlobs}
+	want := map[string]int{"GET ping": 1, "GET tags": repos, "PUT manifest": n,
+		"POST blob": newBlobs + repos - 1, "PUT blob": newBlobs}
 
 	onUp := &requestCounter{n: map[string]int{}}
 	up.SetWrap(onUp.wrap)
@@ -210,7 +213,8 @@ func TestPushRequestFloor(t *testing.T) {
 	checkCounts(t, "mirror-to-mirror, at the mirror", onM2M, want)
 	checkCounts(t, "mirror-to-mirror, upstream", onUp, map[string]int{"GET ping": 1, "GET manifest": n, "GET blob": newBlobs})
 	for _, img := range set.Images {
-		if d, err := m2m.ManifestDigest("m/"+strings.TrimSuffix(img.Destination, ":v1"), "v1"); err != nil || d.String() != img.Digest {
+		repo, tag, _ := strings.Cut(img.Destination, ":")
+		if d, err := m2m.ManifestDigest("m/"+repo, tag); err != nil || d.String() != img.Digest {
 			t.Errorf("%s at the mirror: %s, %v", img.Destination, d, err)
 		}
 	}
@@ -265,7 +269,20 @@ func TestPushRequestFloor(t *testing.T) {
 	if res := Copy(ctx, again, &ArchiveSource{Archive: manifests, Name: "incremental"}, mir3, Options{ParallelImages: 4}); res.Err() != nil || res.Blobs != 0 {
 		t.Fatalf("new tags of known blobs: %v, %d blobs sent", res.Err(), res.Blobs)
 	}
-	checkCounts(t, "new repositories of known blobs", onD2M, map[string]int{"GET ping": 1, "HEAD manifest": n, "PUT manifest": n, "POST blob": 3 * n})
+	checkCounts(t, "new repositories of known blobs", onD2M, map[string]int{"GET ping": 1, "GET tags": repos, "PUT manifest": n, "POST blob": 2*n + repos})
+
+	// The rerun of the first push: a HEAD per image in repositories the
+	// workspace knows, nothing else.
+	mir4, err := NewMirror(d2m.Host()+"/m", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mir4.KnownLocations(locs)
+	onD2M.n = map[string]int{}
+	if res := Copy(ctx, set, &ArchiveSource{Archive: manifests, Name: "incremental"}, mir4, Options{ParallelImages: 4}); res.Err() != nil || len(res.Skipped) != n {
+		t.Fatalf("rerun: %v, %d skipped", res.Err(), len(res.Skipped))
+	}
+	checkCounts(t, "no-change rerun", onD2M, map[string]int{"GET ping": 1, "HEAD manifest": n})
 }
 
 // onlyManifests is an incremental archive that carries the image manifests
