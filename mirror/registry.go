@@ -98,7 +98,7 @@ type Registry struct {
 	// The tags of repositories this run pushes several images into and no
 	// earlier run of the workspace pushed to: one listing answers all their
 	// existence checks where a HEAD each would (see HasManifest).
-	expect     map[string]int          // repository path → images of the run going there
+	expect     map[string]int         // repository path → images of the run going there
 	tags       map[string]*listedTags // by repository path
 	knownRepos map[string]bool        // repositories earlier runs put blobs in
 }

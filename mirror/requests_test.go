@@ -167,7 +167,7 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 func TestPushRequestFloor(t *testing.T) {
 	ctx := context.Background()
 	up := registrytest.Start(t, registrytest.Options{})
-	const n, repos = 8, 4 // two versions per repository, as bundles have
+	const n, repos = 8, 4                       // two versions per repository, as bundles have
 	base := imagebuilder.RandomLayer(1, 48<<10) // shared by every image, as operand layers are
 	set := &imageset.Set{}
 	for i := 0; i < n; i++ {
