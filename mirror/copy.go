@@ -25,6 +25,9 @@ type Options struct {
 	ParallelImages int
 	// ParallelLayers is how many blobs of one image are copied at once (default 6).
 	ParallelLayers int
+	// ParallelBlobs is how many blobs the whole copy transfers at once
+	// (default 2 × ParallelImages); the largest waiting blob goes first.
+	ParallelBlobs int
 	// Retries is how often a failed manifest or blob transfer is retried
 	// with exponential backoff (default 5; negative: none).
 	Retries int
@@ -42,6 +45,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ParallelLayers <= 0 {
 		o.ParallelLayers = 6
+	}
+	if o.ParallelBlobs <= 0 {
+		o.ParallelBlobs = 2 * o.ParallelImages
 	}
 	if o.Retries == 0 {
 		o.Retries = 5
@@ -98,7 +104,7 @@ func (r *Result) Err() error {
 // before the destination is asked to keep it.
 func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
 	opts = opts.withDefaults()
-	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, locations: map[digest.Digest]string{}}
+	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, slots: newBlobSlots(opts.ParallelBlobs)}
 	start := time.Now()
 	res := &Result{}
 	var mu sync.Mutex
@@ -146,8 +152,11 @@ type copier struct {
 	dst  Destination
 	opts Options
 
+	slots *blobSlots // every blob transfer of the copy queues here
+
 	mu        sync.Mutex
 	flights   map[digest.Digest]*flight
+	reuses    map[string]*flight // by destination repository@digest
 	locations map[digest.Digest]string
 
 	blobs, bytes, reused atomic.Int64
@@ -326,9 +335,40 @@ func (c *copier) blob(ctx context.Context, img imageset.Image, desc ocispec.Desc
 			return f.err
 		}
 		// Transferred for another image: reuse it (same repository in a
-		// store, a cross-repository mount in a registry).
-		return c.transfer(ctx, img, desc)
+		// store, a cross-repository mount in a registry), once per
+		// repository: images of one repository wait for the first mount.
+		return c.reuse(ctx, img, desc)
 	}
+}
+
+func (c *copier) reuse(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) error {
+	key := img.DestinationRepo() + "@" + desc.Digest.String()
+	c.mu.Lock()
+	f := c.reuses[key]
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		c.reuses[key] = f
+		c.mu.Unlock()
+		f.err = c.transfer(ctx, img, desc)
+		if f.err != nil {
+			c.mu.Lock()
+			delete(c.reuses, key)
+			c.mu.Unlock()
+		}
+		close(f.done)
+		return f.err
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if f.err == nil {
+		c.reused.Add(1)
+		return nil
+	}
+	return c.transfer(ctx, img, desc) // the first failed: try on our own
 }
 
 func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) error {
@@ -342,6 +382,10 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 			c.located(desc.Digest, img)
 			return nil
 		}
+		if err := c.slots.acquire(ctx, desc.Size); err != nil {
+			return err
+		}
+		defer c.slots.release()
 		c.opts.Progress.AddTotal(desc.Size)
 		rc, err := c.src.Blob(ctx, img, desc)
 		var missing *MissingBlobError
