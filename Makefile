@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO      := CGO_ENABLED=0 go
 BIN     := bin/gapmirror
 
-.PHONY: build test demo bench lint clean opm
+.PHONY: build test demo bench bench-scale lint clean opm
 
 build:
 	$(GO) build -tags "$(TAGS)" -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/gapmirror
@@ -21,6 +21,10 @@ demo: build
 # Throughput and rerun figures next to baselines measured in the same run.
 bench: build
 	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN)
+
+# Scenario D alone: 1,000 then 10,000 images through every trip (about 15 minutes on 2 cores).
+bench-scale: build
+	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -scale 10000 -scale-only
 
 # opm, the reference FBC implementation, as a test oracle and benchmark baseline.
 # Built once from the separate module tools/opm (its own go.mod and go.sum,

@@ -61,6 +61,9 @@ func main() {
 	genBundles := flag.Int("gen-bundles", 20000, "scenario C: bundles of the generated catalog (0 skips it)")
 	catalogRuns := flag.Int("catalog-runs", 3, "scenario C: runs per measurement (the median is printed)")
 	catalogOnly := flag.Bool("catalog-only", false, "run only scenario C (no registries, no gapmirror binary needed)")
+	scale := flag.Int("scale", 0, "scenario D: images of the scale run (also run at a tenth of that); 0 skips it")
+	scaleOnly := flag.Bool("scale-only", false, "run only scenario D")
+	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof)")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
 
@@ -96,6 +99,10 @@ func main() {
 	}
 	b.trace = *trace
 	b.catalogs, b.genBundles, b.catalogRuns, b.catalogOnly = *catalogs, *genBundles, *catalogRuns, *catalogOnly
+	b.scaleImages, b.scaleOnly, b.profile = *scale, *scaleOnly, *profile
+	if *scaleOnly && *scale < 10 {
+		fail("-scale-only needs -scale of at least 10")
+	}
 	err = b.run(ctx, total, *images, *small)
 	b.close(*keep)
 	if err != nil {
@@ -125,12 +132,23 @@ type bench struct {
 	// kind (see requestKind).
 	kindsMu sync.Mutex
 	kinds   map[string]int64
+	// capacity is the registry's bandwidth and request rate (scenario A
+	// measures it; floors.go).
+	capacity capacity
 	// trace logs every request.
 	trace bool
 	// Scenario C: see catalogs.go.
 	catalogs                string
 	genBundles, catalogRuns int
 	catalogOnly             bool
+	// Scenario D: see scale.go. measureRSS runs gapmirror through the
+	// launcher, which reports its peak RSS in lastRSS.
+	scaleImages int
+	scaleOnly   bool
+	measureRSS  bool
+	lastRSS     int64
+	// profile is where CPU profiles of the gapmirror runs go ("": none).
+	profile string
 }
 
 func newBench(bin string) (*bench, error) {
@@ -175,6 +193,9 @@ func (b *bench) close(keep bool) {
 
 func (b *bench) run(ctx context.Context, size int64, images, small int) error {
 	b.header()
+	if b.scaleOnly {
+		return b.scale(ctx, b.scaleImages)
+	}
 	if !b.catalogOnly {
 		if err := b.throughput(ctx, size, images); err != nil {
 			return err
@@ -185,7 +206,13 @@ func (b *bench) run(ctx context.Context, size int64, images, small int) error {
 			}
 		}
 	}
-	return b.catalogScenario(ctx, b.catalogs, b.genBundles, b.catalogRuns)
+	if err := b.catalogScenario(ctx, b.catalogs, b.genBundles, b.catalogRuns); err != nil {
+		return err
+	}
+	if b.scaleImages > 0 && !b.catalogOnly {
+		return b.scale(ctx, b.scaleImages)
+	}
+	return nil
 }
 
 // header prints when, where and what is measured.
@@ -317,7 +344,12 @@ func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (ti
 	full := append(slices.Clone(args), "--no-progress", "--registries-conf", b.regsConf, "--authfile", b.authFile,
 		"--src-tls-verify=false", "--dest-tls-verify=false")
 	var out bytes.Buffer
-	took, err := b.command(ctx, label, &out, b.bin, full, nil)
+	var env []string
+	if b.profile != "" {
+		name := strings.NewReplacer(" ", "-", ",", "").Replace(label) + ".pprof"
+		env = []string{"GAPMIRROR_CPUPROFILE=" + filepath.Join(b.profile, name)}
+	}
+	took, err := b.command(ctx, label, &out, b.bin, full, env)
 	var c counts
 	if m := summaryRE.FindStringSubmatch(out.String()); m != nil {
 		c.copied, _ = strconv.Atoi(m[1])
@@ -342,6 +374,24 @@ func (b *bench) command(ctx context.Context, label string, out *bytes.Buffer, na
 	if out == nil {
 		out = &buf
 	}
+	var result string
+	if b.measureRSS && name == b.bin {
+		// Through the launcher, for the peak RSS (see measure).
+		self, err := os.Executable()
+		if err != nil {
+			return 0, err
+		}
+		f, err := os.CreateTemp(b.dir, "launch-")
+		if err != nil {
+			return 0, err
+		}
+		f.Close()
+		result = f.Name()
+		defer os.Remove(result)
+		args = append([]string{name}, args...)
+		name = self
+		env = append(env, launchEnv+"="+result)
+	}
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if env != nil {
@@ -352,6 +402,13 @@ func (b *bench) command(ctx context.Context, label string, out *bytes.Buffer, na
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start)
+	b.lastRSS = 0
+	if data, rerr := os.ReadFile(result); result != "" && rerr == nil {
+		var wallNS, rssKiB int64
+		if _, serr := fmt.Sscanf(string(data), "%d %d", &wallNS, &rssKiB); serr == nil {
+			b.lastRSS = rssKiB << 10
+		}
+	}
 	b.logRun(label, name, args, took, err, out.Bytes())
 	return took, err
 }

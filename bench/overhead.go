@@ -170,6 +170,10 @@ func (b *bench) overhead(ctx context.Context, n int) error {
 		fmt.Printf("  %-52s %8.2f %9.1f %17.2f %15.1f\n", r.op, secs, float64(n)/secs, secs*100/float64(n), float64(r.requests)/float64(n))
 	}
 	fmt.Println()
+	if b.capacity.rate > 0 {
+		printFloors(b.capacity, bytes, t)
+		fmt.Println()
+	}
 	// Weekly reruns are the common case: their cost next to the first run.
 	for _, p := range []struct {
 		what         string

@@ -57,6 +57,10 @@ func (b *bench) throughput(ctx context.Context, size int64, n int) error {
 		refs = append(refs, fi.Ref(up.Host()))
 		repoTags = append(repoTags, fi.Repo+":"+fi.Tag)
 	}
+	baseBlob := images[0].Image.Layers[0].Descriptor()
+	if b.capacity, err = measureCapacity(ctx, up, images[0].Repo, baseBlob.Digest, baseBlob.Size); err != nil {
+		return err
+	}
 	t, err := b.runTrips(ctx, dir, "A", n, refs)
 	if err != nil {
 		return err
@@ -115,6 +119,8 @@ func (b *bench) throughput(ctx context.Context, size int64, n int) error {
 	printThroughput(rows, plain)
 
 	fmt.Println()
+	printFloors(b.capacity, unique, t)
+	fmt.Println()
 	fmt.Printf("  archive: %d chunk(s), %s for %s of unique blobs (%.3f×)\n", chunks, humanBytes(archiveBytes), humanBytes(unique),
 		float64(archiveBytes)/float64(unique))
 	fmt.Printf("  no-change mirror-to-disk rerun: %s, archive of %s (the first run's: %s)\n",
@@ -135,6 +141,8 @@ type tripResult struct {
 	counts counts
 	// kinds are the requests of the run by side, method and endpoint kind.
 	kinds map[string]int64
+	// rss is the run's peak RSS, when measured (scenario D).
+	rss int64
 }
 
 // sideRequests is the number of requests of the run on side.
@@ -184,8 +192,9 @@ func (t tripResult) summary() string {
 func (b *bench) trip(ctx context.Context, label string, n int, rerun bool, args ...string) (tripResult, error) {
 	before, kindsBefore := b.requests.Load(), b.kindCounts()
 	took, c, err := b.gapmirror(ctx, label, args...)
-	res := tripResult{row: row{op: "gapmirror " + strings.TrimPrefix(strings.TrimPrefix(label, "A "), "B "), took: took,
-		requests: b.requests.Load() - before}, counts: c, kinds: b.kindCounts()}
+	_, short, _ := strings.Cut(label, " ")
+	res := tripResult{row: row{op: "gapmirror " + short, took: took,
+		requests: b.requests.Load() - before}, counts: c, kinds: b.kindCounts(), rss: b.lastRSS}
 	for k, v := range kindsBefore {
 		if res.kinds[k] -= v; res.kinds[k] == 0 {
 			delete(res.kinds, k)

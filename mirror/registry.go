@@ -88,6 +88,7 @@ type Registry struct {
 	// clients answer existence checks with one client per registry host
 	// for the whole run (see headDigest).
 	clients map[string]*registryapi.Client // by host; nil: use containers/image
+	byRepo  map[string]*registryapi.Client // sharedClient's answer by repository
 
 	// Blob bookkeeping of the direct push path (see HasBlob), by
 	// repository path at the mirror host.
@@ -113,7 +114,7 @@ type listedTags struct {
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
-		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{},
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{},
 		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{},
 		expect: map[string]int{}, tags: map[string]*listedTags{}, knownRepos: map[string]bool{}}
 }
@@ -328,6 +329,23 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 // host), a registry registries.conf marks insecure, or credentials in the
 // auth file scoped to the repository rather than the host.
 func (r *Registry) sharedClient(named reference.Named) *registryapi.Client {
+	// The answer depends on the repository only (registries.conf and the
+	// auth file are read once per run): asked for every request of a
+	// copy, it is kept.
+	r.mu.Lock()
+	c, ok := r.byRepo[named.Name()]
+	r.mu.Unlock()
+	if ok {
+		return c
+	}
+	c = r.newSharedClient(named)
+	r.mu.Lock()
+	r.byRepo[named.Name()] = c
+	r.mu.Unlock()
+	return c
+}
+
+func (r *Registry) newSharedClient(named reference.Named) *registryapi.Client {
 	host := reference.Domain(named)
 	if host == "docker.io" {
 		return nil
