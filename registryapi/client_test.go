@@ -1,6 +1,7 @@
 package registryapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -9,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
@@ -195,4 +198,38 @@ func TestParseChallenge(t *testing.T) {
 		t.Errorf("got %s %v", s, p)
 	}
 
+}
+
+// TestTokenRenewed: one client for a whole run outlives its bearer tokens:
+// a token near its end is renewed before a request (an upload's body
+// cannot be sent twice), and the run goes on.
+func TestTokenRenewed(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{Username: "alice", Password: "s3cret", Token: &registrytest.TokenAuth{TTL: 2 * time.Second}})
+	ctx := context.Background()
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(1, 1024)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: reg.URL(), Username: "alice", Password: "s3cret"}, "ns/app", "v1", img); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerInsecureSkipTLSVerify: types.OptionalBoolTrue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _, err := c.Head(ctx, "ns/app", "v1"); err != nil || d != img.Digest {
+		t.Fatalf("head: %s, %v", d, err)
+	}
+	issued := len(reg.IssuedTokens())
+	time.Sleep(2100 * time.Millisecond) // the token has expired
+	data := []byte("a blob pushed with an expired token held")
+	if err := c.PutBlob(ctx, "ns/app", digest.FromBytes(data), int64(len(data)), bytes.NewReader(data), ""); err != nil {
+		t.Fatalf("upload after the token expired: %v", err)
+	}
+	if has, err := c.HasBlob(ctx, "ns/app", digest.FromBytes(data)); err != nil || !has {
+		t.Fatalf("blob after the upload: %v, %v", has, err)
+	}
+	if got := len(reg.IssuedTokens()); got <= issued {
+		t.Errorf("no token issued after the first expired (%d, then %d)", issued, got)
+	}
 }
