@@ -21,7 +21,6 @@ import (
 	"github.com/distribution/reference"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 
-	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
 )
@@ -39,6 +38,9 @@ const (
 type helmCharts struct {
 	t      *Trip
 	client *http.Client
+	plan   *Plan
+	// ws holds the charts earlier runs kept (read only).
+	ws string
 }
 
 func (h *helmCharts) Sections() []string { return []string{"mirror.helm"} }
@@ -165,7 +167,7 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, fmt.Errorf("%w: check %s.url and that this host reaches it (proxy settings come from HTTPS_PROXY/NO_PROXY)", err, rp)))
 		return nil, nil
 	}
-	h.t.content.addExtra(path.Join(helmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
+	h.plan.addFile(path.Join(helmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
 
 	type pick struct {
 		path  string
@@ -213,8 +215,8 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 // download fetches a chart, or reuses the copy an earlier run kept in the
 // workspace when the index vouches for it by digest.
 func (h *helmCharts) download(ctx context.Context, hr helm.Repository, c *helmChart, cv helm.ChartVersion) ([]byte, error) {
-	if c.index != "" && h.t.ws != "" {
-		if data, err := os.ReadFile(filepath.Join(h.t.ws, filepath.FromSlash(c.file()))); err == nil && helm.CheckDigest(data, c.index) == nil {
+	if c.index != "" && h.ws != "" {
+		if data, err := os.ReadFile(filepath.Join(h.ws, filepath.FromSlash(c.file()))); err == nil && helm.CheckDigest(data, c.index) == nil {
 			return data, nil
 		}
 	}
@@ -340,16 +342,10 @@ func (c *helmChart) file() string {
 	return path.Join(helmDir, "charts", safeName(c.repo), safeName(c.name+"-"+c.ver)+".tgz")
 }
 
-// keep puts the chart into the archive and working-dir/helm.
+// keep puts the chart into the plan, for the archive and working-dir/helm.
 func (h *helmCharts) keep(c *helmChart, images []string) (chartRecord, error) {
 	rec := chartRecord{Source: c.path, Repository: c.repo, URL: c.url, Name: c.name, Version: c.ver, Digest: helm.Digest(c.data), File: c.file(), Images: images}
-	h.t.content.addExtra(rec.File, c.data)
-	if h.t.ws != "" {
-		if err := writeWorkingFile(h.t.ws, rec.File, c.data); err != nil {
-			return rec, err
-		}
-		h.t.charts = append(h.t.charts, filepath.Join(h.t.ws, filepath.FromSlash(rec.File)))
-	}
+	h.plan.addFile(rec.File, c.data)
 	return rec, nil
 }
 
@@ -361,11 +357,8 @@ func (h *helmCharts) keepRecords(records []chartRecord) error {
 	if err != nil {
 		return err
 	}
-	h.t.content.addExtra(helmChartsFile, data)
-	if h.t.ws == "" {
-		return nil
-	}
-	return writeWorkingFile(h.t.ws, helmChartsFile, data)
+	h.plan.addFile(helmChartsFile, data)
+	return nil
 }
 
 func writeWorkingFile(ws, name string, data []byte) error {
@@ -405,47 +398,29 @@ func (t *Trip) helmHTTPClient() (*http.Client, error) {
 	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil
 }
 
-// restoreHelmCharts writes the charts an archive carries into
-// working-dir/helm, each checked against the digest helm/charts.json gives.
-func (t *Trip) restoreHelmCharts(ar *archive.Reader, ws string) ([]string, error) {
-	data, err := ar.Extra(helmChartsFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s from the archive: %w", helmChartsFile, err)
+// checkCharts checks the helm charts a plan read from an archive carries:
+// each one helm/charts.json lists is there, under helm/charts, with the
+// digest the list gives.
+func checkCharts(plan *Plan) error {
+	data, ok := plan.file(helmChartsFile)
+	if !ok {
+		return nil
 	}
 	var records []chartRecord
 	if err := json.Unmarshal(data, &records); err != nil {
-		return nil, fmt.Errorf("archive extra %s is not a chart list: %w; the archive is damaged", helmChartsFile, err)
+		return fmt.Errorf("archive extra %s is not a chart list: %w; the archive is damaged", helmChartsFile, err)
 	}
-	var written []string
 	for _, rec := range records {
 		if !strings.HasPrefix(rec.File, helmDir+"/charts/") {
-			return nil, fmt.Errorf("archive extra %s lists chart file %q outside %s/charts: the archive is damaged or from another tool", helmChartsFile, rec.File, helmDir)
+			return fmt.Errorf("archive extra %s lists chart file %q outside %s/charts: the archive is damaged or from another tool", helmChartsFile, rec.File, helmDir)
 		}
-		chart, err := ar.Extra(rec.File)
-		if err != nil {
-			return nil, fmt.Errorf("helm chart %s %s: %w", rec.Name, rec.Version, err)
+		chart, ok := plan.file(rec.File)
+		if !ok {
+			return fmt.Errorf("helm chart %s %s: archive extra %s: %w", rec.Name, rec.Version, rec.File, fs.ErrNotExist)
 		}
 		if helm.Digest(chart) != rec.Digest {
-			return nil, fmt.Errorf("helm chart %s %s in the archive has digest %s, %s says %s: the archive is damaged", rec.Name, rec.Version, helm.Digest(chart), helmChartsFile, rec.Digest)
-		}
-		if err := writeWorkingFile(ws, rec.File, chart); err != nil {
-			return nil, err
-		}
-		written = append(written, filepath.Join(ws, filepath.FromSlash(rec.File)))
-	}
-	for _, e := range ar.Index().Extras {
-		if strings.HasPrefix(e.Name, helmDir+"/indexes/") {
-			idx, err := ar.Extra(e.Name)
-			if err != nil {
-				return nil, err
-			}
-			if err := writeWorkingFile(ws, e.Name, idx); err != nil {
-				return nil, err
-			}
+			return fmt.Errorf("helm chart %s %s in the archive has digest %s, %s says %s: the archive is damaged", rec.Name, rec.Version, helm.Digest(chart), helmChartsFile, rec.Digest)
 		}
 	}
-	return written, writeWorkingFile(ws, helmChartsFile, data)
+	return nil
 }

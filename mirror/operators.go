@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -42,6 +41,7 @@ type operators struct {
 	trip  *Trip
 	up    *Registry
 	store *Store
+	plan  *Plan
 }
 
 // Sections implements imageset.Contributor.
@@ -325,7 +325,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 	if err != nil {
 		return fmt.Errorf("%s.catalog: %w", path, err)
 	}
-	o.trip.content.pinCatalog(path, ci.Digest.String())
+	o.plan.pinCatalog(path, ci.Digest.String())
 	tmp, err := os.MkdirTemp("", "gapmirror-catalog-")
 	if err != nil {
 		return err
@@ -380,8 +380,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		return fmt.Errorf("%s: %w", label, err)
 	}
 	if template != nil {
-		o.trip.content.setCatalogTemplate(img.Destination, oc.TargetCatalogSourceTemplate)
-		o.trip.content.addExtra(templateExtra(img.Destination), template)
+		o.plan.addFile(templateExtra(img.Destination), template)
 	}
 	o.trip.Log.Info("operator catalog filtered", "catalog", oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination, "rebuilt", built && final != ci.Digest)
 	return o.bundleImages(ctx, oc.Catalog, kept, platforms, r)
@@ -507,31 +506,4 @@ func bundlesOf(users []catalog.ImageUser) string {
 		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more bundles", len(names)-3)
 	}
 	return strings.Join(names, ", ")
-}
-
-// loadTemplates refills the CatalogSource templates an archive carries for
-// its catalogs, writing each into dir for generate to read.
-func (t *Trip) loadTemplates(extra func(string) ([]byte, error), set *imageset.Set, dir string) error {
-	for _, img := range set.Images {
-		if img.Kind != imageset.KindOperatorCatalog {
-			continue
-		}
-		name := templateExtra(img.Destination)
-		data, err := extra(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := writeFileAtomic(p, data); err != nil {
-			return err
-		}
-		t.content.setCatalogTemplate(img.Destination, p)
-	}
-	return nil
 }
