@@ -122,7 +122,7 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 		d := helm.Digest(c.data)
 		if have, dup := kept[c.file()]; dup {
 			if have != d {
-				r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("another entry gives a different chart %s %s (%s, this one %s): give them different versions", c.name, c.ver, have, d)))
+				r.Fail(chartFailure(c, fmt.Errorf("another entry gives a different chart %s %s (%s, this one %s): give them different versions", c.name, c.ver, have, d)))
 			}
 			continue
 		}
@@ -159,12 +159,12 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		}
 	}
 	if strings.HasPrefix(repo.URL, "oci://") {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, errors.New("oci:// chart repositories are not supported by this version of gapmirror: use the repository's http(s) index, or pull the charts and list them under mirror.helm.local")))
+		r.Fail(chartFailure(whole, errors.New("oci:// chart repositories are not supported by this version of gapmirror: use the repository's http(s) index, or pull the charts and list them under mirror.helm.local")))
 		return nil, nil
 	}
 	ix, indexData, err := hr.Index(ctx)
 	if err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, fmt.Errorf("%w: check %s.url and that this host reaches it (proxy settings come from HTTPS_PROXY/NO_PROXY)", err, rp)))
+		r.Fail(chartFailure(whole, fmt.Errorf("%w: check %s.url and that this host reaches it (proxy settings come from HTTPS_PROXY/NO_PROXY)", err, rp)))
 		return nil, nil
 	}
 	h.plan.addFile(path.Join(helmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
@@ -189,7 +189,7 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 				ver = "(latest)"
 			}
 			failed := &helmChart{path: chp, label: fmt.Sprintf("helm chart %s %s from repository %s", c.Name, ver, repo.Name)}
-			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(failed, fmt.Errorf("%w: fix %s", err, chp)))
+			r.Fail(chartFailure(failed, fmt.Errorf("%w: fix %s", err, chp)))
 			continue
 		}
 		// A chart listed twice is fetched once, with the image paths of both entries.
@@ -204,7 +204,7 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		c := &helmChart{path: p.path, label: fmt.Sprintf("helm chart %s %s from repository %s", p.cv.Name, p.cv.Version, repo.Name),
 			repo: repo.Name, url: hr.Redacted(), paths: p.paths, index: p.cv.Digest, name: p.cv.Name, ver: p.cv.Version}
 		if c.data, err = h.download(ctx, hr, c, p.cv); err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+			r.Fail(chartFailure(c, err))
 			continue
 		}
 		out = append(out, c)
@@ -234,7 +234,7 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 		c.paths = append(c.paths, p)
 	}
 	fail := func(err error) (*helmChart, error) {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w: fix %s.path", err, lp)))
+		r.Fail(chartFailure(c, fmt.Errorf("%w: fix %s.path", err, lp)))
 		return nil, nil
 	}
 	fi, err := os.Stat(lc.Path)
@@ -266,7 +266,7 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r *imageset.Resolving) ([]string, bool) {
 	ch, err := helm.LoadArchive(c.data)
 	if err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+		r.Fail(chartFailure(c, err))
 		return nil, false
 	}
 	if c.name == "" {
@@ -274,7 +274,7 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 	}
 	found, err := helm.Images(ch, c.paths)
 	if err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w; gapmirror renders charts with their default values only: mirror such a chart's images as mirror.additionalImages", err)))
+		r.Fail(chartFailure(c, fmt.Errorf("%w; gapmirror renders charts with their default values only: mirror such a chart's images as mirror.additionalImages", err)))
 		return nil, false
 	}
 	var images []string
@@ -283,7 +283,7 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 		named, err := reference.ParseNormalizedNamed(f.Image)
 		if err != nil {
 			// The chart rendered: it is kept, and this one image fails.
-			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%s in %s renders image %q, which is not an image reference (%v): the chart needs values gapmirror does not set; mirror its images as mirror.additionalImages", f.Object, f.Template, f.Image, err)))
+			r.Fail(chartFailure(c, fmt.Errorf("%s in %s renders image %q, which is not an image reference (%v): the chart needs values gapmirror does not set; mirror its images as mirror.additionalImages", f.Object, f.Template, f.Image, err)))
 			continue
 		}
 		named = reference.TagNameOnly(named)
@@ -304,37 +304,16 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 
 // pin resolves the wanted images to digests and adds them to the set.
 func (h *helmCharts) pin(ctx context.Context, wanted map[string]*wantedHelmImage, r *imageset.Resolving) {
-	var list []*wantedHelmImage
+	var list []imageset.Wanted
 	for _, origin := range slices.Sorted(maps.Keys(wanted)) {
 		w := wanted[origin]
-		if b := r.Blocked(origin, reference.Path(w.named)); b != "" {
-			r.Resolution.Blocked = append(r.Resolution.Blocked, origin)
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: %s left out by %s", w.why[0], origin, b))
+		if b := r.Block(origin, reference.Path(w.named)); b != "" {
+			r.Warn("%s: %s left out by %s", w.why[0], origin, b)
 			continue
 		}
-		list = append(list, w)
+		list = append(list, imageset.Wanted{Named: w.named, Kind: imageset.KindHelm, Why: w.why, ByTag: w.why[0] + ":"})
 	}
-	refs := make([]reference.Named, len(list))
-	for i, w := range list {
-		refs[i] = w.named
-	}
-	digests, errs := r.Pin(ctx, refs)
-	for i, w := range list {
-		origin := w.named.String()
-		why := strings.Join(w.why, "; ")
-		if errs[i] != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: errs[i]})
-			continue
-		}
-		img, byTag := imageset.PinnedImage(w.named, digests[i], imageset.KindHelm)
-		if byTag {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: names %s by tag only: mirrored as %s, the digest it has now", w.why[0], origin, digests[i]))
-		}
-		img.Why = w.why
-		if err := r.Set.Add(img); err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: err})
-		}
-	}
+	_ = r.AddPinned(ctx, list) // none is Configured: no error
 }
 
 // file is where the chart lives under working-dir and in the archive.

@@ -82,7 +82,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 	p := cfg.Mirror.Platform
 	if len(p.Channels) == 0 && p.Release == "" && !p.Graph {
 		if p.KubeVirtContainer {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, "mirror.platform.kubeVirtContainer has no effect without channels or release")
+			r.Warn("mirror.platform.kubeVirtContainer has no effect without channels or release")
 		}
 		return nil
 	}
@@ -96,7 +96,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 	switch {
 	case p.Release != "":
 		if len(p.Channels) > 0 {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, "mirror.platform.release is set, so mirror.platform.channels are ignored (as oc-mirror does)")
+			r.Warn("mirror.platform.release is set, so mirror.platform.channels are ignored (as oc-mirror does)")
 		}
 		rel, err := c.single(ctx, p)
 		if err != nil {
@@ -108,7 +108,9 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 		if err != nil {
 			return err
 		}
-		r.Resolution.Warnings = append(r.Resolution.Warnings, plan.Warnings...)
+		for _, w := range plan.Warnings {
+			r.Warn("%s", w)
+		}
 		releases = plan.Releases
 	}
 
@@ -132,8 +134,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 		rel := v.Release
 		if err := v.Err(); err != nil {
 			c.t.Log.Error("release refused", "version", rel.Version, "arch", rel.Arch, "digest", rel.Digest, "reason", v.Reason)
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{
-				Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: err})
+			r.Fail(imageset.Unresolved{Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: err})
 			continue
 		}
 		if v.Status == release.StatusSkipped {
@@ -162,8 +163,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 	for i, a := range ok {
 		rel := a.rel
 		if errs[i] != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{
-				Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: errs[i]})
+			r.Fail(imageset.Unresolved{Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: errs[i]})
 			continue
 		}
 		added, err := c.addRelease(r, rel, payloads[i], imageset.PlatformNames(p.Platforms))
@@ -392,9 +392,8 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 		Source: rel.Payload, Origin: rel.Payload, Digest: rel.Digest,
 		Destination: rel.Destination(), Kind: imageset.KindRelease, Why: rel.Why, Platforms: platforms,
 	}
-	if b := r.Blocked(img.Origin, img.DestinationRepo()); b != "" {
-		r.Resolution.Blocked = append(r.Resolution.Blocked, img.Origin)
-		r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("release %s (arch %s) is blocked by %s: none of its images is mirrored", rel.Version, rel.Arch, b))
+	if b := r.Block(img.Origin, img.DestinationRepo()); b != "" {
+		r.Warn("release %s (arch %s) is blocked by %s: none of its images is mirrored", rel.Version, rel.Arch, b)
 		return false, nil
 	}
 	if err := r.Set.Add(img); err != nil {
@@ -419,9 +418,8 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 			Why:         []string{why},
 			Platforms:   platforms,
 		}
-		if b := r.Blocked(ci.Origin, ci.DestinationRepo()); b != "" {
-			r.Resolution.Blocked = append(r.Resolution.Blocked, ci.Origin)
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("component %s of release %s is blocked by %s: clusters cannot install or update to %s from this mirror", comp.Name, rel.Version, b, rel.Version))
+		if b := r.Block(ci.Origin, ci.DestinationRepo()); b != "" {
+			r.Warn("component %s of release %s is blocked by %s: clusters cannot install or update to %s from this mirror", comp.Name, rel.Version, b, rel.Version)
 			continue
 		}
 		if err := r.Set.Add(ci); err != nil {
