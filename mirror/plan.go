@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -251,13 +252,18 @@ func (t *Trip) plan(ctx context.Context, up *Registry, store *Store, ws string) 
 		// names in the same workspace.
 		fws := workspace{filepath.Dir(filepath.Dir(t.RetryFailed))}
 		rec, err := fws.runRecord(ff.Run)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// The file was moved away from its workspace: the images
+			// are copied, the plan's files are missing.
+			t.Log.Warn("the run record of the failure file is not next to it: retrying with the image set alone, so cluster resources lack what the plan's files give (catalog templates, release signatures not in this workspace)", "file", t.RetryFailed, "record", fws.path(ff.Run))
+		case err != nil:
 			return nil, nil, nil, fmt.Errorf("--retry-failed %s: %w", t.RetryFailed, err)
-		}
-		if rec.Plan == nil || rec.Plan.Set == nil {
+		case rec.Plan == nil || rec.Plan.Set == nil:
 			return nil, nil, nil, fmt.Errorf("--retry-failed %s: the run record %s holds no plan", t.RetryFailed, fws.path(ff.Run))
+		default:
+			plan = rec.Plan
 		}
-		plan = rec.Plan
 	}
 	failed := map[string]bool{}
 	for _, f := range ff.Failed {
@@ -392,7 +398,7 @@ func (w workspace) loadFiles(files []PlanFile) error {
 		p := w.path("plan-files", f.Digest.Algorithm().String(), f.Digest.Encoded())
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return fmt.Errorf("plan file %s: %w (the workspace lost it: run the configuration again instead)", f.Name, err)
+			return fmt.Errorf("plan file %s: %v (the workspace lost it: run the configuration again instead)", f.Name, err)
 		}
 		if digest.FromBytes(data) != f.Digest {
 			return fmt.Errorf("plan file %s (%s) does not match its digest %s: the workspace is damaged; run the configuration again instead", f.Name, p, f.Digest)

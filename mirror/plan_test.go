@@ -134,6 +134,21 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 		t.Errorf("template read back: %q %v", data, ok)
 	}
 
+	// A failure file moved out of its workspace still retries its images.
+	moved := filepath.Join(t.TempDir(), "failed.json")
+	data, err := os.ReadFile(rep.FailedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(moved, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	away := stampedTrip()
+	away.RetryFailed = moved
+	if p, todo, _, err := away.plan(context.Background(), nil, nil, ""); err != nil || len(todo.Images) != 1 || len(p.Files) != 0 {
+		t.Errorf("a moved failure file: %v, todo %v", err, todo)
+	}
+
 	// A damaged plan file is caught by its digest.
 	f := got.Files[0]
 	p := ws.path("plan-files", f.Digest.Algorithm().String(), f.Digest.Encoded())
@@ -146,7 +161,7 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 
 	// A newer format is refused, not misread.
 	runs, _ := filepath.Glob(ws.path("runs", "*.json"))
-	data, _ := os.ReadFile(runs[0])
+	data, _ = os.ReadFile(runs[0])
 	if err := os.WriteFile(runs[0], []byte(strings.Replace(string(data), `"formatVersion": 2`, `"formatVersion": 99`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -377,18 +377,17 @@ func printKept(w io.Writer, p *prune.Plan) {
 }
 
 // leftOut names what a mirror-to-disk run could not carry: images that
-// failed, and images that could not be resolved.
-func leftOut(rep *Report) []string {
+// failed, and what its plan could not resolve (a retry's plan keeps its
+// first run's, so its archive is not taken for complete).
+func leftOut(res *Result, plan *Plan) []string {
 	var out []string
-	if rep.Result != nil {
-		for _, f := range rep.Result.Failed {
+	if res != nil {
+		for _, f := range res.Failed {
 			out = append(out, f.Image.Destination)
 		}
 	}
-	if rep.Resolution != nil {
-		for _, f := range rep.Resolution.Failed {
-			out = append(out, f.Origin)
-		}
+	for _, f := range plan.Unresolved {
+		out = append(out, f.Origin)
 	}
 	sort.Strings(out)
 	return out

@@ -184,7 +184,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
-	chunks, err := r.writeArchive(ctx, dir, store, carried, leftOut(rep))
+	chunks, err := r.writeArchive(ctx, dir, store, carried, leftOut(rep.Result, plan))
 	if err != nil {
 		return rep, err
 	}
