@@ -46,8 +46,9 @@ type Trip struct {
 	// whose predecessor this workspace has no record of applying.
 	SkipPredecessorCheck bool
 	// RetryFailed is a failure file an earlier run wrote: copy exactly the
-	// images it lists, with the digests that run pinned, instead of
-	// resolving the configuration again.
+	// images it lists, executing the plan that run recorded (its digests,
+	// files and cluster resources) instead of resolving the configuration
+	// again.
 	RetryFailed string
 	// Prune deletes from the mirror what earlier runs of this workspace
 	// pushed there and the image set no longer holds (else: only listed).
@@ -85,7 +86,8 @@ type run struct {
 	pinned string
 }
 
-// Report is what a trip did.
+// Report is what a run did: the third of options (Trip), what to do (Plan)
+// and what happened.
 type Report struct {
 	Mode       string
 	Set        *imageset.Set
