@@ -265,6 +265,14 @@ func (t *Trip) plan(ctx context.Context, up *Registry, store *Store, ws string) 
 			plan = rec.Plan
 		}
 	}
+	if plan.Config == "" && t.Config != nil {
+		// An older record has no configuration: the one given with -c.
+		cfg, err := imageset.MarshalYAML(imageset.Redacted(t.Config))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		plan.Config = string(cfg)
+	}
 	failed := map[string]bool{}
 	for _, f := range ff.Failed {
 		failed[f.Image] = true
