@@ -89,7 +89,7 @@ func TestPlainCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, n, err := plainCopy(src, dst)
+	_, n, err := plainCopy(src, dst, true)
 	if err != nil {
 		t.Fatal(err)
 	}

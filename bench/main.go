@@ -330,11 +330,15 @@ type counts struct {
 	copied, there, failed int
 	// blobs transferred and reused (mounted or found), when the summary says.
 	blobs, reused int
+	// copySecs is how long the copy phase took, by the summary (the rest of
+	// a mirror-to-disk is resolution and the archive).
+	copySecs float64
 }
 
 var (
 	summaryRE = regexp.MustCompile(`(\d+) images copied, (\d+) already there, (\d+) failed`)
 	blobsRE   = regexp.MustCompile(`; (\d+) blobs, .*; (\d+) blobs reused`)
+	copyRE    = regexp.MustCompile(` moved in ([0-9.]+)s `)
 )
 
 // gapmirror runs the binary once with the isolation flags, its output going
@@ -359,6 +363,9 @@ func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (ti
 	if m := blobsRE.FindStringSubmatch(out.String()); m != nil {
 		c.blobs, _ = strconv.Atoi(m[1])
 		c.reused, _ = strconv.Atoi(m[2])
+	}
+	if m := copyRE.FindStringSubmatch(out.String()); m != nil {
+		c.copySecs, _ = strconv.ParseFloat(m[1], 64)
 	}
 	if err != nil {
 		return took, c, fmt.Errorf("%s failed: %w\n--- last lines of its output (run with -keep to keep the whole log, %s) ---\n%s",
@@ -480,7 +487,7 @@ func (b *bench) skopeoCopy(ctx context.Context, label string, src, dst []string,
 
 // plainCopy copies every regular file under src into dst with io.Copy (no
 // fsync): the floor for moving these bytes on this disk.
-func plainCopy(src, dst string) (time.Duration, int64, error) {
+func plainCopy(src, dst string, sync bool) (time.Duration, int64, error) {
 	start := time.Now()
 	var total int64
 	err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
@@ -498,17 +505,20 @@ func plainCopy(src, dst string) (time.Duration, int64, error) {
 		if !e.Type().IsRegular() {
 			return nil
 		}
-		n, err := copyFile(path, target)
+		n, err := copyFile(path, target, sync)
 		total += n
 		return err
 	})
+	if err == nil && sync {
+		err = syncDirs(dst)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("plain copy of %s: %w", src, err)
 	}
 	return time.Since(start), total, nil
 }
 
-func copyFile(src, dst string) (int64, error) {
+func copyFile(src, dst string, sync bool) (int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return 0, err
@@ -519,10 +529,29 @@ func copyFile(src, dst string) (int64, error) {
 		return 0, err
 	}
 	n, err := io.Copy(out, in)
+	if err == nil && sync {
+		err = out.Sync()
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	return n, err
+}
+
+// syncDirs flushes the entries of every directory under dir, as the
+// archive's commit does for its directory.
+func syncDirs(dir string) error {
+	return filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil || !e.IsDir() {
+			return err
+		}
+		d, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return d.Sync()
+	})
 }
 
 // chunkBytes is the number and total size of the mirror_*.tar chunks in dir.
