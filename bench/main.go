@@ -147,6 +147,8 @@ type bench struct {
 	scaleOnly   bool
 	measureRSS  bool
 	lastRSS     int64
+	// lastCPU is the user+system time of the last command run.
+	lastCPU time.Duration
 	// profile is where CPU profiles of the gapmirror runs go ("": none).
 	profile string
 }
@@ -409,7 +411,12 @@ func (b *bench) command(ctx context.Context, label string, out *bytes.Buffer, na
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start)
-	b.lastRSS = 0
+	b.lastRSS, b.lastCPU = 0, 0
+	if ps := cmd.ProcessState; ps != nil {
+		// wait4's usage counts the descendants the child waited for (the
+		// launcher's child).
+		b.lastCPU = ps.UserTime() + ps.SystemTime()
+	}
 	if data, rerr := os.ReadFile(result); result != "" && rerr == nil {
 		var wallNS, rssKiB int64
 		if _, serr := fmt.Sscanf(string(data), "%d %d", &wallNS, &rssKiB); serr == nil {
@@ -433,6 +440,16 @@ func (b *bench) logRun(label, name string, args []string, took time.Duration, er
 	fmt.Fprintf(b.log, "=== %s: %s %s\n", label, name, strings.Join(args, " "))
 	b.log.Write(output)
 	fmt.Fprintf(b.log, "=== %s: %s after %.2fs\n\n", label, status, took.Seconds())
+}
+
+// selfCPU is the bench process's user+system time so far: what its
+// registries spent while a trip ran.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // tail is the last n lines of s.

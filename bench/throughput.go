@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -159,6 +160,9 @@ type tripResult struct {
 	kinds map[string]int64
 	// rss is the run's peak RSS, when measured (scenario D).
 	rss int64
+	// cpu is gapmirror's user+system time; registryCPU the bench process's
+	// (its registries') during the run.
+	cpu, registryCPU time.Duration
 }
 
 // sideRequests is the number of requests of the run on side.
@@ -206,11 +210,12 @@ func (t tripResult) summary() string {
 // trip runs one gapmirror trip over n images and checks its summary: a
 // first run must copy every image, a rerun must find every image there.
 func (b *bench) trip(ctx context.Context, label string, n int, rerun bool, args ...string) (tripResult, error) {
-	before, kindsBefore := b.requests.Load(), b.kindCounts()
+	before, kindsBefore, cpuBefore := b.requests.Load(), b.kindCounts(), selfCPU()
 	took, c, err := b.gapmirror(ctx, label, args...)
 	_, short, _ := strings.Cut(label, " ")
 	res := tripResult{row: row{op: "gapmirror " + short, took: took,
-		requests: b.requests.Load() - before}, counts: c, kinds: b.kindCounts(), rss: b.lastRSS}
+		requests: b.requests.Load() - before}, counts: c, kinds: b.kindCounts(), rss: b.lastRSS,
+		cpu: b.lastCPU, registryCPU: selfCPU() - cpuBefore}
 	for k, v := range kindsBefore {
 		if res.kinds[k] -= v; res.kinds[k] == 0 {
 			delete(res.kinds, k)
@@ -223,6 +228,10 @@ func (b *bench) trip(ctx context.Context, label string, n int, rerun bool, args 
 	for _, side := range []string{"mirror", "upstream"} {
 		fmt.Printf("      %s\n", res.requestLine(side, n))
 	}
+	// Where the wall time went: gapmirror's CPU, the registries' CPU (they
+	// run in the bench process), out of wall × CPUs.
+	fmt.Printf("      CPU: gapmirror %.2fs, registries %.2fs, of %.2fs wall × %d CPUs\n",
+		res.cpu.Seconds(), res.registryCPU.Seconds(), took.Seconds(), runtime.NumCPU())
 	want := counts{copied: n}
 	if rerun {
 		want = counts{there: n}
