@@ -34,6 +34,9 @@ type Options struct {
 	Progress Progress
 	// Force copies images even when the destination already has them.
 	Force bool
+	// Totals are the blobs and bytes of the set, when known before the
+	// copy, so that progress shows the true total from the start.
+	Totals Totals
 }
 
 func (o Options) withDefaults() Options {
@@ -72,7 +75,10 @@ type Result struct {
 	Blobs int64
 	Bytes int64
 	// Reused counts blobs the destination already had or mounted.
-	Reused   int64
+	Reused int64
+	// Tally sorts the blobs of the set: distinct blobs moved or already
+	// there, and further references reused (see BlobTally).
+	Tally    BlobTally
 	Duration time.Duration
 	// Locations maps each blob this copy transferred or found to a
 	// destination repository that holds it; later runs mount from there.
@@ -98,19 +104,20 @@ func (r *Result) Err() error {
 // before the destination is asked to keep it.
 func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
 	opts = opts.withDefaults()
-	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, locations: map[digest.Digest]string{}}
+	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, locations: map[digest.Digest]string{}, tally: newTally(opts.Totals)}
 	start := time.Now()
 	res := &Result{}
 	var mu sync.Mutex
 	sem := make(chan struct{}, opts.ParallelImages)
 	var wg sync.WaitGroup
-	opts.Progress.Start(len(set.Images))
+	opts.Progress.Phase("copying", len(set.Images), opts.Totals)
 	for _, img := range set.Images {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(img imageset.Image) {
 			defer func() { <-sem; wg.Done() }()
 			skipped, err := c.image(ctx, img)
+			c.breaker.trip(err)
 			if d, ok := dst.(imageDone); ok {
 				d.ImageDone(img)
 			}
@@ -127,11 +134,12 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 			default:
 				res.Copied = append(res.Copied, img)
 			}
-			opts.Progress.ImageDone(img, err)
+			c.settled(img, skipped, err)
 		}(img)
 	}
 	wg.Wait()
 	res.Blobs, res.Bytes, res.Reused = c.blobs.Load(), c.bytes.Load(), c.reused.Load()
+	res.Tally = c.tally.counts()
 	res.Locations = c.locations
 	res.Duration = time.Since(start)
 	opts.Progress.Finish()
@@ -148,6 +156,8 @@ type copier struct {
 	locations map[digest.Digest]string
 
 	blobs, bytes, reused atomic.Int64
+	breaker              breaker
+	tally                *tally
 }
 
 // flight is one transfer of a blob; images needing the same blob wait on it.
@@ -163,6 +173,9 @@ func (c *copier) image(ctx context.Context, img imageset.Image) (skipped bool, e
 	d := digest.Digest(img.Digest)
 	if err := d.Validate(); err != nil {
 		return false, fmt.Errorf("image has no valid digest %q", img.Digest)
+	}
+	if err := c.stopped(img); err != nil {
+		return false, err
 	}
 	if !c.opts.Force {
 		var has bool
@@ -337,6 +350,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		if has {
 			c.reused.Add(1)
 			c.located(desc.Digest, img)
+			c.counted(img, desc, BlobFound)
 			return nil
 		}
 		c.opts.Progress.AddTotal(desc.Size)
@@ -361,6 +375,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		c.blobs.Add(1)
 		c.bytes.Add(vr.n)
 		c.located(desc.Digest, img)
+		c.counted(img, desc, BlobMoved)
 		return nil
 	})
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
 // WorkingDir is the folder, inside the user's directory, where gapmirror
@@ -146,15 +145,16 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 		t.Log.Warn(w)
 	}
 	for _, f := range res.Failed {
+		// The summary prints each cause once; the log keeps every one.
 		if f.NotImage {
-			t.Log.Error("cannot use", "what", f.Origin, "why", f.Why, "error", f.Err)
+			t.Log.Debug("cannot use", "what", f.Origin, "why", f.Why, "error", Message(f.Err))
 			continue
 		}
 		what := "cannot resolve image"
 		if errors.Is(f.Err, ErrPolicyRefused) {
 			what = "image refused by the signature policy"
 		}
-		t.Log.Error(what, "image", f.Origin, "why", f.Why, "error", f.Err)
+		t.Log.Debug(what, "image", f.Origin, "why", f.Why, "error", Message(f.Err))
 	}
 	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	if t.ws != "" {
@@ -191,10 +191,12 @@ func (t *Trip) plan(ctx context.Context, up *Registry, store *Store) (set, todo 
 	for _, img := range ff.Set.Images {
 		if failed[img.Destination] {
 			todo.Images = append(todo.Images, img)
+			delete(failed, img.Destination)
 		}
 	}
-	t.Log.Info("retrying the failed images of an earlier run", "file", t.RetryFailed, "images", len(todo.Images))
-	return ff.Set, todo, &imageset.Resolution{}, nil
+	res = &imageset.Resolution{Failed: stillUnresolved(ff.Failed, failed, t.RetryFailed)}
+	t.Log.Info("retrying the failed images of an earlier run", "file", t.RetryFailed, "images", len(todo.Images), "cannotRetry", len(res.Failed))
+	return ff.Set, todo, res, nil
 }
 
 // copyPlan copies todo and counts the rest of set as done by an earlier run.
@@ -671,6 +673,10 @@ type runRecord struct {
 type failureRecord struct {
 	Image string `json:"image"`
 	Error string `json:"error"`
+	// Unresolved: the image never got a digest (Image is its reference as
+	// configured); --retry-failed cannot copy it.
+	Unresolved bool          `json:"unresolved,omitempty"`
+	Kind       imageset.Kind `json:"kind,omitempty"`
 }
 
 func (t *Trip) record(ws string, rep *Report) error {
@@ -688,7 +694,7 @@ func (t *Trip) record(ws string, rep *Report) error {
 			rec.Skipped = append(rec.Skipped, i.Destination)
 		}
 		for _, f := range r.Failed {
-			rec.Failed = append(rec.Failed, failureRecord{Image: f.Image.Destination, Error: f.Err.Error()})
+			rec.Failed = append(rec.Failed, failureRecord{Image: f.Image.Destination, Error: Message(f.Err)})
 		}
 		rec.Bytes, rec.Blobs = r.Bytes, r.Blobs
 		sort.Strings(rec.Copied)
@@ -702,6 +708,7 @@ func (t *Trip) record(ws string, rep *Report) error {
 	if err := writeFileAtomic(filepath.Join(dir, name), data); err != nil {
 		return err
 	}
+	rec.Failed = append(rec.Failed, unresolvedRecords(rep.Resolution)...)
 	if len(rec.Failed) > 0 {
 		rep.FailedFile = filepath.Join(ws, "failed", name)
 		if err := (workspace{ws}).write(failedFile{FormatVersion: recordFormat, Mode: rep.Mode, Set: rep.Set, Failed: rec.Failed}, "failed", name); err != nil {
@@ -720,166 +727,3 @@ type failedFile struct {
 	Failed        []failureRecord `json:"failed"`
 }
 
-// Summary prints what the trip did.
-func (r *Report) Summary(w io.Writer) {
-	if r.Result == nil {
-		sigs := ""
-		if n := r.Set.Signatures(); n > 0 {
-			sigs = fmt.Sprintf(" and %d signatures", n)
-		}
-		fmt.Fprintf(w, "%s (dry run): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures(), sigs, filepath.Join(r.Workspace, "dry-run"))
-		r.printBlocked(w)
-		r.printPrune(w)
-		return
-	}
-	res := r.Result
-	secs := res.Duration.Seconds()
-	copied, skipped, failed := imageset.CountSignatures(res.Copied), imageset.CountSignatures(res.Skipped), 0
-	for _, f := range res.Failed {
-		if f.Image.Kind == imageset.KindSignature {
-			failed++
-		}
-	}
-	fmt.Fprintf(w, "%s: %d images copied, %d already there, %d failed; %d blobs, %s moved in %.1fs (%.1f MiB/s); %d blobs reused\n",
-		r.Mode, len(res.Copied)-copied, len(res.Skipped)-skipped, len(res.Failed)-failed+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
-		float64(res.Bytes)/(1<<20)/max(secs, 0.001), res.Reused)
-	if copied+skipped+failed > 0 {
-		fmt.Fprintf(w, "signatures: %d copied, %d already there, %d failed\n", copied, skipped, failed)
-	}
-	r.printBlocked(w)
-	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
-		// The copy itself succeeded; the admin must still learn the mirror
-		// lacks what mirror-to-disk could not get.
-		fmt.Fprintf(w, "the archive is partial: mirror-to-disk left out %d images, so the mirror does not have them: %s; fix them on the connected side (its summary says how) and carry the next archive\n",
-			len(r.LeftOut), strings.Join(r.LeftOut, ", "))
-	}
-	for _, c := range r.Archive {
-		fmt.Fprintf(w, "archive: %s\n", c)
-	}
-	for _, c := range r.ClusterResources {
-		fmt.Fprintf(w, "cluster resource: %s\n", c)
-	}
-	for _, c := range r.HelmCharts {
-		fmt.Fprintf(w, "helm chart: %s\n", c)
-	}
-	r.printPrune(w)
-	for _, f := range r.Resolution.Failed {
-		fmt.Fprintf(w, "FAILED %s (%s): %v\n", f.Origin, f.Why, f.Err)
-	}
-	for _, f := range res.Failed {
-		if needs := neededBy(f.Image); needs != "" {
-			fmt.Fprintf(w, "FAILED %v (needed by %s)\n", f.Err, needs)
-			continue
-		}
-		fmt.Fprintf(w, "FAILED %v\n", f.Err)
-	}
-	if r.FailedFile != "" {
-		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
-	}
-	refused, unresolved, unsigned, unusable := 0, 0, 0, 0
-	for _, f := range r.Resolution.Failed {
-		switch {
-		case f.NotImage:
-			unusable++
-		case errors.Is(f.Err, release.ErrReleaseNotVerified):
-			refused++
-		case errors.Is(f.Err, ErrPolicyRefused):
-			unsigned++
-		default:
-			unresolved++
-		}
-	}
-	if unusable > 0 {
-		fmt.Fprintf(w, "%d helm repositories, charts or chart images could not be used, so the images they name were not mirrored: fix what their FAILED lines say and run again\n", unusable)
-	}
-	if refused > 0 {
-		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
-	}
-	if unsigned > 0 {
-		fmt.Fprintf(w, "%d image(s) refused by the signature policy were not mirrored: have them signed, or fix the policy (--policy), and run again\n", unsigned)
-	}
-	if unresolved > 0 {
-		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")
-	}
-}
-
-// printBlocked says which images mirror.blockedImages kept out, so the
-// summary does not read as if the whole configuration was mirrored.
-func (r *Report) printBlocked(w io.Writer) {
-	if r.Resolution == nil || len(r.Resolution.Blocked) == 0 {
-		return
-	}
-	list := r.Resolution.Blocked
-	more := ""
-	if len(list) > 5 {
-		list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
-	}
-	fmt.Fprintf(w, "%d images left out by mirror.blockedImages (not mirrored, not in IDMS/ITMS): %s%s\n", len(r.Resolution.Blocked), strings.Join(list, ", "), more)
-}
-
-// neededBy names who needs an operator image or an image several sections
-// share (its Why, the first few), so a failure says which bundles it leaves
-// incomplete; "" for other images.
-func neededBy(img imageset.Image) string {
-	if img.Kind != imageset.KindOperatorBundle && img.Kind != imageset.KindOperatorRelated && len(img.AlsoKinds) == 0 {
-		return ""
-	}
-	if len(img.Why) > 3 {
-		return strings.Join(img.Why[:3], "; ") + fmt.Sprintf(" and %d more", len(img.Why)-3)
-	}
-	return strings.Join(img.Why, "; ")
-}
-
-// Err is nil when every image made it, else a FailedError.
-func (r *Report) Err() error {
-	if r.Result == nil && len(r.Resolution.Failed) == 0 {
-		return r.pruneErr()
-	}
-	fe := &FailedError{}
-	for _, f := range r.Resolution.Failed {
-		fe.Groups = append(fe.Groups, f.Kind.Group())
-		fe.Errs = append(fe.Errs, fmt.Errorf("%s: %w", f.Origin, f.Err))
-	}
-	if r.Result != nil {
-		for _, f := range r.Result.Failed {
-			fe.Groups = append(fe.Groups, f.Image.Groups()...)
-			fe.Errs = append(fe.Errs, f.Err)
-		}
-	}
-	if len(fe.Errs) == 0 {
-		return r.pruneErr()
-	}
-	return fe
-}
-
-// FailedError says which images failed; its exit code has a bit per
-// content group (2 release, 4 operator, 8 additional, 16 helm).
-type FailedError struct {
-	Groups []string
-	Errs   []error
-}
-
-func (e *FailedError) Error() string {
-	return fmt.Sprintf("%d images or charts failed (see above); the others were mirrored: %v", len(e.Errs), errors.Join(e.Errs...))
-}
-
-// ExitCode is the OR of the failed groups' bits.
-func (e *FailedError) ExitCode() int {
-	code := 0
-	for _, g := range e.Groups {
-		switch g {
-		case "release":
-			code |= 2
-		case "operator":
-			code |= 4
-		case "helm":
-			code |= 16
-		default:
-			code |= 8
-		}
-	}
-	if code == 0 {
-		code = 1
-	}
-	return code
-}
