@@ -233,7 +233,7 @@ func (m *Meter) Phase(name string, images int, total Totals) {
 	m.extra, m.sent, m.start, m.stop, m.runningOn = 0, 0, time.Now(), make(chan struct{}), true
 	stop := m.stop
 	m.mu.Unlock()
-	m.show(false)
+	m.show(false, false)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -244,7 +244,7 @@ func (m *Meter) Phase(name string, images int, total Totals) {
 			case <-stop:
 				return
 			case <-t.C:
-				m.show(false)
+				m.show(true, false)
 			}
 		}
 	}()
@@ -313,7 +313,7 @@ func (m *Meter) ImageDone(img imageset.Image, skipped bool, err error) {
 			m.log.Debug("image copied", "image", img.Destination, "digest", img.Digest)
 		}
 	}
-	m.show(false)
+	m.show(false, false)
 }
 
 // Finish ends the phase with a last reading.
@@ -327,7 +327,7 @@ func (m *Meter) Finish() {
 	close(m.stop)
 	m.mu.Unlock()
 	m.wg.Wait()
-	m.show(true)
+	m.show(true, true)
 	if m.term != nil {
 		m.term.SetStatus("")
 	}
@@ -372,7 +372,9 @@ func (m *Meter) read() Counts {
 	return c
 }
 
-func (m *Meter) show(final bool) {
+// show draws a reading: the bar on every event and tick, a line on each
+// tick (line mode) and at the end.
+func (m *Meter) show(tick, final bool) {
 	m.mu.Lock()
 	if m.c.Phase == "" {
 		m.mu.Unlock()
@@ -388,7 +390,7 @@ func (m *Meter) show(final bool) {
 	switch {
 	case m.term != nil && !final:
 		m.term.SetStatus(line)
-	case m.log != nil && (final || m.term == nil):
+	case m.log != nil && (final || m.term == nil && tick):
 		m.log.Info(line)
 	}
 }
@@ -400,16 +402,16 @@ func (c Counts) String() string {
 	if c.Images > 0 {
 		fmt.Fprintf(&b, " %d/%d images", c.ImagesDone, c.Images)
 	}
-	pct := 100.0
 	if c.Bytes > 0 {
-		pct = float64(c.Done) * 100 / float64(c.Bytes)
+		pct := min(float64(c.Done)*100/float64(c.Bytes), 100)
+		if !c.FinalReport {
+			const width = 24
+			fill := int(pct / 100 * width)
+			fmt.Fprintf(&b, " [%s%s]", strings.Repeat("=", fill), strings.Repeat(" ", width-fill))
+		}
+		fmt.Fprintf(&b, " %3.0f%%", pct)
 	}
-	if !c.FinalReport {
-		const width = 24
-		fill := int(pct / 100 * width)
-		fmt.Fprintf(&b, " [%s%s]", strings.Repeat("=", fill), strings.Repeat(" ", width-fill))
-	}
-	fmt.Fprintf(&b, " %3.0f%% %s/%s", pct, HumanBytes(c.Done), HumanBytes(c.Bytes))
+	fmt.Fprintf(&b, " %s/%s", HumanBytes(c.Done), HumanBytes(c.Bytes))
 	if c.Blobs > 0 {
 		fmt.Fprintf(&b, ", blobs %d/%d", c.BlobsMoved+c.BlobsFound, c.Blobs)
 	}

@@ -55,13 +55,18 @@ func retryReporting(ctx context.Context, retries int, delay time.Duration, p Pro
 // again: dropped connections, timeouts, 5xx and 429 answers, and content
 // that arrived damaged. What Classify calls permanent is never retried.
 func Transient(err error) bool {
-	return err != nil && Classify(err).Kind == CauseTransient
+	if err == nil {
+		return false
+	}
+	k := Classify(err).Kind
+	return k == CauseTransient || k == CauseUnreachable
 }
 
 // Cause kinds: why an operation failed, decided once, so that retries,
 // stopping a registry's images and the failure summary agree.
 const (
 	CauseTransient   = "transient"     // may work when tried again
+	CauseUnreachable = "unreachable"   // connection refused: retried, it may be restarting
 	CauseTLS         = "tls"           // certificate not trusted, handshake refused
 	CauseScheme      = "plain-http"    // HTTP answer to an HTTPS request
 	CauseAuth        = "unauthorized"  // 401: credentials missing or refused
@@ -126,6 +131,9 @@ func Classify(err error) Cause {
 	}
 	if isNotFound(err) || strings.Contains(low, "manifest unknown") || strings.Contains(low, "name unknown") {
 		return Cause{Kind: CauseNotFound, Fix: "the image, tag or repository does not exist there: check the name in the configuration"}
+	}
+	if strings.Contains(msg, "connection refused") {
+		return Cause{Kind: CauseUnreachable, Fix: "the registry is unreachable: check the host name, port and network (and HTTP(S)_PROXY); run again once it answers"}
 	}
 	if transient(err) {
 		return Cause{Kind: CauseTransient, Fix: "the registry or network failed for a while; run again (--retry-failed FILE retries just these)"}
@@ -215,8 +223,8 @@ type RegistryError struct {
 }
 
 func (e *RegistryError) Error() string {
-	if fix := Classify(e.Err).Fix; fix != "" && Classify(e.Err).Kind != CauseTransient {
-		return fmt.Sprintf("%s: %v (%s)", e.Ref, e.Err, fix)
+	if c := Classify(e.Err); c.Fix != "" && c.Kind != CauseTransient {
+		return fmt.Sprintf("%s: %v (%s)", e.Ref, e.Err, c.Fix)
 	}
 	return fmt.Sprintf("%s: %v", e.Ref, e.Err)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
 // Summary prints what the trip did: one set of figures, then each failure
@@ -134,7 +135,7 @@ func (r *Report) failures() []*failureGroup {
 			where, answer = re.Host(), Message(re.Err)
 		}
 		key := cause.Kind + "\x00" + where
-		if cause.Kind == CauseOther || cause.Kind == CauseNotFound && where == "" {
+		if where == "" || cause.Kind == CauseOther {
 			key += "\x00" + answer // unlike causes stay apart
 		}
 		g := byKey[key]
@@ -148,7 +149,7 @@ func (r *Report) failures() []*failureGroup {
 	if r.Resolution != nil {
 		for _, f := range r.Resolution.Failed {
 			name := f.Origin
-			if f.Why != "" && f.NotImage {
+			if f.Why != "" {
 				name += " (" + f.Why + ")"
 			}
 			add(name, f.Err)
@@ -195,8 +196,9 @@ func (r *Report) printFailures(w io.Writer) {
 			list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
 		}
 		fmt.Fprintf(w, "  %s%s\n", strings.Join(list, ", "), more)
-		transient = transient || g.cause.Kind == CauseTransient
+		transient = transient || g.cause.Kind == CauseTransient || g.cause.Kind == CauseUnreachable
 	}
+	r.printAdvice(w)
 	switch {
 	case r.FailedFile != "" && transient:
 		fmt.Fprintf(w, "full list: %s; retry exactly these: --retry-failed %s\n", r.FailedFile, r.FailedFile)
@@ -204,6 +206,33 @@ func (r *Report) printFailures(w io.Writer) {
 		fmt.Fprintf(w, "full list: %s; once fixed, --retry-failed %s copies just these\n", r.FailedFile, r.FailedFile)
 	case r.Result == nil:
 		fmt.Fprintf(w, "dry run: nothing was copied; fix the above and run again\n")
+	}
+}
+
+// printAdvice says what the failures of whole sections mean.
+func (r *Report) printAdvice(w io.Writer) {
+	if r.Resolution == nil {
+		return
+	}
+	refused, unsigned, unusable := 0, 0, 0
+	for _, f := range r.Resolution.Failed {
+		switch {
+		case f.NotImage:
+			unusable++
+		case errors.Is(f.Err, release.ErrReleaseNotVerified):
+			refused++
+		case errors.Is(f.Err, ErrPolicyRefused):
+			unsigned++
+		}
+	}
+	if unusable > 0 {
+		fmt.Fprintf(w, "%d helm repositories, charts or chart images could not be used, so the images they name were not mirrored: fix what their FAILED lines say and run again\n", unusable)
+	}
+	if refused > 0 {
+		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
+	}
+	if unsigned > 0 {
+		fmt.Fprintf(w, "%d image(s) refused by the signature policy were not mirrored: have them signed, or fix the policy (--policy), and run again\n", unsigned)
 	}
 }
 

@@ -84,8 +84,8 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 			if err != nil {
 				log.Debug("run failed", "error", mirror.Message(err))
 			}
+			log.Info("the full log of this run", "path", rl.Path)
 			rl.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "log: %s\n", rl.Path)
 		}()
 	}
 	if f.parallelImages < 1 || f.parallelImages > 64 {

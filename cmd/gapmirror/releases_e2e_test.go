@@ -152,8 +152,9 @@ func TestReleasesDiskToMirror(t *testing.T) {
 	}
 	// 3 releases × (32 components + KubeVirt + release image) + graph image;
 	// components unchanged between versions are already in the store.
-	var copied, there int
-	if _, err := fmt.Sscanf(out, "mirror-to-disk: %d images copied, %d already there", &copied, &there); err != nil || copied+there != 3*(releasetest.DefaultComponents+2)+1 {
+	var images, copied, there, built int
+	if _, err := fmt.Sscanf(out, "mirror-to-disk: %d images: %d copied, %d already at the destination, %d built by gapmirror", &images, &copied, &there, &built); err != nil ||
+		images != 3*(releasetest.DefaultComponents+2)+1 || copied+there+built != images {
 		t.Errorf("summary does not account for %d images:\n%s", 3*(releasetest.DefaultComponents+2)+1, out)
 	}
 	if !strings.Contains(errOut, "release signature verified") {
