@@ -305,7 +305,14 @@ func (b *breaker) check(hosts ...string) error {
 // registry already failed for good.
 func (c *copier) stopped(img imageset.Image) error {
 	var hosts []string
-	switch s := c.src.(type) {
+	src, dst := c.src, c.dst
+	if p, ok := src.(*plannedSource); ok {
+		src = p.unwrap()
+	}
+	if p, ok := dst.(*plannedDestination); ok {
+		dst = p.unwrap()
+	}
+	switch s := src.(type) {
 	case *Registry:
 		hosts = append(hosts, refHost(s.Name(img)))
 	case builtSource:
@@ -313,7 +320,7 @@ func (c *copier) stopped(img imageset.Image) error {
 			hosts = append(hosts, refHost(r.Name(img)))
 		}
 	}
-	if r, ok := c.dst.(*Registry); ok {
+	if r, ok := dst.(*Registry); ok {
 		hosts = append(hosts, refHost(r.Name(img)))
 	}
 	return c.breaker.check(hosts...)

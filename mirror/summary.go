@@ -132,7 +132,10 @@ func (r *Report) failures() []*failureGroup {
 		where, answer := "", Message(err)
 		var re *RegistryError
 		if errors.As(err, &re) {
-			where, answer = re.Host(), Message(re.Err)
+			where = re.Host()
+		}
+		if errors.As(err, &re) && re == err {
+			answer = Message(re.Err) // the fix has a line of its own
 		}
 		key := cause.Kind + "\x00" + where
 		if where == "" || cause.Kind == CauseOther {
@@ -161,7 +164,12 @@ func (r *Report) failures() []*failureGroup {
 			if needs := neededBy(f.Image); needs != "" {
 				name += " (needed by " + needs + ")"
 			}
-			add(name, f.Err)
+			// Copy prefixes the image's names, which the list shows.
+			err := f.Err
+			if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), f.Image.Origin+" (") {
+				err = inner
+			}
+			add(name, err)
 		}
 	}
 	return groups
@@ -284,13 +292,21 @@ func (r *Report) Err() error {
 		return r.pruneErr()
 	}
 	kinds := map[string]bool{}
-	for _, g := range r.failures() {
-		if !kinds[g.cause.Kind] {
-			kinds[g.cause.Kind] = true
-			fe.Causes = append(fe.Causes, g.cause.Kind)
+	groups := r.failures()
+	for _, g := range groups {
+		k := g.cause.Kind
+		if g.where != "" {
+			k += " at " + g.where
+		}
+		if !kinds[k] {
+			kinds[k] = true
+			fe.Causes = append(fe.Causes, k)
 		}
 	}
 	sort.Strings(fe.Causes)
+	if len(groups) == 1 {
+		fe.Fix = groups[0].cause.Fix
+	}
 	return fe
 }
 
@@ -304,6 +320,8 @@ type FailedError struct {
 	// DryRun: nothing was copied. Mirrored: images that did make it.
 	DryRun   bool
 	Mirrored int
+	// Fix is what to do, when every failure has the same cause.
+	Fix string
 }
 
 // Error is one line: the details were printed once, grouped, above.
@@ -311,6 +329,9 @@ func (e *FailedError) Error() string {
 	causes := ""
 	if len(e.Causes) > 0 {
 		causes = " (" + strings.Join(e.Causes, ", ") + ")"
+	}
+	if e.Fix != "" {
+		causes += ": " + e.Fix
 	}
 	switch {
 	case e.DryRun:

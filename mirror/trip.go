@@ -201,7 +201,7 @@ func (t *Trip) plan(ctx context.Context, up *Registry, store *Store) (set, todo 
 
 // copyPlan copies todo and counts the rest of set as done by an earlier run.
 func (t *Trip) copyPlan(ctx context.Context, set, todo *imageset.Set, src Source, dst Destination) *Result {
-	res := Copy(ctx, todo, src, dst, t.Copy)
+	res := copyPlanned(ctx, todo, src, dst, t.Copy)
 	if len(todo.Images) != len(set.Images) {
 		in := map[string]bool{}
 		for _, img := range todo.Images {
@@ -343,7 +343,10 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 		args = append(args, "basedOn", basedOn)
 	}
 	t.Log.Info("writing archive", args...)
-	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log})
+	p := t.Copy.withDefaults().Progress
+	p.Phase("writing archive", 0, Totals{Blobs: int64(len(blobs)), Bytes: bytes})
+	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p)})
+	p.Finish()
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +412,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	}
 	return t.toMirror(ctx, ws, dst, rep, func() *Result {
 		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
-		return Copy(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
+		return copyPlanned(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
 	}, func() error {
 		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()})
 	})
@@ -726,4 +729,3 @@ type failedFile struct {
 	Set           *imageset.Set   `json:"set"`
 	Failed        []failureRecord `json:"failed"`
 }
-

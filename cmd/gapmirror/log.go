@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-		"strings"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"

@@ -469,7 +469,7 @@ func TestReleasesBadInput(t *testing.T) {
 			over: map[string]string{"--release-signature-url": closedURL(t), "--release-signature-key": "", "--skip-release-signature-verification": "true"}, code: 0, released: true,
 			want: []string{"RELEASE SIGNATURE VERIFICATION IS OFF", "release 4.18.2 (arch amd64, " + w.payloads["4.18.2"].Digest.String() + ") is NOT verified"}},
 		{name: "payload missing from the registry", platform: channel("broken-4.18"), code: 2,
-			want: []string{missing + ": release 4.18.9 (arch amd64): reading release image", "manifest unknown"}},
+			want: []string{missing + " (", "release 4.18.9 (arch amd64): reading release image", "manifest unknown"}},
 		{name: "key directory", platform: channel("stable-4.18"), over: map[string]string{"--release-signature-key": keyDir}, code: 0, released: true,
 			want: []string{"release signature verified version=4.18.2"}},
 		{name: "environment instead of flags", platform: channel("stable-4.18"), code: 0, released: true,

@@ -184,4 +184,3 @@ func fileURL(flag, s string) (string, error) {
 	}
 	return abs, nil
 }
-

@@ -374,7 +374,7 @@ func TestSecurePolicy(t *testing.T) {
 	ws := filepath.Join(w.dir, "ws")
 	root := "docker://" + w.dst.Host() + "/m"
 	code, out, _ := w.gapmirror("mirror", "-c", w.isc(""), "--secure-policy", "--policy", policy, "--workspace", "file://"+ws, root)
-	if code != 8 || !strings.Contains(out, "2 copied") || !strings.Contains(out, "app-01:v1 (mirror.additionalImages[1]): refused by the signature policy") {
+	if code != 8 || !strings.Contains(out, "2 copied") || !strings.Contains(out, "app-01:v1 (mirror.additionalImages[1])") || !strings.Contains(out, "(signature): ") || !strings.Contains(out, "refused by the signature policy") {
 		t.Fatalf("exit %d (want 8, additional images failed), summary:\n%s", code, out)
 	}
 	for i, ex := range w.images {
