@@ -200,8 +200,8 @@ func routeLogrus(log *slog.Logger) {
 		std := logrus.StandardLogger()
 		std.SetFormatter(&slogFormatter{next: std.Formatter})
 	})
-	// The file gets debug; trace is containers/image's every request.
-	lvl := logrus.DebugLevel
+	// containers/image's debug lines are one per request: trace here.
+	lvl := logrus.InfoLevel
 	if log.Enabled(context.Background(), LevelTrace) {
 		lvl = logrus.TraceLevel
 	}
@@ -229,10 +229,8 @@ func (f *slogFormatter) Format(e *logrus.Entry) ([]byte, error) {
 	}
 	lvl := slog.LevelInfo
 	switch e.Level {
-	case logrus.TraceLevel:
+	case logrus.TraceLevel, logrus.DebugLevel:
 		lvl = LevelTrace
-	case logrus.DebugLevel:
-		lvl = slog.LevelDebug
 	case logrus.WarnLevel:
 		lvl = slog.LevelWarn
 	case logrus.ErrorLevel, logrus.FatalLevel, logrus.PanicLevel:

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// TestPlainHTTPFailsFast: a plain-HTTP source without --src-tls-verify=false
+// is a failure no retry fixes: mirror, dry run and list operators stop in
+// well under 2 s with the cause said once, its fix, and no repeated lines.
+func TestPlainHTTPFailsFast(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(30, 4<<10)
+	isc := w.isc("")
+	// Like the world's runs, but verifying TLS on the source, and with the
+	// default retries (5, from 500ms).
+	run := func(args ...string) (int, string, string, time.Duration) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		full := append([]string{args[0], "--dest-tls-verify=false", "--no-progress", "--registries-conf", w.regsConf,
+			"--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache")}, args[1:]...)
+		start := time.Now()
+		code := run(context.Background(), full, &out, &errb)
+		took := time.Since(start)
+		t.Logf("gapmirror %s → exit %d in %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, took, out.String(), errb.String())
+		return code, out.String(), errb.String(), took
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"mirror-to-mirror", []string{"mirror", "-c", isc, "--workspace", "file://" + filepath.Join(w.dir, "ws"), "docker://" + w.dst.Host() + "/m"}},
+		{"dry run", []string{"mirror", "-c", isc, "--dry-run", "--workspace", "file://" + filepath.Join(w.dir, "ws"), "docker://" + w.dst.Host() + "/m"}},
+		{"mirror-to-disk", []string{"mirror", "-c", isc, "file://" + filepath.Join(w.dir, "disk")}},
+		{"list operators", []string{"list", "operators", "--catalog", w.images[0].Ref}},
+	} {
+		code, out, errOut, took := run(c.args...)
+		all := out + errOut
+		if code == 0 {
+			t.Errorf("%s: exit 0", c.name)
+		}
+		if took > 2*time.Second {
+			t.Errorf("%s: took %s to fail, want under 2 s", c.name, took)
+		}
+		if !strings.Contains(all, "--src-tls-verify=false") || !strings.Contains(all, "plain HTTP") {
+			t.Errorf("%s: the fix is not said:\n%s", c.name, all)
+		}
+		if c.name == "list operators" {
+			continue
+		}
+		if n := strings.Count(out, "FAILED "); n != 1 {
+			t.Errorf("%s: %d FAILED lines, want one for the one cause:\n%s", c.name, n, out)
+		}
+		if n := strings.Count(all, "pass --src-tls-verify=false"); n > 2 {
+			t.Errorf("%s: the hint is repeated %d times", c.name, n)
+		}
+		// The image pinned by digest needs no lookup to plan, so a dry run
+		// finds 29 failures.
+		if !strings.Contains(out, "images at "+w.up.Host()+" (plain-http)") || !strings.Contains(out, "more") {
+			t.Errorf("%s: the cause does not count the 30 images of %s, five named:\n%s", c.name, w.up.Host(), out)
+		}
+		if c.name == "dry run" && (!strings.Contains(all, "nothing was copied") || strings.Contains(all, "others were mirrored") || strings.Contains(all, "at the destination")) {
+			t.Errorf("dry run: the outcome does not say nothing was copied:\n%s", all)
+		}
+		if strings.Contains(all, "rerun") || strings.Contains(all, "retry exactly") {
+			t.Errorf("%s: advice to rerun for a failure no rerun fixes:\n%s", c.name, all)
+		}
+	}
+}
+
+// TestRunLogFile: every run keeps a full debug log in working-dir/logs,
+// whatever the terminal's --log-level, with an RFC 3339 time on every line
+// (containers/image's lines too), each image and blob, and no credential
+// or upload token; the terminal at info has no debug line, at debug it has.
+func TestRunLogFile(t *testing.T) {
+	const user, password = "alice", "s3cret-Pa55"
+	w := newWorld(t, registrytest.Options{})
+	w.dst.Close()
+	w.dst = registrytest.Start(t, registrytest.Options{Username: user, Password: password})
+	auth := `{"auths":{"` + w.dst.Host() + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte(user+":"+password)) + `"}}}`
+	must(t, os.WriteFile(w.authFile, []byte(auth), 0o600))
+	w.pushFleet(3, 8<<10)
+	ws := filepath.Join(w.dir, "ws")
+	code, out, errOut := w.gapmirror("mirror", "-c", w.isc(""), "--log-level", "info", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	logs, _ := filepath.Glob(filepath.Join(ws, "working-dir", "logs", "*.log"))
+	if len(logs) != 1 {
+		t.Fatalf("%d log files in working-dir/logs, want 1", len(logs))
+	}
+	if !strings.Contains(errOut, logs[0]) {
+		t.Errorf("the log file's path is not printed:\n%s", errOut)
+	}
+	if strings.Contains(errOut, " DEBUG ") {
+		t.Errorf("debug lines on an info terminal:\n%s", errOut)
+	}
+	data, err := os.ReadFile(logs[0])
+	must(t, err)
+	checkLog := func(name, s string) {
+		t.Helper()
+		sc := bufio.NewScanner(strings.NewReader(s))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			stamp, _, _ := strings.Cut(sc.Text(), " ")
+			if _, err := time.Parse(time.RFC3339, stamp); err != nil {
+				t.Errorf("%s: a line without an RFC 3339 time: %q", name, sc.Text())
+			}
+		}
+		for _, secret := range []string{password, base64.StdEncoding.EncodeToString([]byte(user + ":" + password)), "_state=" + "A", "Authorization: Basic"} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%s holds a secret (%q)", name, secret)
+			}
+		}
+	}
+	checkLog("log file", string(data))
+	checkLog("terminal", errOut)
+	for _, want := range []string{" DEBUG image copied image=", " DEBUG blob moved ", " INFO  image set resolved"} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("the log file lacks %q", want)
+		}
+	}
+	if strings.Contains(string(data), "_state=") && !strings.Contains(string(data), "_state=REDACTED") {
+		t.Errorf("an upload token in the log file")
+	}
+	_ = out
+
+	// At --log-level trace the terminal has containers/image's lines too,
+	// in the same format, still without secrets.
+	w.pushFleet(4, 8<<10)
+	code, _, errOut = w.gapmirror("mirror", "-c", w.isc(""), "--log-level", "trace", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("trace run: exit %d", code)
+	}
+	checkLog("trace terminal", errOut)
+	for _, want := range []string{" DEBUG image already at the destination, skipped", " DEBUG blob moved ", " TRACE GET http", "lib=logrus"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("the trace terminal lacks %q", want)
+		}
+	}
+}
+
+// TestRetryFailedUnresolved: an image the failed run never resolved cannot
+// be retried; --retry-failed says it is still missing and exits non-zero.
+func TestRetryFailedUnresolved(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 8<<10)
+	isc := w.isc("  - name: " + w.up.Host() + "/apps/nowhere:v1\n")
+	ws := filepath.Join(w.dir, "ws")
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 8 {
+		t.Fatalf("exit %d, want 8", code)
+	}
+	failed, _ := filepath.Glob(filepath.Join(ws, "working-dir", "failed", "*.json"))
+	if len(failed) != 1 || !strings.Contains(out, failed[0]) {
+		t.Fatalf("no failure file named in the summary (%v):\n%s", failed, out)
+	}
+	code, out, errOut := w.gapmirror("mirror", "--retry-failed", failed[0], "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code == 0 {
+		t.Errorf("--retry-failed of an image never resolved: exit 0")
+	}
+	if !strings.Contains(out, "1 failed") || !strings.Contains(out, "apps/nowhere:v1") || !strings.Contains(out, "still missing") {
+		t.Errorf("the retry does not report the image still missing:\n%s\n%s", out, errOut)
+	}
+}
+
+// TestAuthFileMissing: a named auth file that does not exist is an error
+// naming it (flag or $REGISTRY_AUTH_FILE), not an anonymous pull.
+func TestAuthFileMissing(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(1, 4<<10)
+	missing := filepath.Join(w.dir, "no", "such", "auth.json")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"mirror", "-c", w.isc(""), "--authfile", missing, "--dest-tls-verify=false", "--src-tls-verify=false",
+		"--workspace", "file://" + filepath.Join(w.dir, "ws"), "docker://" + w.dst.Host() + "/m"}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "--authfile "+missing+": the file does not exist") {
+		t.Errorf("--authfile missing: exit %d\n%s", code, errb.String())
+	}
+	t.Setenv("REGISTRY_AUTH_FILE", missing)
+	errb.Reset()
+	code = run(context.Background(), []string{"list", "operators", "--catalog", w.images[0].Ref}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "$REGISTRY_AUTH_FILE "+missing) {
+		t.Errorf("$REGISTRY_AUTH_FILE missing: exit %d\n%s", code, errb.String())
+	}
+}
