@@ -269,7 +269,7 @@ func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts
 	}
 	graphs, err := release.FetchGraphs(ctx, src, s)
 	if err != nil {
-		return nil, fmt.Errorf("mirror.platform.channels: %w", err)
+		return nil, c.t.locate(err)
 	}
 	keys := make([]release.GraphKey, 0, len(graphs))
 	for k := range graphs {
@@ -284,7 +284,7 @@ func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts
 	}
 	plan, err := release.NewPlan(graphs, s)
 	if err != nil {
-		return nil, err
+		return nil, c.t.locate(err)
 	}
 	if len(plan.Releases) == 0 {
 		return nil, fmt.Errorf("mirror.platform.channels: no release images found: check the channels and version bounds")

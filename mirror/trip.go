@@ -129,6 +129,9 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store)})
 	if err != nil {
+		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
+			return nil, nil, err // located already: file:line: field: …
+		}
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
 	if !t.RemoveSignatures {
