@@ -84,7 +84,7 @@ func TestHelmThreeTrips(t *testing.T) {
 	}
 
 	code, out, _ = w.gapmirror("describe", "file://"+archiveDir)
-	if code != 0 || !strings.Contains(out, "helm charts:  demo/web-1.2.0.tgz, demo/jobs-0.2.0.tgz, local/mine-0.3.0.tgz") {
+	if code != 0 || !strings.Contains(out, "helm charts (3): demo/web-1.2.0.tgz, demo/jobs-0.2.0.tgz, local/mine-0.3.0.tgz") {
 		t.Errorf("describe does not list the charts: exit %d\n%s", code, out)
 	}
 

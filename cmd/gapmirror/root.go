@@ -58,7 +58,7 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors and blocked registries for sources); default the system's")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
-	root.AddCommand(newMirrorCommand(g), newDescribeCommand(), newVersionCommand())
+	root.AddCommand(newMirrorCommand(g), newDescribeCommand(g), newVersionCommand())
 	root.AddCommand(newListCommand(g), newDeleteCommand(g))
 	return root
 }

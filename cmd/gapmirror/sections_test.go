@@ -88,7 +88,7 @@ func TestBlockedAcrossSections(t *testing.T) {
 			t.Errorf("the summary does not say what was blocked:\n%s", stdout)
 		}
 	}
-	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "blocked:      5 images kept out by mirror.blockedImages") {
+	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "blocked: 5 images kept out by mirror.blockedImages") {
 		t.Errorf("describe does not say what was blocked:\n%s", desc)
 	}
 	named, err := reference.ParseNormalizedNamed(operand)
@@ -156,7 +156,7 @@ func TestMixedFailures(t *testing.T) {
 		}
 	}
 	w.present(w.dst, "m2m/"+w.images[0].Repo, w.images[0].Tag, w.images[0].Digest)
-	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "partial:      mirror-to-disk left out 3 images") {
+	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "partial: mirror-to-disk left out 3 images") {
 		t.Errorf("describe does not say the archive is partial:\n%s", desc)
 	}
 	// Disk-to-mirror pushes what the archive has and says what it lacks.

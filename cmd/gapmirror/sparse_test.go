@@ -131,7 +131,7 @@ func TestSparseAdditionalImage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("mirror-to-disk exit %d", code)
 	}
-	if _, desc, _ := w.gapmirror("describe", "file://"+archiveDir); !strings.Contains(desc, "multi/tool:v1  "+fx.index.Digest.String()+"  [sparse: linux/arm64, linux/ppc64le]") {
+	if _, desc, _ := w.gapmirror("describe", "--images", "file://"+archiveDir); !strings.Contains(desc, "multi/tool:v1@"+fx.index.Digest.String()+"  [sparse: linux/arm64, linux/ppc64le]") {
 		t.Errorf("describe does not show the sparse image:\n%s", desc)
 	}
 	// The archive carries the index, the selected platforms and the single

@@ -90,7 +90,7 @@ func TestAMonthOfMirroring(t *testing.T) {
 	}
 	moveChunks(t, out, airgap)
 	idx1 := archiveOf(t, airgap)
-	w.describes(airgap, "week 1", idx1, "builds on:    nothing (a full archive)")
+	w.describes(airgap, "week 1", idx1, "builds on: nothing (a full archive)", "operator catalog ", "additional images (")
 	if code, _, _ := w.run("mirror", "--from", "file://"+airgap, "docker://"+root); code != 0 {
 		t.Fatalf("week 1: disk-to-mirror exit %d", code)
 	}
@@ -134,7 +134,7 @@ func TestAMonthOfMirroring(t *testing.T) {
 	}
 	moveChunks(t, out, airgap)
 	idx2 := archiveOf(t, airgap)
-	w.describes(airgap, "week 2", idx2, "builds on:    "+idx1.ID)
+	w.describes(airgap, "week 2", idx2, "builds on: "+idx1.ID+", applied here", "changes since "+idx1.ID+": ")
 	// The preview lists the deletes and says the old catalog goes once its tag moves.
 	code, dry, _ := w.run("mirror", "--from", "file://"+airgap, "--dry-run", "--prune", "docker://"+root)
 	for _, want := range []string{"delete manifest mirror/" + fleet[1].Repo + "@" + fleet[1].Digest.String(),
@@ -199,7 +199,7 @@ func TestAMonthOfMirroring(t *testing.T) {
 	if len(idx3.Blobs) != 0 || idx3.BasedOn != idx2.ID {
 		t.Errorf("week 3: a no-change archive carries %d blobs and builds on %q, want 0 and %s", len(idx3.Blobs), idx3.BasedOn, idx2.ID)
 	}
-	w.describes(airgap, "week 3", idx3, "blobs:        0 new")
+	w.describes(airgap, "week 3", idx3, "; 0 blobs, 0 B", "changes since "+idx2.ID+": 0 images added, 0 removed; releases unchanged; bundles unchanged")
 	start = time.Now()
 	code, stdout, _ = w.run("mirror", "--from", "file://"+airgap, "--prune", "docker://"+root)
 	d2mTook := time.Since(start)
@@ -271,10 +271,10 @@ func (w *releaseWorld) checkRecords(out, airgap string, set *imageset.Set) {
 func (w *releaseWorld) describes(dir, when string, idx *archive.Index, lines ...string) {
 	t := w.t
 	t.Helper()
-	code, stdout, _ := w.gapmirror("describe", "file://"+dir)
-	lines = append(lines, "archive:      "+idx.ID, fmt.Sprintf("images:       %d\n", len(idx.Set.Images)), "intact")
+	code, stdout, _ := w.gapmirror("describe", "--images", "file://"+dir)
+	lines = append(lines, "archive "+idx.ID, fmt.Sprintf("  %d images", len(idx.Set.Images)-idx.Set.Signatures()), "intact")
 	for _, img := range idx.Set.Images {
-		lines = append(lines, img.Destination+"  "+img.Digest)
+		lines = append(lines, img.Destination+"@"+img.Digest)
 	}
 	for _, want := range lines {
 		if code != 0 || !strings.Contains(stdout, want) {
