@@ -81,8 +81,8 @@ type DescribedImage struct {
 }
 
 var (
-	channelWhy = regexp.MustCompile(`mirror\.platform\.channels\[\d+\] (\S+): `)
-	describedBundle  = regexp.MustCompile(`operator catalog (\S+): package (\S+) bundle (\S+)`)
+	channelWhy      = regexp.MustCompile(`mirror\.platform\.channels\[\d+\] (\S+): `)
+	describedBundle = regexp.MustCompile(`operator catalog (\S+): package (\S+) bundle (\S+)`)
 )
 
 // Describe summarises the archive in dir; the workspace next to it
