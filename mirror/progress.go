@@ -402,6 +402,14 @@ func (c Counts) String() string {
 	if c.Images > 0 {
 		fmt.Fprintf(&b, " %d/%d images", c.ImagesDone, c.Images)
 	}
+	if c.Bytes == 0 && c.Done == 0 && c.Blobs == 0 {
+		// Nothing counted in bytes (resolving, or nothing to move).
+		fmt.Fprintf(&b, ", %s", c.Elapsed.Round(time.Second))
+		if c.Failed > 0 {
+			fmt.Fprintf(&b, ", %d failed", c.Failed)
+		}
+		return b.String()
+	}
 	if c.Bytes > 0 {
 		pct := min(float64(c.Done)*100/float64(c.Bytes), 100)
 		if !c.FinalReport {

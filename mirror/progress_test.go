@@ -171,3 +171,26 @@ func TestMessage(t *testing.T) {
 		t.Errorf("password in URL not redacted: %s", Redact("https://user:hunter2@r/v2/"))
 	}
 }
+
+// TestBarKeepsLogLines: on a terminal, a log line clears the status line,
+// prints, and the status comes back; readings say images, IEC bytes and
+// percent.
+func TestBarKeepsLogLines(t *testing.T) {
+	var buf strings.Builder
+	term := NewTerminal(&buf)
+	m := NewBarProgress(term, nil)
+	m.Phase("copying", 2, Totals{Blobs: 2, Bytes: 3 << 20})
+	m.Add(1 << 20)
+	m.ImageDone(imageset.Image{Destination: "a:v1"}, false, nil)
+	io.WriteString(term, "2026-11-25T00:00:00.000Z INFO  a log line\n")
+	m.Finish()
+	out := buf.String()
+	for _, want := range []string{"copying 1/2 images [", " 33% 1.0 MiB/3.0 MiB, blobs 0/2", "\r\033[K2026-11-25T00:00:00.000Z INFO  a log line\ncopying 1/2 images"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, out)
+		}
+	}
+	if !strings.HasSuffix(out, "\r\033[K") {
+		t.Errorf("the status line is not cleared at the end: %q", out)
+	}
+}

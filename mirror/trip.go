@@ -127,6 +127,8 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 	start := time.Now()
 	opts := t.Copy.withDefaults()
 	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
+	opts.Progress.Phase("resolving", 0, Totals{})
+	defer opts.Progress.Finish()
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
