@@ -5,11 +5,15 @@ import (
 	"io"
 	"sync"
 
+	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
+	"go.podman.io/image/v5/types"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // copyPlanned copies set from src to dst after a planning pass that asks
@@ -57,9 +61,11 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 			return nil, true // nothing to move; found blobs are counted as met
 		}
 	}
+	read, done := planReader(src, img)
+	defer done()
 	var walk func(d digest.Digest, top bool) bool
 	walk = func(d digest.Digest, top bool) bool {
-		data, mt, err := src.Manifest(ctx, img, d)
+		data, mt, err := read(ctx, d)
 		if err != nil || digest.FromBytes(data) != d {
 			return false
 		}
@@ -95,6 +101,61 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 		return nil, false
 	}
 	return blobs, true
+}
+
+// planReader is how the planning pass reads img's manifests: from local
+// sources directly; from a registry through the run's one client for its
+// host, so that planning thousands of images holds no connection per image
+// (else through the image's own source, closed when planned: the copy opens
+// it again).
+func planReader(src Source, img imageset.Image) (read func(context.Context, digest.Digest) ([]byte, string, error), done func()) {
+	direct := func(ctx context.Context, d digest.Digest) ([]byte, string, error) { return src.Manifest(ctx, img, d) }
+	var r *Registry
+	switch s := src.(type) {
+	case *Registry:
+		r = s
+	case builtSource:
+		if reg, ok := s.Source.(*Registry); ok && !s.local(img) {
+			r = reg
+		}
+	}
+	if r == nil {
+		return direct, func() {}
+	}
+	if named, c := r.planClient(img); c != nil {
+		return func(ctx context.Context, d digest.Digest) ([]byte, string, error) {
+			return c.Manifest(ctx, reference.Path(named), d.String())
+		}, func() {}
+	}
+	return direct, func() { r.ImageDone(img) }
+}
+
+// planClient is the run's shared client for img's registry when reading by
+// digest through it reaches the same place containers/image would: one pull
+// source in registries.conf, not blocked, not marked insecure.
+func (r *Registry) planClient(img imageset.Image) (reference.Named, *registryapi.Client) {
+	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	if err != nil {
+		return nil, nil
+	}
+	if r.root == "" {
+		reg, err := sysregistriesv2.FindRegistry(r.sys, named.String())
+		if err != nil {
+			return nil, nil
+		}
+		if reg != nil {
+			sources, err := reg.PullSourcesFromReference(named)
+			if reg.Blocked || err != nil || len(sources) != 1 || sources[0].Endpoint.Insecure && r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
+				return nil, nil
+			}
+			named = sources[0].Reference
+		}
+	}
+	c := r.sharedClient(named)
+	if c == nil {
+		return nil, nil
+	}
+	return named, c
 }
 
 type manifestRead struct {
