@@ -75,7 +75,12 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 
 func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string) (err error) {
 	mode, ws := runWorkspace(target, f)
-	log, rl, err := g.runLogger(ws, mode)
+	logDir := ws
+	if f.dryRun && ws != "" {
+		// A dry run writes nothing outside working-dir/dry-run.
+		logDir = filepath.Join(ws, "dry-run")
+	}
+	log, rl, err := g.runLogger(logDir, mode)
 	if err != nil {
 		return err
 	}
