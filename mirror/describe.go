@@ -131,7 +131,11 @@ func Describe(dir string, idx *archive.Index) *Description {
 			}
 		}
 	}
-	if prev := setAfter(w, mode, since); prev != nil && idx.Set != nil {
+	prev := setOf(w, idx.BasedOn)
+	if prev == nil {
+		prev = setAfter(w, mode, since) // records older than ArchiveID
+	}
+	if prev != nil && idx.Set != nil {
 		d.Changes = compare(prev, idx.Set)
 	}
 	return d
@@ -193,6 +197,19 @@ func appendNew(list []string, s string) []string {
 	return append(list, s)
 }
 
+// setOf is the Set of the run that wrote or pushed archive id here.
+func setOf(w workspace, id string) *imageset.Set {
+	var set *imageset.Set
+	_ = w.readAll("runs", func(name string) error {
+		var r runRecord
+		if ok, err := w.read(&r, "runs", name); err == nil && ok && r.ArchiveID == id && r.Plan != nil && r.Set != nil {
+			set = r.Set
+		}
+		return nil
+	})
+	return set
+}
+
 // setAfter is the Set of the first run of mode recorded at or after since:
 // the run that wrote (mirror-to-disk) or pushed (disk-to-mirror) the
 // predecessor.
@@ -212,7 +229,7 @@ func setAfter(w workspace, mode string, since time.Time) *imageset.Set {
 		}
 		return nil
 	})
-	if best == nil {
+	if best == nil || best.Plan == nil {
 		return nil
 	}
 	return best.Set
@@ -221,7 +238,12 @@ func setAfter(w workspace, mode string, since time.Time) *imageset.Set {
 // compare lists what changed from prev to cur.
 func compare(prev, cur *imageset.Set) *Changes {
 	c := &Changes{}
-	key := func(img imageset.Image) string { return img.Origin + "@" + img.Digest }
+	key := func(img imageset.Image) string {
+		if strings.HasSuffix(img.Origin, "@"+img.Digest) {
+			return img.Origin // named by digest already
+		}
+		return img.Origin + "@" + img.Digest
+	}
 	index := func(s *imageset.Set) (imgs, rels, bundles map[string]bool) {
 		imgs, rels, bundles = map[string]bool{}, map[string]bool{}, map[string]bool{}
 		for _, img := range s.Images {

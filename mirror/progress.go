@@ -382,6 +382,10 @@ func (m *Meter) show(tick, final bool) {
 	}
 	c := m.read()
 	c.FinalReport = final
+	if final && c.RateBytesPerSec == 0 && c.Elapsed > 0 {
+		// A short phase's rate is still its rate.
+		c.RateBytesPerSec = float64(m.sent) / c.Elapsed.Seconds()
+	}
 	m.mu.Unlock()
 	if m.observer != nil {
 		m.observer(c)
@@ -420,7 +424,9 @@ func (c Counts) String() string {
 		fmt.Fprintf(&b, " %3.0f%%", pct)
 	}
 	fmt.Fprintf(&b, " %s/%s", HumanBytes(c.Done), HumanBytes(c.Bytes))
-	if c.Blobs > 0 {
+	if c.Blobs > 0 && (c.Images > 0 || c.BlobsMoved+c.BlobsFound > 0) {
+		// Phases without images (writing, checking an archive) count
+		// bytes only.
 		fmt.Fprintf(&b, ", blobs %d/%d", c.BlobsMoved+c.BlobsFound, c.Blobs)
 	}
 	fmt.Fprintf(&b, ", %s/s", HumanBytes(int64(c.RateBytesPerSec)))

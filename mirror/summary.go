@@ -49,6 +49,13 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "the archive is partial: mirror-to-disk left out %d images, so the mirror does not have them: %s; fix them on the connected side (its summary says how) and carry the next archive\n",
 			len(r.LeftOut), strings.Join(r.LeftOut, ", "))
 	}
+	if len(r.Archive) > 0 {
+		fmt.Fprintf(w, "archive: %d blobs and manifests (%s) in %d chunk(s)", r.ArchiveFiles, HumanBytes(r.ArchiveBytes), len(r.Archive))
+		if r.ArchiveCarried > 0 {
+			fmt.Fprintf(w, "; %d more carried by earlier archives", r.ArchiveCarried)
+		}
+		fmt.Fprintln(w)
+	}
 	for _, c := range r.Archive {
 		fmt.Fprintf(w, "archive: %s\n", c)
 	}

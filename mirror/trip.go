@@ -93,6 +93,13 @@ type Report struct {
 	Result     *Result
 	// Archive lists the chunk files written (mirror-to-disk).
 	Archive []string
+	// ArchiveID is the archive written (mirror-to-disk) or pushed
+	// (disk-to-mirror).
+	ArchiveID string
+	// ArchiveFiles and ArchiveBytes are the blobs and manifests the archive
+	// carries, ArchiveCarried those left to the archives before it.
+	ArchiveFiles, ArchiveCarried int
+	ArchiveBytes                 int64
 	// ClusterResources lists the manifests written for the cluster.
 	ClusterResources []string
 	Workspace        string
@@ -266,7 +273,10 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 			{Name: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		}, r.plan.extras()...),
 	}
-	args := []any{"dir", dir, "newBlobs", len(blobs), "bytes", HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
+	// An archive holds manifests as blobs too (OCI layout), and the
+	// images gapmirror built: its figures are not the copy's.
+	r.rep.ArchiveFiles, r.rep.ArchiveBytes, r.rep.ArchiveCarried = len(blobs), bytes, len(seen)-len(blobs)
+	args := []any{"dir", dir, "blobsAndManifests", len(blobs), "bytes", HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
 	if basedOn != "" {
 		args = append(args, "basedOn", basedOn)
 	}
@@ -278,6 +288,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 	if err != nil {
 		return nil, err
 	}
+	r.rep.ArchiveID = written.ID
 	rec := archiveRecord{Seq: len(history) + 1, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
 	for _, b := range blobs {
 		rec.Blobs = append(rec.Blobs, b.Digest)
@@ -329,7 +340,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	set := plan.Set
-	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
+	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root(), ArchiveID: idx.ID}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
 	return r.toMirror(ctx, dst, func() *Result {
 		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
@@ -626,7 +637,10 @@ type runRecord struct {
 	Skipped []string        `json:"skipped"`
 	Failed  []failureRecord `json:"failed,omitempty"`
 	Archive []string        `json:"archive,omitempty"`
-	Bytes   int64           `json:"bytes"`
+	// ArchiveID is the archive the run wrote or pushed (describe finds
+	// an archive's predecessor's images by it).
+	ArchiveID string `json:"archiveId,omitempty"`
+	Bytes     int64  `json:"bytes"`
 	Blobs   int64           `json:"blobs"`
 }
 
@@ -667,7 +681,7 @@ func (r *run) record() error {
 		return fmt.Errorf("keeping the plan's files in %s: %w", w.path("plan-files"), err)
 	}
 	now := r.t.now()
-	rec := runRecord{FormatVersion: runRecordFormat, Mode: rep.Mode, Time: now, ToolVersion: r.t.ToolVersion, Config: r.t.ConfigPath, Pinned: r.pinned, Mirror: rep.Mirror, Plan: r.plan, Archive: rep.Archive}
+	rec := runRecord{FormatVersion: runRecordFormat, Mode: rep.Mode, Time: now, ToolVersion: r.t.ToolVersion, Config: r.t.ConfigPath, Pinned: r.pinned, Mirror: rep.Mirror, Plan: r.plan, Archive: rep.Archive, ArchiveID: rep.ArchiveID}
 	if res := rep.Result; res != nil {
 		for _, i := range res.Copied {
 			rec.Copied = append(rec.Copied, i.Destination)

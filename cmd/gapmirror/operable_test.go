@@ -6,7 +6,10 @@ import (
 	"context"
 	"encoding/base64"
 	"os"
+	"net/http"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +193,122 @@ func TestAuthFileMissing(t *testing.T) {
 	code = run(context.Background(), []string{"list", "operators", "--catalog", w.images[0].Ref}, &out, &errb)
 	if code == 0 || !strings.Contains(errb.String(), "$REGISTRY_AUTH_FILE "+missing) {
 		t.Errorf("$REGISTRY_AUTH_FILE missing: exit %d\n%s", code, errb.String())
+	}
+}
+
+// statusLine is one progress line: phase, images done/total, bytes
+// done/total (as printed, IEC).
+var statusLine = regexp.MustCompile(`(?m) INFO  (resolving|planning|copying|writing archive|checking archive)( [a-z])?(?: (\d+)/(\d+) images)?(?: \[[= ]*\])?(?: +\d+%)?(?: ([\d.]+ [KMGTPE]?i?B)/([\d.]+ [KMGTPE]?i?B))?`)
+
+type status struct {
+	phase               string
+	images, imagesTotal int
+	done, total         string
+	doneBytes, totalB   float64
+}
+
+func parseStatus(t *testing.T, stderr string) []status {
+	t.Helper()
+	var out []status
+	for _, m := range statusLine.FindAllStringSubmatch(stderr, -1) {
+		if m[2] != "" {
+			continue // a log line, not a status ("copying to the local store")
+		}
+		s := status{phase: m[1], done: m[5], total: m[6]}
+		s.images, _ = strconv.Atoi(m[3])
+		s.imagesTotal, _ = strconv.Atoi(m[4])
+		s.doneBytes, s.totalB = iecBytes(m[5]), iecBytes(m[6])
+		out = append(out, s)
+	}
+	return out
+}
+
+func iecBytes(s string) float64 {
+	if s == "" {
+		return 0
+	}
+	num, unit, _ := strings.Cut(s, " ")
+	f, _ := strconv.ParseFloat(num, 64)
+	return f * float64(int64(1)<<(10*strings.Index("BKMGTPE", unit[:1])))
+}
+
+// TestProgressLines: with --no-progress, each phase prints its status line
+// every interval; the copy's total is right from its first line (it equals
+// the bytes of the set in the summary), nothing goes back, the last line
+// reaches the total; mirror-to-disk shows resolving, planning, copying and
+// writing the archive, disk-to-mirror and describe their own phases.
+func TestProgressLines(t *testing.T) {
+	defer func(d time.Duration) { lineEvery = d }(lineEvery)
+	lineEvery = 40 * time.Millisecond
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(8, 48<<10)
+	slow := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if strings.Contains(r.URL.Path, "/blobs/") {
+				time.Sleep(60 * time.Millisecond)
+			}
+			h.ServeHTTP(rw, r)
+		})
+	}
+	check := func(name, stdout, stderr string, phases ...string) {
+		t.Helper()
+		lines := parseStatus(t, stderr)
+		seen := map[string]bool{}
+		var copying []status
+		for _, s := range lines {
+			seen[s.phase] = true
+			if s.phase == "copying" {
+				copying = append(copying, s)
+			}
+		}
+		for _, p := range phases {
+			if !seen[p] {
+				t.Errorf("%s: no %q status line:\n%s", name, p, stderr)
+			}
+		}
+		if len(copying) < 3 {
+			t.Fatalf("%s: %d copying lines, want a line every interval:\n%s", name, len(copying), stderr)
+		}
+		first, last := copying[0], copying[len(copying)-1]
+		for i, s := range copying {
+			if s.total != first.total || s.imagesTotal != first.imagesTotal {
+				t.Errorf("%s: the total changed from %s (%d images) to %s (%d images)", name, first.total, first.imagesTotal, s.total, s.imagesTotal)
+			}
+			if i > 0 && (s.doneBytes < copying[i-1].doneBytes || s.images < copying[i-1].images) {
+				t.Errorf("%s: progress went back: %+v after %+v", name, s, copying[i-1])
+			}
+		}
+		if last.done != last.total || last.images != last.imagesTotal {
+			t.Errorf("%s: the last copying line does not reach its total: %+v", name, last)
+		}
+		if !strings.Contains(stdout, "in the set ("+first.total+")") {
+			t.Errorf("%s: the first line's total %s is not the set's bytes in the summary:\n%s", name, first.total, stdout)
+		}
+	}
+
+	out := filepath.Join(w.dir, "disk")
+	w.up.SetWrap(slow)
+	code, stdout, stderr := w.gapmirror("mirror", "-c", w.isc(""), "file://"+out)
+	w.up.SetWrap(nil)
+	if code != 0 {
+		t.Fatalf("mirror-to-disk: exit %d", code)
+	}
+	check("mirror-to-disk", stdout, stderr, "resolving", "planning", "copying", "writing archive")
+	if !regexp.MustCompile(`8 images: 8 copied, 0 already at the destination, 0 built by gapmirror, 0 failed`).MatchString(stdout) ||
+		!regexp.MustCompile(`archive: \d+ blobs and manifests \([\d.]+ KiB\) in 1 chunk`).MatchString(stdout) {
+		t.Errorf("mirror-to-disk summary:\n%s", stdout)
+	}
+
+	w.dst.SetWrap(slow)
+	code, stdout, stderr = w.gapmirror("mirror", "-c", w.isc(""), "--from", "file://"+out, "docker://"+w.dst.Host()+"/m")
+	w.dst.SetWrap(nil)
+	if code != 0 {
+		t.Fatalf("disk-to-mirror: exit %d", code)
+	}
+	check("disk-to-mirror", stdout, stderr, "planning", "copying")
+
+	code, _, stderr = w.gapmirror("describe", "file://"+out)
+	if code != 0 || !strings.Contains(stderr, "checking archive 100% ") {
+		t.Errorf("describe: exit %d, no final checking line:\n%s", code, stderr)
 	}
 }

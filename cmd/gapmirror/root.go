@@ -166,8 +166,11 @@ func (g *globalFlags) progress(log *slog.Logger) *mirror.Meter {
 	if g.term != nil {
 		return mirror.NewBarProgress(g.term, log)
 	}
-	return mirror.NewLineProgress(log, 5*time.Second)
+	return mirror.NewLineProgress(log, lineEvery)
 }
+
+// lineEvery is how often line mode prints the status (tests shorten it).
+var lineEvery = 5 * time.Second
 
 // fileURL returns the directory of a file:// argument.
 func fileURL(flag, s string) (string, error) {
