@@ -641,7 +641,7 @@ type runRecord struct {
 	// an archive's predecessor's images by it).
 	ArchiveID string `json:"archiveId,omitempty"`
 	Bytes     int64  `json:"bytes"`
-	Blobs   int64           `json:"blobs"`
+	Blobs     int64  `json:"blobs"`
 }
 
 type failureRecord struct {
