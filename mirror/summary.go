@@ -340,13 +340,17 @@ func (e *FailedError) Error() string {
 	if e.Fix != "" {
 		causes += ": " + e.Fix
 	}
+	what := "images or charts"
+	if len(e.Errs) == 1 {
+		what = "image or chart"
+	}
 	switch {
 	case e.DryRun:
-		return fmt.Sprintf("dry run: %d images or charts cannot be mirrored%s, see FAILED above; nothing was copied", len(e.Errs), causes)
+		return fmt.Sprintf("dry run: %d %s cannot be mirrored%s, see FAILED above; nothing was copied", len(e.Errs), what, causes)
 	case e.Mirrored > 0:
-		return fmt.Sprintf("%d images or charts failed%s, see FAILED above; %d others are at the destination", len(e.Errs), causes, e.Mirrored)
+		return fmt.Sprintf("%d %s failed%s, see FAILED above; %d others are at the destination", len(e.Errs), what, causes, e.Mirrored)
 	default:
-		return fmt.Sprintf("%d images or charts failed%s, see FAILED above; none are at the destination", len(e.Errs), causes)
+		return fmt.Sprintf("%d %s failed%s, see FAILED above; none are at the destination", len(e.Errs), what, causes)
 	}
 }
 

@@ -299,6 +299,8 @@ func TestProgressLines(t *testing.T) {
 		t.Errorf("mirror-to-disk summary:\n%s", stdout)
 	}
 
+	inSet := regexp.MustCompile(`blobs: \d+ in the set \([^)]*\)`)
+	m2dBlobs := inSet.FindString(stdout)
 	w.dst.SetWrap(slow)
 	code, stdout, stderr = w.gapmirror("mirror", "-c", w.isc(""), "--from", "file://"+out, "docker://"+w.dst.Host()+"/m")
 	w.dst.SetWrap(nil)
@@ -306,9 +308,75 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("disk-to-mirror: exit %d", code)
 	}
 	check("disk-to-mirror", stdout, stderr, "planning", "copying")
+	if d2m := inSet.FindString(stdout); m2dBlobs == "" || d2m != m2dBlobs {
+		t.Errorf("the trips count the set's blobs apart: mirror-to-disk %q, disk-to-mirror %q", m2dBlobs, d2m)
+	}
 
 	code, _, stderr = w.gapmirror("describe", "file://"+out)
 	if code != 0 || !strings.Contains(stderr, "checking archive 100% ") {
 		t.Errorf("describe: exit %d, no final checking line:\n%s", code, stderr)
+	}
+}
+
+// TestFailureWording: a mistyped tag is a failure no retry fixes: it is
+// said once, grouped under its cause, without advice to rerun; a dry run
+// says nothing was copied; a flaky registry's retries are counted on the
+// status line and logged with their cause in the run's log.
+func TestFailureWording(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 8<<10)
+	typo := w.up.Host() + "/apps/app-00:v9"
+	isc := w.isc("  - name: " + typo + "\n")
+	dst := "docker://" + w.dst.Host() + "/m"
+	ws := filepath.Join(w.dir, "ws")
+	for _, dry := range []bool{true, false} {
+		args := []string{"mirror", "-c", isc, "--workspace", "file://" + ws, dst}
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		code, out, errOut := w.gapmirror(args...)
+		all := out + errOut
+		if code == 0 {
+			t.Errorf("dry run %v: exit 0 with an image missing", dry)
+		}
+		if n := strings.Count(all, "apps/app-00:v9"); n != 1 {
+			t.Errorf("dry run %v: the failed image is named %d times, want once:\n%s", dry, n, all)
+		}
+		if !strings.Contains(out, "FAILED 1 image at "+w.up.Host()+" (not-found)") {
+			t.Errorf("dry run %v: no grouped not-found cause:\n%s", dry, out)
+		}
+		for _, wrong := range []string{"rerun", "retry exactly", "others were mirrored", "once their registry answers"} {
+			if strings.Contains(all, wrong) {
+				t.Errorf("dry run %v: says %q for a tag that does not exist:\n%s", dry, wrong, all)
+			}
+		}
+		if dry && !strings.Contains(all, "nothing was copied") {
+			t.Errorf("dry run: does not say nothing was copied:\n%s", all)
+		}
+		if !dry && !strings.Contains(out, "3 copied, 0 already at the destination, 0 built by gapmirror, 1 failed") {
+			t.Errorf("the counts do not add up to the 4 images:\n%s", out)
+		}
+	}
+
+	faults, err := registrytest.NewFaultInjector(registrytest.FaultConfig{Rate: 0.3, Seed: 3, Faults: []registrytest.Fault{registrytest.FaultServerError},
+		Match: func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/blobs/") }})
+	must(t, err)
+	w.pushFleet(6, 8<<10)
+	w.up.SetWrap(faults.Wrap)
+	ws2 := filepath.Join(w.dir, "ws2")
+	code, _, errOut := w.gapmirror("mirror", "-c", w.isc(""), "--retry-times", "8", "--workspace", "file://"+ws2, "docker://"+w.dst.Host()+"/flaky")
+	w.up.SetWrap(nil)
+	if code != 0 || faults.Injected() == 0 {
+		t.Fatalf("flaky upstream: exit %d, %d faults", code, faults.Injected())
+	}
+	if !regexp.MustCompile(`INFO  copying (\d+)/(\d+) images .* \d+ retries`).MatchString(errOut) {
+		t.Errorf("the last status line does not count the retries (%d faults):\n%s", faults.Injected(), errOut)
+	}
+	logs, _ := filepath.Glob(filepath.Join(ws2, "working-dir", "logs", "*.log"))
+	if len(logs) != 1 {
+		t.Fatalf("%d run logs", len(logs))
+	}
+	if data := readFile(t, logs[0]); !regexp.MustCompile(`DEBUG retrying .*cause=transient`).MatchString(data) {
+		t.Errorf("the run log has no retry with its cause")
 	}
 }
