@@ -29,6 +29,7 @@ type Progress interface {
 	Blob(img imageset.Image, desc ocispec.Descriptor, how BlobOutcome)
 	// Retry says an operation failed with err and is tried again after wait.
 	Retry(what string, err error, attempt int, wait time.Duration)
+	// ImageDone says img is handled (in the planning phase: planned).
 	ImageDone(img imageset.Image, skipped bool, err error)
 	// Finish ends the phase.
 	Finish()
@@ -209,6 +210,17 @@ type Meter struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	runningOn bool
+	// outer holds the resolving phase while a copy it needs (a rebuilt
+	// catalog, the graph image) shows its own phases; it resumes after.
+	outer *meterState
+}
+
+// meterState is a phase's figures, kept while a nested phase runs.
+type meterState struct {
+	c           Counts
+	t           *tally
+	extra, sent int64
+	start       time.Time
 }
 
 // NewBarProgress shows the status on the terminal's last line, redrawn
@@ -226,14 +238,38 @@ func NewLineProgress(log *slog.Logger, interval time.Duration) *Meter {
 func (m *Meter) Observe(f func(Counts)) { m.observer = f }
 
 func (m *Meter) Phase(name string, images int, total Totals) {
-	m.Finish()
 	m.mu.Lock()
+	if m.runningOn && m.c.Phase == "resolving" && m.outer == nil {
+		m.outer = &meterState{c: m.c, t: m.t, extra: m.extra, sent: m.sent, start: m.start}
+		m.stopTicker()
+	} else {
+		m.mu.Unlock()
+		m.end(false)
+		m.mu.Lock()
+	}
 	m.c = Counts{Phase: name, Images: images}
 	m.t = newTally(total)
-	m.extra, m.sent, m.start, m.stop, m.runningOn = 0, 0, time.Now(), make(chan struct{}), true
-	stop := m.stop
+	m.extra, m.sent, m.start = 0, 0, time.Now()
 	m.mu.Unlock()
 	m.show(false, false)
+	m.startTicker()
+}
+
+// stopTicker stops the redraw timer; m.mu is held and stays held.
+func (m *Meter) stopTicker() {
+	m.runningOn = false
+	close(m.stop)
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.mu.Lock()
+}
+
+// startTicker redraws the running phase every interval.
+func (m *Meter) startTicker() {
+	m.mu.Lock()
+	m.stop, m.runningOn = make(chan struct{}), true
+	stop := m.stop
+	m.mu.Unlock()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -293,6 +329,12 @@ func (m *Meter) Retry(what string, err error, attempt int, wait time.Duration) {
 func (m *Meter) ImageDone(img imageset.Image, skipped bool, err error) {
 	m.mu.Lock()
 	m.c.ImagesDone++
+	if m.c.Phase == "planning" {
+		// Planned, not copied: the copying phase says what became of it.
+		m.mu.Unlock()
+		m.show(false, false)
+		return
+	}
 	switch {
 	case err != nil:
 		m.c.Failed++
@@ -316,18 +358,36 @@ func (m *Meter) ImageDone(img imageset.Image, skipped bool, err error) {
 	m.show(false, false)
 }
 
-// Finish ends the phase with a last reading.
-func (m *Meter) Finish() {
+// Finish ends the phase with a last reading (and resumes the resolving
+// phase a nested one interrupted).
+func (m *Meter) Finish() { m.end(true) }
+
+// end ends the running phase; resume: go back to the outer phase, if any
+// (not when a phase is replaced by the next, as planning by copying).
+func (m *Meter) end(resume bool) {
 	m.mu.Lock()
 	if !m.runningOn {
 		m.mu.Unlock()
 		return
 	}
-	m.runningOn = false
-	close(m.stop)
+	m.stopTicker()
 	m.mu.Unlock()
-	m.wg.Wait()
 	m.show(true, true)
+	if !resume {
+		return
+	}
+	m.mu.Lock()
+	outer := m.outer
+	m.outer = nil
+	if outer != nil {
+		m.c, m.t, m.extra, m.sent, m.start = outer.c, outer.t, outer.extra, outer.sent, outer.start
+	}
+	m.mu.Unlock()
+	if outer != nil {
+		m.show(false, false)
+		m.startTicker()
+		return
+	}
 	if m.term != nil {
 		m.term.SetStatus("")
 	}
@@ -408,7 +468,11 @@ func (c Counts) String() string {
 	}
 	if c.Bytes == 0 && c.Done == 0 && c.Blobs == 0 {
 		// Nothing counted in bytes (resolving, or nothing to move).
-		fmt.Fprintf(&b, ", %s", c.Elapsed.Round(time.Second))
+		if c.FinalReport {
+			fmt.Fprintf(&b, ", took %s", c.Elapsed.Round(10*time.Millisecond))
+		} else {
+			fmt.Fprintf(&b, ", %s", c.Elapsed.Round(time.Second))
+		}
 		if c.Failed > 0 {
 			fmt.Fprintf(&b, ", %d failed", c.Failed)
 		}

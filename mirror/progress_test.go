@@ -194,3 +194,29 @@ func TestBarKeepsLogLines(t *testing.T) {
 		t.Errorf("the status line is not cleared at the end: %q", out)
 	}
 }
+
+// TestNestedPhase: a copy resolution needs (a rebuilt catalog) shows its
+// phases, then the resolving phase comes back and ends last.
+func TestNestedPhase(t *testing.T) {
+	m := NewLineProgress(nil, time.Hour)
+	var phases []string
+	m.Observe(func(c Counts) {
+		p := c.Phase
+		if c.FinalReport {
+			p += " done"
+		}
+		if len(phases) == 0 || phases[len(phases)-1] != p {
+			phases = append(phases, p)
+		}
+	})
+	m.Phase("resolving", 0, Totals{})
+	m.Phase("planning", 1, Totals{})
+	m.Phase("copying", 1, Totals{})
+	m.ImageDone(imageset.Image{Destination: "catalog:v1"}, false, nil)
+	m.Finish()
+	m.Finish()
+	want := []string{"resolving", "planning", "planning done", "copying", "copying done", "resolving", "resolving done"}
+	if strings.Join(phases, ",") != strings.Join(want, ",") {
+		t.Errorf("phases %v, want %v", phases, want)
+	}
+}

@@ -36,6 +36,7 @@ func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destina
 				of[img.Destination] = blobs
 				mu.Unlock()
 			}
+			o.Progress.ImageDone(img, false, nil)
 			return nil // the copy meets and reports any failure
 		})
 	}
