@@ -485,6 +485,8 @@ func TestReleasesBadInput(t *testing.T) {
 			want: []string{"component " + w.payloads["4.18.2"].Components[2].Name + " of release 4.18.2 is blocked by mirror.blockedImages[0]"}},
 		{name: "blocked release", platform: channel("stable-4.18") + "  blockedImages:\n  - name: ^openshift/release-images$\n", code: 0,
 			want: []string{"release 4.18.2 (arch amd64) is blocked by mirror.blockedImages[0]"}},
+		{name: "mistyped architecture", platform: "    architectures: [amd64, amd46]\n" + channel("stable-4.18"), code: 1,
+			want: []string{".yaml:", "mirror.platform.architectures[1]: \"amd46\" is not a release architecture", "did you mean amd64?"}},
 		{name: "platform named like a release", platform: "    platforms:\n    - os: linux\n      architecture: x86_64\n" + channel("stable-4.18"), code: 1,
 			want: []string{"mirror.platform.platforms[0].architecture", `"x86_64" is a release name, not an image architecture: use amd64`}},
 	}
