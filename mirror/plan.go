@@ -182,6 +182,7 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 	plan := &Plan{}
 	opts.Progress.Phase("resolving", 0, Totals{})
 	defer opts.Progress.Finish()
+	ctx = WithProgress(ctx, opts.Progress)
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {

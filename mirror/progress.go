@@ -473,6 +473,9 @@ func (c Counts) String() string {
 		} else {
 			fmt.Fprintf(&b, ", %s", c.Elapsed.Round(time.Second))
 		}
+		if c.Retries > 0 {
+			fmt.Fprintf(&b, ", %d retries", c.Retries)
+		}
 		if c.Failed > 0 {
 			fmt.Fprintf(&b, ", %d failed", c.Failed)
 		}

