@@ -398,3 +398,56 @@ func TestFailureWording(t *testing.T) {
 		t.Errorf("the resolving phase does not count its retries:\n%s", errOut)
 	}
 }
+
+// TestRegistryLevelCauses: an untrusted certificate and refused
+// credentials are registry-level causes: no retry, every image of that
+// registry stopped at once, one grouped line with its fix, in well under
+// 2 s with the default retries.
+func TestRegistryLevelCauses(t *testing.T) {
+	cases := []struct {
+		name, cause, fix string
+		opts             registrytest.Options
+		auth             func(w *world)
+	}{
+		{name: "untrusted certificate", cause: "tls", fix: "--src-cert-dir", opts: registrytest.Options{TLS: true}},
+		{name: "wrong password", cause: "unauthorized", fix: "--authfile", opts: registrytest.Options{Username: "alice", Password: "right-Pa55"},
+			auth: func(w *world) { w.setAuth(login{host: w.up.Host(), user: "alice", password: "wrong-Pa55"}) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t, c.opts)
+			if c.opts.Username != "" {
+				w.upUser, w.upPassword = c.opts.Username, c.opts.Password
+			}
+			w.pushFleetTo(w.upTarget(), 12, 4<<10)
+			if c.auth != nil {
+				c.auth(w)
+			}
+			var out, errb bytes.Buffer
+			args := []string{"mirror", "--dest-tls-verify=false", "--no-progress", "--registries-conf", w.regsConf, "--authfile", w.authFile,
+				"--cache-dir", filepath.Join(w.dir, "cache"), "-c", w.isc(""), "--workspace", "file://" + filepath.Join(w.dir, "ws"), "docker://" + w.dst.Host() + "/m"}
+			if !c.opts.TLS {
+				args = append(args, "--src-tls-verify=false")
+			}
+			start := time.Now()
+			code := run(context.Background(), args, &out, &errb)
+			took := time.Since(start)
+			t.Logf("exit %d in %s\nstdout:\n%s\nstderr:\n%s", code, took, out.String(), errb.String())
+			if code == 0 || took > 2*time.Second {
+				t.Errorf("exit %d after %s; want a failure in under 2 s", code, took)
+			}
+			head := "FAILED 12 images at " + w.up.Host() + " (" + c.cause + ")"
+			if n := strings.Count(out.String(), "FAILED "); n != 1 || !strings.Contains(out.String(), head) {
+				t.Errorf("want one grouped line %q, got %d FAILED lines", head, n)
+			}
+			for _, want := range []string{"fix: ", c.fix, "every image of " + w.up.Host() + " stopped at once", "and 7 more"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("the summary lacks %q", want)
+				}
+			}
+			if strings.Contains(out.String()+errb.String(), "wrong-Pa55") {
+				t.Errorf("a password in the output")
+			}
+		})
+	}
+}
