@@ -353,6 +353,9 @@ func TestFailureWording(t *testing.T) {
 		if dry && !strings.Contains(all, "nothing was copied") {
 			t.Errorf("dry run: does not say nothing was copied:\n%s", all)
 		}
+		if logs, _ := filepath.Glob(filepath.Join(ws, "working-dir", "dry-run", "logs", "*.log")); dry && (len(logs) != 1 || !strings.Contains(errOut, logs[0])) {
+			t.Errorf("dry run: %d log files in working-dir/dry-run/logs, or its path not printed", len(logs))
+		}
 		if !dry && !strings.Contains(out, "3 copied, 0 already at the destination, 0 built by gapmirror, 1 failed") {
 			t.Errorf("the counts do not add up to the 4 images:\n%s", out)
 		}
