@@ -84,6 +84,9 @@ type tally struct {
 	BlobsMoved, BlobsFound int64
 	BytesMoved, BytesFound int64
 	Reused                 int64
+	// unread counts images found at the destination whose blobs were not
+	// read (the plan asked the destination, not the source).
+	unread int
 }
 
 func newTally(t Totals) *tally {
@@ -129,19 +132,25 @@ type BlobTally struct {
 	Reused                 int64
 	// Known: Blobs and Bytes came from the plan before the copy.
 	Known bool
+	// Unread counts images already at the destination whose blobs were
+	// not read: Blobs and Bytes are then those of the images to copy.
+	Unread int
 }
 
 func (t *tally) counts() BlobTally {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return BlobTally{Blobs: t.Blobs, Bytes: t.Bytes, BlobsMoved: t.BlobsMoved, BlobsFound: t.BlobsFound,
-		BytesMoved: t.BytesMoved, BytesFound: t.BytesFound, Reused: t.Reused, Known: t.planned}
+		BytesMoved: t.BytesMoved, BytesFound: t.BytesFound, Reused: t.Reused, Known: t.planned, Unread: t.unread}
 }
 
 // skipped counts the blobs of an image the destination has as found.
 func (t *tally) skipped(img imageset.Image) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if len(t.of[img.Destination]) == 0 {
+		t.unread++
+	}
 	for _, d := range t.of[img.Destination] {
 		if !t.seen[d.Digest] {
 			t.seen[d.Digest] = true

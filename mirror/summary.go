@@ -33,7 +33,11 @@ func (r *Report) Summary(w io.Writer) {
 	t := res.Tally
 	secs := res.Duration.Seconds()
 	inSet := "met"
-	if t.Known {
+	switch {
+	case t.Known && t.Unread > 0:
+		// Images found at the destination were checked, not read.
+		inSet = "in the images to copy"
+	case t.Known:
 		inSet = "in the set"
 	}
 	fmt.Fprintf(w, "blobs: %d %s (%s): %d moved (%s), %d already at the destination (%s); %d shared references reused; %.1fs, %s/s\n",

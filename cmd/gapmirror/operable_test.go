@@ -308,6 +308,12 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("disk-to-mirror: exit %d", code)
 	}
 	check("disk-to-mirror", stdout, stderr, "planning", "copying")
+	// A rerun checks the images at the destination without reading them:
+	// its blob figures are those of the images to copy, none.
+	if code, stdout, _ := w.gapmirror("mirror", "-c", w.isc(""), "--from", "file://"+out, "docker://"+w.dst.Host()+"/m"); code != 0 ||
+		!strings.Contains(stdout, "8 images: 0 copied, 8 already at the destination") || !strings.Contains(stdout, "blobs: 0 in the images to copy (0 B)") {
+		t.Errorf("disk-to-mirror rerun: exit %d\n%s", code, stdout)
+	}
 	if d2m := inSet.FindString(stdout); m2dBlobs == "" || d2m != m2dBlobs {
 		t.Errorf("the trips count the set's blobs apart: mirror-to-disk %q, disk-to-mirror %q", m2dBlobs, d2m)
 	}
