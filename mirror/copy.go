@@ -110,7 +110,7 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 	var mu sync.Mutex
 	sem := make(chan struct{}, opts.ParallelImages)
 	var wg sync.WaitGroup
-	opts.Progress.Phase("copying", len(set.Images), opts.Totals)
+	opts.Progress.Phase("copying", len(set.Images)-set.Signatures(), opts.Totals)
 	for _, img := range set.Images {
 		wg.Add(1)
 		sem <- struct{}{}

@@ -337,7 +337,10 @@ func (m *Meter) Retry(what string, err error, attempt int, wait time.Duration) {
 
 func (m *Meter) ImageDone(img imageset.Image, skipped bool, err error) {
 	m.mu.Lock()
-	m.c.ImagesDone++
+	if img.Kind != imageset.KindSignature {
+		// Images as the summary counts them: signatures apart.
+		m.c.ImagesDone++
+	}
 	if m.c.Phase == "planning" {
 		// Planned, not copied: the copying phase says what became of it.
 		m.mu.Unlock()
@@ -345,8 +348,9 @@ func (m *Meter) ImageDone(img imageset.Image, skipped bool, err error) {
 		return
 	}
 	switch {
-	case err != nil:
+	case err != nil && img.Kind != imageset.KindSignature:
 		m.c.Failed++
+	case err != nil:
 	case skipped:
 		m.c.ImagesSkipped++
 		if m.t != nil {

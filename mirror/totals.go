@@ -23,7 +23,7 @@ import (
 func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
 	o := opts.withDefaults()
 	ps, pd := &plannedSource{Source: src, manifests: map[string]manifestRead{}}, &plannedDestination{Destination: dst, has: map[string]bool{}}
-	o.Progress.Phase("planning", len(set.Images), Totals{})
+	o.Progress.Phase("planning", len(set.Images)-set.Signatures(), Totals{})
 	of := map[string][]ocispec.Descriptor{}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
