@@ -140,7 +140,7 @@ func TestRunLogFile(t *testing.T) {
 	// At --log-level trace the terminal has containers/image's lines too,
 	// in the same format, still without secrets.
 	w.pushFleet(4, 8<<10)
-	code, _, errOut = w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	code, _, errOut = w.gapmirror("mirror", "-c", w.isc(""), "--log-level", "trace", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
 	if code != 0 {
 		t.Fatalf("trace run: exit %d", code)
 	}
@@ -149,6 +149,17 @@ func TestRunLogFile(t *testing.T) {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("the trace terminal lacks %q", want)
 		}
+	}
+
+	// At --log-level debug: each image and blob, not each request.
+	w.pushFleet(5, 8<<10)
+	code, _, errOut = w.gapmirror("mirror", "-c", w.isc(""), "--log-level", "debug", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("debug run: exit %d", code)
+	}
+	checkLog("debug terminal", errOut)
+	if !strings.Contains(errOut, " DEBUG image copied image=") || !strings.Contains(errOut, " DEBUG blob ") || strings.Contains(errOut, " TRACE ") {
+		t.Errorf("the debug terminal does not show each image and blob, or shows requests:\n%s", errOut)
 	}
 }
 
