@@ -32,7 +32,12 @@ type Reader struct {
 	blobs  map[digest.Digest]location
 	extras map[string]location
 	stray  []string
+	// progress, if set, hears the bytes Verify has read so far (SetProgress).
+	progress func(done, total int64)
 }
+
+// SetProgress makes Verify report the chunk bytes read so far and in total.
+func (r *Reader) SetProgress(f func(done, total int64)) { r.progress = f }
 
 // location is where an entry's data lives.
 type location struct {
@@ -534,8 +539,18 @@ func (r *Reader) Extra(name string) ([]byte, error) {
 // reports all damaged chunks, not just the first.
 func (r *Reader) Verify(ctx context.Context) error {
 	var errs []error
+	var total, done int64
 	for _, c := range r.idx.Chunks {
-		if err := r.verifyChunk(ctx, c); err != nil {
+		total += c.Size
+	}
+	for _, c := range r.idx.Chunks {
+		err := r.verifyChunk(ctx, c, func(n int64) {
+			if r.progress != nil {
+				done += n
+				r.progress(done, total)
+			}
+		})
+		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("verifying archive %s: %w", r.idx.ID, ctx.Err())
 			}
@@ -546,14 +561,14 @@ func (r *Reader) Verify(ctx context.Context) error {
 }
 
 // verifyChunk reads one chunk sequentially, hashing the whole file and each entry.
-func (r *Reader) verifyChunk(ctx context.Context, c Chunk) error {
+func (r *Reader) verifyChunk(ctx context.Context, c Chunk, read func(n int64)) error {
 	f, err := os.Open(filepath.Join(r.dir, c.Name))
 	if err != nil {
 		return fmt.Errorf("verifying %s: %w", c.Name, err)
 	}
 	defer f.Close()
 	whole := sha256.New()
-	src := io.TeeReader(&contextReader{ctx: ctx, r: bufio.NewReaderSize(f, 1<<20)}, whole)
+	src := io.TeeReader(&contextReader{ctx: ctx, r: bufio.NewReaderSize(&countingReader{r: f, read: read}, 1<<20)}, whole)
 	tr := tar.NewReader(src)
 	extras := map[string]digest.Digest{}
 	for _, e := range r.idx.Extras {
@@ -662,4 +677,18 @@ func (s *scanReader) Seek(offset int64, whence int) (int64, error) {
 	}
 	s.pos = offset
 	return offset, nil
+}
+
+// countingReader tells read how many bytes each Read returned.
+type countingReader struct {
+	r    io.Reader
+	read func(n int64)
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.read(int64(n))
+	}
+	return n, err
 }

@@ -289,6 +289,10 @@ func (c *ImageSetConfiguration) ArchiveSizeBytes() int64 {
 // File is the path the configuration was loaded from ("" when built in code).
 func (c *ImageSetConfiguration) File() string { return c.src.fileName() }
 
+// Line is the line of a field path (e.g. mirror.platform.channels[0].name),
+// or of its closest parent the file has; 0 when unknown.
+func (c *ImageSetConfiguration) Line(path string) int { return c.src.line(path) }
+
 // File is the path the configuration was loaded from ("" when built in code).
 func (c *DeleteImageSetConfiguration) File() string { return c.src.fileName() }
 

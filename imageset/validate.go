@@ -121,7 +121,11 @@ func (v *validator) platform(prefix string, p Platform) {
 		ap := fmt.Sprintf("%s.architectures[%d]", prefix, i)
 		switch {
 		case !slices.Contains(releaseArchitectures, a):
-			v.add(ap, "%q is not a release architecture: use one of %s", a, strings.Join(releaseArchitectures, ", "))
+			hint := ""
+			if best := suggest(a, releaseArchitectures); best != "" {
+				hint = fmt.Sprintf(" (did you mean %s?)", best)
+			}
+			v.add(ap, "%q is not a release architecture: use one of %s%s", a, strings.Join(releaseArchitectures, ", "), hint)
 		case archs[a]:
 			v.add(ap, "%q is listed twice", a)
 		}

@@ -37,6 +37,9 @@ type Options struct {
 	Progress Progress
 	// Force copies images even when the destination already has them.
 	Force bool
+	// Totals are the blobs and bytes of the set, when known before the
+	// copy, so that progress shows the true total from the start.
+	Totals Totals
 }
 
 func (o Options) withDefaults() Options {
@@ -78,7 +81,10 @@ type Result struct {
 	Blobs int64
 	Bytes int64
 	// Reused counts blobs the destination already had or mounted.
-	Reused   int64
+	Reused int64
+	// Tally sorts the blobs of the set: distinct blobs moved or already
+	// there, and further references reused (see BlobTally).
+	Tally    BlobTally
 	Duration time.Duration
 	// Locations maps each blob this copy transferred or found to a
 	// destination repository that holds it; later runs mount from there.
@@ -104,13 +110,13 @@ func (r *Result) Err() error {
 // before the destination is asked to keep it.
 func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
 	opts = opts.withDefaults()
-	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, slots: newBlobSlots(opts.ParallelBlobs)}
+	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, slots: newBlobSlots(opts.ParallelBlobs), tally: newTally(opts.Totals)}
 	start := time.Now()
 	res := &Result{}
 	var mu sync.Mutex
 	sem := make(chan struct{}, opts.ParallelImages)
 	var wg sync.WaitGroup
-	opts.Progress.Start(len(set.Images))
+	opts.Progress.Phase("copying", len(set.Images)-set.Signatures(), opts.Totals)
 	if e, ok := dst.(interface{ Expect(*imageset.Set) }); ok {
 		e.Expect(set)
 	}
@@ -120,6 +126,7 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 		go func(img imageset.Image) {
 			defer func() { <-sem; wg.Done() }()
 			skipped, err := c.image(ctx, img)
+			c.breaker.trip(err)
 			if d, ok := dst.(imageDone); ok {
 				d.ImageDone(img)
 			}
@@ -136,11 +143,12 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 			default:
 				res.Copied = append(res.Copied, img)
 			}
-			opts.Progress.ImageDone(img, err)
+			c.settled(img, skipped, err)
 		}(img)
 	}
 	wg.Wait()
 	res.Blobs, res.Bytes, res.Reused = c.blobs.Load(), c.bytes.Load(), c.reused.Load()
+	res.Tally = c.tally.counts()
 	res.Locations = c.locations
 	res.Duration = time.Since(start)
 	opts.Progress.Finish()
@@ -160,6 +168,8 @@ type copier struct {
 	locations map[digest.Digest]string
 
 	blobs, bytes, reused atomic.Int64
+	breaker              breaker
+	tally                *tally
 }
 
 // flight is one transfer of a blob; images needing the same blob wait on it.
@@ -175,6 +185,9 @@ func (c *copier) image(ctx context.Context, img imageset.Image) (skipped bool, e
 	d := digest.Digest(img.Digest)
 	if err := d.Validate(); err != nil {
 		return false, fmt.Errorf("image has no valid digest %q", img.Digest)
+	}
+	if err := c.stopped(img); err != nil {
+		return false, err
 	}
 	if !c.opts.Force {
 		var has bool
@@ -380,6 +393,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		if has {
 			c.reused.Add(1)
 			c.located(desc.Digest, img)
+			c.counted(img, desc, BlobFound)
 			return nil
 		}
 		if err := c.slots.acquire(ctx, desc.Size); err != nil {
@@ -397,6 +411,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 					c.opts.Progress.AddTotal(-desc.Size)
 					c.reused.Add(1)
 					c.located(desc.Digest, img)
+					c.counted(img, desc, BlobFound)
 					return nil
 				}
 			}
@@ -421,6 +436,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		c.blobs.Add(1)
 		c.bytes.Add(vr.n)
 		c.located(desc.Digest, img)
+		c.counted(img, desc, BlobMoved)
 		return nil
 	})
 }

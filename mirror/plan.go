@@ -162,7 +162,7 @@ func unresolved(list []imageset.Unresolved) []Unresolved {
 	for _, f := range list {
 		u := Unresolved{Origin: f.Origin, Kind: f.Kind, Why: f.Why, NotImage: f.NotImage}
 		if f.Err != nil {
-			u.Error = f.Err.Error()
+			u.Error = Message(f.Err)
 		}
 		out = append(out, u)
 	}
@@ -180,8 +180,14 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 	opts := t.Copy.withDefaults()
 	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
 	plan := &Plan{}
+	opts.Progress.Phase("resolving", 0, Totals{})
+	defer opts.Progress.Finish()
+	ctx = WithProgress(ctx, opts.Progress)
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store, plan, ws)})
 	if err != nil {
+		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
+			return nil, nil, err // located already: file:line: field: …
+		}
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
 	plan.Set = set
@@ -199,15 +205,16 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 		t.Log.Warn(w)
 	}
 	for _, f := range res.Failed {
+		// The summary prints each cause once; the log keeps every one.
 		if f.NotImage {
-			t.Log.Error("cannot use", "what", f.Origin, "why", f.Why, "error", f.Err)
+			t.Log.Debug("cannot use", "what", f.Origin, "why", f.Why, "error", Message(f.Err))
 			continue
 		}
 		what := "cannot resolve image"
 		if errors.Is(f.Err, ErrPolicyRefused) {
 			what = "image refused by the signature policy"
 		}
-		t.Log.Error(what, "image", f.Origin, "why", f.Why, "error", f.Err)
+		t.Log.Debug(what, "image", f.Origin, "why", f.Why, "error", Message(f.Err))
 	}
 	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	plan.Blocked, plan.Unresolved = res.Blocked, unresolved(res.Failed)
@@ -281,10 +288,12 @@ func (t *Trip) plan(ctx context.Context, up *Registry, store *Store, ws string) 
 	for _, img := range plan.Set.Images {
 		if failed[img.Destination] {
 			todo.Images = append(todo.Images, img)
+			delete(failed, img.Destination)
 		}
 	}
-	t.Log.Info("retrying the failed images of an earlier run", "file", t.RetryFailed, "images", len(todo.Images))
-	return plan, todo, &imageset.Resolution{}, nil
+	res = &imageset.Resolution{Failed: stillUnresolved(ff.Failed, failed, t.RetryFailed)}
+	t.Log.Info("retrying the failed images of an earlier run", "file", t.RetryFailed, "images", len(todo.Images), "cannotRetry", len(res.Failed))
+	return plan, todo, res, nil
 }
 
 // planFromArchive is the Plan an archive carries: its Set (less signatures

@@ -3,133 +3,578 @@ package mirror
 import (
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
-// Progress receives events while a copy runs. Implementations must be safe
+// Progress receives events while a trip runs. Implementations must be safe
 // for concurrent use.
 type Progress interface {
-	Start(images int)
-	// AddTotal grows (or shrinks) the number of bytes expected to move.
+	// Phase starts a phase (resolving, copying, writing the archive,
+	// checking an archive) with what it will handle, as far as known.
+	Phase(name string, images int, total Totals)
+	// AddTotal grows the bytes expected by a blob the phase's totals did
+	// not include (without totals: every blob, as it starts).
 	AddTotal(n int64)
 	// Add reports n bytes moved (negative: a failed attempt is taken back).
 	Add(n int64)
-	ImageDone(img imageset.Image, err error)
+	// Blob says how one blob reference of img reached the destination.
+	Blob(img imageset.Image, desc ocispec.Descriptor, how BlobOutcome)
+	// Retry says an operation failed with err and is tried again after wait.
+	Retry(what string, err error, attempt int, wait time.Duration)
+	// ImageDone says img is handled (in the planning phase: planned).
+	ImageDone(img imageset.Image, skipped bool, err error)
+	// Finish ends the phase.
 	Finish()
+}
+
+// BlobOutcome is how a blob reference was satisfied.
+type BlobOutcome int
+
+const (
+	// BlobMoved: its bytes were sent.
+	BlobMoved BlobOutcome = iota
+	// BlobFound: the destination had it, or made it available (a mount).
+	BlobFound
+)
+
+// Totals are the blobs and bytes a phase handles, known before it starts.
+type Totals struct {
+	Blobs int64
+	Bytes int64
+	// Of maps an image's destination to its blobs, so that an image found
+	// complete at the destination moves the count by its blobs.
+	Of map[string][]ocispec.Descriptor
+}
+
+// TotalsOf counts the distinct blobs of the images in of.
+func TotalsOf(of map[string][]ocispec.Descriptor) Totals {
+	t := Totals{Of: of}
+	seen := map[digest.Digest]bool{}
+	for _, ds := range of {
+		for _, d := range ds {
+			if !seen[d.Digest] {
+				seen[d.Digest] = true
+				t.Blobs++
+				t.Bytes += d.Size
+			}
+		}
+	}
+	return t
+}
+
+// tally sorts blob references into distinct blobs moved or found and
+// further references reused; the copy's Result and the Meter keep one each,
+// fed the same events, so log lines and summary show the same numbers.
+type tally struct {
+	mu      sync.Mutex
+	planned bool
+	of      map[string][]ocispec.Descriptor
+	inPlan  map[digest.Digest]bool
+	seen    map[digest.Digest]bool
+	// Blobs and Bytes: the set's, grown by blobs the plan did not know.
+	Blobs, Bytes           int64
+	BlobsMoved, BlobsFound int64
+	BytesMoved, BytesFound int64
+	Reused                 int64
+	// unread counts images found at the destination whose blobs were not
+	// read (the plan asked the destination, not the source).
+	unread int
+}
+
+func newTally(t Totals) *tally {
+	ty := &tally{planned: t.Blobs > 0 || t.Of != nil, of: t.Of, inPlan: map[digest.Digest]bool{}, seen: map[digest.Digest]bool{}, Blobs: t.Blobs, Bytes: t.Bytes}
+	for _, ds := range t.Of {
+		for _, d := range ds {
+			ty.inPlan[d.Digest] = true
+		}
+	}
+	return ty
+}
+
+// blob counts one reference; first: the first of its blob.
+func (t *tally) blob(desc ocispec.Descriptor, how BlobOutcome) (first bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen[desc.Digest] {
+		t.Reused++
+		return false
+	}
+	t.seen[desc.Digest] = true
+	if !t.inPlan[desc.Digest] {
+		t.Blobs++
+		t.Bytes += desc.Size
+	}
+	if how == BlobMoved {
+		t.BlobsMoved++
+		t.BytesMoved += desc.Size
+	} else {
+		t.BlobsFound++
+		t.BytesFound += desc.Size
+	}
+	return true
+}
+
+// BlobTally is a copy's blob figures: BlobsMoved + BlobsFound = Blobs (the
+// distinct blobs of the set, when the copy knew them up front, else those
+// met), bytes likewise; Reused counts further references to those blobs.
+type BlobTally struct {
+	Blobs, Bytes           int64
+	BlobsMoved, BlobsFound int64
+	BytesMoved, BytesFound int64
+	Reused                 int64
+	// Known: Blobs and Bytes came from the plan before the copy.
+	Known bool
+	// Unread counts images already at the destination whose blobs were
+	// not read: Blobs and Bytes are then those of the images to copy.
+	Unread int
+}
+
+func (t *tally) counts() BlobTally {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return BlobTally{Blobs: t.Blobs, Bytes: t.Bytes, BlobsMoved: t.BlobsMoved, BlobsFound: t.BlobsFound,
+		BytesMoved: t.BytesMoved, BytesFound: t.BytesFound, Reused: t.Reused, Known: t.planned, Unread: t.unread}
+}
+
+// skipped counts the blobs of an image the destination has as found.
+func (t *tally) skipped(img imageset.Image) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.of[img.Destination]) == 0 {
+		t.unread++
+	}
+	for _, d := range t.of[img.Destination] {
+		if !t.seen[d.Digest] {
+			t.seen[d.Digest] = true
+			t.BlobsFound++
+			t.BytesFound += d.Size
+		}
+	}
+}
+
+// counted is the copier's hook for each blob reference it settles.
+func (c *copier) counted(img imageset.Image, desc ocispec.Descriptor, how BlobOutcome) {
+	c.tally.blob(desc, how)
+	c.opts.Progress.Blob(img, desc, how)
+}
+
+// settled is the copier's hook when an image is done.
+func (c *copier) settled(img imageset.Image, skipped bool, err error) {
+	if skipped && err == nil {
+		c.tally.skipped(img)
+	}
+	c.opts.Progress.ImageDone(img, skipped, err)
 }
 
 type nopProgress struct{}
 
-func (nopProgress) Start(int)                       {}
-func (nopProgress) AddTotal(int64)                  {}
-func (nopProgress) Add(int64)                       {}
-func (nopProgress) ImageDone(imageset.Image, error) {}
-func (nopProgress) Finish()                         {}
+func (nopProgress) Phase(string, int, Totals)                            {}
+func (nopProgress) AddTotal(int64)                                       {}
+func (nopProgress) Add(int64)                                            {}
+func (nopProgress) Blob(imageset.Image, ocispec.Descriptor, BlobOutcome) {}
+func (nopProgress) Retry(string, error, int, time.Duration)              {}
+func (nopProgress) ImageDone(imageset.Image, bool, error)                {}
+func (nopProgress) Finish()                                              {}
 
-// NewBarProgress shows a byte-based bar with rate and ETA, for terminals.
-func NewBarProgress(w io.Writer, what string) Progress {
-	return &barProgress{w: w, what: what}
+// Counts is one reading of a Meter; every figure only grows within a phase.
+type Counts struct {
+	Phase                   string
+	Images, ImagesDone      int
+	ImagesSkipped, Failed   int
+	Blobs, Bytes            int64 // the phase's totals
+	Done                    int64 // bytes moved or found, never less than before
+	BlobsMoved, BlobsFound  int64 // distinct blobs
+	BytesMoved, BytesFound  int64
+	Reused                  int64 // further references to a blob already handled
+	Retries                 int64
+	Elapsed                 time.Duration
+	RateBytesPerSec         float64
+	ETA                     time.Duration
+	TotalKnown, FinalReport bool
 }
 
-type barProgress struct {
-	w      io.Writer
-	what   string
-	bar    *progressbar.ProgressBar
-	total  atomic.Int64
-	images int
-	done   atomic.Int64
+// Meter counts a phase and shows it: a status line redrawn on a timer
+// (Terminal), or the same line logged every interval. With a logger, it
+// also logs each image, blob and retry at debug level.
+type Meter struct {
+	term     *Terminal     // bar mode; nil: line mode
+	log      *slog.Logger  // line mode output and debug events; may be nil
+	every    time.Duration // redraw (bar) or line interval
+	observer func(Counts)  // tests: every reading shown
+
+	mu        sync.Mutex
+	c         Counts
+	t         *tally
+	extra     int64 // AddTotal without a plan
+	sent      int64 // bytes read through verifying readers
+	start     time.Time
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	runningOn bool
+	// outer holds the resolving phase while a copy it needs (a rebuilt
+	// catalog, the graph image) shows its own phases; it resumes after.
+	outer *meterState
 }
 
-func (p *barProgress) Start(images int) {
-	p.images = images
-	p.bar = progressbar.NewOptions64(-1,
-		progressbar.OptionSetWriter(p.w),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionSetDescription(fmt.Sprintf("%s 0/%d images", p.what, images)),
-		progressbar.OptionClearOnFinish(),
-	)
+// meterState is a phase's figures, kept while a nested phase runs.
+type meterState struct {
+	c           Counts
+	t           *tally
+	extra, sent int64
+	start       time.Time
 }
 
-func (p *barProgress) AddTotal(n int64) {
-	p.bar.ChangeMax64(p.total.Add(n))
+// NewBarProgress shows the status on the terminal's last line, redrawn
+// about once a second and on every image finished.
+func NewBarProgress(t *Terminal, log *slog.Logger) *Meter {
+	return &Meter{term: t, log: log, every: time.Second}
 }
 
-func (p *barProgress) Add(n int64) { p.bar.Add64(n) }
-
-func (p *barProgress) ImageDone(imageset.Image, error) {
-	p.bar.Describe(fmt.Sprintf("%s %d/%d images", p.what, p.done.Add(1), p.images))
+// NewLineProgress logs the status line every interval, for logs and pipes.
+func NewLineProgress(log *slog.Logger, interval time.Duration) *Meter {
+	return &Meter{log: log, every: interval}
 }
 
-func (p *barProgress) Finish() { p.bar.Finish() }
+// Observe calls f with every reading the meter shows (for tests).
+func (m *Meter) Observe(f func(Counts)) { m.observer = f }
 
-// NewLineProgress prints a plain line every interval, for logs and pipes.
-func NewLineProgress(w io.Writer, what string, interval time.Duration) Progress {
-	return &lineProgress{w: w, what: what, interval: interval}
+func (m *Meter) Phase(name string, images int, total Totals) {
+	m.mu.Lock()
+	if m.runningOn && m.c.Phase == "resolving" && m.outer == nil {
+		m.outer = &meterState{c: m.c, t: m.t, extra: m.extra, sent: m.sent, start: m.start}
+		m.stopTicker()
+	} else {
+		m.mu.Unlock()
+		m.end(false)
+		m.mu.Lock()
+	}
+	m.c = Counts{Phase: name, Images: images}
+	m.t = newTally(total)
+	m.extra, m.sent, m.start = 0, 0, time.Now()
+	m.mu.Unlock()
+	m.show(false, false)
+	m.startTicker()
 }
 
-type lineProgress struct {
-	w        io.Writer
-	what     string
-	interval time.Duration
-	images   int
-	total    atomic.Int64
-	moved    atomic.Int64
-	done     atomic.Int64
-	failed   atomic.Int64
-	start    time.Time
-	stop     chan struct{}
-	wg       sync.WaitGroup
+// stopTicker stops the redraw timer; m.mu is held and stays held.
+func (m *Meter) stopTicker() {
+	m.runningOn = false
+	close(m.stop)
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.mu.Lock()
 }
 
-func (p *lineProgress) Start(images int) {
-	p.images, p.start, p.stop = images, time.Now(), make(chan struct{})
-	p.wg.Add(1)
+// startTicker redraws the running phase every interval.
+func (m *Meter) startTicker() {
+	m.mu.Lock()
+	m.stop, m.runningOn = make(chan struct{}), true
+	stop := m.stop
+	m.mu.Unlock()
+	m.wg.Add(1)
 	go func() {
-		defer p.wg.Done()
-		t := time.NewTicker(p.interval)
+		defer m.wg.Done()
+		t := time.NewTicker(m.every)
 		defer t.Stop()
 		for {
 			select {
-			case <-p.stop:
+			case <-stop:
 				return
 			case <-t.C:
-				p.line()
+				m.show(true, false)
 			}
 		}
 	}()
 }
 
-func (p *lineProgress) line() {
-	el := time.Since(p.start).Seconds()
-	moved := p.moved.Load()
-	fmt.Fprintf(p.w, "%s: %d/%d images, %s of %s, %.1f MiB/s\n", p.what, p.done.Load(), p.images,
-		HumanBytes(moved), HumanBytes(p.total.Load()), float64(moved)/(1<<20)/max(el, 0.001))
+func (m *Meter) AddTotal(n int64) {
+	m.mu.Lock()
+	if m.t != nil && !m.t.planned {
+		m.extra += n
+	}
+	m.mu.Unlock()
 }
 
-func (p *lineProgress) AddTotal(n int64) { p.total.Add(n) }
-func (p *lineProgress) Add(n int64)      { p.moved.Add(n) }
-func (p *lineProgress) ImageDone(_ imageset.Image, err error) {
-	p.done.Add(1)
-	if err != nil {
-		p.failed.Add(1)
+func (m *Meter) Add(n int64) {
+	m.mu.Lock()
+	m.sent += n
+	m.mu.Unlock()
+}
+
+func (m *Meter) Blob(img imageset.Image, desc ocispec.Descriptor, how BlobOutcome) {
+	m.mu.Lock()
+	t := m.t
+	m.mu.Unlock()
+	first := t == nil || t.blob(desc, how)
+	if m.log != nil {
+		what := "blob moved"
+		switch {
+		case !first:
+			what = "blob reused"
+		case how == BlobFound:
+			what = "blob already at the destination"
+		}
+		m.log.Debug(what, "image", img.Destination, "digest", desc.Digest.String(), "size", desc.Size)
 	}
 }
-func (p *lineProgress) Finish() {
-	close(p.stop)
-	p.wg.Wait()
+
+func (m *Meter) Retry(what string, err error, attempt int, wait time.Duration) {
+	m.mu.Lock()
+	m.c.Retries++
+	m.mu.Unlock()
+	if m.log != nil {
+		m.log.Debug("retrying", "what", what, "attempt", attempt, "wait", wait, "cause", Classify(err).Kind, "error", err)
+	}
 }
 
-// HumanBytes formats n in binary units.
+func (m *Meter) ImageDone(img imageset.Image, skipped bool, err error) {
+	m.mu.Lock()
+	if img.Kind != imageset.KindSignature {
+		// Images as the summary counts them: signatures apart.
+		m.c.ImagesDone++
+	}
+	if m.c.Phase == "planning" {
+		// Planned, not copied: the copying phase says what became of it.
+		m.mu.Unlock()
+		m.show(false, false)
+		return
+	}
+	switch {
+	case err != nil && img.Kind != imageset.KindSignature:
+		m.c.Failed++
+	case err != nil:
+	case skipped:
+		m.c.ImagesSkipped++
+		if m.t != nil {
+			m.t.skipped(img)
+		}
+	}
+	m.mu.Unlock()
+	if m.log != nil {
+		switch {
+		case err != nil:
+			m.log.Debug("image failed", "image", img.Destination, "error", err)
+		case skipped:
+			m.log.Debug("image already at the destination, skipped", "image", img.Destination, "digest", img.Digest)
+		default:
+			m.log.Debug("image copied", "image", img.Destination, "digest", img.Digest)
+		}
+	}
+	m.show(false, false)
+}
+
+// Finish ends the phase with a last reading (and resumes the resolving
+// phase a nested one interrupted).
+func (m *Meter) Finish() { m.end(true) }
+
+// end ends the running phase; resume: go back to the outer phase, if any
+// (not when a phase is replaced by the next, as planning by copying).
+func (m *Meter) end(resume bool) {
+	m.mu.Lock()
+	if !m.runningOn {
+		m.mu.Unlock()
+		return
+	}
+	m.stopTicker()
+	m.mu.Unlock()
+	m.show(true, true)
+	if !resume {
+		return
+	}
+	m.mu.Lock()
+	outer := m.outer
+	m.outer = nil
+	if outer != nil {
+		m.c, m.t, m.extra, m.sent, m.start = outer.c, outer.t, outer.extra, outer.sent, outer.start
+	}
+	m.mu.Unlock()
+	if outer != nil {
+		m.show(false, false)
+		m.startTicker()
+		return
+	}
+	if m.term != nil {
+		m.term.SetStatus("")
+	}
+}
+
+// Counts reads the meter.
+func (m *Meter) Counts() Counts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.read()
+}
+
+func (m *Meter) read() Counts {
+	var bt BlobTally
+	if m.t != nil {
+		bt = m.t.counts()
+	}
+	m.c.Blobs, m.c.Bytes, m.c.BlobsMoved, m.c.BlobsFound = bt.Blobs, bt.Bytes, bt.BlobsMoved, bt.BlobsFound
+	m.c.BytesMoved, m.c.BytesFound, m.c.Reused, m.c.TotalKnown = bt.BytesMoved, bt.BytesFound, bt.Reused, bt.Known
+	c := m.c
+	// Done never goes back: a failed attempt's bytes taken back are not
+	// shown as lost, the retry catches up.
+	done := m.sent + bt.BytesFound
+	if done < m.c.Done {
+		done = m.c.Done
+	}
+	m.c.Done = done
+	c.Done = done
+	if !bt.Known {
+		c.Bytes = max(m.extra+bt.BytesFound, 0)
+	}
+	if c.Bytes < done {
+		c.Bytes = done
+	}
+	c.Elapsed = time.Since(m.start)
+	if s := c.Elapsed.Seconds(); s > 0.2 {
+		c.RateBytesPerSec = float64(m.sent) / s
+	}
+	if c.RateBytesPerSec > 0 && c.Bytes > done {
+		c.ETA = time.Duration(float64(c.Bytes-done) / c.RateBytesPerSec * float64(time.Second)).Round(time.Second)
+	}
+	return c
+}
+
+// show draws a reading: the bar on every event and tick, a line on each
+// tick (line mode) and at the end.
+func (m *Meter) show(tick, final bool) {
+	m.mu.Lock()
+	if m.c.Phase == "" {
+		m.mu.Unlock()
+		return
+	}
+	c := m.read()
+	c.FinalReport = final
+	if final && c.RateBytesPerSec == 0 && c.Elapsed > 0 {
+		// A short phase's rate is still its rate.
+		c.RateBytesPerSec = float64(m.sent) / c.Elapsed.Seconds()
+	}
+	m.mu.Unlock()
+	if m.observer != nil {
+		m.observer(c)
+	}
+	line := c.String()
+	switch {
+	case m.term != nil && !final:
+		m.term.SetStatus(line)
+	case m.log != nil && (final || m.term == nil && tick):
+		m.log.Info(line)
+	}
+}
+
+// String is the status line: phase, images, bytes in IEC units, rate, ETA.
+func (c Counts) String() string {
+	var b strings.Builder
+	b.WriteString(c.Phase)
+	if c.Images > 0 {
+		fmt.Fprintf(&b, " %d/%d images", c.ImagesDone, c.Images)
+	}
+	if c.Bytes == 0 && c.Done == 0 && c.Blobs == 0 {
+		// Nothing counted in bytes (resolving, or nothing to move).
+		if c.FinalReport {
+			fmt.Fprintf(&b, ", took %s", c.Elapsed.Round(10*time.Millisecond))
+		} else {
+			fmt.Fprintf(&b, ", %s", c.Elapsed.Round(time.Second))
+		}
+		if c.Retries > 0 {
+			fmt.Fprintf(&b, ", %d retries", c.Retries)
+		}
+		if c.Failed > 0 {
+			fmt.Fprintf(&b, ", %d failed", c.Failed)
+		}
+		return b.String()
+	}
+	if c.Bytes > 0 {
+		pct := min(float64(c.Done)*100/float64(c.Bytes), 100)
+		if !c.FinalReport {
+			const width = 24
+			fill := int(pct / 100 * width)
+			fmt.Fprintf(&b, " [%s%s]", strings.Repeat("=", fill), strings.Repeat(" ", width-fill))
+		}
+		fmt.Fprintf(&b, " %3.0f%%", pct)
+	}
+	fmt.Fprintf(&b, " %s/%s", HumanBytes(c.Done), HumanBytes(c.Bytes))
+	if c.Blobs > 0 && (c.Images > 0 || c.BlobsMoved+c.BlobsFound > 0) {
+		// Phases without images (writing, checking an archive) count
+		// bytes only.
+		fmt.Fprintf(&b, ", blobs %d/%d", c.BlobsMoved+c.BlobsFound, c.Blobs)
+	}
+	fmt.Fprintf(&b, ", %s/s", HumanBytes(int64(c.RateBytesPerSec)))
+	if !c.FinalReport && c.ETA > 0 {
+		fmt.Fprintf(&b, ", ETA %s", c.ETA)
+	}
+	if c.FinalReport {
+		fmt.Fprintf(&b, ", took %s", c.Elapsed.Round(100*time.Millisecond))
+	}
+	if c.Reused > 0 {
+		fmt.Fprintf(&b, ", %d reused", c.Reused)
+	}
+	if c.Retries > 0 {
+		fmt.Fprintf(&b, ", %d retries", c.Retries)
+	}
+	if c.Failed > 0 {
+		fmt.Fprintf(&b, ", %d failed", c.Failed)
+	}
+	return b.String()
+}
+
+// Terminal is stderr shared by log lines and a status line kept at the
+// bottom: a log line clears the status, prints, and redraws it.
+type Terminal struct {
+	mu     sync.Mutex
+	w      io.Writer
+	status string
+}
+
+// NewTerminal wraps a terminal's writer.
+func NewTerminal(w io.Writer) *Terminal { return &Terminal{w: w} }
+
+func (t *Terminal) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.status != "" {
+		io.WriteString(t.w, "\r\033[K")
+	}
+	n, err := t.w.Write(p)
+	if t.status != "" {
+		io.WriteString(t.w, t.status)
+	}
+	return n, err
+}
+
+// SetStatus replaces the status line ("" clears it).
+func (t *Terminal) SetStatus(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	io.WriteString(t.w, "\r\033[K"+s)
+	t.status = s
+}
+
+// ArchiveProgress adapts p to archive.WriteOptions.Progress and the
+// archive reader's checks: each call reports the bytes done so far.
+func ArchiveProgress(p Progress) func(done, total int64) {
+	var mu sync.Mutex
+	var last int64
+	return func(done, _ int64) {
+		mu.Lock()
+		d := done - last
+		last = done
+		mu.Unlock()
+		p.Add(d)
+	}
+}
+
+// HumanBytes formats n in binary (IEC) units.
 func HumanBytes(n int64) string {
 	const unit = 1024
 	if n < unit {

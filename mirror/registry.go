@@ -806,31 +806,8 @@ func isNotFound(err error) bool {
 	return false
 }
 
-// explain adds what the user can do about common registry answers. The
-// registry's own answer is kept in the chain.
-func explain(err error, ref string) error {
-	msg := err.Error()
-	var hint string
-	var unauthorized docker.ErrUnauthorizedForCredentials
-	switch {
-	case errors.As(err, &unauthorized) || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "authentication required"):
-		hint = "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"
-	case strings.Contains(msg, "denied"):
-		hint = "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"
-	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
-		hint = "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"
-	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
-		hint = "the registry speaks plain HTTP: pass --src-tls-verify=false / --dest-tls-verify=false for this side"
-	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "i/o timeout"):
-		hint = "the registry is unreachable: check the host name, port and network (and HTTP(S)_PROXY)"
-	case isNotFound(err) || strings.Contains(msg, "manifest unknown"):
-		hint = "the image or tag does not exist there"
-	}
-	if hint == "" {
-		return fmt.Errorf("%s: %w", ref, err)
-	}
-	return fmt.Errorf("%s: %w (%s)", ref, err, hint)
-}
+// explain (retry.go) ties a registry's answer to its reference; Classify
+// says what fixes it.
 
 // KnownLocations tells the registry where blobs already are (destination
 // repository per digest, as an earlier run recorded), so new images can

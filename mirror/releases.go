@@ -267,7 +267,7 @@ func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts
 	s := spec(p, opts.IncludeConditional)
 	graphs, err := release.FetchGraphs(ctx, client, s)
 	if err != nil {
-		return nil, fmt.Errorf("mirror.platform.channels: %w", err)
+		return nil, c.t.locate(err)
 	}
 	keys := make([]release.GraphKey, 0, len(graphs))
 	for k := range graphs {
@@ -282,7 +282,7 @@ func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts
 	}
 	plan, err := release.NewPlan(graphs, s)
 	if err != nil {
-		return nil, err
+		return nil, c.t.locate(err)
 	}
 	if len(plan.Releases) == 0 {
 		return nil, fmt.Errorf("mirror.platform.channels: no release images found: check the channels and version bounds")

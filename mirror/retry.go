@@ -3,33 +3,58 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/distribution/reference"
 	"github.com/docker/distribution/registry/api/errcode"
 	v2 "github.com/docker/distribution/registry/api/v2"
 	"go.podman.io/image/v5/docker"
 
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/registryapi"
 )
 
-// retry runs op until it succeeds, fails for good, or the retries are spent.
+// retry runs op until it succeeds, fails for good, or the retries are spent;
+// each retry is reported (with its cause) to the copy's progress.
 func (c *copier) retry(ctx context.Context, op func() error) error {
-	return Retry(ctx, c.opts.Retries, c.opts.RetryDelay, op)
+	return retryReporting(ctx, c.opts.Retries, c.opts.RetryDelay, c.opts.Progress, op)
 }
 
 // Retry runs op until it succeeds, fails for good (not Transient), or
-// retries are spent, backing off exponentially from delay.
+// retries are spent, backing off exponentially from delay. Each retry is
+// reported to the Progress ctx carries (WithProgress), if any.
 func Retry(ctx context.Context, retries int, delay time.Duration, op func() error) error {
+	p, ok := ctx.Value(progressKey{}).(Progress)
+	if !ok {
+		p = nopProgress{}
+	}
+	return retryReporting(ctx, retries, delay, p, op)
+}
+
+type progressKey struct{}
+
+// WithProgress makes the retries of requests made with ctx outside a copy
+// (resolution: tags, catalogs, signatures) count in p's phase and log.
+func WithProgress(ctx context.Context, p Progress) context.Context {
+	return context.WithValue(ctx, progressKey{}, p)
+}
+
+func retryReporting(ctx context.Context, retries int, delay time.Duration, p Progress, op func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := op()
 		if err == nil || attempt >= retries || !Transient(err) {
 			return err
 		}
+		p.Retry("registry request", err, attempt+1, delay)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
@@ -41,16 +66,121 @@ func Retry(ctx context.Context, retries int, delay time.Duration, op func() erro
 
 // Transient reports whether err may go away when the operation is tried
 // again: dropped connections, timeouts, 5xx and 429 answers, and content
-// that arrived damaged. Authentication failures, missing images and bad
-// requests are final.
+// that arrived damaged. What Classify calls permanent is never retried.
 func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil {
 		return false
 	}
+	k := Classify(err).Kind
+	return k == CauseTransient || k == CauseUnreachable
+}
+
+// Cause kinds: why an operation failed, decided once, so that retries,
+// stopping a registry's images and the failure summary agree.
+const (
+	CauseTransient   = "transient"     // may work when tried again
+	CauseUnreachable = "unreachable"   // connection refused: retried, it may be restarting
+	CauseTLS         = "tls"           // certificate not trusted, handshake refused
+	CauseScheme      = "plain-http"    // HTTP answer to an HTTPS request
+	CauseAuth        = "unauthorized"  // 401: credentials missing or refused
+	CauseDenied      = "denied"        // 403: the account may not do this
+	CauseDNS         = "dns"           // the host name does not resolve
+	CauseNotFound    = "not-found"     // manifest, tag or repository unknown
+	CauseSignature   = "signature"     // refused for its signatures
+	CauseInterrupted = "interrupted"   // the run was stopped
+	CauseOther       = "other"         // anything else: not retried
+	CauseStopped     = "registry-down" // not tried: its registry already failed for good
+)
+
+// Cause is what Classify finds about an error.
+type Cause struct {
+	Kind string
+	// Registry: the cause is the registry's, not one image's; every other
+	// image of that registry would fail the same way.
+	Registry bool
+	// Fix is what the admin can do about it.
+	Fix string
+}
+
+// Classify decides, once, whether err is worth retrying, whether it stops
+// its registry, and what fixes it.
+func Classify(err error) Cause {
+	if err == nil {
+		return Cause{}
+	}
+	var stopped *StoppedError
+	if errors.As(err, &stopped) {
+		return Classify(stopped.Err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Cause{Kind: CauseInterrupted, Fix: "run again to resume"}
+	}
+	if errors.Is(err, ErrPolicyRefused) || errors.Is(err, release.ErrReleaseNotVerified) {
+		return Cause{Kind: CauseSignature, Fix: "have the image signed, or fix the signature policy / trusted keys, and run again"}
+	}
+	msg := err.Error()
+	low := strings.ToLower(msg)
 	var de *DigestError
 	if errors.As(err, &de) {
-		return true // damaged in transit; a fresh read may be fine
+		return Cause{Kind: CauseTransient, Fix: "content arrived damaged; run again (the retries were spent)"}
 	}
+	switch {
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return Cause{Kind: CauseScheme, Registry: true, Fix: "the registry speaks plain HTTP: pass --src-tls-verify=false (source) or --dest-tls-verify=false (mirror)"}
+	case strings.Contains(low, "tls handshake timeout") || strings.Contains(low, "i/o timeout"):
+		return Cause{Kind: CauseTransient, Fix: "the registry did not answer in time; run again"}
+	case strings.Contains(msg, "x509:") || strings.Contains(low, "certificate") || strings.Contains(low, "tls: "):
+		return Cause{Kind: CauseTLS, Registry: true, Fix: "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"}
+	case strings.Contains(msg, "no such host"):
+		return Cause{Kind: CauseDNS, Registry: true, Fix: "the registry's host name does not resolve: check the name (and DNS, HTTP(S)_PROXY)"}
+	}
+	var unauthorized docker.ErrUnauthorizedForCredentials
+	if errors.As(err, &unauthorized) || hasStatus(err, http.StatusUnauthorized) || hasCode(err, errcode.ErrorCodeUnauthorized) ||
+		strings.Contains(low, "unauthorized") || strings.Contains(low, "authentication required") {
+		return Cause{Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"}
+	}
+	if hasStatus(err, http.StatusForbidden) || hasCode(err, errcode.ErrorCodeDenied) || strings.Contains(low, "denied") {
+		return Cause{Kind: CauseDenied, Fix: "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"}
+	}
+	if isNotFound(err) || strings.Contains(low, "manifest unknown") || strings.Contains(low, "name unknown") {
+		return Cause{Kind: CauseNotFound, Fix: "the image, tag or repository does not exist there: check the name in the configuration"}
+	}
+	if strings.Contains(msg, "connection refused") {
+		return Cause{Kind: CauseUnreachable, Fix: "the registry is unreachable: check the host name, port and network (and HTTP(S)_PROXY); run again once it answers"}
+	}
+	if transient(err) {
+		return Cause{Kind: CauseTransient, Fix: "the registry or network failed for a while; run again (--retry-failed FILE retries just these)"}
+	}
+	return Cause{Kind: CauseOther}
+}
+
+func hasStatus(err error, code int) bool {
+	var status docker.UnexpectedHTTPStatusError
+	if errors.As(err, &status) && status.StatusCode == code {
+		return true
+	}
+	var pe *registryapi.Error
+	return errors.As(err, &pe) && pe.Status == code
+}
+
+func hasCode(err error, code errcode.ErrorCode) bool {
+	var ec errcode.Error
+	if errors.As(err, &ec) && ec.Code == code {
+		return true
+	}
+	var ecs errcode.Errors
+	if errors.As(err, &ecs) {
+		for _, e := range ecs {
+			if hasCode(e, code) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// transient: dropped connections, timeouts, 5xx and 429 answers.
+func transient(err error) bool {
 	var status docker.UnexpectedHTTPStatusError
 	if errors.As(err, &status) {
 		return status.StatusCode == http.StatusTooManyRequests || status.StatusCode >= 500
@@ -72,7 +202,7 @@ func Transient(err error) bool {
 	var ecs errcode.Errors
 	if errors.As(err, &ecs) {
 		for _, e := range ecs {
-			if Transient(e) {
+			if transient(e) {
 				return true
 			}
 		}
@@ -91,10 +221,161 @@ func Transient(err error) bool {
 	msg := err.Error()
 	for _, s := range []string{"connection reset", "broken pipe", "unexpected EOF", "server misbehaving",
 		"502 Bad Gateway", "503 Service Unavailable", "504 Gateway Timeout", "500 Internal Server Error",
-		"429 Too Many Requests", "TLS handshake timeout", "i/o timeout"} {
+		"429 Too Many Requests", "connection refused"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
 	}
 	return false
+}
+
+// RegistryError is a registry's answer about ref.
+type RegistryError struct {
+	Ref string
+	Err error
+}
+
+func (e *RegistryError) Error() string {
+	if c := Classify(e.Err); c.Fix != "" && c.Kind != CauseTransient {
+		return fmt.Sprintf("%s: %v (%s)", e.Ref, e.Err, c.Fix)
+	}
+	return fmt.Sprintf("%s: %v", e.Ref, e.Err)
+}
+
+func (e *RegistryError) Unwrap() error { return e.Err }
+
+// Host is the registry the error came from.
+func (e *RegistryError) Host() string { return refHost(e.Ref) }
+
+// explain ties a registry's answer to the reference it was about; Error
+// adds what the user can do about it.
+func explain(err error, ref string) error {
+	var re *RegistryError
+	if errors.As(err, &re) {
+		return err
+	}
+	return &RegistryError{Ref: ref, Err: err}
+}
+
+func refHost(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		host, _, _ := strings.Cut(ref, "/")
+		return host
+	}
+	return reference.Domain(named)
+}
+
+// StoppedError is an image not tried because its registry already failed
+// for a reason no retry fixes.
+type StoppedError struct {
+	Host string
+	Err  error // the registry's failure
+}
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("not tried: registry %s already failed for good: %v", e.Host, e.Err)
+}
+
+func (e *StoppedError) Unwrap() error { return e.Err }
+
+// breaker stops the images of a registry once one of them failed for a
+// registry-level cause (TLS, plain HTTP, credentials, DNS).
+type breaker struct {
+	mu      sync.Mutex
+	stopped map[string]error
+}
+
+// trip records err of img; a registry-level cause stops its registry.
+func (b *breaker) trip(err error) {
+	var re *RegistryError
+	if err == nil || !errors.As(err, &re) || !Classify(err).Registry {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stopped == nil {
+		b.stopped = map[string]error{}
+	}
+	if _, ok := b.stopped[re.Host()]; !ok {
+		b.stopped[re.Host()] = re
+	}
+}
+
+// check returns a StoppedError when one of hosts is stopped.
+func (b *breaker) check(hosts ...string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, h := range hosts {
+		if err, ok := b.stopped[h]; ok && h != "" {
+			return &StoppedError{Host: h, Err: err}
+		}
+	}
+	return nil
+}
+
+// stopped is the copier's hook before an image: its source or destination
+// registry already failed for good.
+func (c *copier) stopped(img imageset.Image) error {
+	var hosts []string
+	src, dst := c.src, c.dst
+	if p, ok := src.(*plannedSource); ok {
+		src = p.unwrap()
+	}
+	if p, ok := dst.(*plannedDestination); ok {
+		dst = p.unwrap()
+	}
+	switch s := src.(type) {
+	case *Registry:
+		hosts = append(hosts, refHost(s.Name(img)))
+	case builtSource:
+		if r, ok := s.Source.(*Registry); ok && !s.local(img) {
+			hosts = append(hosts, refHost(r.Name(img)))
+		}
+	}
+	if r, ok := dst.(*Registry); ok {
+		hosts = append(hosts, refHost(r.Name(img)))
+	}
+	return c.breaker.check(hosts...)
+}
+
+// Message is err as the admin reads it: each part once (wrapping often
+// repeats the image name) and no upload tokens or credentials.
+func Message(err error) string {
+	if err == nil {
+		return ""
+	}
+	parts := strings.Split(err.Error(), ": ")
+	out := parts[:0:0]
+	seen := map[string]bool{}
+	for _, p := range parts {
+		if seen[p] && !strings.ContainsAny(p, " ") {
+			continue // a repeated name prefix
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	return Redact(strings.Join(out, ": "))
+}
+
+// secrets are what must never reach a terminal, a log or a record: upload
+// session state, bearer and basic credentials, passwords in URLs.
+var secrets = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`([?&]_state=)[^&\s"']+`), "${1}REDACTED"},
+	{regexp.MustCompile(`(?i)((?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:bearer|basic)?\s*)[A-Za-z0-9._~+/=-]+`), "${1}REDACTED"},
+	{regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/-]{8,}=*`), "$1 REDACTED"},
+	{regexp.MustCompile(`(?i)([?&](?:access_token|token|password|refresh_token|client_secret)=)[^&\s"']+`), "${1}REDACTED"},
+	{regexp.MustCompile(`(?i)("(?:password|auth|identitytoken|registrytoken|access_token|refresh_token|token)"\s*:\s*")[^"]*`), "${1}REDACTED"},
+	{regexp.MustCompile(`(://[^/\s:@]+:)[^@/\s]+@`), "${1}REDACTED@"},
+}
+
+// Redact removes credentials and upload tokens from s.
+func Redact(s string) string {
+	for _, r := range secrets {
+		s = r.re.ReplaceAllString(s, r.with)
+	}
+	return s
 }

@@ -151,6 +151,9 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, ws
 				if !warned[k] {
 					warned[k] = true
 					stats.Failed++
+					if Classify(a.err).Registry {
+						continue // the image fails for the same cause, said once in the summary
+					}
 					res.Warnings = append(res.Warnings, fmt.Sprintf("signature of %s@%s could not be read, so it is not mirrored (the image is): %v; if the registry is at fault run again later, or pass --remove-signatures to stop looking", k.repo, d, a.err))
 				}
 				continue

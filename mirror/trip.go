@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,7 +17,6 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
 // WorkingDir is the folder, inside the user's directory, where gapmirror
@@ -95,6 +93,13 @@ type Report struct {
 	Result     *Result
 	// Archive lists the chunk files written (mirror-to-disk).
 	Archive []string
+	// ArchiveID is the archive written (mirror-to-disk) or pushed
+	// (disk-to-mirror).
+	ArchiveID string
+	// ArchiveFiles and ArchiveBytes are the blobs and manifests the archive
+	// carries, ArchiveCarried those left to the archives before it.
+	ArchiveFiles, ArchiveCarried int
+	ArchiveBytes                 int64
 	// ClusterResources lists the manifests written for the cluster.
 	ClusterResources []string
 	Workspace        string
@@ -131,7 +136,7 @@ func (t *Trip) contributors(up *Registry, store *Store, plan *Plan, ws string) [
 
 // copyPlan copies todo and counts the rest of set as done by an earlier run.
 func (t *Trip) copyPlan(ctx context.Context, set, todo *imageset.Set, src Source, dst Destination) *Result {
-	res := Copy(ctx, todo, src, dst, t.Copy)
+	res := copyPlanned(ctx, todo, src, dst, t.Copy)
 	if len(todo.Images) != len(set.Images) {
 		in := map[string]bool{}
 		for _, img := range todo.Images {
@@ -268,15 +273,22 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 			{Name: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
 		}, r.plan.extras()...),
 	}
-	args := []any{"dir", dir, "newBlobs", len(blobs), "bytes", HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
+	// An archive holds manifests as blobs too (OCI layout), and the
+	// images gapmirror built: its figures are not the copy's.
+	r.rep.ArchiveFiles, r.rep.ArchiveBytes, r.rep.ArchiveCarried = len(blobs), bytes, len(seen)-len(blobs)
+	args := []any{"dir", dir, "blobsAndManifests", len(blobs), "bytes", HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
 	if basedOn != "" {
 		args = append(args, "basedOn", basedOn)
 	}
 	t.Log.Info("writing archive", args...)
-	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log})
+	p := t.Copy.withDefaults().Progress
+	p.Phase("writing archive", 0, Totals{Blobs: int64(len(blobs)), Bytes: bytes})
+	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p)})
+	p.Finish()
 	if err != nil {
 		return nil, err
 	}
+	r.rep.ArchiveID = written.ID
 	rec := archiveRecord{Seq: len(history) + 1, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
 	for _, b := range blobs {
 		rec.Blobs = append(rec.Blobs, b.Digest)
@@ -328,11 +340,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	set := plan.Set
-	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
+	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root(), ArchiveID: idx.ID}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
 	return r.toMirror(ctx, dst, func() *Result {
 		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
-		return Copy(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
+		return copyPlanned(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
 	}, func() error {
 		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()})
 	})
@@ -625,13 +637,20 @@ type runRecord struct {
 	Skipped []string        `json:"skipped"`
 	Failed  []failureRecord `json:"failed,omitempty"`
 	Archive []string        `json:"archive,omitempty"`
-	Bytes   int64           `json:"bytes"`
-	Blobs   int64           `json:"blobs"`
+	// ArchiveID is the archive the run wrote or pushed (describe finds
+	// an archive's predecessor's images by it).
+	ArchiveID string `json:"archiveId,omitempty"`
+	Bytes     int64  `json:"bytes"`
+	Blobs     int64  `json:"blobs"`
 }
 
 type failureRecord struct {
 	Image string `json:"image"`
 	Error string `json:"error"`
+	// Unresolved: the image never got a digest (Image is its reference as
+	// configured); --retry-failed cannot copy it.
+	Unresolved bool          `json:"unresolved,omitempty"`
+	Kind       imageset.Kind `json:"kind,omitempty"`
 }
 
 // runRecord reads the run record name (relative to the workspace) with the
@@ -662,7 +681,7 @@ func (r *run) record() error {
 		return fmt.Errorf("keeping the plan's files in %s: %w", w.path("plan-files"), err)
 	}
 	now := r.t.now()
-	rec := runRecord{FormatVersion: runRecordFormat, Mode: rep.Mode, Time: now, ToolVersion: r.t.ToolVersion, Config: r.t.ConfigPath, Pinned: r.pinned, Mirror: rep.Mirror, Plan: r.plan, Archive: rep.Archive}
+	rec := runRecord{FormatVersion: runRecordFormat, Mode: rep.Mode, Time: now, ToolVersion: r.t.ToolVersion, Config: r.t.ConfigPath, Pinned: r.pinned, Mirror: rep.Mirror, Plan: r.plan, Archive: rep.Archive, ArchiveID: rep.ArchiveID}
 	if res := rep.Result; res != nil {
 		for _, i := range res.Copied {
 			rec.Copied = append(rec.Copied, i.Destination)
@@ -671,7 +690,7 @@ func (r *run) record() error {
 			rec.Skipped = append(rec.Skipped, i.Destination)
 		}
 		for _, f := range res.Failed {
-			rec.Failed = append(rec.Failed, failureRecord{Image: f.Image.Destination, Error: f.Err.Error()})
+			rec.Failed = append(rec.Failed, failureRecord{Image: f.Image.Destination, Error: Message(f.Err)})
 		}
 		rec.Bytes, rec.Blobs = res.Bytes, res.Blobs
 		sort.Strings(rec.Copied)
@@ -681,6 +700,7 @@ func (r *run) record() error {
 	if err := w.write(rec, "runs", name); err != nil {
 		return err
 	}
+	rec.Failed = append(rec.Failed, unresolvedRecords(rep.Resolution)...)
 	if len(rec.Failed) > 0 {
 		rep.FailedFile = w.path("failed", name)
 		if err := w.write(failedFile{FormatVersion: runRecordFormat, Mode: rep.Mode, Run: "runs/" + name, Set: rep.Set, Failed: rec.Failed}, "failed", name); err != nil {
@@ -699,168 +719,4 @@ type failedFile struct {
 	Run           string          `json:"run,omitempty"`
 	Set           *imageset.Set   `json:"set"`
 	Failed        []failureRecord `json:"failed"`
-}
-
-// Summary prints what the trip did.
-func (r *Report) Summary(w io.Writer) {
-	if r.Result == nil {
-		sigs := ""
-		if n := r.Set.Signatures(); n > 0 {
-			sigs = fmt.Sprintf(" and %d signatures", n)
-		}
-		fmt.Fprintf(w, "%s (dry run): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures(), sigs, filepath.Join(r.Workspace, "dry-run"))
-		r.printBlocked(w)
-		r.printPrune(w)
-		return
-	}
-	res := r.Result
-	secs := res.Duration.Seconds()
-	copied, skipped, failed := imageset.CountSignatures(res.Copied), imageset.CountSignatures(res.Skipped), 0
-	for _, f := range res.Failed {
-		if f.Image.Kind == imageset.KindSignature {
-			failed++
-		}
-	}
-	fmt.Fprintf(w, "%s: %d images copied, %d already there, %d failed; %d blobs, %s moved in %.1fs (%.1f MiB/s); %d blobs reused\n",
-		r.Mode, len(res.Copied)-copied, len(res.Skipped)-skipped, len(res.Failed)-failed+len(r.Resolution.Failed), res.Blobs, HumanBytes(res.Bytes), secs,
-		float64(res.Bytes)/(1<<20)/max(secs, 0.001), res.Reused)
-	if copied+skipped+failed > 0 {
-		fmt.Fprintf(w, "signatures: %d copied, %d already there, %d failed\n", copied, skipped, failed)
-	}
-	r.printBlocked(w)
-	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
-		// The copy itself succeeded; the admin must still learn the mirror
-		// lacks what mirror-to-disk could not get.
-		fmt.Fprintf(w, "the archive is partial: mirror-to-disk left out %d images, so the mirror does not have them: %s; fix them on the connected side (its summary says how) and carry the next archive\n",
-			len(r.LeftOut), strings.Join(r.LeftOut, ", "))
-	}
-	for _, c := range r.Archive {
-		fmt.Fprintf(w, "archive: %s\n", c)
-	}
-	for _, c := range r.ClusterResources {
-		fmt.Fprintf(w, "cluster resource: %s\n", c)
-	}
-	for _, c := range r.HelmCharts {
-		fmt.Fprintf(w, "helm chart: %s\n", c)
-	}
-	r.printPrune(w)
-	for _, f := range r.Resolution.Failed {
-		fmt.Fprintf(w, "FAILED %s (%s): %v\n", f.Origin, f.Why, f.Err)
-	}
-	for _, f := range res.Failed {
-		if needs := neededBy(f.Image); needs != "" {
-			fmt.Fprintf(w, "FAILED %v (needed by %s)\n", f.Err, needs)
-			continue
-		}
-		fmt.Fprintf(w, "FAILED %v\n", f.Err)
-	}
-	if r.FailedFile != "" {
-		fmt.Fprintf(w, "retry exactly the failed images with: --retry-failed %s\n", r.FailedFile)
-	}
-	refused, unresolved, unsigned, unusable := 0, 0, 0, 0
-	for _, f := range r.Resolution.Failed {
-		switch {
-		case f.NotImage:
-			unusable++
-		case errors.Is(f.Err, release.ErrReleaseNotVerified):
-			refused++
-		case errors.Is(f.Err, ErrPolicyRefused):
-			unsigned++
-		default:
-			unresolved++
-		}
-	}
-	if unusable > 0 {
-		fmt.Fprintf(w, "%d helm repositories, charts or chart images could not be used, so the images they name were not mirrored: fix what their FAILED lines say and run again\n", unusable)
-	}
-	if refused > 0 {
-		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
-	}
-	if unsigned > 0 {
-		fmt.Fprintf(w, "%d image(s) refused by the signature policy were not mirrored: have them signed, or fix the policy (--policy), and run again\n", unsigned)
-	}
-	if unresolved > 0 {
-		fmt.Fprintf(w, "images that could not be resolved to a digest need a full rerun once their registry answers\n")
-	}
-}
-
-// printBlocked says which images mirror.blockedImages kept out, so the
-// summary does not read as if the whole configuration was mirrored.
-func (r *Report) printBlocked(w io.Writer) {
-	if r.Resolution == nil || len(r.Resolution.Blocked) == 0 {
-		return
-	}
-	list := r.Resolution.Blocked
-	more := ""
-	if len(list) > 5 {
-		list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
-	}
-	fmt.Fprintf(w, "%d images left out by mirror.blockedImages (not mirrored, not in IDMS/ITMS): %s%s\n", len(r.Resolution.Blocked), strings.Join(list, ", "), more)
-}
-
-// neededBy names who needs an operator image or an image several sections
-// share (its Why, the first few), so a failure says which bundles it leaves
-// incomplete; "" for other images.
-func neededBy(img imageset.Image) string {
-	if img.Kind != imageset.KindOperatorBundle && img.Kind != imageset.KindOperatorRelated && len(img.AlsoKinds) == 0 {
-		return ""
-	}
-	if len(img.Why) > 3 {
-		return strings.Join(img.Why[:3], "; ") + fmt.Sprintf(" and %d more", len(img.Why)-3)
-	}
-	return strings.Join(img.Why, "; ")
-}
-
-// Err is nil when every image made it, else a FailedError.
-func (r *Report) Err() error {
-	if r.Result == nil && len(r.Resolution.Failed) == 0 {
-		return r.pruneErr()
-	}
-	fe := &FailedError{}
-	for _, f := range r.Resolution.Failed {
-		fe.Groups = append(fe.Groups, f.Kind.Group())
-		fe.Errs = append(fe.Errs, fmt.Errorf("%s: %w", f.Origin, f.Err))
-	}
-	if r.Result != nil {
-		for _, f := range r.Result.Failed {
-			fe.Groups = append(fe.Groups, f.Image.Groups()...)
-			fe.Errs = append(fe.Errs, f.Err)
-		}
-	}
-	if len(fe.Errs) == 0 {
-		return r.pruneErr()
-	}
-	return fe
-}
-
-// FailedError says which images failed; its exit code has a bit per
-// content group (2 release, 4 operator, 8 additional, 16 helm).
-type FailedError struct {
-	Groups []string
-	Errs   []error
-}
-
-func (e *FailedError) Error() string {
-	return fmt.Sprintf("%d images or charts failed (see above); the others were mirrored: %v", len(e.Errs), errors.Join(e.Errs...))
-}
-
-// ExitCode is the OR of the failed groups' bits.
-func (e *FailedError) ExitCode() int {
-	code := 0
-	for _, g := range e.Groups {
-		switch g {
-		case "release":
-			code |= 2
-		case "operator":
-			code |= 4
-		case "helm":
-			code |= 16
-		default:
-			code |= 8
-		}
-	}
-	if code == 0 {
-		code = 1
-	}
-	return code
 }

@@ -137,7 +137,7 @@ func TestCorruptSource(t *testing.T) {
 	if code != 8 || !strings.Contains(stdout, "does not match") || !strings.Contains(stdout, w.images[0].Repo) {
 		t.Errorf("exit %d (want 8), stdout:\n%s", code, stdout)
 	}
-	if !strings.Contains(stdout, "2 images copied") {
+	if !strings.Contains(stdout, "2 copied") {
 		t.Errorf("the other images did not mirror:\n%s", stdout)
 	}
 	store := filepath.Join(w.dir, "cache", ".gapmirror", "store", "blobs", "sha256", layer.Encoded())

@@ -1,28 +1,37 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/gapmirror/gapmirror/archive"
-	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/mirror"
 )
 
-func newDescribeCommand() *cobra.Command {
-	var quick bool
+func newDescribeCommand(g *globalFlags) *cobra.Command {
+	var quick, images bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "describe file://DIR",
-		Short: "Say what an archive contains, what it builds on, and whether it is complete and intact",
+		Short: "Say what an archive contains, what changed since the one it builds on, and whether it is complete and intact",
 		Example: `  gapmirror describe file:///media/mirror
-  gapmirror describe --quick file:///media/mirror   # skip reading every blob`,
+  gapmirror describe --images file:///media/mirror   # also every image, by digest
+  gapmirror describe -o json file:///media/mirror    # everything, as one JSON document
+  gapmirror describe --quick file:///media/mirror    # skip reading every blob`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output %q: use text or json", output)
+			}
+			log, err := g.logger(nil)
+			if err != nil {
+				return err
+			}
 			dir, err := fileURL("archive", args[0])
 			if err != nil {
 				return err
@@ -31,85 +40,160 @@ func newDescribeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			describe(cmd.OutOrStdout(), r.Index())
-			for _, s := range r.Stray() {
-				fmt.Fprintf(cmd.OutOrStdout(), "stray file (not part of this archive): %s\n", s)
+			d := mirror.Describe(dir, r.Index())
+			check := describeCheck{Quick: quick, Stray: r.Stray()}
+			if !quick {
+				p := g.progress(log)
+				var total int64
+				for _, c := range r.Index().Chunks {
+					total += c.Size
+				}
+				p.Phase("checking archive", 0, mirror.Totals{Blobs: int64(len(r.Index().Blobs)), Bytes: total})
+				r.SetProgress(mirror.ArchiveProgress(p))
+				verr := r.Verify(cmd.Context())
+				p.Finish()
+				if verr != nil {
+					check.Damage = mirror.Message(verr)
+				} else {
+					check.Intact = true
+				}
 			}
-			if quick {
-				fmt.Fprintln(cmd.OutOrStdout(), "complete: every chunk present with the right size (blobs not read: --quick)")
-				return nil
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				if err := writeDescription(out, d, check); err != nil {
+					return err
+				}
+			} else {
+				describe(out, d, check, images)
 			}
-			if err := r.Verify(cmd.Context()); err != nil {
-				return fmt.Errorf("archive %s is damaged: %w", dir, err)
+			if check.Damage != "" {
+				return fmt.Errorf("archive %s is damaged: %s", dir, check.Damage)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "intact: every chunk and blob verified against its checksum")
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "check chunks are present and sized right, without reading every blob")
+	cmd.Flags().BoolVar(&images, "images", false, "also list every image with its digest")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (json always has every image)")
 	return cmd
 }
 
-func describe(w io.Writer, idx *archive.Index) {
-	fmt.Fprintf(w, "archive:      %s\n", idx.ID)
-	if idx.BasedOn != "" {
-		fmt.Fprintf(w, "builds on:    %s (apply that archive first)\n", idx.BasedOn)
-	} else {
-		fmt.Fprintf(w, "builds on:    nothing (a full archive)\n")
+// describeCheck is what checking the archive found.
+type describeCheck struct {
+	Quick  bool     `json:"quick"`
+	Intact bool     `json:"intact"`
+	Damage string   `json:"damage,omitempty"`
+	Stray  []string `json:"strayFiles,omitempty"`
+}
+
+func writeDescription(w io.Writer, d *mirror.Description, c describeCheck) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		*mirror.Description
+		Check describeCheck `json:"check"`
+	}{d, c})
+}
+
+// describe prints the summary first, then what changed, then (asked for)
+// every image.
+func describe(w io.Writer, d *mirror.Description, c describeCheck, images bool) {
+	fmt.Fprintf(w, "archive %s, made %s by gapmirror %s\n", d.ID, d.Created.UTC().Format("2006-01-02 15:04 MST"), d.ToolVersion)
+	fmt.Fprintf(w, "  %d images", d.Images)
+	if d.Signatures > 0 {
+		fmt.Fprintf(w, " and %d signatures", d.Signatures)
 	}
-	fmt.Fprintf(w, "created:      %s by gapmirror %s\n", idx.Created.Format("2006-01-02 15:04:05 MST"), idx.ToolVersion)
-	var bytes int64
-	for _, b := range idx.Blobs {
-		bytes += b.Size
+	fmt.Fprintf(w, "; %d blobs, %s in %d chunk(s)\n", d.Blobs, mirror.HumanBytes(d.Bytes), len(d.Chunks))
+	switch {
+	case d.BasedOn == nil:
+		fmt.Fprintln(w, "builds on: nothing (a full archive)")
+	case d.BasedOn.Applied:
+		fmt.Fprintf(w, "builds on: %s, applied here %s to %s\n", d.BasedOn.ID, d.BasedOn.AppliedAt.UTC().Format("2006-01-02 15:04 MST"), d.BasedOn.Mirror)
+	default:
+		fmt.Fprintf(w, "builds on: %s, not applied from this directory (apply that archive first, or pass --skip-predecessor-check if the mirror has it)\n", d.BasedOn.ID)
 	}
-	fmt.Fprintf(w, "blobs:        %d new, %s\n", len(idx.Blobs), mirror.HumanBytes(bytes))
-	for _, c := range idx.Chunks {
-		fmt.Fprintf(w, "chunk:        %s %s\n", c.Name, mirror.HumanBytes(c.Size))
-	}
-	// What the archive lacks matters as much as what it holds: the mirror
-	// will not have it either.
-	if len(idx.LeftOut) > 0 {
-		fmt.Fprintf(w, "partial:      mirror-to-disk left out %d images that failed there: %s\n", len(idx.LeftOut), strings.Join(idx.LeftOut, ", "))
-	}
-	if len(idx.Blocked) > 0 {
-		fmt.Fprintf(w, "blocked:      %d images kept out by mirror.blockedImages\n", len(idx.Blocked))
-	}
-	var charts []string
-	for _, e := range idx.Extras {
-		if strings.HasPrefix(e.Name, "helm/charts/") {
-			charts = append(charts, strings.TrimPrefix(e.Name, "helm/charts/"))
-		}
-	}
-	if len(charts) > 0 {
-		fmt.Fprintf(w, "helm charts:  %s (disk-to-mirror writes them to working-dir/helm/charts)\n", strings.Join(charts, ", "))
-	}
-	kinds := map[imageset.Kind]int{}
-	if idx.Set != nil {
-		for _, img := range idx.Set.Images {
-			kinds[img.Kind]++
-		}
-		var names []string
-		for k := range kinds {
-			names = append(names, string(k))
-		}
-		sort.Strings(names)
-		fmt.Fprintf(w, "images:       %d\n", len(idx.Set.Images))
-		for _, k := range names {
-			fmt.Fprintf(w, "  %-20s %d\n", k, kinds[imageset.Kind(k)])
-		}
-		carried := map[digest.Digest]bool{}
-		for _, b := range idx.Blobs {
-			carried[b.Digest] = true
-		}
-		for _, img := range idx.Set.Images {
-			note := ""
-			if !carried[digest.Digest(img.Digest)] {
-				note = "  (manifest carried by an earlier archive)"
+	if len(d.Releases) > 0 {
+		fmt.Fprintf(w, "releases (%d):\n", len(d.Releases))
+		for _, r := range d.Releases {
+			ch := ""
+			if len(r.Channels) > 0 {
+				ch = "  channel " + strings.Join(r.Channels, ", ")
 			}
-			if len(img.Platforms) > 0 {
-				note += "  [sparse: " + strings.Join(img.Platforms, ", ") + "]"
-			}
-			fmt.Fprintf(w, "  %s  %s%s\n", img.Destination, img.Digest, note)
+			fmt.Fprintf(w, "  %-12s %-8s%s\n", r.Version, r.Arch, ch)
 		}
 	}
+	for _, cat := range d.Catalogs {
+		fmt.Fprintf(w, "operator catalog %s (%d packages):\n", cat.Catalog, len(cat.Packages))
+		var pkgs []string
+		for p := range cat.Packages {
+			pkgs = append(pkgs, p)
+		}
+		sort.Strings(pkgs)
+		for _, p := range pkgs {
+			fmt.Fprintf(w, "  %s: %s\n", p, strings.Join(cat.Packages[p], ", "))
+		}
+	}
+	if len(d.HelmCharts) > 0 {
+		fmt.Fprintf(w, "helm charts (%d): %s\n", len(d.HelmCharts), strings.Join(d.HelmCharts, ", "))
+	}
+	if len(d.Additional) > 0 {
+		fmt.Fprintf(w, "additional images (%d):\n", len(d.Additional))
+		for _, a := range d.Additional {
+			fmt.Fprintf(w, "  %s\n", a)
+		}
+	}
+	if len(d.LeftOut) > 0 {
+		fmt.Fprintf(w, "partial: mirror-to-disk left out %d images that failed there: %s\n", len(d.LeftOut), strings.Join(d.LeftOut, ", "))
+	}
+	if len(d.Blocked) > 0 {
+		fmt.Fprintf(w, "blocked: %d images kept out by mirror.blockedImages\n", len(d.Blocked))
+	}
+	if ch := d.Changes; ch != nil {
+		fmt.Fprintf(w, "changes since %s: %d images added, %d removed; releases %s; bundles %s\n", d.BasedOn.ID,
+			len(ch.AddedImages), len(ch.RemovedImages), plusMinus(ch.AddedReleases, ch.RemovedReleases), plusMinus(ch.AddedBundles, ch.RemovedBundles))
+	} else if d.BasedOn != nil {
+		fmt.Fprintf(w, "changes since %s: unknown here (this directory has no record of that archive's images)\n", d.BasedOn.ID)
+	}
+	for _, s := range c.Stray {
+		fmt.Fprintf(w, "stray file (not part of this archive): %s\n", s)
+	}
+	switch {
+	case c.Quick:
+		fmt.Fprintln(w, "complete: every chunk present with the right size (blobs not read: --quick)")
+	case c.Intact:
+		fmt.Fprintln(w, "intact: every chunk and blob verified against its checksum")
+	}
+	if !images {
+		fmt.Fprintln(w, "(every image with its digest: --images; everything as JSON: -o json)")
+		return
+	}
+	fmt.Fprintln(w, "images:")
+	for _, img := range d.ImageList {
+		note := ""
+		if !img.Carried {
+			note = "  (manifest carried by an earlier archive)"
+		}
+		if len(img.Platforms) > 0 {
+			note += "  [sparse: " + strings.Join(img.Platforms, ", ") + "]"
+		}
+		fmt.Fprintf(w, "  %-18s %s@%s%s\n", img.Kind, img.Destination, img.Digest, note)
+	}
+}
+
+// plusMinus renders added and removed names as "+a +b -c", or "unchanged".
+func plusMinus(added, removed []string) string {
+	var parts []string
+	for _, a := range added {
+		parts = append(parts, "+"+a)
+	}
+	for _, r := range removed {
+		parts = append(parts, "-"+r)
+	}
+	if len(parts) == 0 {
+		return "unchanged"
+	}
+	if len(parts) > 8 {
+		return strings.Join(parts[:8], " ") + fmt.Sprintf(" and %d more", len(parts)-8)
+	}
+	return strings.Join(parts, " ")
 }

@@ -66,7 +66,7 @@ func TestRetryFailed(t *testing.T) {
 
 	w.up.SetWrap(nil)
 	code, stdout, _ = w.gapmirror("mirror", "--retry-failed", file, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
-	if code != 0 || !strings.Contains(stdout, "1 images copied, 4 already there, 0 failed") {
+	if code != 0 || !strings.Contains(stdout, "1 copied, 4 already at the destination, 0 built by gapmirror, 0 failed") {
 		t.Fatalf("retry: exit %d\n%s", code, stdout)
 	}
 	w.assertMirrored(w.dst, "m")

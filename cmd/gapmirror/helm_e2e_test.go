@@ -76,15 +76,15 @@ func TestHelmThreeTrips(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("mirror-to-disk exit %d", code)
 	}
-	if !strings.Contains(out, "6 images copied") {
-		t.Errorf("summary does not say 6 images copied:\n%s", out)
+	if !strings.Contains(out, "6 copied") {
+		t.Errorf("summary does not say 6 copied:\n%s", out)
 	}
 	if !strings.Contains(stderr, "by tag only") {
 		t.Errorf("tag-only chart images are not reported:\n%s", stderr)
 	}
 
 	code, out, _ = w.gapmirror("describe", "file://"+archiveDir)
-	if code != 0 || !strings.Contains(out, "helm charts:  demo/web-1.2.0.tgz, demo/jobs-0.2.0.tgz, local/mine-0.3.0.tgz") {
+	if code != 0 || !strings.Contains(out, "helm charts (3): demo/web-1.2.0.tgz, demo/jobs-0.2.0.tgz, local/mine-0.3.0.tgz") {
 		t.Errorf("describe does not list the charts: exit %d\n%s", code, out)
 	}
 
@@ -128,7 +128,7 @@ func TestHelmThreeTrips(t *testing.T) {
 
 	// A rerun reuses the charts the workspace keeps: no second download.
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m2m")
-	if code != 0 || !strings.Contains(out, "0 images copied, 6 already there") {
+	if code != 0 || !strings.Contains(out, "0 copied, 6 already at the destination") {
 		t.Errorf("rerun: exit %d:\n%s", code, out)
 	}
 	if n := repo.Count("/charts/web-1.2.0.tgz"); n != 3 {

@@ -143,9 +143,9 @@ func TestDescribe(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--archive-size", "128KiB", "file://"+out); code != 0 {
 		t.Fatal("m2d failed")
 	}
-	code, stdout, _ := w.gapmirror("describe", "file://"+out)
+	code, stdout, _ := w.gapmirror("describe", "--images", "file://"+out)
 	idx := archiveOf(t, out)
-	for _, want := range []string{idx.ID, "a full archive", "images:       4", "additional", "intact", w.images[0].Repo + ":v1"} {
+	for _, want := range []string{idx.ID, "a full archive", "  4 images", "additional images (4)", "intact", w.images[0].Repo + ":v1"} {
 		if !strings.Contains(stdout, want) || code != 0 {
 			t.Errorf("describe (exit %d) does not say %q:\n%s", code, want, stdout)
 		}

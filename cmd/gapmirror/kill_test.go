@@ -95,8 +95,8 @@ func TestKilledRunResumes(t *testing.T) {
 	log.served, log.delay = map[digest.Digest]int{}, 0
 	log.mu.Unlock()
 	code, stdout, _ := w.gapmirror("mirror", "-c", isc, "file://"+out)
-	var copied, there, failed int
-	fmt.Sscanf(stdout[strings.Index(stdout, "mirror-to-disk: "):], "mirror-to-disk: %d images copied, %d already there, %d failed", &copied, &there, &failed)
+	var images, copied, there, built, failed int
+	fmt.Sscanf(stdout[strings.Index(stdout, "mirror-to-disk: "):], "mirror-to-disk: %d images: %d copied, %d already at the destination, %d built by gapmirror, %d failed", &images, &copied, &there, &built, &failed)
 	if code != 0 || copied+there != 12 || failed != 0 || copied == 0 {
 		t.Fatalf("rerun: exit %d\n%s", code, stdout)
 	}

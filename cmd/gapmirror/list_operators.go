@@ -59,6 +59,9 @@ one JSON document.`,
 }
 
 func (f *listOperatorsFlags) run(ctx context.Context, g *globalFlags, out io.Writer) error {
+	if _, err := g.logger(nil); err != nil {
+		return err
+	}
 	switch {
 	case f.catalog == "":
 		return errors.New("name the catalog with --catalog: an image (registry.redhat.io/redhat/redhat-operator-index:v4.18), oci:///LAYOUT, or file:///ARCHIVE-DIR made by mirror-to-disk")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -72,10 +73,25 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	return cmd
 }
 
-func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string) error {
-	log, err := g.logger(g.stderr)
+func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string) (err error) {
+	mode, ws := runWorkspace(target, f)
+	logDir := ws
+	if f.dryRun && ws != "" {
+		// A dry run writes nothing outside working-dir/dry-run.
+		logDir = filepath.Join(ws, "dry-run")
+	}
+	log, rl, err := g.runLogger(logDir, mode)
 	if err != nil {
 		return err
+	}
+	if rl != nil {
+		defer func() {
+			if err != nil {
+				log.Debug("run failed", "error", mirror.Message(err))
+			}
+			log.Info("the full log of this run", "path", rl.Path)
+			rl.Close()
+		}()
 	}
 	if f.parallelImages < 1 || f.parallelImages > 64 {
 		return fmt.Errorf("--parallel-images %d: use 1 to 64", f.parallelImages)
@@ -107,7 +123,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 			Retries:        f.retryTimes,
 			RetryDelay:     f.retryDelay,
 			Force:          f.force,
-			Progress:       g.progress("mirroring"),
+			Progress:       g.progress(log),
 		},
 		StrictArchive: f.strictArchive,
 		Releases:      f.releases,
@@ -205,6 +221,36 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	}
 	report.Summary(cmd.OutOrStdout())
 	return report.Err()
+}
+
+// runWorkspace is the mode and the workspace of a mirror command line, or
+// empty when the line is wrong (the run then stops with its error).
+func runWorkspace(target string, f *mirrorFlags) (mode, ws string) {
+	dir := func(u string) string {
+		d, err := fileURL("", u)
+		if err != nil {
+			return ""
+		}
+		return d
+	}
+	switch {
+	case strings.HasPrefix(target, "file://"):
+		if d := dir(target); d != "" {
+			return "mirror-to-disk", filepath.Join(d, mirror.WorkingDir)
+		}
+	case f.from != "" && f.workspace == "":
+		if d := dir(f.from); d != "" {
+			return "disk-to-mirror", filepath.Join(d, mirror.WorkingDir)
+		}
+	case f.workspace != "" && f.from == "":
+		if d := dir(f.workspace); d != "" {
+			if filepath.Base(d) == mirror.WorkingDir {
+				return "mirror-to-mirror", d
+			}
+			return "mirror-to-mirror", filepath.Join(d, mirror.WorkingDir)
+		}
+	}
+	return "", ""
 }
 
 // checkMaxNestedPaths refuses a depth limit that cannot be meant.

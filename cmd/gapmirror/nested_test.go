@@ -199,7 +199,7 @@ func TestMaxNestedPaths(t *testing.T) {
 	}
 
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--max-nested-paths", "2", "--workspace", "file://"+ws, "docker://"+root)
-	if code != 0 || !strings.Contains(out, " 0 images copied,") || !strings.Contains(out, "prune: nothing to delete") {
+	if code != 0 || !strings.Contains(out, " 0 copied,") || !strings.Contains(out, "prune: nothing to delete") {
 		t.Errorf("no-change rerun: exit %d", code)
 	}
 
@@ -239,7 +239,7 @@ func TestMaxNestedPaths(t *testing.T) {
 		t.Errorf("disk-to-mirror CatalogSource does not serve the flattened catalog from the archive's template:\n%s", cs)
 	}
 	code, out, _ = w.gapmirror("mirror", "--max-nested-paths", "2", "--from", "file://"+archiveDir, "docker://"+d2m)
-	if code != 0 || !strings.Contains(out, " 0 images copied,") {
+	if code != 0 || !strings.Contains(out, " 0 copied,") {
 		t.Errorf("no-change disk-to-mirror rerun: exit %d", code)
 	}
 

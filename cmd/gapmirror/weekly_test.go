@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -90,7 +91,7 @@ func TestAMonthOfMirroring(t *testing.T) {
 	}
 	moveChunks(t, out, airgap)
 	idx1 := archiveOf(t, airgap)
-	w.describes(airgap, "week 1", idx1, "builds on:    nothing (a full archive)")
+	w.describes(airgap, "week 1", idx1, "builds on: nothing (a full archive)", "operator catalog ", "additional images (")
 	if code, _, _ := w.run("mirror", "--from", "file://"+airgap, "docker://"+root); code != 0 {
 		t.Fatalf("week 1: disk-to-mirror exit %d", code)
 	}
@@ -134,7 +135,12 @@ func TestAMonthOfMirroring(t *testing.T) {
 	}
 	moveChunks(t, out, airgap)
 	idx2 := archiveOf(t, airgap)
-	w.describes(airgap, "week 2", idx2, "builds on:    "+idx1.ID)
+	w.describes(airgap, "week 2", idx2, "builds on: "+idx1.ID+", applied here", "changes since "+idx1.ID+": ")
+	var bundles2 []string
+	for _, b := range bundleNames(head2) {
+		bundles2 = append(bundles2, path.Base(b)) // package/bundle
+	}
+	w.describesJSON(airgap, idx2, idx1.ID, root, bundles2, fleet[1], fleet[3])
 	// The preview lists the deletes and says the old catalog goes once its tag moves.
 	code, dry, _ := w.run("mirror", "--from", "file://"+airgap, "--dry-run", "--prune", "docker://"+root)
 	for _, want := range []string{"delete manifest mirror/" + fleet[1].Repo + "@" + fleet[1].Digest.String(),
@@ -199,14 +205,16 @@ func TestAMonthOfMirroring(t *testing.T) {
 	if len(idx3.Blobs) != 0 || idx3.BasedOn != idx2.ID {
 		t.Errorf("week 3: a no-change archive carries %d blobs and builds on %q, want 0 and %s", len(idx3.Blobs), idx3.BasedOn, idx2.ID)
 	}
-	w.describes(airgap, "week 3", idx3, "blobs:        0 new")
+	w.describes(airgap, "week 3", idx3, "; 0 blobs, 0 B", "changes since "+idx2.ID+": 0 images added, 0 removed; releases unchanged; bundles unchanged")
 	start = time.Now()
 	code, stdout, _ = w.run("mirror", "--from", "file://"+airgap, "--prune", "docker://"+root)
 	d2mTook := time.Since(start)
 	if code != 0 {
 		t.Fatalf("week 3: disk-to-mirror exit %d", code)
 	}
-	if !strings.Contains(stdout, fmt.Sprintf("disk-to-mirror: 0 images copied, %d already there, 0 failed", len(idx3.Set.Images))) {
+	var images, copied, there, built, failed int
+	fmt.Sscanf(stdout[strings.Index(stdout, "disk-to-mirror: "):], "disk-to-mirror: %d images: %d copied, %d already at the destination, %d built by gapmirror, %d failed", &images, &copied, &there, &built, &failed)
+	if copied != 0 || failed != 0 || there+built != images || images == 0 {
 		t.Errorf("week 3: disk-to-mirror was not a no-op:\n%s", stdout)
 	}
 	if m2dTook > 10*time.Second || d2mTook > 10*time.Second {
@@ -269,10 +277,10 @@ func (w *releaseWorld) checkRecords(out, airgap string, set *imageset.Set) {
 func (w *releaseWorld) describes(dir, when string, idx *archive.Index, lines ...string) {
 	t := w.t
 	t.Helper()
-	code, stdout, _ := w.gapmirror("describe", "file://"+dir)
-	lines = append(lines, "archive:      "+idx.ID, fmt.Sprintf("images:       %d\n", len(idx.Set.Images)), "intact")
+	code, stdout, _ := w.gapmirror("describe", "--images", "file://"+dir)
+	lines = append(lines, "archive "+idx.ID, fmt.Sprintf("  %d images", len(idx.Set.Images)-idx.Set.Signatures()), "intact")
 	for _, img := range idx.Set.Images {
-		lines = append(lines, img.Destination+"  "+img.Digest)
+		lines = append(lines, img.Destination+"@"+img.Digest)
 	}
 	for _, want := range lines {
 		if code != 0 || !strings.Contains(stdout, want) {
@@ -431,4 +439,66 @@ func registryContent(t *testing.T, reg *registrytest.Registry) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// describesJSON checks describe -o json of the week-2 archive in dir: the
+// releases with version, arch and channel, the catalog's bundles, the
+// additional images, its predecessor applied here, what changed (4.18.3
+// and the new bundle added, one additional image swapped for another),
+// every image, and the check.
+func (w *releaseWorld) describesJSON(dir string, idx *archive.Index, prev, root string, bundles []string, removed, added example) {
+	t := w.t
+	t.Helper()
+	code, stdout, _ := w.gapmirror("describe", "-o", "json", "file://"+dir)
+	var d struct {
+		ID       string
+		Images   int
+		Releases []struct {
+			Version, Arch string
+			Channels      []string
+		}
+		OperatorCatalogs []struct {
+			Catalog  string
+			Packages map[string][]string
+		}
+		AdditionalImages []string
+		BasedOn          struct {
+			ID      string
+			Applied bool
+			Mirror  string
+		}
+		Changes *struct {
+			AddedImages, RemovedImages, AddedReleases, AddedBundles, RemovedBundles []string
+		}
+		ImageList []struct{ Destination, Digest string }
+		Check     struct{ Intact bool }
+	}
+	if code != 0 {
+		t.Fatalf("describe -o json: exit %d", code)
+	}
+	must(t, json.Unmarshal([]byte(stdout), &d))
+	if d.ID != idx.ID || d.Images != len(idx.Set.Images)-idx.Set.Signatures() || len(d.ImageList) != d.Images || !d.Check.Intact {
+		t.Errorf("describe -o json: id %s, %d images, %d listed, intact %v; want %s and %d", d.ID, d.Images, len(d.ImageList), d.Check.Intact, idx.ID, len(idx.Set.Images)-idx.Set.Signatures())
+	}
+	var rels []string
+	for _, r := range d.Releases {
+		rels = append(rels, r.Version+" "+r.Arch+" "+strings.Join(r.Channels, ","))
+	}
+	if !slices.Equal(rels, []string{"4.18.1 x86_64 stable-4.18", "4.18.2 x86_64 stable-4.18", "4.18.3 x86_64 stable-4.18"}) {
+		t.Errorf("describe -o json: releases %v", rels)
+	}
+	if len(d.OperatorCatalogs) != 1 || !slices.Equal(d.OperatorCatalogs[0].Packages["operator-000"], bundles) {
+		t.Errorf("describe -o json: catalogs %+v, want operator-000 with %v", d.OperatorCatalogs, bundles)
+	}
+	if !slices.Contains(d.AdditionalImages, added.Ref) || slices.Contains(d.AdditionalImages, removed.Ref) {
+		t.Errorf("describe -o json: additional images %v, want %s and not %s", d.AdditionalImages, added.Ref, removed.Ref)
+	}
+	if d.BasedOn.ID != prev || !d.BasedOn.Applied || d.BasedOn.Mirror != root {
+		t.Errorf("describe -o json: based on %+v, want %s applied here to %s", d.BasedOn, prev, root)
+	}
+	if c := d.Changes; c == nil || !slices.Contains(c.AddedReleases, "4.18.3-x86_64") || !slices.Contains(c.AddedBundles, bundles[len(bundles)-1]) ||
+		len(c.RemovedBundles) != 1 || !slices.ContainsFunc(c.RemovedImages, func(s string) bool { return strings.Contains(s, removed.Repo) }) ||
+		!slices.ContainsFunc(c.AddedImages, func(s string) bool { return strings.Contains(s, added.Repo) }) {
+		t.Errorf("describe -o json: changes %+v", d.Changes)
+	}
 }

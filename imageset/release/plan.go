@@ -251,13 +251,17 @@ func FetchGraphs(ctx context.Context, src GraphSource, spec Spec) (Graphs, error
 	var errs []error
 	for _, k := range required {
 		g, err := src.Graph(ctx, k)
+		if errors.Is(err, ErrNoReleases) {
+			errs = append(errs, noReleasesHint(ctx, src, k, spec))
+			continue
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		fillKey(g, k)
 		if len(g.Nodes) == 0 {
-			errs = append(errs, noReleases(k))
+			errs = append(errs, noReleasesHint(ctx, src, k, spec))
 			continue
 		}
 		graphs[k] = g

@@ -128,10 +128,10 @@ func TestShellQuote(t *testing.T) {
 }
 
 func TestCounts(t *testing.T) {
-	out := "image set resolved\nmirror-to-mirror: 0 images copied, 12 already there, 0 failed; 0 blobs\n"
+	out := "image set resolved\nmirror-to-mirror: 14 images: 0 copied, 12 already at the destination, 2 built by gapmirror, 0 failed\n"
 	copied, there, failed, ok := counts(out)
-	if !ok || copied != 0 || there != 12 || failed != 0 {
-		t.Errorf("counts = %d, %d, %d, %v; want 0, 12, 0, true", copied, there, failed, ok)
+	if !ok || copied != 0 || there != 14 || failed != 0 {
+		t.Errorf("counts = %d, %d, %d, %v; want 0, 14, 0, true", copied, there, failed, ok)
 	}
 	if _, _, _, ok := counts("no summary"); ok {
 		t.Error("counts found a summary in output without one")

@@ -293,9 +293,10 @@ func (d *demo) gapmirror(ctx context.Context, name string, args []string, extra 
 }
 
 // summaryRE matches the counts in gapmirror's summary line.
-var summaryRE = regexp.MustCompile(`(\d+) images copied, (\d+) already there, (\d+) failed`)
+var summaryRE = regexp.MustCompile(`(\d+) copied, (\d+) already at the destination, (\d+) built by gapmirror, (\d+) failed`)
 
-// counts reads copied, already-there and failed from a run's output.
+// counts reads copied, already-there and failed from a run's output; the
+// images gapmirror built itself (catalogs, the graph image) count as there.
 func counts(output string) (copied, there, failed int, ok bool) {
 	m := summaryRE.FindStringSubmatch(output)
 	if m == nil {
@@ -303,8 +304,9 @@ func counts(output string) (copied, there, failed int, ok bool) {
 	}
 	copied, _ = strconv.Atoi(m[1])
 	there, _ = strconv.Atoi(m[2])
-	failed, _ = strconv.Atoi(m[3])
-	return copied, there, failed, true
+	built, _ := strconv.Atoi(m[3])
+	failed, _ = strconv.Atoi(m[4])
+	return copied, there + built, failed, true
 }
 
 // wantImages is how many images every trip mirrors: the additional
@@ -320,7 +322,7 @@ func (d *demo) wantImages() int {
 func (d *demo) checkCounts(name, output string, rerun bool) {
 	copied, there, failed, ok := counts(output)
 	if !ok {
-		d.check(false, "%s: no \"N images copied, N already there, N failed\" summary in the output", name)
+		d.check(false, "%s: no \"N copied, N already at the destination, N built by gapmirror, N failed\" summary in the output", name)
 		return
 	}
 	want := d.wantImages()

@@ -1,0 +1,222 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// TestProgressFromPlan: the copy's progress knows its byte and blob totals
+// from its first reading, only moves forward, ends at the bytes moved plus
+// those found, and agrees with the Result's tally; the planning pass costs
+// the mirror no extra request on a rerun.
+func TestProgressFromPlan(t *testing.T) {
+	ctx := context.Background()
+	up := registrytest.Start(t, registrytest.Options{})
+	dst := registrytest.Start(t, registrytest.Options{})
+	shared := imagebuilder.RandomLayer(7, 64<<10)
+	var set imageset.Set
+	push := func(i int) {
+		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{shared, imagebuilder.RandomLayer(uint64(200+i), int64(32<<10+i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo := fmt.Sprintf("ns/app-%d", i)
+		if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: up.URL()}, repo, "v1", img); err != nil {
+			t.Fatal(err)
+		}
+		set.Images = append(set.Images, imageset.Image{Source: up.Host() + "/" + repo + "@" + img.Digest.String(), Origin: up.Host() + "/" + repo + ":v1",
+			Digest: img.Digest.String(), Destination: repo + ":v1", Kind: imageset.KindAdditional})
+	}
+	for i := 0; i < 6; i++ {
+		push(i)
+	}
+	run := func() (*Result, []Counts) {
+		src := NewUpstream(testOptions(t))
+		mir, err := NewMirror(dst.Host()+"/m", testOptions(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewLineProgress(slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
+		var mu sync.Mutex
+		var seen []Counts
+		m.Observe(func(c Counts) {
+			mu.Lock()
+			seen = append(seen, c)
+			mu.Unlock()
+		})
+		res := copyPlanned(ctx, &set, src, mir, Options{ParallelImages: 3, Progress: m})
+		m.Finish()
+		if res.Err() != nil {
+			t.Fatal(res.Err())
+		}
+		var copying []Counts
+		for _, c := range seen {
+			if c.Phase == "copying" {
+				copying = append(copying, c)
+			}
+		}
+		if len(copying) < 2 {
+			t.Fatalf("%d progress readings while copying", len(copying))
+		}
+		return res, copying
+	}
+	check := func(name string, res *Result, cs []Counts) {
+		t.Helper()
+		first, last := cs[0], cs[len(cs)-1]
+		if first.Bytes != last.Bytes || first.Blobs != last.Blobs || !first.TotalKnown {
+			t.Errorf("%s: the first reading's total %d bytes / %d blobs is not the final %d / %d", name, first.Bytes, first.Blobs, last.Bytes, last.Blobs)
+		}
+		for i := 1; i < len(cs); i++ {
+			if cs[i].Done < cs[i-1].Done || cs[i].Bytes < cs[i-1].Bytes || cs[i].ImagesDone < cs[i-1].ImagesDone {
+				t.Errorf("%s: progress went back: %+v after %+v", name, cs[i], cs[i-1])
+			}
+		}
+		tl := res.Tally
+		if last.Done != last.Bytes || last.Done != tl.BytesMoved+tl.BytesFound {
+			t.Errorf("%s: progress ended at %d of %d bytes; moved %d + found %d", name, last.Done, last.Bytes, tl.BytesMoved, tl.BytesFound)
+		}
+		if tl.BytesMoved != res.Bytes || tl.BlobsMoved != res.Blobs {
+			t.Errorf("%s: tally moved %d blobs / %d bytes, the copy counted %d / %d", name, tl.BlobsMoved, tl.BytesMoved, res.Blobs, res.Bytes)
+		}
+		if tl.BlobsMoved+tl.BlobsFound != tl.Blobs || tl.BytesMoved+tl.BytesFound != tl.Bytes || tl.Blobs != last.Blobs {
+			t.Errorf("%s: blobs do not add up: %+v (progress: %d blobs)", name, tl, last.Blobs)
+		}
+	}
+	res, cs := run()
+	check("first run", res, cs)
+	// 6 images: the shared layer once, 6 own layers, 6 configs (distinct sizes).
+	if res.Tally.Blobs != 13 || res.Tally.BlobsMoved != 13 || res.Tally.Reused != 5 {
+		t.Errorf("first run: tally %+v, want 13 blobs moved and 5 shared references reused", res.Tally)
+	}
+
+	// Two new images, the others already at the mirror: the planning pass
+	// answers the copy's existence checks, one HEAD per image in all.
+	push(6)
+	push(7)
+	onDst := &requestCounter{n: map[string]int{}}
+	dst.SetWrap(onDst.wrap)
+	res, cs = run()
+	dst.SetWrap(nil)
+	check("rerun", res, cs)
+	if len(res.Skipped) != 6 || len(res.Copied) != 2 {
+		t.Errorf("rerun: %d skipped, %d copied; want 6 and 2", len(res.Skipped), len(res.Copied))
+	}
+	if got := onDst.n["HEAD manifest"]; got != len(set.Images) {
+		t.Errorf("rerun: %d manifest HEADs for %d images (%v)", got, len(set.Images), onDst.n)
+	}
+}
+
+// TestClassify: each failure is classified once; permanent ones are not
+// retried and registry-level ones are marked so.
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		msg       string
+		kind      string
+		registry  bool
+		transient bool
+	}{
+		{`pinging container registry r:5000: Get "https://r:5000/v2/": http: server gave HTTP response to HTTPS client`, CauseScheme, true, false},
+		{`Get "https://r/v2/": tls: failed to verify certificate: x509: certificate signed by unknown authority`, CauseTLS, true, false},
+		{`dial tcp: lookup nowhere.invalid: no such host`, CauseDNS, true, false},
+		{`reading manifest v9 in r/apps/app: manifest unknown`, CauseNotFound, false, false},
+		{`unauthorized: authentication required`, CauseAuth, true, false},
+		{`requested access to the resource is denied`, CauseDenied, false, false},
+		{`dial tcp 127.0.0.1:1: connect: connection refused`, CauseUnreachable, false, true},
+		{`received unexpected HTTP status: 503 Service Unavailable`, CauseTransient, false, true},
+		{`net/http: TLS handshake timeout`, CauseTransient, false, true},
+	}
+	for _, c := range cases {
+		err := explain(errors.New(c.msg), "r/apps/app:v1")
+		got := Classify(err)
+		if got.Kind != c.kind || got.Registry != c.registry || Transient(err) != c.transient {
+			t.Errorf("%q: %+v transient=%v; want %s registry=%v transient=%v", c.msg, got, Transient(err), c.kind, c.registry, c.transient)
+		}
+	}
+	var calls int
+	err := Retry(context.Background(), 5, time.Millisecond, func() error {
+		calls++
+		return explain(errors.New("http: server gave HTTP response to HTTPS client"), "r/x:v1")
+	})
+	if calls != 1 || err == nil {
+		t.Errorf("a permanent failure was tried %d times", calls)
+	}
+}
+
+// TestMessage: each part of a failure once, and no upload token or
+// credential in it.
+func TestMessage(t *testing.T) {
+	err := fmt.Errorf("r/apps/app-0:v9: %w", fmt.Errorf("r/apps/app-0:v9: %w",
+		errors.New(`writing blob: uploading layer to https://r/v2/apps/blobs/uploads/abc?_state=c2VjcmV0LXN0YXRl&digest=sha256:1: Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.secret: 500`)))
+	got := Message(err)
+	if strings.Count(got, "r/apps/app-0:v9") != 1 {
+		t.Errorf("repeated prefix: %s", got)
+	}
+	for _, bad := range []string{"c2VjcmV0LXN0YXRl", "eyJhbGciOiJSUzI1NiJ9"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("secret %q in %s", bad, got)
+		}
+	}
+	if !strings.Contains(Redact("https://user:hunter2@r/v2/"), "REDACTED") || strings.Contains(Redact("https://user:hunter2@r/v2/"), "hunter2") {
+		t.Errorf("password in URL not redacted: %s", Redact("https://user:hunter2@r/v2/"))
+	}
+}
+
+// TestBarKeepsLogLines: on a terminal, a log line clears the status line,
+// prints, and the status comes back; readings say images, IEC bytes and
+// percent.
+func TestBarKeepsLogLines(t *testing.T) {
+	var buf strings.Builder
+	term := NewTerminal(&buf)
+	m := NewBarProgress(term, nil)
+	m.Phase("copying", 2, Totals{Blobs: 2, Bytes: 3 << 20})
+	m.Add(1 << 20)
+	m.ImageDone(imageset.Image{Destination: "a:v1"}, false, nil)
+	io.WriteString(term, "2026-11-25T00:00:00.000Z INFO  a log line\n")
+	m.Finish()
+	out := buf.String()
+	for _, want := range []string{"copying 1/2 images [", " 33% 1.0 MiB/3.0 MiB, blobs 0/2", "\r\033[K2026-11-25T00:00:00.000Z INFO  a log line\ncopying 1/2 images"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, out)
+		}
+	}
+	if !strings.HasSuffix(out, "\r\033[K") {
+		t.Errorf("the status line is not cleared at the end: %q", out)
+	}
+}
+
+// TestNestedPhase: a copy resolution needs (a rebuilt catalog) shows its
+// phases, then the resolving phase comes back and ends last.
+func TestNestedPhase(t *testing.T) {
+	m := NewLineProgress(nil, time.Hour)
+	var phases []string
+	m.Observe(func(c Counts) {
+		p := c.Phase
+		if c.FinalReport {
+			p += " done"
+		}
+		if len(phases) == 0 || phases[len(phases)-1] != p {
+			phases = append(phases, p)
+		}
+	})
+	m.Phase("resolving", 0, Totals{})
+	m.Phase("planning", 1, Totals{})
+	m.Phase("copying", 1, Totals{})
+	m.ImageDone(imageset.Image{Destination: "catalog:v1"}, false, nil)
+	m.Finish()
+	m.Finish()
+	want := []string{"resolving", "planning", "planning done", "copying", "copying done", "resolving", "resolving done"}
+	if strings.Join(phases, ",") != strings.Join(want, ",") {
+		t.Errorf("phases %v, want %v", phases, want)
+	}
+}

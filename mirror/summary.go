@@ -1,0 +1,413 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
+)
+
+// Summary prints what the trip did: one set of figures, then each failure
+// cause once with its fix and the images it hit.
+func (r *Report) Summary(w io.Writer) {
+	if r.Result == nil {
+		sigs := ""
+		if n := r.Set.Signatures(); n > 0 {
+			sigs = fmt.Sprintf(" and %d signatures", n)
+		}
+		fmt.Fprintf(w, "%s (dry run, nothing copied): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures(), sigs, filepath.Join(r.Workspace, "dry-run"))
+		r.printBlocked(w)
+		r.printPrune(w)
+		r.printFailures(w)
+		return
+	}
+	res := r.Result
+	n := r.Counts()
+	fmt.Fprintf(w, "%s: %d images: %d copied, %d already at the destination, %d built by gapmirror, %d failed\n",
+		r.Mode, n.Images, n.Copied, n.AlreadyThere, n.Built, n.Failed)
+	t := res.Tally
+	secs := res.Duration.Seconds()
+	inSet := "met"
+	switch {
+	case t.Known && t.Unread > 0:
+		// Images found at the destination were checked, not read.
+		inSet = "in the images to copy"
+	case t.Known:
+		inSet = "in the set"
+	}
+	fmt.Fprintf(w, "blobs: %d %s (%s): %d moved (%s), %d already at the destination (%s); %d shared references reused; %.1fs, %s/s\n",
+		t.Blobs, inSet, HumanBytes(t.Bytes), t.BlobsMoved, HumanBytes(t.BytesMoved), t.BlobsFound, HumanBytes(t.BytesFound), t.Reused,
+		secs, HumanBytes(int64(float64(t.BytesMoved)/max(secs, 0.001))))
+	if n.Signatures > 0 {
+		fmt.Fprintf(w, "signatures: %d copied, %d already at the destination, %d failed\n", n.SigCopied, n.SigThere, n.SigFailed)
+	}
+	r.printBlocked(w)
+	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
+		// The copy itself succeeded; the admin must still learn the mirror
+		// lacks what mirror-to-disk could not get.
+		fmt.Fprintf(w, "the archive is partial: mirror-to-disk left out %d images, so the mirror does not have them: %s; fix them on the connected side (its summary says how) and carry the next archive\n",
+			len(r.LeftOut), strings.Join(r.LeftOut, ", "))
+	}
+	if len(r.Archive) > 0 {
+		fmt.Fprintf(w, "archive: %d blobs and manifests (%s) in %d chunk(s)", r.ArchiveFiles, HumanBytes(r.ArchiveBytes), len(r.Archive))
+		if r.ArchiveCarried > 0 {
+			fmt.Fprintf(w, "; %d more carried by earlier archives", r.ArchiveCarried)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, c := range r.Archive {
+		fmt.Fprintf(w, "archive: %s\n", c)
+	}
+	for _, c := range r.ClusterResources {
+		fmt.Fprintf(w, "cluster resource: %s\n", c)
+	}
+	for _, c := range r.HelmCharts {
+		fmt.Fprintf(w, "helm chart: %s\n", c)
+	}
+	r.printPrune(w)
+	r.printFailures(w)
+}
+
+// RunCounts are a run's image figures; Copied + AlreadyThere + Built +
+// Failed = Images (signatures excluded; failed includes the images that
+// could not be resolved).
+type RunCounts struct {
+	Images, Copied, AlreadyThere, Built, Failed int
+	Signatures, SigCopied, SigThere, SigFailed  int
+}
+
+// Counts adds up the run's images.
+func (r *Report) Counts() RunCounts {
+	var n RunCounts
+	count := func(img imageset.Image, copied, there, failed *int, sig *int) {
+		switch {
+		case img.Kind == imageset.KindSignature:
+			*sig++
+			n.Signatures++
+		case img.Built && failed == nil:
+			n.Built++
+			n.Images++
+		default:
+			n.Images++
+			if failed != nil {
+				*failed++
+			} else if copied != nil {
+				*copied++
+			} else {
+				*there++
+			}
+		}
+	}
+	if r.Result != nil {
+		for _, img := range r.Result.Copied {
+			count(img, &n.Copied, nil, nil, &n.SigCopied)
+		}
+		for _, img := range r.Result.Skipped {
+			count(img, nil, &n.AlreadyThere, nil, &n.SigThere)
+		}
+		for _, f := range r.Result.Failed {
+			count(f.Image, nil, nil, &n.Failed, &n.SigFailed)
+		}
+	}
+	if r.Resolution != nil {
+		for _, f := range r.Resolution.Failed {
+			if !f.NotImage {
+				n.Images++
+				n.Failed++
+			}
+		}
+	}
+	return n
+}
+
+// failureGroup is the failures of one cause at one place.
+type failureGroup struct {
+	cause  Cause
+	where  string // registry host, when known
+	answer string // the registry's answer (or the error) of the first
+	images []string
+}
+
+// failures groups the run's failures by cause and registry, in the order
+// first met (resolution first).
+func (r *Report) failures() []*failureGroup {
+	var groups []*failureGroup
+	byKey := map[string]*failureGroup{}
+	add := func(name string, err error) {
+		cause := Classify(err)
+		where, answer := "", Message(err)
+		var re *RegistryError
+		if errors.As(err, &re) {
+			where = re.Host()
+		}
+		if errors.As(err, &re) && re == err {
+			answer = Message(re.Err) // the fix has a line of its own
+		}
+		key := cause.Kind + "\x00" + where
+		if where == "" || cause.Kind == CauseOther {
+			key += "\x00" + answer // unlike causes stay apart
+		}
+		g := byKey[key]
+		if g == nil {
+			g = &failureGroup{cause: cause, where: where, answer: answer}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.images = append(g.images, name)
+	}
+	if r.Resolution != nil {
+		for _, f := range r.Resolution.Failed {
+			name := f.Origin
+			if f.Why != "" {
+				name += " (" + f.Why + ")"
+			}
+			add(name, f.Err)
+		}
+	}
+	if r.Result != nil {
+		for _, f := range r.Result.Failed {
+			name := f.Image.Origin
+			if needs := neededBy(f.Image); needs != "" {
+				name += " (needed by " + needs + ")"
+			}
+			// Copy prefixes the image's names, which the list shows.
+			err := f.Err
+			if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), f.Image.Origin+" (") {
+				err = inner
+			}
+			add(name, err)
+		}
+	}
+	return groups
+}
+
+// printFailures prints each cause once: count, where, the registry's
+// answer, the fix, up to five images; then where the full list is.
+func (r *Report) printFailures(w io.Writer) {
+	groups := r.failures()
+	if len(groups) == 0 {
+		return
+	}
+	transient := false
+	for _, g := range groups {
+		where := ""
+		if g.where != "" {
+			where = " at " + g.where
+		}
+		what := "images"
+		if len(g.images) == 1 {
+			what = "image"
+		}
+		fmt.Fprintf(w, "FAILED %d %s%s (%s): %s\n", len(g.images), what, where, g.cause.Kind, g.answer)
+		if g.cause.Fix != "" {
+			fmt.Fprintf(w, "  fix: %s\n", g.cause.Fix)
+		}
+		if g.cause.Registry && len(g.images) > 1 {
+			fmt.Fprintf(w, "  every image of %s stopped at once: no retry fixes this\n", g.where)
+		}
+		list, more := g.images, ""
+		if len(list) > 5 {
+			list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
+		}
+		fmt.Fprintf(w, "  %s%s\n", strings.Join(list, ", "), more)
+		transient = transient || g.cause.Kind == CauseTransient || g.cause.Kind == CauseUnreachable
+	}
+	r.printAdvice(w)
+	switch {
+	case r.FailedFile != "" && transient:
+		fmt.Fprintf(w, "full list: %s; retry exactly these: --retry-failed %s\n", r.FailedFile, r.FailedFile)
+	case r.FailedFile != "":
+		fmt.Fprintf(w, "full list: %s; once fixed, --retry-failed %s copies just these\n", r.FailedFile, r.FailedFile)
+	case r.Result == nil:
+		fmt.Fprintf(w, "dry run: nothing was copied; fix the above and run again\n")
+	}
+}
+
+// printAdvice says what the failures of whole sections mean.
+func (r *Report) printAdvice(w io.Writer) {
+	if r.Resolution == nil {
+		return
+	}
+	refused, unsigned, unusable := 0, 0, 0
+	for _, f := range r.Resolution.Failed {
+		switch {
+		case f.NotImage:
+			unusable++
+		case errors.Is(f.Err, release.ErrReleaseNotVerified):
+			refused++
+		case errors.Is(f.Err, ErrPolicyRefused):
+			unsigned++
+		}
+	}
+	if unusable > 0 {
+		fmt.Fprintf(w, "%d helm repositories, charts or chart images could not be used, so the images they name were not mirrored: fix what their FAILED lines say and run again\n", unusable)
+	}
+	if refused > 0 {
+		fmt.Fprintf(w, "%d release(s) refused for their signatures were not mirrored: fix the signature store (--release-signature-url) or the trusted keys (--release-signature-key) and run again\n", refused)
+	}
+	if unsigned > 0 {
+		fmt.Fprintf(w, "%d image(s) refused by the signature policy were not mirrored: have them signed, or fix the policy (--policy), and run again\n", unsigned)
+	}
+}
+
+// printBlocked says which images mirror.blockedImages kept out, so the
+// summary does not read as if the whole configuration was mirrored.
+func (r *Report) printBlocked(w io.Writer) {
+	if r.Resolution == nil || len(r.Resolution.Blocked) == 0 {
+		return
+	}
+	list := r.Resolution.Blocked
+	more := ""
+	if len(list) > 5 {
+		list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
+	}
+	fmt.Fprintf(w, "%d images left out by mirror.blockedImages (not mirrored, not in IDMS/ITMS): %s%s\n", len(r.Resolution.Blocked), strings.Join(list, ", "), more)
+}
+
+// neededBy names who needs an operator image or an image several sections
+// share (its Why, the first few), so a failure says which bundles it leaves
+// incomplete; "" for other images.
+func neededBy(img imageset.Image) string {
+	if img.Kind != imageset.KindOperatorBundle && img.Kind != imageset.KindOperatorRelated && len(img.AlsoKinds) == 0 {
+		return ""
+	}
+	if len(img.Why) > 3 {
+		return strings.Join(img.Why[:3], "; ") + fmt.Sprintf(" and %d more", len(img.Why)-3)
+	}
+	return strings.Join(img.Why, "; ")
+}
+
+// Err is nil when every image made it, else a FailedError.
+func (r *Report) Err() error {
+	if r.Result == nil && len(r.Resolution.Failed) == 0 {
+		return r.pruneErr()
+	}
+	fe := &FailedError{DryRun: r.Result == nil}
+	for _, f := range r.Resolution.Failed {
+		fe.Groups = append(fe.Groups, f.Kind.Group())
+		fe.Errs = append(fe.Errs, fmt.Errorf("%s: %w", f.Origin, f.Err))
+	}
+	if r.Result != nil {
+		for _, f := range r.Result.Failed {
+			fe.Groups = append(fe.Groups, f.Image.Groups()...)
+			fe.Errs = append(fe.Errs, f.Err)
+		}
+		fe.Mirrored = len(r.Result.Copied) + len(r.Result.Skipped)
+	}
+	if len(fe.Errs) == 0 {
+		return r.pruneErr()
+	}
+	kinds := map[string]bool{}
+	groups := r.failures()
+	for _, g := range groups {
+		k := g.cause.Kind
+		if g.where != "" {
+			k += " at " + g.where
+		}
+		if !kinds[k] {
+			kinds[k] = true
+			fe.Causes = append(fe.Causes, k)
+		}
+	}
+	sort.Strings(fe.Causes)
+	if len(groups) == 1 {
+		fe.Fix = groups[0].cause.Fix
+	}
+	return fe
+}
+
+// FailedError says which images failed; its exit code has a bit per
+// content group (2 release, 4 operator, 8 additional, 16 helm).
+type FailedError struct {
+	Groups []string
+	Errs   []error
+	// Causes are the kinds of failure (Classify), for the one-line message.
+	Causes []string
+	// DryRun: nothing was copied. Mirrored: images that did make it.
+	DryRun   bool
+	Mirrored int
+	// Fix is what to do, when every failure has the same cause.
+	Fix string
+}
+
+// Error is one line: the details were printed once, grouped, above.
+func (e *FailedError) Error() string {
+	causes := ""
+	if len(e.Causes) > 0 {
+		causes = " (" + strings.Join(e.Causes, ", ") + ")"
+	}
+	if e.Fix != "" {
+		causes += ": " + e.Fix
+	}
+	what := "images or charts"
+	if len(e.Errs) == 1 {
+		what = "image or chart"
+	}
+	switch {
+	case e.DryRun:
+		return fmt.Sprintf("dry run: %d %s cannot be mirrored%s, see FAILED above; nothing was copied", len(e.Errs), what, causes)
+	case e.Mirrored > 0:
+		return fmt.Sprintf("%d %s failed%s, see FAILED above; %d others are at the destination", len(e.Errs), what, causes, e.Mirrored)
+	default:
+		return fmt.Sprintf("%d %s failed%s, see FAILED above; none are at the destination", len(e.Errs), what, causes)
+	}
+}
+
+// ExitCode is the OR of the failed groups' bits.
+func (e *FailedError) ExitCode() int {
+	code := 0
+	for _, g := range e.Groups {
+		switch g {
+		case "release":
+			code |= 2
+		case "operator":
+			code |= 4
+		case "helm":
+			code |= 16
+		default:
+			code |= 8
+		}
+	}
+	if code == 0 {
+		code = 1
+	}
+	return code
+}
+
+// unresolvedRecords are the failure file's entries for images that never
+// resolved, so a --retry-failed run still reports them missing.
+func unresolvedRecords(res *imageset.Resolution) []failureRecord {
+	if res == nil {
+		return nil
+	}
+	var out []failureRecord
+	for _, f := range res.Failed {
+		if !f.NotImage {
+			out = append(out, failureRecord{Image: f.Origin, Error: Message(f.Err), Unresolved: true, Kind: f.Kind})
+		}
+	}
+	return out
+}
+
+// stillUnresolved are the entries of a failure file --retry-failed cannot
+// copy: images its run never resolved to a digest (left in missing).
+func stillUnresolved(all []failureRecord, missing map[string]bool, file string) []imageset.Unresolved {
+	var out []imageset.Unresolved
+	for _, f := range all {
+		if !missing[f.Image] {
+			continue
+		}
+		kind := f.Kind
+		if kind == "" {
+			kind = imageset.KindAdditional
+		}
+		out = append(out, imageset.Unresolved{Origin: f.Image, Kind: kind,
+			Err: fmt.Errorf("still missing: the run that wrote %s never resolved it to a digest, so --retry-failed cannot copy it (%s); run the whole configuration again once that is fixed", file, f.Error)})
+	}
+	return out
+}

@@ -1,0 +1,236 @@
+package mirror
+
+import (
+	"context"
+	"io"
+	"sync"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
+	"go.podman.io/image/v5/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/registryapi"
+)
+
+// copyPlanned copies set from src to dst after a planning pass that asks
+// the destination which images it lacks and reads their manifests, so that
+// progress shows the true blob and byte totals from its first frame. The
+// copy is handed the answers the pass got, so no request is made twice.
+func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
+	o := opts.withDefaults()
+	ps, pd := &plannedSource{Source: src, manifests: map[string]manifestRead{}}, &plannedDestination{Destination: dst, has: map[string]bool{}}
+	o.Progress.Phase("planning", len(set.Images)-set.Signatures(), Totals{})
+	of := map[string][]ocispec.Descriptor{}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.ParallelImages)
+	for _, img := range set.Images {
+		g.Go(func() error {
+			blobs, ok := planImage(gctx, img, src, dst, o.Force, ps, pd)
+			if ok {
+				mu.Lock()
+				of[img.Destination] = blobs
+				mu.Unlock()
+			}
+			o.Progress.ImageDone(img, false, nil)
+			return nil // the copy meets and reports any failure
+		})
+	}
+	g.Wait()
+	opts.Totals = TotalsOf(of)
+	return Copy(ctx, set, ps, pd, opts)
+}
+
+// planImage asks dst whether it has img and, when not, reads img's
+// manifests from src; ok is false when it could not tell (the copy will).
+func planImage(ctx context.Context, img imageset.Image, src Source, dst Destination, force bool, ps *plannedSource, pd *plannedDestination) (blobs []ocispec.Descriptor, ok bool) {
+	d := digest.Digest(img.Digest)
+	if d.Validate() != nil {
+		return nil, false
+	}
+	if !force {
+		has, err := dst.HasManifest(ctx, img, d)
+		if err != nil {
+			return nil, false
+		}
+		pd.remember(img, has)
+		if has {
+			return nil, true // nothing to move; found blobs are counted as met
+		}
+	}
+	read, done := planReader(src, img)
+	defer done()
+	var walk func(d digest.Digest, top bool) bool
+	walk = func(d digest.Digest, top bool) bool {
+		data, mt, err := read(ctx, d)
+		if err != nil || digest.FromBytes(data) != d {
+			return false
+		}
+		ps.remember(img, d, data, mt)
+		if guessed := mediaTypeOf(data); guessed != "" {
+			mt = guessed
+		}
+		if isIndex(mt) {
+			kids, err := children(data)
+			if err != nil {
+				return false
+			}
+			if top {
+				if kids, err = instances(img, d, kids); err != nil {
+					return false
+				}
+			}
+			for _, k := range kids {
+				if !walk(k.Digest, false) {
+					return false
+				}
+			}
+			return true
+		}
+		bs, err := blobsOf(data)
+		if err != nil {
+			return false
+		}
+		blobs = append(blobs, bs...)
+		return true
+	}
+	if !walk(d, true) {
+		return nil, false
+	}
+	return blobs, true
+}
+
+// planReader is how the planning pass reads img's manifests: from local
+// sources directly; from a registry through the run's one client for its
+// host, so that planning thousands of images holds no connection per image
+// (else through the image's own source, closed when planned: the copy opens
+// it again).
+func planReader(src Source, img imageset.Image) (read func(context.Context, digest.Digest) ([]byte, string, error), done func()) {
+	direct := func(ctx context.Context, d digest.Digest) ([]byte, string, error) { return src.Manifest(ctx, img, d) }
+	var r *Registry
+	switch s := src.(type) {
+	case *Registry:
+		r = s
+	case builtSource:
+		if reg, ok := s.Source.(*Registry); ok && !s.local(img) {
+			r = reg
+		}
+	}
+	if r == nil {
+		return direct, func() {}
+	}
+	if named, c := r.planClient(img); c != nil {
+		return func(ctx context.Context, d digest.Digest) ([]byte, string, error) {
+			return c.Manifest(ctx, reference.Path(named), d.String())
+		}, func() {}
+	}
+	return direct, func() { r.ImageDone(img) }
+}
+
+// planClient is the run's shared client for img's registry when reading by
+// digest through it reaches the same place containers/image would: one pull
+// source in registries.conf, not blocked, not marked insecure.
+func (r *Registry) planClient(img imageset.Image) (reference.Named, *registryapi.Client) {
+	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	if err != nil {
+		return nil, nil
+	}
+	if r.root == "" {
+		reg, err := sysregistriesv2.FindRegistry(r.sys, named.String())
+		if err != nil {
+			return nil, nil
+		}
+		if reg != nil {
+			sources, err := reg.PullSourcesFromReference(named)
+			if reg.Blocked || err != nil || len(sources) != 1 || sources[0].Endpoint.Insecure && r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
+				return nil, nil
+			}
+			named = sources[0].Reference
+		}
+	}
+	c := r.sharedClient(named)
+	if c == nil {
+		return nil, nil
+	}
+	return named, c
+}
+
+type manifestRead struct {
+	data []byte
+	mt   string
+}
+
+// plannedSource serves the manifests the planning pass read, each once.
+type plannedSource struct {
+	Source
+	mu        sync.Mutex
+	manifests map[string]manifestRead
+}
+
+func (p *plannedSource) remember(img imageset.Image, d digest.Digest, data []byte, mt string) {
+	p.mu.Lock()
+	p.manifests[img.Destination+"@"+d.String()] = manifestRead{data, mt}
+	p.mu.Unlock()
+}
+
+func (p *plannedSource) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+	k := img.Destination + "@" + d.String()
+	p.mu.Lock()
+	m, ok := p.manifests[k]
+	delete(p.manifests, k)
+	p.mu.Unlock()
+	if ok {
+		return m.data, m.mt, nil
+	}
+	return p.Source.Manifest(ctx, img, d)
+}
+
+func (p *plannedSource) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	return p.Source.Blob(ctx, img, desc)
+}
+
+func (p *plannedSource) ImageDone(img imageset.Image) {
+	if d, ok := p.Source.(imageDone); ok {
+		d.ImageDone(img)
+	}
+}
+
+func (p *plannedSource) unwrap() Source { return p.Source }
+
+// plannedDestination answers the copy's first HasManifest of an image from
+// the planning pass.
+type plannedDestination struct {
+	Destination
+	mu  sync.Mutex
+	has map[string]bool
+}
+
+func (p *plannedDestination) remember(img imageset.Image, has bool) {
+	p.mu.Lock()
+	p.has[img.Destination+"@"+img.Digest] = has
+	p.mu.Unlock()
+}
+
+func (p *plannedDestination) HasManifest(ctx context.Context, img imageset.Image, d digest.Digest) (bool, error) {
+	k := img.Destination + "@" + d.String()
+	p.mu.Lock()
+	has, ok := p.has[k]
+	delete(p.has, k)
+	p.mu.Unlock()
+	if ok {
+		return has, nil
+	}
+	return p.Destination.HasManifest(ctx, img, d)
+}
+
+func (p *plannedDestination) ImageDone(img imageset.Image) {
+	if d, ok := p.Destination.(imageDone); ok {
+		d.ImageDone(img)
+	}
+}
+
+func (p *plannedDestination) unwrap() Destination { return p.Destination }
