@@ -134,8 +134,12 @@ func Classify(err error) Cause {
 	case strings.Contains(msg, "no such host"):
 		return Cause{Kind: CauseDNS, Registry: true, Fix: "the registry's host name does not resolve: check the name (and DNS, HTTP(S)_PROXY)"}
 	}
+	var pe *registryapi.Error
+	if errors.As(err, &pe) && pe.Denied {
+		return Cause{Kind: CauseDenied, Fix: "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"}
+	}
 	var unauthorized docker.ErrUnauthorizedForCredentials
-	if errors.As(err, &unauthorized) || hasStatus(err, http.StatusUnauthorized) || hasCode(err, errcode.ErrorCodeUnauthorized) ||
+	if errors.As(err, &unauthorized) || errors.Is(err, registryapi.ErrNoCredentials) || hasStatus(err, http.StatusUnauthorized) || hasCode(err, errcode.ErrorCodeUnauthorized) ||
 		strings.Contains(low, "unauthorized") || strings.Contains(low, "authentication required") {
 		return Cause{Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"}
 	}

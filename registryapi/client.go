@@ -47,6 +47,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/sirupsen/logrus"
 	"go.podman.io/image/v5/pkg/docker/config"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 	"go.podman.io/image/v5/types"
@@ -113,7 +114,7 @@ func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", host, err)
 	}
-	c := &Client{host: host, creds: creds, ua: "gapmirror", base: tr, insecure: insecure, scheme: "https", tokens: map[string]*token{}}
+	c := &Client{host: host, creds: creds, ua: "gapmirror", base: tracing{tr}, insecure: insecure, scheme: "https", tokens: map[string]*token{}}
 	if sys != nil && sys.DockerRegistryUserAgent != "" {
 		c.ua = sys.DockerRegistryUserAgent
 	}
@@ -337,8 +338,12 @@ func (c *Client) relogin(ctx context.Context, challenge, scope string) error {
 	}
 }
 
+// ErrNoCredentials marks a registry asking for credentials the run has none
+// for: no retry helps, so callers classify it as an authentication failure.
+var ErrNoCredentials = errors.New("no credentials configured")
+
 func (c *Client) noCredentials() error {
-	return fmt.Errorf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile", c.host, c.host)
+	return fmt.Errorf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile: %w", c.host, c.host, ErrNoCredentials)
 }
 
 // token returns a bearer token for scope, from the token server when none
@@ -447,6 +452,9 @@ type Error struct {
 	// Retry: sending the request again may succeed (an upload whose token
 	// expired on the way).
 	Retry bool
+	// Denied: the credentials were accepted but lack the action (403, or a
+	// token registry's 401 with error="insufficient_scope").
+	Denied bool
 }
 
 func (e *Error) Error() string {
@@ -530,6 +538,25 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// tracing logs each request at logrus debug level, the way containers/image
+// logs its own, so --log-level trace shows every request whichever client
+// sent it.
+type tracing struct{ next http.RoundTripper }
+
+func (t tracing) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !logrus.IsLevelEnabled(logrus.DebugLevel) {
+		return t.next.RoundTrip(req)
+	}
+	start := time.Now()
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		logrus.Debugf("%s %s: %v (%s)", req.Method, redact(req.URL), err, time.Since(start).Round(time.Millisecond))
+		return resp, err
+	}
+	logrus.Debugf("%s %s: %d (%s)", req.Method, redact(req.URL), resp.StatusCode, time.Since(start).Round(time.Millisecond))
+	return resp, nil
+}
+
 // redact is u without its query (an upload location's _state, tokens).
 func redact(u *url.URL) string {
 	v := *u
@@ -542,6 +569,7 @@ func (c *Client) answer(resp *http.Response, method string) *Error {
 	defer drain(resp)
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	e := &Error{Method: method, URL: redact(resp.Request.URL), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: c.authHint(resp.StatusCode, resp.Header.Get("WWW-Authenticate"))}
+	e.Denied = resp.StatusCode == http.StatusForbidden || (resp.StatusCode == http.StatusUnauthorized && strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope"))
 	var errs struct {
 		Errors []struct {
 			Code string `json:"code"`
