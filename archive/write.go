@@ -66,10 +66,11 @@ var partialRE = regexp.MustCompile(`^mirror_([0-9]{4,}_)?[0-9]{6,}\.tar\.[A-Za-z
 // Chunks are written under temporary names and moved into place only when
 // every one is complete and synced, so an interrupted or failed Write leaves
 // no mirror_*.tar a reader would trust, and an older archive already in dir
-// stays intact. Once the new archive is complete it replaces the older one:
-// its chunk 1 is removed first, then the new chunks are renamed into place
-// (chunk 1 last) and chunks of the older archive beyond the new count are
-// removed. Only one Write may run in a directory at a time.
+// stays intact. An archive with a sequence (opts.Seq) never replaces another
+// (see WriteOptions.Seq); one that does (same names) is replaced only once
+// the new archive is complete: its chunk 1 is removed first, then the new
+// chunks are renamed into place (chunk 1 last) and its chunks beyond the
+// new count are removed. Only one Write may run in a directory at a time.
 func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts WriteOptions) (*Index, error) {
 	if opts.MaxChunk == 0 {
 		opts.MaxChunk = DefaultMaxChunk
@@ -112,18 +113,29 @@ func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts W
 		w.total += b.Size
 	}
 	defer w.cleanup()
-	for n := 2; n <= len(l.chunks); n++ {
+	if err := w.write(); err != nil {
+		// cleanup removes every chunk written so far: all of it is needed again.
+		var need int64
+		for _, c := range out.Chunks {
+			need += c.Size
+		}
+		return nil, NoSpace(err, dir, need, false)
+	}
+	return out, nil
+}
+
+// write writes the chunks under temporary names (chunk 1, with the index,
+// last) and moves them into place.
+func (w *writer) write() error {
+	for n := 2; n <= len(w.layout.chunks); n++ {
 		if err := w.writeChunk(n); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := w.writeFirstChunk(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := w.commit(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return w.commit()
 }
 
 // prepare copies idx, fills defaults and derived fields, and validates it.

@@ -153,6 +153,11 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		return nil, fmt.Errorf("--max-nested-paths shortens the repository paths of a mirror registry; mirror-to-disk has none: give it to disk-to-mirror when pushing the archive")
 	}
 	ws := filepath.Join(dir, WorkingDir)
+	release, err := t.lockRun(ctx, ws, true)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	up := NewUpstream(t.Upstream)
 	defer up.Close()
 	store, err := OpenStore(t.StoreDir)
@@ -222,7 +227,9 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 	}
 	carried := map[digest.Digest]bool{}
 	basedOn := ""
+	seq := 1
 	for _, r := range history {
+		seq = max(seq, r.Seq+1)
 		if !t.Since.IsZero() && !r.Created.Before(t.Since) {
 			continue
 		}
@@ -273,11 +280,12 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 		args = append(args, "basedOn", basedOn)
 	}
 	t.Log.Info("writing archive", args...)
-	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log})
+	// The sequence keeps this archive from replacing one not yet carried.
+	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Seq: seq, Replace: t.Copy.Force})
 	if err != nil {
 		return nil, err
 	}
-	rec := archiveRecord{Seq: len(history) + 1, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
+	rec := archiveRecord{Seq: seq, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
 	for _, b := range blobs {
 		rec.Blobs = append(rec.Blobs, b.Digest)
 	}
@@ -291,10 +299,74 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 	return chunks, nil
 }
 
-// DiskToMirror pushes the images of the archive in dir to the registry at root.
+// DiskToMirror pushes to the registry at root every archive in dir that
+// this directory has not applied yet, oldest first (the latest again when
+// every one is applied). Each is a run of its own; it stops at the first
+// that does not complete, and returns the report of the last it ran.
 func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, error) {
 	ws := filepath.Join(dir, WorkingDir)
-	ar, err := archive.Open(dir)
+	found, err := archive.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	release, err := t.lockRun(ctx, ws, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	todo, err := unapplied(workspace{ws}, found)
+	if err != nil {
+		return nil, err
+	}
+	if len(todo) > 1 {
+		t.Log.Info("applying archives in the order they were made", "dir", dir, "archives", len(todo))
+	}
+	for i, a := range todo {
+		last := i == len(todo)-1
+		one := *t
+		if !last {
+			// Only the latest archive's set says what the mirror should hold.
+			one.Prune = false
+			one.Config = nil
+		}
+		rep, err := one.applyArchive(ctx, dir, a.First, root)
+		if last || err != nil {
+			return rep, err
+		}
+		if rep.Err() != nil {
+			t.Log.Error("stopping before the later archives: this one did not complete; run disk-to-mirror again", "archive", a.Index.ID, "notApplied", len(todo)-i-1)
+			return rep, nil
+		}
+		if t.Out != nil {
+			rep.Summary(t.Out)
+		}
+	}
+	return nil, fmt.Errorf("no archive to apply in %s", dir) // List found at least one
+}
+
+// unapplied returns the archives of found (oldest first) that ws has no
+// record of applying, or the latest when it has applied all.
+func unapplied(ws workspace, found []archive.Listed) ([]archive.Listed, error) {
+	applied, err := ws.applied()
+	if err != nil {
+		return nil, err
+	}
+	var out []archive.Listed
+	for _, a := range found {
+		if _, ok := applied[a.Index.ID]; !ok {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		out = found[len(found)-1:]
+	}
+	return out, nil
+}
+
+// applyArchive pushes the archive whose first chunk in dir is first.
+func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Report, error) {
+	ws := filepath.Join(dir, WorkingDir)
+	ar, err := archive.OpenFirst(dir, first)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +381,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 			return nil, err
 		}
 		if _, ok := applied[idx.BasedOn]; !ok {
-			return nil, fmt.Errorf("archive %s in %s builds on archive %s, which has not been pushed from this directory: run disk-to-mirror with archive %s first (archives apply in the order they were made), or pass --skip-predecessor-check if the mirror already has it", idx.ID, dir, idx.BasedOn, idx.BasedOn)
+			return nil, &PredecessorError{Dir: dir, ID: idx.ID, BasedOn: idx.BasedOn}
 		}
 	}
 	dst, err := NewMirror(root, t.Mirror)
@@ -330,12 +402,28 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	set := plan.Set
 	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
+	name := filepath.Join(dir, first)
 	return r.toMirror(ctx, dst, func() *Result {
-		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
-		return Copy(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
+		t.Log.Info("pushing archive to the mirror", "archive", name, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
+		return Copy(ctx, set, &ArchiveSource{Archive: ar, Name: name, Mirror: dst}, dst, t.Copy)
 	}, func() error {
 		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()})
 	})
+}
+
+// PredecessorError refuses an incremental archive whose predecessor was
+// not applied from this directory.
+type PredecessorError struct {
+	Dir, ID, BasedOn string
+}
+
+func (e *PredecessorError) Error() string {
+	return fmt.Sprintf("archive %s in %s builds on archive %s, which has not been pushed from this directory: "+
+		"copy the chunks of archive %s into %s too (disk-to-mirror applies every archive there in the order they were made), "+
+		"or pass --skip-predecessor-check if the mirror already has it. "+
+		"If archive %s is lost, make a replacement on the connected side from the local store: mirror-to-disk with --since set to the day %s was made "+
+		"(its id starts with the date; gapmirror describe lists it) writes an archive that carries everything since",
+		e.ID, e.Dir, e.BasedOn, e.BasedOn, e.Dir, e.BasedOn, e.BasedOn)
 }
 
 // toMirror is what disk-to-mirror and mirror-to-mirror share once the
@@ -397,6 +485,11 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if filepath.Base(dir) == WorkingDir {
 		ws = dir
 	}
+	release, err := t.lockRun(ctx, ws, true)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	dst, err := NewMirror(root, t.Mirror)
 	if err != nil {
 		return nil, err

@@ -27,27 +27,48 @@ func newDescribeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := archive.Open(dir)
+			found, err := archive.List(dir)
 			if err != nil {
 				return err
 			}
-			describe(cmd.OutOrStdout(), r.Index())
-			for _, s := range r.Stray() {
-				fmt.Fprintf(cmd.OutOrStdout(), "stray file (not part of this archive): %s\n", s)
+			out := cmd.OutOrStdout()
+			if len(found) > 1 {
+				fmt.Fprintf(out, "%d archives in %s, oldest first; disk-to-mirror applies those not yet applied, in this order\n", len(found), dir)
 			}
-			if quick {
-				fmt.Fprintln(cmd.OutOrStdout(), "complete: every chunk present with the right size (blobs not read: --quick)")
-				return nil
+			for i, a := range found {
+				if len(found) > 1 {
+					fmt.Fprintf(out, "\n[%d/%d] %s\n", i+1, len(found), a.First)
+				}
+				if err := describeArchive(cmd, out, dir, a.First, quick); err != nil {
+					return err
+				}
 			}
-			if err := r.Verify(cmd.Context()); err != nil {
-				return fmt.Errorf("archive %s is damaged: %w", dir, err)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "intact: every chunk and blob verified against its checksum")
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "check chunks are present and sized right, without reading every blob")
 	return cmd
+}
+
+// describeArchive describes and checks the archive whose chunk 1 is first.
+func describeArchive(cmd *cobra.Command, out io.Writer, dir, first string, quick bool) error {
+	r, err := archive.OpenFirst(dir, first)
+	if err != nil {
+		return err
+	}
+	describe(out, r.Index())
+	for _, s := range r.Stray() {
+		fmt.Fprintf(out, "stray file (not part of this archive): %s\n", s)
+	}
+	if quick {
+		fmt.Fprintln(out, "complete: every chunk present with the right size (blobs not read: --quick)")
+		return nil
+	}
+	if err := r.Verify(cmd.Context()); err != nil {
+		return fmt.Errorf("archive %s in %s is damaged: %w", r.Index().ID, dir, err)
+	}
+	fmt.Fprintln(out, "intact: every chunk and blob verified against its checksum")
+	return nil
 }
 
 func describe(w io.Writer, idx *archive.Index) {
