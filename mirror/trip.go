@@ -188,6 +188,9 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume; every blob already stored is reused)", ctx.Err())
 	}
+	if err := noSpace(rep.Result, store.Dir()); err != nil {
+		return rep, err
+	}
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
@@ -290,7 +293,12 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 		rec.Blobs = append(rec.Blobs, b.Digest)
 	}
 	if err := ws.saveArchive(rec); err != nil {
-		return nil, err
+		// An archive the workspace does not know of would be left out of
+		// the next one's baseline and clash with its name: take it back.
+		for _, c := range written.Chunks {
+			os.Remove(filepath.Join(dir, c.Name))
+		}
+		return nil, fmt.Errorf("recording archive %s (its chunks were removed again; run again once this is fixed): %w", written.ID, err)
 	}
 	var chunks []string
 	for _, c := range written.Chunks {
