@@ -177,16 +177,45 @@ func (r *Client) do(ctx context.Context, method, path string, header http.Header
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", method, u, err)
 		}
-		if resp.StatusCode != http.StatusUnauthorized || attempt == 1 {
+		challenge := resp.Header.Get("WWW-Authenticate")
+		if resp.StatusCode == http.StatusNotFound && attempt == 0 && req.Header.Get("Authorization") == "" {
+			// Some registries hide private repositories from anonymous
+			// requests with 404: with credentials, ask again with them
+			// before the answer counts as absent.
+			if challenge = r.anonymousChallenge(ctx); challenge == "" {
+				return resp, nil
+			}
+		} else if resp.StatusCode != http.StatusUnauthorized || attempt == 1 {
 			return resp, nil
 		}
-		challenge := resp.Header.Get("WWW-Authenticate")
 		drain(resp)
 		if err := r.login(ctx, challenge, scope); err != nil {
 			return nil, fmt.Errorf("%s %s: %w", method, u, err)
 		}
 	}
 	return nil, errors.New("unreachable")
+}
+
+// anonymousChallenge is the challenge of the registry's /v2/ endpoint when
+// the auth file has credentials for it, else "".
+func (r *Client) anonymousChallenge(ctx context.Context) string {
+	if r.creds.Username == "" && r.creds.IdentityToken == "" {
+		return ""
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.scheme+"://"+r.host+"/v2/", nil)
+	if err != nil {
+		return ""
+	}
+	req.Header.Set("User-Agent", "gapmirror")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return ""
+	}
+	drain(resp)
+	if resp.StatusCode != http.StatusUnauthorized {
+		return ""
+	}
+	return resp.Header.Get("WWW-Authenticate")
 }
 
 func (r *Client) authorize(req *http.Request, scope string) {
