@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -90,9 +92,10 @@ func TestExpiringTokens(t *testing.T) {
 		}
 	}
 	w.up.SetWrap(delay(4 * time.Second))
-	w.dst.SetWrap(delay(2 * time.Second))
+	w.dst.SetWrap(delay(750 * time.Millisecond))
 	out := "file://" + filepath.Join(w.dir, "out")
-	for _, trip := range [][]string{{"-c", isc, out}, {"--from", out, "docker://" + w.dst.Host() + "/d2m"}} {
+	for i, trip := range [][]string{{"-c", isc, out}, {"--from", out, "docker://" + w.dst.Host() + "/d2m"}} {
+		reg := []*registrytest.Registry{w.up, w.dst}[i]
 		start := time.Now()
 		code, _, _ := w.gapmirror(append([]string{"mirror", "--parallel-images", "1", "--parallel-layers", "1"}, trip...)...)
 		if code != 0 {
@@ -101,9 +104,33 @@ func TestExpiringTokens(t *testing.T) {
 		if d := time.Since(start); d < ttl+5*time.Second {
 			t.Errorf("mirror %v took %v, not long enough for its tokens to expire", trip, d)
 		}
+		renewed := 0
+		for _, tok := range reg.IssuedTokens() {
+			if issuedAt(t, tok).After(start.Add(ttl - time.Second)) {
+				renewed++
+			}
+		}
+		if renewed == 0 {
+			t.Errorf("mirror %v: no token was issued after the first ones expired", trip)
+		}
 	}
 	w.up.SetWrap(nil)
 	w.dst.SetWrap(nil)
 	w.assertMirrored(w.dst, "d2m")
 	t.Logf("requests refused for an expired token: upstream %d, mirror %d", w.up.ExpiredTokens(), w.dst.ExpiredTokens())
+}
+
+// issuedAt reads the iat claim of a JWT.
+func issuedAt(t *testing.T, tok string) time.Time {
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		t.Fatalf("not a JWT: %.10s…", tok)
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	must(t, err)
+	var claims struct {
+		IssuedAt int64 `json:"iat"`
+	}
+	must(t, json.Unmarshal(payload, &claims))
+	return time.Unix(claims.IssuedAt, 0)
 }
