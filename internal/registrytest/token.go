@@ -2,9 +2,9 @@ package registrytest
 
 import (
 	"crypto/ecdsa"
-	"encoding/base64"
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
