@@ -322,7 +322,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer release()
-	todo, err := unapplied(workspace{ws}, found)
+	todo, again, err := unapplied(workspace{ws}, found, t.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +332,8 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	for i, a := range todo {
 		last := i == len(todo)-1
 		one := *t
+		// Pushed before, so its predecessor was checked then.
+		one.SkipPredecessorCheck = t.SkipPredecessorCheck || again
 		if !last {
 			// Only the latest archive's set says what the mirror should hold.
 			one.Prune = false
@@ -353,22 +355,29 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 }
 
 // unapplied returns the archives of found (oldest first) that ws has no
-// record of applying, or the latest when it has applied all.
-func unapplied(ws workspace, found []archive.Listed) ([]archive.Listed, error) {
+// record of applying and that are newer than every one it applied, or the
+// latest (again true) when there are none. An older archive applied after
+// a newer one would move tags back, so it is left out (and said so).
+func unapplied(ws workspace, found []archive.Listed, log *slog.Logger) (todo []archive.Listed, again bool, err error) {
 	applied, err := ws.applied()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out []archive.Listed
 	for _, a := range found {
-		if _, ok := applied[a.Index.ID]; !ok {
-			out = append(out, a)
+		if _, ok := applied[a.Index.ID]; ok {
+			for _, o := range out {
+				log.Warn("not applying an archive older than one already applied (it would move tags back); it is no longer needed", "archive", o.Index.ID, "appliedNewer", a.Index.ID)
+			}
+			out = nil
+			continue
 		}
+		out = append(out, a)
 	}
 	if len(out) == 0 {
-		out = found[len(found)-1:]
+		return found[len(found)-1:], true, nil
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // applyArchive pushes the archive whose first chunk in dir is first.

@@ -93,7 +93,6 @@ func TestRerunKeepsUncarriedArchive(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, found[1].Index.ID) || !strings.Contains(stderr, "--since") {
 		t.Errorf("lone incremental archive: exit %d, stderr:\n%s", code, stderr)
 	}
-
 	// The whole directory: every archive, in order, in one run.
 	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/d2m"); code != 0 {
 		t.Fatal("d2m of the directory failed")
@@ -106,6 +105,23 @@ func TestRerunKeepsUncarriedArchive(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/d2m"); code != 0 {
 		t.Error("d2m again (nothing left to apply) failed")
 	}
+
+	// The last archive applied alone to a mirror that has the others'
+	// blobs; the older archives arriving later are not applied after it:
+	// they would move tags back.
+	if code, _, _ := w.gapmirror("mirror", "--skip-predecessor-check", "--from", "file://"+alone, "docker://"+w.dst.Host()+"/d2m"); code != 0 {
+		t.Fatal("d2m --skip-predecessor-check failed")
+	}
+	for _, name := range []string{"mirror_000001.tar", "mirror_0002_000001.tar"} {
+		data, err := os.ReadFile(filepath.Join(out, name))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(alone, name), data, 0o644))
+	}
+	code, _, stderr = w.gapmirror("mirror", "--from", "file://"+alone, "docker://"+w.dst.Host()+"/d2m")
+	if applied, _ := filepath.Glob(filepath.Join(alone, "working-dir", "applied", "*.json")); code != 0 || len(applied) != 1 || !strings.Contains(stderr, "older than one already applied") {
+		t.Errorf("older archives after a newer one: exit %d, %d applied, stderr:\n%s", code, len(applied), stderr)
+	}
+
 
 	// The workspace's records of the archives are lost: the numbers start
 	// again, and the run that would reuse mirror_0002_* is refused.
