@@ -122,7 +122,6 @@ func TestRerunKeepsUncarriedArchive(t *testing.T) {
 		t.Errorf("older archives after a newer one: exit %d, %d applied, stderr:\n%s", code, len(applied), stderr)
 	}
 
-
 	// The workspace's records of the archives are lost: the numbers start
 	// again, and the run that would reuse mirror_0002_* is refused.
 	must(t, os.RemoveAll(filepath.Join(out, "working-dir", "archives")))
