@@ -72,7 +72,9 @@ type Result struct {
 	Blobs int64
 	Bytes int64
 	// Reused counts blobs the destination already had or mounted.
-	Reused   int64
+	Reused int64
+	// Retries counts transfers tried again after a transient error.
+	Retries  int64
 	Duration time.Duration
 	// Locations maps each blob this copy transferred or found to a
 	// destination repository that holds it; later runs mount from there.
@@ -131,7 +133,7 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 		}(img)
 	}
 	wg.Wait()
-	res.Blobs, res.Bytes, res.Reused = c.blobs.Load(), c.bytes.Load(), c.reused.Load()
+	res.Blobs, res.Bytes, res.Reused, res.Retries = c.blobs.Load(), c.bytes.Load(), c.reused.Load(), c.retries.Load()
 	res.Locations = c.locations
 	res.Duration = time.Since(start)
 	opts.Progress.Finish()
@@ -147,7 +149,7 @@ type copier struct {
 	flights   map[digest.Digest]*flight
 	locations map[digest.Digest]string
 
-	blobs, bytes, reused atomic.Int64
+	blobs, bytes, reused, retries atomic.Int64
 }
 
 // flight is one transfer of a blob; images needing the same blob wait on it.

@@ -19,7 +19,13 @@ import (
 
 // retry runs op until it succeeds, fails for good, or the retries are spent.
 func (c *copier) retry(ctx context.Context, op func() error) error {
-	return Retry(ctx, c.opts.Retries, c.opts.RetryDelay, op)
+	tries := 0
+	return Retry(ctx, c.opts.Retries, c.opts.RetryDelay, func() error {
+		if tries++; tries > 1 {
+			c.retries.Add(1) // counted for the summary
+		}
+		return op()
+	})
 }
 
 // Retry runs op until it succeeds, fails for good (not Transient), or

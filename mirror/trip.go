@@ -837,6 +837,9 @@ func (r *Report) Summary(w io.Writer) {
 	if copied+skipped+failed > 0 {
 		fmt.Fprintf(w, "signatures: %d copied, %d already there, %d failed\n", copied, skipped, failed)
 	}
+	if res.Retries > 0 {
+		fmt.Fprintf(w, "retries: %d transfers tried again after a transient error (5xx, 429, dropped connection)\n", res.Retries)
+	}
 	r.printBlocked(w)
 	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
 		// The copy itself succeeded; the admin must still learn the mirror

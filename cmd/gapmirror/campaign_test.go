@@ -27,7 +27,7 @@ import (
 // body. Each trip (mirror-to-disk, disk-to-mirror, mirror-to-mirror) is
 // first killed with SIGKILL at a random point, then run again under the
 // same faults; every image of the set then is at the mirror by digest,
-// with every blob. The seed is logged; GAPMIRROR_CAMPAIGN_SEED replays it.
+// with every blob, and the summaries count the retries. The seed is logged; GAPMIRROR_CAMPAIGN_SEED replays it.
 func TestFaultCampaign(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -86,6 +86,7 @@ func TestFaultCampaign(t *testing.T) {
 	global := []string{"--src-tls-verify=false", "--dest-tls-verify=false", "--no-progress", "--registries-conf", w.regsConf,
 		"--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"), "--retry-delay", "20ms"}
 	out, ws := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "ws")
+	retries := 0
 	trip := func(name string, args ...string) {
 		t.Helper()
 		faultsOn()
@@ -108,6 +109,11 @@ func TestFaultCampaign(t *testing.T) {
 		}
 		if !strings.Contains(stdout, " 0 failed") {
 			t.Errorf("%s rerun: failures in the summary:\n%s", name, stdout)
+		}
+		if i := strings.Index(stdout, "retries: "); i >= 0 {
+			var n int
+			fmt.Sscanf(stdout[i:], "retries: %d", &n)
+			retries += n
 		}
 		faultsOff()
 	}
@@ -137,6 +143,10 @@ func TestFaultCampaign(t *testing.T) {
 			t.Errorf("no fault was injected on the %s side: the campaign proves nothing", side.name)
 		}
 	}
+	if retries == 0 {
+		t.Error("no summary counted a retry, though faults were injected")
+	}
+	t.Logf("the reruns' summaries count %d retries", retries)
 }
 
 // verifySet checks that every image of set is in the mirror under prefix
