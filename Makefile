@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO      := CGO_ENABLED=0 go
 BIN     := bin/gapmirror
 
-.PHONY: build test demo bench bench-scale lint clean opm
+.PHONY: build test test-long fuzz demo bench bench-scale lint clean opm
 
 build:
 	$(GO) build -tags "$(TAGS)" -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/gapmirror
@@ -13,6 +13,30 @@ build:
 # The test suite: unit tests and end-to-end runs against in-process registries on 127.0.0.1.
 test:
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 15m ./...
+
+# Scenarios that take minutes (tokens expiring mid-run), opted in.
+test-long:
+	GAPMIRROR_LONG_TESTS=1 $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -run 'TestExpiringTokens' ./cmd/gapmirror
+
+# Native Go fuzzing of every parser of user and archive input, FUZZTIME per
+# target (CI: FUZZTIME=10s). A crasher is saved under the package's
+# testdata/fuzz/<target>; commit it, and make test replays it from then on.
+FUZZTIME ?= 10m
+FUZZ_TARGETS := \
+	./imageset:FuzzParseImageSetConfiguration \
+	./imageset:FuzzParseDeleteImageSetConfiguration \
+	./imageset:FuzzUnmarshalSet \
+	./archive:FuzzDecodeIndex \
+	./archive:FuzzReadChunk \
+	./imageset/catalog:FuzzLoadFS \
+	./imageset/release:FuzzParseGraph \
+	./imageset/release:FuzzSignature \
+	./registryapi:FuzzAuthFiles
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzzing $$fn in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 # Runs the three trips end to end on built-in example images, no internet needed.
 demo: build

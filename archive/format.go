@@ -37,7 +37,9 @@ import (
 // 2: images may be sparse (Set image platforms), signatures (signatureOf) and
 // helm charts travel; a gapmirror that knows only 1 would push such an
 // archive wrongly, so it must refuse it.
-const FormatVersion = 2
+// 3: chunk files may carry the archive's sequence (Index.Seq,
+// mirror_<seq>_<n>.tar), so that several archives share a directory.
+const FormatVersion = 3
 
 // Tool is the value of Index.Tool in every gapmirror archive.
 const Tool = "gapmirror"
@@ -66,6 +68,10 @@ type Index struct {
 	ToolVersion string `json:"toolVersion,omitempty"`
 	// ID identifies the archive; chunks carry it so that mixed-up chunks are caught.
 	ID string `json:"id"`
+	// Seq is the archive's number among the archives of the workspace that
+	// wrote it; when set, its chunks are named mirror_<seq>_<n>.tar
+	// (SeqChunkName), else mirror_<n>.tar (ChunkName).
+	Seq int `json:"seq,omitempty"`
 	// BasedOn is the ID of the archive this one builds on (its blobs are assumed
 	// present on the air-gapped side); empty for a full archive.
 	BasedOn string `json:"basedOn,omitempty"`
@@ -138,7 +144,43 @@ type chunkMarker struct {
 // ChunkName is the file name of chunk n (from 1), oc-mirror's naming: mirror_000001.tar.
 func ChunkName(n int) string { return fmt.Sprintf("mirror_%06d.tar", n) }
 
-var chunkNameRE = regexp.MustCompile(`^mirror_([0-9]{6,})\.tar$`)
+// SeqChunkName is the file name of chunk n of the archive with sequence seq:
+// mirror_0002_000001.tar. Archives that share a directory never share a name.
+func SeqChunkName(seq, n int) string {
+	if seq == 0 {
+		return ChunkName(n)
+	}
+	return fmt.Sprintf("mirror_%04d_%06d.tar", seq, n)
+}
+
+var (
+	chunkNameRE    = regexp.MustCompile(`^mirror_([0-9]{6,})\.tar$`)
+	seqChunkNameRE = regexp.MustCompile(`^mirror_([0-9]{4,})_([0-9]{6,})\.tar$`)
+)
+
+// chunkSeq returns the sequence and number of a chunk file name of either
+// naming (seq 0: mirror_<n>.tar), or ok false if name is not a chunk.
+func chunkSeq(name string) (seq, n int, ok bool) {
+	if n = chunkNumber(name); n > 0 {
+		return 0, n, true
+	}
+	m := seqChunkNameRE.FindStringSubmatch(name)
+	if m == nil {
+		return 0, 0, false
+	}
+	seq, err1 := strconv.Atoi(m[1])
+	n, err2 := strconv.Atoi(m[2])
+	if err1 != nil || err2 != nil || seq < 1 || n < 1 {
+		return 0, 0, false
+	}
+	return seq, n, true
+}
+
+// IsChunkName reports whether name is a chunk file name of any archive.
+func IsChunkName(name string) bool {
+	_, _, ok := chunkSeq(name)
+	return ok
+}
 
 // chunkNumber returns the number of a chunk file name, or 0 if name is not one.
 func chunkNumber(name string) int {
@@ -309,9 +351,12 @@ func (idx *Index) check() error {
 	if len(idx.Chunks) == 0 {
 		return fmt.Errorf("lists no chunks")
 	}
+	if idx.Seq < 0 || idx.Seq > 1e6 {
+		return fmt.Errorf("impossible seq %d", idx.Seq)
+	}
 	for i, c := range idx.Chunks {
-		if c.Number != i+1 || c.Name != ChunkName(c.Number) {
-			return fmt.Errorf("chunks[%d] is %d %q, want %d %q", i, c.Number, c.Name, i+1, ChunkName(i+1))
+		if c.Number != i+1 || c.Name != SeqChunkName(idx.Seq, c.Number) {
+			return fmt.Errorf("chunks[%d] is %d %q, want %d %q", i, c.Number, c.Name, i+1, SeqChunkName(idx.Seq, i+1))
 		}
 		if c.Size < 1024 || c.Size%512 != 0 {
 			return fmt.Errorf("chunk %s has impossible size %d", c.Name, c.Size)

@@ -87,6 +87,7 @@ type layout struct {
 type oversize struct {
 	what  string // "blob sha256:… (5 GiB)" or "the archive index and extra files (…)"
 	chunk int
+	seq   int
 	size  int64
 }
 
@@ -94,16 +95,17 @@ type oversize struct {
 func (o oversize) message(max int64, strict bool) string {
 	if strict {
 		return fmt.Sprintf("%s does not fit in a chunk of %s (%s would be %s): set the archive size to at least %s",
-			o.what, humanSize(max), ChunkName(o.chunk), humanSize(o.size), recommendedSize(o.size))
+			o.what, humanSize(max), SeqChunkName(o.seq, o.chunk), humanSize(o.size), recommendedSize(o.size))
 	}
 	return fmt.Sprintf("%s is larger than the archive size limit of %s: %s is %s; set the archive size to at least %s to keep every chunk within the limit",
-		o.what, humanSize(max), ChunkName(o.chunk), humanSize(o.size), recommendedSize(o.size))
+		o.what, humanSize(max), SeqChunkName(o.seq, o.chunk), humanSize(o.size), recommendedSize(o.size))
 }
 
 // planner assigns blobs to chunks.
 type planner struct {
 	max   int64
 	id    string
+	seq   int
 	mtime time.Time
 }
 
@@ -158,7 +160,7 @@ func (p planner) assign(blobs []Blob, fixed1 int64) (*layout, error) {
 		if size > p.max {
 			l.oversized = append(l.oversized, oversize{
 				what:  fmt.Sprintf("blob %s (%s)", s.blob.Digest, humanSize(s.blob.Size)),
-				chunk: n, size: size,
+				chunk: n, seq: p.seq, size: size,
 			})
 		}
 	}
@@ -203,7 +205,7 @@ func (p planner) plan(idx *Index) (*layout, error) {
 		}
 		idx.Chunks = make([]Chunk, len(l.chunks))
 		for i := range l.chunks {
-			idx.Chunks[i] = Chunk{Number: i + 1, Name: ChunkName(i + 1), Size: l.sizes[i], SHA256: zeroSHA256}
+			idx.Chunks[i] = Chunk{Number: i + 1, Name: SeqChunkName(idx.Seq, i+1), Size: l.sizes[i], SHA256: zeroSHA256}
 		}
 		idx.Chunks[0].SHA256 = ""
 		rest := l.sizes[0] - reserve // chunk 1 without the index entry
@@ -221,7 +223,7 @@ func (p planner) plan(idx *Index) (*layout, error) {
 			if l.sizes[0] > p.max {
 				l.oversized = append([]oversize{{
 					what:  fmt.Sprintf("the archive index and extra files (%s)", humanSize(l.sizes[0]-trailerSize)),
-					chunk: 1, size: l.sizes[0],
+					chunk: 1, seq: p.seq, size: l.sizes[0],
 				}}, l.oversized...)
 			}
 			return l, nil

@@ -62,51 +62,130 @@ func (e *CorruptError) Error() string {
 	return fmt.Sprintf("%s: %s is corrupt (%s): the archive was damaged in transit; copy %s again", e.Chunk, e.What, e.Detail, e.Chunk)
 }
 
-// Open opens the archive in dir: it reads and verifies the index from chunk
-// 1, checks that every chunk is present with the size the index records, and
-// scans the tar headers of every chunk (without reading blob data) to locate
-// each blob, rejecting any entry that is not an expected regular file.
+// Open opens the latest archive in dir (see List and OpenFirst).
 func Open(dir string) (*Reader, error) {
+	found, err := List(dir)
+	if err != nil {
+		return nil, err
+	}
+	return OpenFirst(dir, found[len(found)-1].First)
+}
+
+// Listed is an archive found in a directory: the name of its first chunk
+// and its verified index; its other chunks are not looked at.
+type Listed struct {
+	First string
+	Index *Index
+}
+
+// List finds every archive in dir by its first chunk (mirror_000001.tar,
+// mirror_<seq>_000001.tar) and reads its index, oldest first (by creation
+// time, then sequence). It fails if there is none, or if the first chunk of
+// a set of chunks is missing or unreadable: which archives are there must
+// be known for sure before any is applied.
+func List(dir string) ([]Listed, error) {
+	families, v1, err := dirChunks(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(families) == 0 {
+		if len(v1) > 0 {
+			return nil, fmt.Errorf("%s holds an oc-mirror v1 archive (%s), not a gapmirror archive: unpack it with oc-mirror v1, or mirror to disk again with gapmirror", dir, v1[0])
+		}
+		return nil, fmt.Errorf("no gapmirror archive in %s: %s not found", dir, ChunkName(1))
+	}
+	var out []Listed
+	for seq, chunks := range families {
+		first, ok := chunks[1]
+		if !ok {
+			return nil, fmt.Errorf("%s is missing from %s: it holds the archive index; copy every chunk of the archive into %s", SeqChunkName(seq, 1), dir, dir)
+		}
+		idx, err := readIndexFile(dir, first)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Listed{First: first, Index: idx})
+	}
+	sort.Slice(out, func(a, b int) bool {
+		x, y := out[a].Index, out[b].Index
+		if !x.Created.Equal(y.Created) {
+			return x.Created.Before(y.Created)
+		}
+		if x.Seq != y.Seq {
+			return x.Seq < y.Seq
+		}
+		return out[a].First < out[b].First
+	})
+	return out, nil
+}
+
+// dirChunks lists the chunk files of dir by sequence (0: mirror_<n>.tar)
+// and number, and any oc-mirror v1 archive files.
+func dirChunks(dir string) (map[int]map[int]string, []string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("opening archive: %w", err)
+		return nil, nil, fmt.Errorf("opening archive: %w", err)
 	}
-	onDisk := map[int]string{}
+	families := map[int]map[int]string{}
 	var v1 []string
 	for _, e := range entries {
-		if n := chunkNumber(e.Name()); n > 0 {
-			onDisk[n] = e.Name()
+		if seq, n, ok := chunkSeq(e.Name()); ok {
+			if families[seq] == nil {
+				families[seq] = map[int]string{}
+			}
+			families[seq][n] = e.Name()
 		} else if v1RE.MatchString(e.Name()) {
 			v1 = append(v1, e.Name())
 		}
 	}
-	if _, ok := onDisk[1]; !ok {
-		switch {
-		case len(onDisk) > 0:
-			return nil, fmt.Errorf("%s is missing from %s: it holds the archive index; copy every chunk of the archive into %s", ChunkName(1), dir, dir)
-		case len(v1) > 0:
-			return nil, fmt.Errorf("%s holds an oc-mirror v1 archive (%s), not a gapmirror archive: unpack it with oc-mirror v1, or mirror to disk again with gapmirror", dir, v1[0])
-		default:
-			return nil, fmt.Errorf("no gapmirror archive in %s: %s not found", dir, ChunkName(1))
-		}
-	}
+	return families, v1, nil
+}
 
-	r := &Reader{dir: dir, blobs: map[digest.Digest]location{}, extras: map[string]location{}}
-	first, err := os.Open(filepath.Join(dir, ChunkName(1)))
+// readIndexFile reads and verifies the index of the first chunk first.
+func readIndexFile(dir, first string) (*Index, error) {
+	f, err := os.Open(filepath.Join(dir, first))
 	if err != nil {
 		return nil, fmt.Errorf("opening archive: %w", err)
 	}
-	defer first.Close()
-	st, err := first.Stat()
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("opening archive: %w", err)
 	}
-	sc := newScanReader(first, st.Size())
-	tr := tar.NewReader(sc)
-	if r.idx, err = readIndex(dir, sc, tr); err != nil {
+	sc := newScanReader(f, st.Size())
+	return readIndex(dir, first, sc, tar.NewReader(sc))
+}
+
+// OpenFirst opens the archive whose first chunk in dir is named first: it
+// reads and verifies the index, checks that every chunk is present with
+// the size the index records, and scans the tar headers of every chunk
+// (without reading blob data) to locate each blob, rejecting any entry that
+// is not an expected regular file.
+func OpenFirst(dir, first string) (*Reader, error) {
+	families, _, err := dirChunks(dir)
+	if err != nil {
 		return nil, err
 	}
-	if err := r.checkChunks(onDisk); err != nil {
+	seq, n, ok := chunkSeq(first)
+	if !ok || n != 1 {
+		return nil, fmt.Errorf("%s is not the first chunk of an archive", first)
+	}
+	r := &Reader{dir: dir, blobs: map[digest.Digest]location{}, extras: map[string]location{}}
+	f, err := os.Open(filepath.Join(dir, first))
+	if err != nil {
+		return nil, fmt.Errorf("opening archive: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("opening archive: %w", err)
+	}
+	sc := newScanReader(f, st.Size())
+	tr := tar.NewReader(sc)
+	if r.idx, err = readIndex(dir, first, sc, tr); err != nil {
+		return nil, err
+	}
+	if err := r.checkChunks(families[seq]); err != nil {
 		return nil, err
 	}
 	want := make([]map[digest.Digest]int64, len(r.idx.Chunks)+1)
@@ -132,8 +211,7 @@ var v1RE = regexp.MustCompile(`^mirror_seq[0-9]+_[0-9]+\.tar$`)
 
 // readIndex reads the first two entries of chunk 1, the index and its
 // checksum, and says what the file is when it is not a gapmirror archive.
-func readIndex(dir string, sc *scanReader, tr *tar.Reader) (*Index, error) {
-	name := ChunkName(1)
+func readIndex(dir, name string, sc *scanReader, tr *tar.Reader) (*Index, error) {
 	var magic [4]byte
 	n, _ := sc.r.ReadAt(magic[:], 0)
 	switch {
@@ -185,6 +263,9 @@ func readIndex(dir string, sc *scanReader, tr *tar.Reader) (*Index, error) {
 	idx, err := decodeIndex(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s in %s: %w", name, dir, err)
+	}
+	if idx.Chunks[0].Name != name {
+		return nil, fmt.Errorf("%s in %s is chunk 1 of archive %s, which named it %s: the chunk files were renamed; restore their original names", name, dir, idx.ID, idx.Chunks[0].Name)
 	}
 	return idx, nil
 }
@@ -256,10 +337,13 @@ func (r *Reader) checkChunks(onDisk map[int]string) error {
 func (r *Reader) chunkRange() string {
 	n := len(r.idx.Chunks)
 	if n == 1 {
-		return ChunkName(1)
+		return r.chunkName(1)
 	}
-	return ChunkName(1) + " to " + ChunkName(n)
+	return r.chunkName(1) + " to " + r.chunkName(n)
 }
+
+// chunkName is the file name of chunk n of the archive.
+func (r *Reader) chunkName(n int) string { return r.idx.Chunks[n-1].Name }
 
 // foreignChunk reads the marker of chunk c and, if it names another archive
 // or chunk, says so; otherwise it returns "".
@@ -298,7 +382,7 @@ func readMarker(p string) (*chunkMarker, error) {
 
 // scanChunk checks the marker of chunk n and scans its entries.
 func (r *Reader) scanChunk(n int, want map[digest.Digest]int64) error {
-	name := ChunkName(n)
+	name := r.chunkName(n)
 	f, err := os.Open(filepath.Join(r.dir, name))
 	if err != nil {
 		return fmt.Errorf("opening archive: %w", err)
@@ -367,7 +451,7 @@ func typeName(t byte) string {
 // extra file), and records where their data lies. Blob data is skipped, not
 // read. Entries found are deleted from want.
 func (r *Reader) scan(n int, sc *scanReader, tr *tar.Reader, want map[digest.Digest]int64) error {
-	name := ChunkName(n)
+	name := r.chunkName(n)
 	wantExtra := map[string]int64{}
 	if n == 1 {
 		for _, e := range r.idx.Extras {
@@ -455,7 +539,7 @@ func (r *Reader) Open(d digest.Digest) (io.ReadCloser, error) {
 	if !ok {
 		return nil, fmt.Errorf("blob %s is not in archive %s: %w", d, r.idx.ID, os.ErrNotExist)
 	}
-	name := ChunkName(loc.chunk)
+	name := r.chunkName(loc.chunk)
 	f, err := os.Open(filepath.Join(r.dir, name))
 	if err != nil {
 		return nil, fmt.Errorf("opening blob %s in %s: %w", d, name, err)
@@ -518,18 +602,18 @@ func (r *Reader) Extra(name string) ([]byte, error) {
 			want = e.Digest
 		}
 	}
-	f, err := os.Open(filepath.Join(r.dir, ChunkName(1)))
+	f, err := os.Open(filepath.Join(r.dir, r.chunkName(1)))
 	if err != nil {
 		return nil, fmt.Errorf("reading extra file %s: %w", name, err)
 	}
 	defer f.Close()
 	data := make([]byte, loc.size)
 	if _, err := f.ReadAt(data, loc.offset); err != nil {
-		return nil, &CorruptError{Chunk: ChunkName(1), What: "extra file " + name, Detail: err.Error()}
+		return nil, &CorruptError{Chunk: r.chunkName(1), What: "extra file " + name, Detail: err.Error()}
 	}
 	sum := sha256.Sum256(data)
 	if got := digest.NewDigestFromBytes(digest.SHA256, sum[:]); got != want {
-		return nil, &CorruptError{Chunk: ChunkName(1), What: "extra file " + name, Detail: "got " + got.String()}
+		return nil, &CorruptError{Chunk: r.chunkName(1), What: "extra file " + name, Detail: "got " + got.String()}
 	}
 	return data, nil
 }
@@ -691,4 +775,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 		c.read(int64(n))
 	}
 	return n, err
+}
+
+// Chunks returns the file names of the archive's chunks, in order.
+func (r *Reader) Chunks() []string {
+	out := make([]string, len(r.idx.Chunks))
+	for i, c := range r.idx.Chunks {
+		out[i] = c.Name
+	}
+	return out
 }

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -41,11 +42,20 @@ type WriteOptions struct {
 	Logger *slog.Logger
 	// Progress, if set, is called after each blob with the blob bytes written so far and in total.
 	Progress func(done, total int64)
+	// Seq is the archive's sequence in its workspace. When set, the chunks
+	// are named mirror_<seq>_<n>.tar, or mirror_<n>.tar if dir holds no
+	// other chunk file, and Write never replaces a chunk of another archive
+	// unless Replace is set. When 0, chunks are named mirror_<n>.tar and
+	// replace the archive of that naming in dir.
+	Seq int
+	// Replace lets Write replace chunk files of an earlier archive that
+	// have the names the new archive needs.
+	Replace bool
 }
 
 // partialRE matches the temporary files Write creates; they never match the
 // chunk name pattern, so no reader mistakes them for chunks.
-var partialRE = regexp.MustCompile(`^mirror_[0-9]{6,}\.tar\.[A-Za-z0-9._-]+\.partial$`)
+var partialRE = regexp.MustCompile(`^mirror_([0-9]{4,}_)?[0-9]{6,}\.tar\.[A-Za-z0-9._-]+\.partial$`)
 
 // Write writes an archive into dir: the blobs listed in idx.Blobs (digest and
 // size; read from blobs and verified against both), idx.Extras (name and
@@ -56,10 +66,11 @@ var partialRE = regexp.MustCompile(`^mirror_[0-9]{6,}\.tar\.[A-Za-z0-9._-]+\.par
 // Chunks are written under temporary names and moved into place only when
 // every one is complete and synced, so an interrupted or failed Write leaves
 // no mirror_*.tar a reader would trust, and an older archive already in dir
-// stays intact. Once the new archive is complete it replaces the older one:
-// its chunk 1 is removed first, then the new chunks are renamed into place
-// (chunk 1 last) and chunks of the older archive beyond the new count are
-// removed. Only one Write may run in a directory at a time.
+// stays intact. An archive with a sequence (opts.Seq) never replaces another
+// (see WriteOptions.Seq); one that does (same names) is replaced only once
+// the new archive is complete: its chunk 1 is removed first, then the new
+// chunks are renamed into place (chunk 1 last) and its chunks beyond the
+// new count are removed. Only one Write may run in a directory at a time.
 func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts WriteOptions) (*Index, error) {
 	if opts.MaxChunk == 0 {
 		opts.MaxChunk = DefaultMaxChunk
@@ -74,7 +85,10 @@ func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts W
 	if err != nil {
 		return nil, err
 	}
-	p := planner{max: opts.MaxChunk, id: out.ID, mtime: out.Created}
+	if out.Seq, err = chooseSeq(dir, opts.Seq, opts.Replace); err != nil {
+		return nil, err
+	}
+	p := planner{max: opts.MaxChunk, id: out.ID, seq: out.Seq, mtime: out.Created}
 	l, err := p.plan(out)
 	if err != nil {
 		return nil, err
@@ -99,18 +113,29 @@ func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts W
 		w.total += b.Size
 	}
 	defer w.cleanup()
-	for n := 2; n <= len(l.chunks); n++ {
+	if err := w.write(); err != nil {
+		// cleanup removes every chunk written so far: all of it is needed again.
+		var need int64
+		for _, c := range out.Chunks {
+			need += c.Size
+		}
+		return nil, NoSpace(err, dir, need, false)
+	}
+	return out, nil
+}
+
+// write writes the chunks under temporary names (chunk 1, with the index,
+// last) and moves them into place.
+func (w *writer) write() error {
+	for n := 2; n <= len(w.layout.chunks); n++ {
 		if err := w.writeChunk(n); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := w.writeFirstChunk(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := w.commit(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return w.commit()
 }
 
 // prepare copies idx, fills defaults and derived fields, and validates it.
@@ -222,9 +247,12 @@ type writer struct {
 	temps    map[int]string // chunk number → temporary path
 }
 
+// name is the file name of chunk n.
+func (w *writer) name(n int) string { return SeqChunkName(w.idx.Seq, n) }
+
 // tempPath is the temporary name of chunk n.
 func (w *writer) tempPath(n int) string {
-	return filepath.Join(w.dir, ChunkName(n)+"."+w.idx.ID+".partial")
+	return filepath.Join(w.dir, w.name(n)+"."+w.idx.ID+".partial")
 }
 
 // cleanup removes temporary files that were not committed.
@@ -260,7 +288,7 @@ func (w *writer) create(n int) (*chunkFile, error) {
 	p := w.tempPath(n)
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("creating %s: %w", ChunkName(n), err)
+		return nil, fmt.Errorf("creating %s: %w", w.name(n), err)
 	}
 	if w.temps == nil {
 		w.temps = map[int]string{}
@@ -273,7 +301,7 @@ func (w *writer) create(n int) (*chunkFile, error) {
 
 // finish ends the tar, syncs and closes the file, and checks its planned size.
 func (w *writer) finish(n int, c *chunkFile) (digest.Digest, error) {
-	name := ChunkName(n)
+	name := w.name(n)
 	err := c.tw.Close()
 	if err == nil {
 		err = c.bw.Flush()
@@ -302,7 +330,7 @@ func (w *writer) writeChunk(n int) error {
 	marker := markerBytes(w.idx.ID, n)
 	if err := writeEntry(c.tw, ChunkMarkerName, int64(len(marker)), w.idx.Created, bytes.NewReader(marker)); err != nil {
 		c.f.Close()
-		return fmt.Errorf("%s: %w", ChunkName(n), err)
+		return fmt.Errorf("%s: %w", w.name(n), err)
 	}
 	if err := w.writeBlobs(n, c); err != nil {
 		c.f.Close()
@@ -326,7 +354,7 @@ func (w *writer) writeFirstChunk() error {
 		return err
 	}
 	if w.idx.Chunks[0].Size != planned {
-		return fmt.Errorf("internal error: %s would be %d bytes, planned %d", ChunkName(1), w.idx.Chunks[0].Size, planned)
+		return fmt.Errorf("internal error: %s would be %d bytes, planned %d", w.name(1), w.idx.Chunks[0].Size, planned)
 	}
 	c, err := w.create(1)
 	if err != nil {
@@ -347,7 +375,7 @@ func (w *writer) writeFirstChunk() error {
 	}
 	if err != nil {
 		c.f.Close()
-		return fmt.Errorf("%s: %w", ChunkName(1), err)
+		return fmt.Errorf("%s: %w", w.name(1), err)
 	}
 	_, err = w.finish(1, c)
 	return err
@@ -412,15 +440,18 @@ func (c *contextReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
-// commit replaces whatever archive dir holds with the new chunks.
+// commit moves the new chunks into place. Chunks of an older archive with
+// the same names (allowed only with replace) are replaced: its chunk 1 is
+// removed first, so that no mix of old and new is ever read as one archive,
+// and its chunks beyond the new count are removed afterwards.
 func (w *writer) commit() error {
-	first := filepath.Join(w.dir, ChunkName(1))
+	first := filepath.Join(w.dir, w.name(1))
 	if err := os.Remove(first); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing chunk 1 of the older archive in %s: %w", w.dir, err)
 	}
 	for n := len(w.layout.chunks); n >= 1; n-- {
-		if err := os.Rename(w.temps[n], filepath.Join(w.dir, ChunkName(n))); err != nil {
-			return fmt.Errorf("moving %s into place (the archive in %s is incomplete; write it again): %w", ChunkName(n), w.dir, err)
+		if err := os.Rename(w.temps[n], filepath.Join(w.dir, w.name(n))); err != nil {
+			return fmt.Errorf("moving %s into place (the archive in %s is incomplete; write it again): %w", w.name(n), w.dir, err)
 		}
 		delete(w.temps, n)
 	}
@@ -429,13 +460,59 @@ func (w *writer) commit() error {
 		return fmt.Errorf("reading archive directory: %w", err)
 	}
 	for _, e := range entries {
-		if n := chunkNumber(e.Name()); n > len(w.layout.chunks) {
+		if seq, n, ok := chunkSeq(e.Name()); ok && seq == w.idx.Seq && n > len(w.layout.chunks) {
 			if err := os.Remove(filepath.Join(w.dir, e.Name())); err != nil {
 				return fmt.Errorf("removing %s of an older archive from %s: %w", e.Name(), w.dir, err)
 			}
 		}
 	}
 	return syncDir(w.dir)
+}
+
+// chooseSeq picks the naming of a new archive with sequence seq in dir (see
+// WriteOptions.Seq) and refuses to replace chunks of another archive.
+func chooseSeq(dir string, seq int, replace bool) (int, error) {
+	if seq == 0 {
+		return 0, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading archive directory: %w", err)
+	}
+	var clash []string
+	chunks := 0
+	for _, e := range entries {
+		if s, _, ok := chunkSeq(e.Name()); ok {
+			chunks++
+			if s == seq {
+				clash = append(clash, e.Name())
+			}
+		}
+	}
+	if chunks == 0 {
+		return 0, nil // a lone archive keeps oc-mirror's names
+	}
+	if len(clash) > 0 && !replace {
+		sort.Strings(clash)
+		return 0, &ReplaceError{Dir: dir, Chunks: clash}
+	}
+	return seq, nil
+}
+
+// ReplaceError refuses to overwrite the chunks of an earlier archive: they
+// may not have been carried across the air gap yet.
+type ReplaceError struct {
+	Dir    string
+	Chunks []string
+}
+
+// Error names the chunks and says what to do.
+func (e *ReplaceError) Error() string {
+	return fmt.Sprintf("%s already holds %s of an earlier archive with the same sequence number (the workspace records of the archives written there were removed or replaced): "+
+		"this archive would overwrite it; carry those chunks away first, or pass --force to replace them", e.Dir, strings.Join(e.Chunks, ", "))
 }
 
 // syncDir flushes a directory's entries (renames, removals) to disk.

@@ -224,8 +224,15 @@ func decodeDocument(data []byte, filename string, spec documentSpec, out any) (*
 	return d.src, d.errs, nil
 }
 
+// maxConfigBytes bounds a configuration file: a hand-written one is a few
+// KiB; a mistaken one (an archive, a catalog) is refused before parsing.
+const maxConfigBytes = 4 << 20
+
 // singleDocument parses data and returns the root node of its only document.
 func singleDocument(data []byte, filename, kind string) (*yaml.Node, error) {
+	if len(data) > maxConfigBytes {
+		return nil, FieldErrors{{File: filename, Msg: fmt.Sprintf("file is %d bytes, more than a %s can be (%d): is it the right file?", len(data), kind, maxConfigBytes)}}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {

@@ -84,7 +84,9 @@ type Result struct {
 	Reused int64
 	// Tally sorts the blobs of the set: distinct blobs moved or already
 	// there, and further references reused (see BlobTally).
-	Tally    BlobTally
+	Tally BlobTally
+	// Retries counts transfers tried again after a transient error.
+	Retries  int64
 	Duration time.Duration
 	// Locations maps each blob this copy transferred or found to a
 	// destination repository that holds it; later runs mount from there.
@@ -147,7 +149,7 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 		}(img)
 	}
 	wg.Wait()
-	res.Blobs, res.Bytes, res.Reused = c.blobs.Load(), c.bytes.Load(), c.reused.Load()
+	res.Blobs, res.Bytes, res.Reused, res.Retries = c.blobs.Load(), c.bytes.Load(), c.reused.Load(), c.retries.Load()
 	res.Tally = c.tally.counts()
 	res.Locations = c.locations
 	res.Duration = time.Since(start)
@@ -167,9 +169,9 @@ type copier struct {
 	reuses    map[string]*flight // by destination repository@digest
 	locations map[digest.Digest]string
 
-	blobs, bytes, reused atomic.Int64
-	breaker              breaker
-	tally                *tally
+	blobs, bytes, reused, retries atomic.Int64
+	breaker                       breaker
+	tally                         *tally
 }
 
 // flight is one transfer of a blob; images needing the same blob wait on it.

@@ -102,6 +102,11 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if filepath.Base(dir) == WorkingDir {
 		ws = dir
 	}
+	lock, err := lockWorkspace(ws)
+	if err != nil {
+		return "", nil, err
+	}
+	defer lock.Release()
 	w := workspace{ws}
 	rec, err := w.mirrorRecord(root)
 	if err != nil {
@@ -427,6 +432,13 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	}
 	if fi, err := os.Stat(l.Workspace); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("%s was generated from the workspace %s, which is not there any more: its records must be updated with what gets deleted; restore it, or generate the plan again from where the workspace is now", planPath, l.Workspace)
+	}
+	if !dryRun {
+		lock, err := lockWorkspace(l.Workspace)
+		if err != nil {
+			return nil, err
+		}
+		defer lock.Release()
 	}
 	w := workspace{l.Workspace}
 	cands := deleteCandidates(l.Items, root)

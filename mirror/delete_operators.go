@@ -107,7 +107,7 @@ func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []image
 		return nil
 	}
 	var errs []error
-	store, cleanup, err := d.catalogStore()
+	store, cleanup, err := d.catalogStore(ctx)
 	if err != nil {
 		return []error{err}
 	}
@@ -308,10 +308,17 @@ func latestSet(w workspace, root string, images []MirroredImage) (*imageset.Set,
 
 // catalogStore opens the local store delete reads catalogs from: the
 // configured one, or a temporary one when none is configured.
-func (d *Delete) catalogStore() (*Store, func(), error) {
+func (d *Delete) catalogStore(ctx context.Context) (*Store, func(), error) {
 	if d.StoreDir != "" {
+		lock, err := lockStore(ctx, d.StoreDir, nil) // takes its turn with the runs using it
+		if err != nil {
+			return nil, nil, err
+		}
 		s, err := OpenStore(d.StoreDir)
-		return s, func() {}, err
+		if err != nil {
+			lock.Release()
+		}
+		return s, lock.Release, err
 	}
 	dir, err := os.MkdirTemp("", "gapmirror-delete-store-")
 	if err != nil {

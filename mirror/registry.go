@@ -271,7 +271,7 @@ func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Di
 	}
 	data, mt, err := src.GetManifest(ctx, &d)
 	if err != nil {
-		return nil, "", explain(err, r.Name(img))
+		return nil, "", r.explain(err, img)
 	}
 	return data, mt, nil
 }
@@ -291,7 +291,7 @@ func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.De
 	}
 	rc, _, err := src.GetBlob(ctx, types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}, r.cache)
 	if err != nil {
-		return nil, explain(err, r.Name(img))
+		return nil, r.explain(err, img)
 	}
 	return rc, nil
 }
@@ -447,7 +447,7 @@ func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest
 		if isNotFound(err) {
 			return false, nil
 		}
-		return false, explain(err, r.Name(img))
+		return false, r.explain(err, img)
 	}
 	if got != d {
 		return false, nil
@@ -546,7 +546,7 @@ func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec
 	recordCompression(r.cache, desc.Digest, desc.MediaType)
 	ok, _, err := dst.TryReusingBlob(ctx, types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}, r.cache, false)
 	if err != nil {
-		return false, explain(err, r.Name(img))
+		return false, r.explain(err, img)
 	}
 	return ok, nil
 }
@@ -609,7 +609,7 @@ func (r *Registry) PutBlob(ctx context.Context, img imageset.Image, desc ocispec
 	}
 	got, err := dst.PutBlob(ctx, rd, info, r.cache, isConfig)
 	if err != nil {
-		return explain(err, r.Name(img))
+		return r.explain(err, img)
 	}
 	if info.Digest == "" && got.Digest != desc.Digest {
 		return fmt.Errorf("%s: blob %s was written with digest %s: the content read did not match the manifest; run again to retry", r.Name(img), desc.Digest, got.Digest)
@@ -645,7 +645,7 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 		instance = &desc.Digest
 	}
 	if err := dst.PutManifest(ctx, data, instance); err != nil {
-		return explain(err, r.Name(img))
+		return r.explain(err, img)
 	}
 	return nil
 }

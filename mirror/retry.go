@@ -26,7 +26,13 @@ import (
 // retry runs op until it succeeds, fails for good, or the retries are spent;
 // each retry is reported (with its cause) to the copy's progress.
 func (c *copier) retry(ctx context.Context, op func() error) error {
-	return retryReporting(ctx, c.opts.Retries, c.opts.RetryDelay, c.opts.Progress, op)
+	tries := 0
+	return retryReporting(ctx, c.opts.Retries, c.opts.RetryDelay, c.opts.Progress, func() error {
+		if tries++; tries > 1 {
+			c.retries.Add(1) // counted for the summary
+		}
+		return op()
+	})
 }
 
 // Retry runs op until it succeeds, fails for good (not Transient), or

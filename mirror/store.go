@@ -17,6 +17,7 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
@@ -129,7 +130,7 @@ func (s *Store) Put(d digest.Digest, size int64, r io.Reader) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("writing blob %s into the store: %w", d, err)
+		return archive.NoSpace(fmt.Errorf("writing blob %s into the store: %w", d, err), s.BlobPath(d), max(size, n), true)
 	}
 	if size >= 0 && n != size {
 		return &DigestError{Digest: d, Msg: fmt.Sprintf("got %d bytes, expected %d", n, size)}
@@ -288,7 +289,12 @@ func (e *DigestError) Error() string {
 	return fmt.Sprintf("blob %s: %s (the source served corrupt data; nothing was stored)", e.Digest, e.Msg)
 }
 
+// writeFileAtomic replaces path with data, or leaves it as it was.
 func writeFileAtomic(path string, data []byte) error {
+	return archive.NoSpace(writeFile(path, data), path, int64(len(data)), false)
+}
+
+func writeFile(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
 	if err != nil {
 		return err

@@ -46,6 +46,9 @@ func (r *Report) Summary(w io.Writer) {
 	if n.Signatures > 0 {
 		fmt.Fprintf(w, "signatures: %d copied, %d already at the destination, %d failed\n", n.SigCopied, n.SigThere, n.SigFailed)
 	}
+	if res.Retries > 0 {
+		fmt.Fprintf(w, "retries: %d transfers tried again after a transient error (5xx, 429, dropped connection)\n", res.Retries)
+	}
 	r.printBlocked(w)
 	if r.Mode == "disk-to-mirror" && len(r.LeftOut) > 0 {
 		// The copy itself succeeded; the admin must still learn the mirror

@@ -158,6 +158,11 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		return nil, fmt.Errorf("--max-nested-paths shortens the repository paths of a mirror registry; mirror-to-disk has none: give it to disk-to-mirror when pushing the archive")
 	}
 	ws := filepath.Join(dir, WorkingDir)
+	release, err := t.lockRun(ctx, ws, true)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	up := NewUpstream(t.Upstream)
 	defer up.Close()
 	store, err := OpenStore(t.StoreDir)
@@ -187,6 +192,9 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	}
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume; every blob already stored is reused)", ctx.Err())
+	}
+	if err := noSpace(rep.Result, store.Dir()); err != nil {
+		return rep, err
 	}
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
@@ -227,7 +235,9 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 	}
 	carried := map[digest.Digest]bool{}
 	basedOn := ""
+	seq := 1
 	for _, r := range history {
+		seq = max(seq, r.Seq+1)
 		if !t.Since.IsZero() && !r.Created.Before(t.Since) {
 			continue
 		}
@@ -281,20 +291,26 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 		args = append(args, "basedOn", basedOn)
 	}
 	t.Log.Info("writing archive", args...)
+	// The sequence keeps this archive from replacing one not yet carried.
 	p := t.Copy.withDefaults().Progress
 	p.Phase("writing archive", 0, Totals{Blobs: int64(len(blobs)), Bytes: bytes})
-	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p)})
+	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p), Seq: seq, Replace: t.Copy.Force})
 	p.Finish()
 	if err != nil {
 		return nil, err
 	}
 	r.rep.ArchiveID = written.ID
-	rec := archiveRecord{Seq: len(history) + 1, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
+	rec := archiveRecord{Seq: seq, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
 	for _, b := range blobs {
 		rec.Blobs = append(rec.Blobs, b.Digest)
 	}
 	if err := ws.saveArchive(rec); err != nil {
-		return nil, err
+		// An archive the workspace does not know of would be left out of
+		// the next one's baseline and clash with its name: take it back.
+		for _, c := range written.Chunks {
+			os.Remove(filepath.Join(dir, c.Name))
+		}
+		return nil, fmt.Errorf("recording archive %s (its chunks were removed again; run again once this is fixed): %w", written.ID, err)
 	}
 	var chunks []string
 	for _, c := range written.Chunks {
@@ -303,10 +319,83 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 	return chunks, nil
 }
 
-// DiskToMirror pushes the images of the archive in dir to the registry at root.
+// DiskToMirror pushes to the registry at root every archive in dir that
+// this directory has not applied yet, oldest first (the latest again when
+// every one is applied). Each is a run of its own; it stops at the first
+// that does not complete, and returns the report of the last it ran.
 func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, error) {
 	ws := filepath.Join(dir, WorkingDir)
-	ar, err := archive.Open(dir)
+	found, err := archive.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	release, err := t.lockRun(ctx, ws, false)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	todo, again, err := unapplied(workspace{ws}, found, t.Log)
+	if err != nil {
+		return nil, err
+	}
+	if len(todo) > 1 {
+		t.Log.Info("applying archives in the order they were made", "dir", dir, "archives", len(todo))
+	}
+	for i, a := range todo {
+		last := i == len(todo)-1
+		one := *t
+		// Pushed before, so its predecessor was checked then.
+		one.SkipPredecessorCheck = t.SkipPredecessorCheck || again
+		if !last {
+			// Only the latest archive's set says what the mirror should hold.
+			one.Prune = false
+			one.Config = nil
+		}
+		rep, err := one.applyArchive(ctx, dir, a.First, root)
+		if last || err != nil {
+			return rep, err
+		}
+		if rep.Err() != nil {
+			t.Log.Error("stopping before the later archives: this one did not complete; run disk-to-mirror again", "archive", a.Index.ID, "notApplied", len(todo)-i-1)
+			return rep, nil
+		}
+		if t.Out != nil {
+			rep.Summary(t.Out)
+		}
+	}
+	return nil, fmt.Errorf("no archive to apply in %s", dir) // List found at least one
+}
+
+// unapplied returns the archives of found (oldest first) that ws has no
+// record of applying and that are newer than every one it applied, or the
+// latest (again true) when there are none. An older archive applied after
+// a newer one would move tags back, so it is left out (and said so).
+func unapplied(ws workspace, found []archive.Listed, log *slog.Logger) (todo []archive.Listed, again bool, err error) {
+	applied, err := ws.applied()
+	if err != nil {
+		return nil, false, err
+	}
+	var out []archive.Listed
+	for _, a := range found {
+		if _, ok := applied[a.Index.ID]; ok {
+			for _, o := range out {
+				log.Warn("not applying an archive older than one already applied (it would move tags back); it is no longer needed", "archive", o.Index.ID, "appliedNewer", a.Index.ID)
+			}
+			out = nil
+			continue
+		}
+		out = append(out, a)
+	}
+	if len(out) == 0 {
+		return found[len(found)-1:], true, nil
+	}
+	return out, false, nil
+}
+
+// applyArchive pushes the archive whose first chunk in dir is first.
+func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Report, error) {
+	ws := filepath.Join(dir, WorkingDir)
+	ar, err := archive.OpenFirst(dir, first)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +410,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 			return nil, err
 		}
 		if _, ok := applied[idx.BasedOn]; !ok {
-			return nil, fmt.Errorf("archive %s in %s builds on archive %s, which has not been pushed from this directory: run disk-to-mirror with archive %s first (archives apply in the order they were made), or pass --skip-predecessor-check if the mirror already has it", idx.ID, dir, idx.BasedOn, idx.BasedOn)
+			return nil, &PredecessorError{Dir: dir, ID: idx.ID, BasedOn: idx.BasedOn}
 		}
 	}
 	dst, err := NewMirror(root, t.Mirror)
@@ -342,12 +431,28 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	set := plan.Set
 	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root(), ArchiveID: idx.ID}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
+	name := filepath.Join(dir, first)
 	return r.toMirror(ctx, dst, func() *Result {
-		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
-		return copyPlanned(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
+		t.Log.Info("pushing archive to the mirror", "archive", name, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
+		return copyPlanned(ctx, set, &ArchiveSource{Archive: ar, Name: name, Mirror: dst}, dst, t.Copy)
 	}, func() error {
 		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()})
 	})
+}
+
+// PredecessorError refuses an incremental archive whose predecessor was
+// not applied from this directory.
+type PredecessorError struct {
+	Dir, ID, BasedOn string
+}
+
+func (e *PredecessorError) Error() string {
+	return fmt.Sprintf("archive %s in %s builds on archive %s, which has not been pushed from this directory: "+
+		"copy the chunks of archive %s into %s too (disk-to-mirror applies every archive there in the order they were made), "+
+		"or pass --skip-predecessor-check if the mirror already has it. "+
+		"If archive %s is lost, make a replacement on the connected side from the local store: mirror-to-disk with --since set to the day %s was made "+
+		"(its id starts with the date; gapmirror describe lists it) writes an archive that carries everything since",
+		e.ID, e.Dir, e.BasedOn, e.BasedOn, e.Dir, e.BasedOn, e.BasedOn)
 }
 
 // toMirror is what disk-to-mirror and mirror-to-mirror share once the
@@ -409,6 +514,11 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if filepath.Base(dir) == WorkingDir {
 		ws = dir
 	}
+	release, err := t.lockRun(ctx, ws, true)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	dst, err := NewMirror(root, t.Mirror)
 	if err != nil {
 		return nil, err

@@ -569,7 +569,10 @@ func (c *Client) answer(resp *http.Response, method string) *Error {
 	defer drain(resp)
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	e := &Error{Method: method, URL: redact(resp.Request.URL), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: c.authHint(resp.StatusCode, resp.Header.Get("WWW-Authenticate"))}
-	e.Denied = resp.StatusCode == http.StatusForbidden || (resp.StatusCode == http.StatusUnauthorized && strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope"))
+	// Without credentials a missing action is a missing login, not a denial.
+	if c.creds.Username != "" || c.creds.IdentityToken != "" {
+		e.Denied = resp.StatusCode == http.StatusForbidden || (resp.StatusCode == http.StatusUnauthorized && strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope"))
+	}
 	var errs struct {
 		Errors []struct {
 			Code string `json:"code"`

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -36,38 +38,46 @@ func newDescribeCommand(g *globalFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := archive.Open(dir)
+			found, err := archive.List(dir)
 			if err != nil {
 				return err
 			}
-			d := mirror.Describe(dir, r.Index())
-			check := describeCheck{Quick: quick, Stray: r.Stray()}
-			if !quick {
-				p := g.progress(log)
-				var total int64
-				for _, c := range r.Index().Chunks {
-					total += c.Size
-				}
-				p.Phase("checking archive", 0, mirror.Totals{Blobs: int64(len(r.Index().Blobs)), Bytes: total})
-				r.SetProgress(mirror.ArchiveProgress(p))
-				verr := r.Verify(cmd.Context())
-				p.Finish()
-				if verr != nil {
-					check.Damage = mirror.Message(verr)
-				} else {
-					check.Intact = true
-				}
-			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
-				if err := writeDescription(out, d, check); err != nil {
+			if len(found) > 1 && output == "text" {
+				fmt.Fprintf(out, "%d archives in %s, oldest first; disk-to-mirror applies those not yet applied, in this order\n", len(found), dir)
+			}
+			var docs []describedArchive
+			var damaged []string
+			for i, a := range found {
+				if len(found) > 1 && output == "text" {
+					fmt.Fprintf(out, "\n[%d/%d] %s\n", i+1, len(found), a.First)
+				}
+				d, check, err := checkArchive(cmd, g, log, dir, a.First, quick)
+				if err != nil {
 					return err
 				}
-			} else {
-				describe(out, d, check, images)
+				if output == "json" {
+					docs = append(docs, describedArchive{d, check})
+				} else {
+					describe(out, d, check, images)
+				}
+				if check.Damage != "" {
+					damaged = append(damaged, fmt.Sprintf("archive %s in %s is damaged: %s", d.ID, dir, check.Damage))
+				}
 			}
-			if check.Damage != "" {
-				return fmt.Errorf("archive %s is damaged: %s", dir, check.Damage)
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				var v any = docs
+				if len(docs) == 1 {
+					v = docs[0]
+				}
+				if err := enc.Encode(v); err != nil {
+					return err
+				}
+			}
+			if len(damaged) > 0 {
+				return errors.New(strings.Join(damaged, "; "))
 			}
 			return nil
 		},
@@ -86,13 +96,40 @@ type describeCheck struct {
 	Stray  []string `json:"strayFiles,omitempty"`
 }
 
-func writeDescription(w io.Writer, d *mirror.Description, c describeCheck) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(struct {
-		*mirror.Description
-		Check describeCheck `json:"check"`
-	}{d, c})
+// describedArchive is one archive in -o json (several archives in one
+// directory make a JSON array of them).
+type describedArchive struct {
+	*mirror.Description
+	Check describeCheck `json:"check"`
+}
+
+// checkArchive describes the archive whose chunk 1 is first and checks it
+// (every blob against its checksum, or only the chunks with quick).
+func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir, first string, quick bool) (*mirror.Description, describeCheck, error) {
+	r, err := archive.OpenFirst(dir, first)
+	if err != nil {
+		return nil, describeCheck{}, err
+	}
+	d := mirror.Describe(dir, r.Index())
+	check := describeCheck{Quick: quick, Stray: r.Stray()}
+	if quick {
+		return d, check, nil
+	}
+	p := g.progress(log)
+	var total int64
+	for _, c := range r.Index().Chunks {
+		total += c.Size
+	}
+	p.Phase("checking archive", 0, mirror.Totals{Blobs: int64(len(r.Index().Blobs)), Bytes: total})
+	r.SetProgress(mirror.ArchiveProgress(p))
+	verr := r.Verify(cmd.Context())
+	p.Finish()
+	if verr != nil {
+		check.Damage = mirror.Message(verr)
+	} else {
+		check.Intact = true
+	}
+	return d, check, nil
 }
 
 // describe prints the summary first, then what changed, then (asked for)

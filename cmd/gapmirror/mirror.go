@@ -60,7 +60,7 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.DurationVar(&f.retryDelay, "retry-delay", 500*time.Millisecond, "first retry delay; doubles each retry")
 	fl.StringVar(&f.archiveSize, "archive-size", "", "maximum size of an archive chunk: a number of GiB (as archiveSize) or e.g. 500MiB; default the config's archiveSize, else 500GiB")
 	fl.BoolVar(&f.strictArchive, "strict-archive", false, "fail instead of writing an oversized chunk when a single blob exceeds --archive-size")
-	fl.BoolVar(&f.force, "force", false, "copy every image even if the destination already has it")
+	fl.BoolVar(&f.force, "force", false, "copy every image even if the destination already has it; mirror-to-disk: replace chunk files an earlier archive left in the directory under the same names")
 	fl.StringVar(&f.retryFailed, "retry-failed", "", "copy exactly the images a failed run listed in this file (its path is printed at the end of that run), with the digests that run pinned")
 	fl.StringVar(&f.since, "since", "", "mirror-to-disk: leave out only blobs carried by archives made before this date (yyyy-mm-dd), e.g. when a later archive was lost")
 	fl.BoolVar(&f.prune, "prune", false, "disk-to-mirror, mirror-to-mirror: once every image is mirrored, delete from the mirror what earlier runs of this workspace pushed there and the image set no longer holds (without it, the run only lists them)")

@@ -204,12 +204,9 @@ func TestSparseAdditionalImage(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1 copied, 1 already at the destination") {
 		t.Errorf("mirror-to-disk whole after sparse: exit %d:\n%s", code, out)
 	}
-	chunks, _ = filepath.Glob(filepath.Join(archiveDir, "mirror_*.tar"))
-	size = 0
-	for _, c := range chunks {
-		fi, err := os.Stat(c)
-		must(t, err)
-		size += fi.Size()
+	size = 0 // the new archive's chunks: the first archive stays beside it
+	for _, c := range archiveOf(t, archiveDir).Chunks {
+		size += c.Size
 	}
 	if amd64 := fx.index.Images[0]; size < amd64.Layers[1].Size || size > amd64.Layers[1].Size+128<<10 {
 		t.Errorf("incremental archive is %d bytes, want the amd64 image (%d bytes) and little more", size, amd64.Layers[1].Size)

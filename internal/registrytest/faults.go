@@ -3,6 +3,7 @@ package registrytest
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -275,6 +276,10 @@ const (
 	FaultTooManyRequests
 	// FaultReset closes the connection without an answer (TCP reset where possible).
 	FaultReset
+	// FaultResetMidBody drops the connection half-way through a body: the
+	// answer's, after its headers and half of it (GET), or the request's,
+	// after half of it is read (uploads).
+	FaultResetMidBody
 )
 
 // String names the fault.
@@ -286,6 +291,8 @@ func (f Fault) String() string {
 		return "too-many-requests"
 	case FaultReset:
 		return "connection-reset"
+	case FaultResetMidBody:
+		return "connection-reset-mid-body"
 	default:
 		return "fault(" + strconv.Itoa(int(f)) + ")"
 	}
@@ -319,7 +326,7 @@ type FaultInjector struct {
 	rng *rand.Rand
 
 	total  atomic.Int64
-	byKind [FaultReset + 1]atomic.Int64
+	byKind [FaultResetMidBody + 1]atomic.Int64
 }
 
 // NewFaultInjector checks cfg and returns an injector.
@@ -343,7 +350,7 @@ func NewFaultInjector(cfg FaultConfig) (*FaultInjector, error) {
 		cfg.Faults = []Fault{FaultServerError, FaultTooManyRequests, FaultReset}
 	}
 	for i, f := range cfg.Faults {
-		if f < FaultServerError || f > FaultReset {
+		if f < FaultServerError || f > FaultResetMidBody {
 			return nil, fmt.Errorf("registrytest: FaultConfig.Faults[%d] is %v: unknown fault", i, f)
 		}
 	}
@@ -356,7 +363,7 @@ func (f *FaultInjector) Injected() int64 { return f.total.Load() }
 
 // InjectedOf is how many faults of kind k were injected so far.
 func (f *FaultInjector) InjectedOf(k Fault) int64 {
-	if k < FaultServerError || k > FaultReset {
+	if k < FaultServerError || k > FaultResetMidBody {
 		return 0
 	}
 	return f.byKind[k].Load()
@@ -398,9 +405,62 @@ func (f *FaultInjector) Wrap(next http.Handler) http.Handler {
 			writeRegistryError(w, http.StatusTooManyRequests, "TOOMANYREQUESTS", "injected rate limit")
 		case FaultReset:
 			resetConnection(w)
+		case FaultResetMidBody:
+			resetMidBody(w, r, next)
 		}
 	})
 }
+
+// resetMidBody serves r through next and drops the connection half-way
+// through the request body (when it has one) or the answer's.
+func resetMidBody(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if r.ContentLength > 1 {
+		_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
+		panic(http.ErrAbortHandler)
+	}
+	hw := &halfWriter{ResponseWriter: w}
+	next.ServeHTTP(hw, r)
+	if hw.cut {
+		_ = http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// halfWriter passes half of a successful answer's body (by its
+// Content-Length) and then refuses more.
+type halfWriter struct {
+	http.ResponseWriter
+	cw  *cutWriter // nil until the header is written; then nil if not cut
+	cut bool
+	hdr bool
+}
+
+func (h *halfWriter) WriteHeader(status int) {
+	if !h.hdr {
+		h.hdr = true
+		if n, err := strconv.ParseInt(h.Header().Get("Content-Length"), 10, 64); err == nil && n > 1 {
+			h.cw = &cutWriter{ResponseWriter: h.ResponseWriter, left: n / 2, started: true, status: status}
+		}
+	}
+	h.ResponseWriter.WriteHeader(status)
+}
+
+func (h *halfWriter) Write(p []byte) (int, error) {
+	if !h.hdr {
+		h.WriteHeader(http.StatusOK)
+	}
+	if h.cw == nil {
+		return h.ResponseWriter.Write(p)
+	}
+	n, err := h.cw.Write(p)
+	h.cut = h.cw.cut
+	return n, err
+}
+
+func (h *halfWriter) Flush() { _ = http.NewResponseController(h.ResponseWriter).Flush() }
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (h *halfWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // writeRegistryError answers with a distribution-style error body.
 func writeRegistryError(w http.ResponseWriter, status int, code, message string) {

@@ -315,6 +315,9 @@ func (r *Registry) serveHTTP(w http.ResponseWriter, req *http.Request) {
 // flight finish with the previous one.
 func (r *Registry) SetWrap(wrap func(http.Handler) http.Handler) {
 	var h http.Handler = r.app
+	if r.tokens != nil {
+		h = r.tokens.front(h)
+	}
 	if wrap != nil {
 		h = wrap(r.app)
 	}
@@ -365,6 +368,24 @@ func (r *Registry) IssuedTokens() []string {
 		return nil
 	}
 	return r.tokens.issuedTokens()
+}
+
+// ExpiredTokens counts requests refused for an expired token
+// (TokenAuth.StrictExpiry).
+func (r *Registry) ExpiredTokens() int64 {
+	if r.tokens == nil {
+		return 0
+	}
+	return r.tokens.expired.Load()
+}
+
+// HiddenAnswers counts anonymous requests answered 404
+// (TokenAuth.HideFromAnonymous).
+func (r *Registry) HiddenAnswers() int64 {
+	if r.tokens == nil {
+		return 0
+	}
+	return r.tokens.hidden.Load()
 }
 
 // Client is an HTTP client that trusts the registry's certificate and never

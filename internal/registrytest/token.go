@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distribution/distribution/v3/registry/auth/token"
@@ -38,6 +40,16 @@ type TokenAuth struct {
 	AnonymousPull bool
 	// TTL is how long tokens live; zero means five minutes.
 	TTL time.Duration
+	// StrictExpiry makes the registry refuse a token past its expiry (1 s
+	// of leeway, not distribution's 60 s), answering 401 with a fresh
+	// challenge and error="invalid_token", as Quay and Harbor do; see
+	// Registry.ExpiredTokens.
+	StrictExpiry bool
+	// HideFromAnonymous answers requests for a repository that carry no
+	// credentials with 404 NAME_UNKNOWN instead of a 401 challenge, as
+	// registries that hide private repositories do; see
+	// Registry.HiddenAnswers.
+	HideFromAnonymous bool
 }
 
 // TokenUser is one account of the token server.
@@ -71,6 +83,10 @@ type tokenServer struct {
 	server        *http.Server
 	served        chan error
 
+	strict, hide bool
+	expired      atomic.Int64 // requests refused for an expired token
+	hidden       atomic.Int64 // anonymous requests answered 404
+
 	mu     sync.Mutex
 	issued []string
 
@@ -81,7 +97,8 @@ type tokenServer struct {
 // startTokenServer listens on 127.0.0.1 (TLS with cert when not nil) and
 // writes the signing certificate under dir.
 func startTokenServer(opts Options, dir string, cert *certificate) (*tokenServer, error) {
-	ts := &tokenServer{users: map[string]TokenUser{}, anonymousPull: opts.Token.AnonymousPull, ttl: opts.Token.TTL, served: make(chan error, 1)}
+	ts := &tokenServer{users: map[string]TokenUser{}, anonymousPull: opts.Token.AnonymousPull, ttl: opts.Token.TTL, served: make(chan error, 1),
+		strict: opts.Token.StrictExpiry, hide: opts.Token.HideFromAnonymous}
 	if ts.ttl == 0 {
 		ts.ttl = 5 * time.Minute
 	}
@@ -311,4 +328,80 @@ func (ts *tokenServer) helperToken(path string) (string, error) {
 		}
 	}
 	return ts.mint("registrytest-helper", access)
+}
+
+// front stands before the registry for StrictExpiry and HideFromAnonymous.
+func (ts *tokenServer) front(next http.Handler) http.Handler {
+	if !ts.strict && !ts.hide {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		repo, actions := requestScope(req)
+		auth := req.Header.Get("Authorization")
+		switch {
+		case ts.hide && auth == "" && repo != "":
+			ts.hidden.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			if req.Method != http.MethodHead {
+				_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": "NAME_UNKNOWN", "message": "repository name not known to registry"}}})
+			}
+			return
+		case ts.strict && strings.HasPrefix(auth, "Bearer ") && expired(strings.TrimPrefix(auth, "Bearer "), time.Second):
+			ts.expired.Add(1)
+			challenge := fmt.Sprintf(`Bearer realm=%q,service=%q,error="invalid_token"`, ts.realm, tokenService)
+			if repo != "" {
+				challenge = fmt.Sprintf(`Bearer realm=%q,service=%q,scope="repository:%s:%s",error="invalid_token"`, ts.realm, tokenService, repo, actions)
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			tokenError(w, http.StatusUnauthorized, "UNAUTHORIZED", "token expired")
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// expired reports whether the JWT raw expired more than leeway ago. Its
+// signature is the registry's to check; only the expiry is read here.
+func expired(raw string, leeway time.Duration) bool {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return false
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Exp == 0 {
+		return false
+	}
+	return time.Now().After(time.Unix(claims.Exp, 0).Add(leeway))
+}
+
+// requestScope is the repository a registry API request is about and the
+// actions it needs ("" for /v2/ itself and the catalog).
+func requestScope(req *http.Request) (repo, actions string) {
+	p := strings.TrimPrefix(req.URL.Path, "/v2/")
+	if p == req.URL.Path || p == "" || p == "_catalog" {
+		return "", ""
+	}
+	for _, sep := range []string{"/manifests/", "/blobs/", "/tags/", "/referrers/"} {
+		if i := strings.LastIndex(p, sep); i > 0 {
+			repo = p[:i]
+			break
+		}
+	}
+	if repo == "" {
+		return "", ""
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead:
+		return repo, "pull"
+	case http.MethodDelete:
+		return repo, "delete"
+	}
+	return repo, "pull,push"
 }
