@@ -39,6 +39,9 @@ const (
 type helmCharts struct {
 	t      *Trip
 	client *http.Client
+	// store receives each chart as an OCI artifact (nil: charts are not
+	// served from the mirror).
+	store *Store
 }
 
 func (h *helmCharts) Sections() []string { return []string{"mirror.helm"} }
@@ -55,6 +58,10 @@ type helmChart struct {
 	index string
 	name  string
 	ver   string
+	// oci is the chart as its oci:// repository holds it; nil for HTTP and local charts.
+	oci *ociArtifact
+	// dest is the repository path under the mirror root (empty: charts/<name>).
+	dest string
 }
 
 // chartRecord is what helm/charts.json says of one carried chart, so the
@@ -130,9 +137,17 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 			return err
 		}
 		records = append(records, rec)
+		if err := h.addArtifact(c, r); err != nil {
+			return err
+		}
 	}
 	if err := h.keepRecords(records); err != nil {
 		return err
+	}
+	if h.store != nil && len(records) > 0 {
+		if err := h.store.SaveIndex(); err != nil {
+			return err
+		}
 	}
 	h.pin(ctx, wanted, r)
 	return nil
@@ -157,8 +172,7 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		}
 	}
 	if strings.HasPrefix(repo.URL, "oci://") {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, errors.New("oci:// chart repositories are not supported by this version of gapmirror: use the repository's http(s) index, or pull the charts and list them under mirror.helm.local")))
-		return nil, nil
+		return h.ociRepository(rp, repo, paths, r), nil
 	}
 	ix, indexData, err := hr.Index(ctx)
 	if err != nil {

@@ -102,6 +102,8 @@ type Report struct {
 	Prune *PruneReport
 	// HelmCharts lists the chart files written into working-dir/helm.
 	HelmCharts []string
+	// ChartsRefused is the warning when the mirror refused the charts as OCI artifacts.
+	ChartsRefused string
 }
 
 func (t *Trip) now() time.Time {
@@ -117,7 +119,7 @@ func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
 	return []imageset.Contributor{
 		&operators{trip: t, up: up, store: store},
 		&releaseContributor{t: t, up: up, store: store},
-		&helmCharts{t: t},
+		&helmCharts{t: t, store: store},
 	}
 }
 
@@ -436,6 +438,7 @@ func (t *Trip) toMirror(ctx context.Context, ws string, dst *Registry, rep *Repo
 		return nil, err
 	}
 	rep.Result = copyAll()
+	t.chartsRefused(rep)
 	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
 		return rep, err
 	}
@@ -609,7 +612,9 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 		}
 	}
 	for _, f := range rep.Result.Failed {
-		notMirrored = append(notMirrored, f.Image.Origin)
+		if !f.Image.Built { // built images (charts, layouts) have no upstream name to map
+			notMirrored = append(notMirrored, f.Image.Origin)
+		}
 	}
 	catalogs, err := generate.CatalogsFromSet(done, root)
 	if err != nil {
@@ -645,6 +650,11 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 	}
 	for name := range files {
 		rep.ClusterResources = append(rep.ClusterResources, filepath.Join(dir, name))
+	}
+	if p, err := writeChartReferences(dir, root, done); err != nil {
+		return err
+	} else if p != "" {
+		rep.ClusterResources = append(rep.ClusterResources, p)
 	}
 	sort.Strings(rep.ClusterResources)
 	return nil
@@ -761,6 +771,9 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	for _, c := range r.HelmCharts {
 		fmt.Fprintf(w, "helm chart: %s\n", c)
+	}
+	if r.ChartsRefused != "" {
+		fmt.Fprintf(w, "WARNING %s\n", r.ChartsRefused)
 	}
 	r.printPrune(w)
 	for _, f := range r.Resolution.Failed {
