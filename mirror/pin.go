@@ -63,8 +63,8 @@ func (t *Trip) pinnedConfig(cfg *imageset.ImageSetConfiguration, set *imageset.S
 	for i := range out.Mirror.AdditionalImages {
 		ai := &out.Mirror.AdditionalImages[i]
 		d := digests[fmt.Sprintf("mirror.additionalImages[%d]", i)]
-		if d == "" {
-			continue // blocked or unresolved: left as written
+		if _, layout := ai.OCILayoutPath(); layout || d == "" {
+			continue // an OCI layout, blocked or unresolved: left as written
 		}
 		pinned, tag, err := pin(ai.Name, d)
 		if err != nil {

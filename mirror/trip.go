@@ -120,6 +120,7 @@ func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
 		&operators{trip: t, up: up, store: store},
 		&releaseContributor{t: t, up: up, store: store},
 		&helmCharts{t: t, store: store},
+		&layoutImages{t: t, store: store},
 	}
 }
 
