@@ -75,6 +75,11 @@ type chartRecord struct {
 	Digest     string   `json:"digest"`
 	File       string   `json:"file"`
 	Images     []string `json:"images"`
+	// Artifact is the digest of the chart's OCI manifest and Served the
+	// repository:tag under the mirror root that serves it (empty when the
+	// chart is not pushed to the mirror).
+	Artifact string `json:"artifact,omitempty"`
+	Served   string `json:"served,omitempty"`
 }
 
 // wantedHelmImage is one image the charts name and every place that names it.
@@ -136,10 +141,10 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 		if err != nil {
 			return err
 		}
-		records = append(records, rec)
-		if err := h.addArtifact(c, r); err != nil {
+		if rec.Artifact, rec.Served, err = h.addArtifact(c, r); err != nil {
 			return err
 		}
+		records = append(records, rec)
 	}
 	if err := h.keepRecords(records); err != nil {
 		return err

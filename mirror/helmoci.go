@@ -299,29 +299,30 @@ func (c *helmChart) destination() string {
 	return strings.ToLower(repo) + ":" + chartTag(c.ver)
 }
 
-// addArtifact puts the chart's OCI artifact into the store and the Set.
-func (h *helmCharts) addArtifact(c *helmChart, r *imageset.Resolving) error {
+// addArtifact puts the chart's OCI artifact into the store and the Set and
+// returns its manifest digest and destination ("" when it is not served).
+func (h *helmCharts) addArtifact(c *helmChart, r *imageset.Resolving) (string, string, error) {
 	if h.store == nil {
-		return nil
+		return "", "", nil
 	}
 	manifest, blobs, err := c.artifact()
 	if err != nil {
 		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
-		return nil
-	}
-	for d, b := range blobs {
-		if err := h.store.Put(d, int64(len(b)), bytes.NewReader(b)); err != nil {
-			return err
-		}
-	}
-	d := digest.FromBytes(manifest)
-	if err := h.store.Put(d, int64(len(manifest)), bytes.NewReader(manifest)); err != nil {
-		return err
+		return "", "", nil
 	}
 	dest := c.destination()
 	if _, err := reference.ParseNamed("localhost/" + dest); err != nil {
 		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("cannot serve the chart from the mirror as %s: %w", dest, err)))
-		return nil
+		return "", "", nil
+	}
+	for d, b := range blobs {
+		if err := h.store.Put(d, int64(len(b)), bytes.NewReader(b)); err != nil {
+			return "", "", err
+		}
+	}
+	d := digest.FromBytes(manifest)
+	if err := h.store.Put(d, int64(len(manifest)), bytes.NewReader(manifest)); err != nil {
+		return "", "", err
 	}
 	h.store.Tag(dest, ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: d, Size: int64(len(manifest))})
 	origin := c.url + "/" + c.name + ":" + c.ver
@@ -334,8 +335,9 @@ func (h *helmCharts) addArtifact(c *helmChart, r *imageset.Resolving) error {
 		Why: []string{fmt.Sprintf("%s: helm chart %s %s: the chart, served as oci://<mirror>/%s", c.path, c.name, c.ver, dest)}}
 	if err := r.Set.Add(img); err != nil {
 		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+		return "", "", nil
 	}
-	return nil
+	return d.String(), dest, nil
 }
 
 // chartRefused reports whether err is a registry's refusal of an OCI
