@@ -181,8 +181,12 @@ func (cr *chartRegistry) try(op func(*registry.Client) error) error {
 		}
 		err = op(c)
 	}
-	if err != nil && strings.Contains(err.Error(), "certificate") && !cr.insecure {
+	switch {
+	case err == nil:
+	case strings.Contains(err.Error(), "certificate") && !cr.insecure:
 		err = fmt.Errorf("%w: give the registry's CA with --src-cert-dir (or certs.d/%s), or turn verification off with --src-tls-verify=false", err, cr.host)
+	case strings.Contains(err.Error(), "401") || strings.Contains(strings.ToLower(err.Error()), "unauthorized"):
+		err = fmt.Errorf("%w: %s wants credentials: log in (podman login %s) or give the auth file with --authfile, as for images", err, cr.host, cr.host)
 	}
 	return err
 }
@@ -348,7 +352,7 @@ func chartRefused(err error) bool {
 		return false
 	}
 	msg := strings.ToLower(err.Error())
-	for _, s := range []string{"manifest invalid", "manifest_invalid", "unsupported", "media type", "mediatype", "415", "400 bad request"} {
+	for _, s := range []string{"manifest invalid", "manifest_invalid", "unsupported media type", "unsupported manifest", "media type", "mediatype", "415 unsupported", "400 bad request"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
