@@ -185,7 +185,7 @@ func (cr *chartRegistry) try(op func(*registry.Client) error) error {
 	case err == nil:
 	case strings.Contains(err.Error(), "certificate") && !cr.insecure:
 		err = fmt.Errorf("%w: give the registry's CA with --src-cert-dir (or certs.d/%s), or turn verification off with --src-tls-verify=false", err, cr.host)
-	case strings.Contains(err.Error(), "401") || strings.Contains(strings.ToLower(err.Error()), "unauthorized"):
+	case strings.Contains(err.Error(), "401") || strings.Contains(strings.ToLower(err.Error()), "unauthorized") || strings.Contains(err.Error(), "credential not found"):
 		err = fmt.Errorf("%w: %s wants credentials: log in (podman login %s) or give the auth file with --authfile, as for images", err, cr.host, cr.host)
 	}
 	return err

@@ -200,6 +200,14 @@ func TestHelmOCIChartsTLSAuth(t *testing.T) {
 	w.assertMirrored(w.dst, "tls")
 	assertChartServed(t, chartClient(t, w.dst, "", ""), w.dst.Host()+"/tls/charts/secure:0.1.0", src, ch.Archive())
 
+	// Without credentials the chart source is refused, with what to do.
+	must(t, os.WriteFile(w.authFile, []byte(`{"auths":{}}`), 0o600))
+	code, out, _ = w.gapmirror("mirror", "-c", isc, "--src-tls-verify=true", "--src-cert-dir", w.up.CertsDir(), "--workspace", "file://"+filepath.Join(w.dir, "noauth"), "docker://"+w.dst.Host()+"/noauth")
+	if code&16 == 0 || !strings.Contains(out, "--authfile") {
+		t.Errorf("a chart registry without credentials: exit %d (want the helm bit 16), summary:\n%s", code, out)
+	}
+	must(t, os.WriteFile(w.authFile, auth, 0o600))
+
 	// Without the CA the chart source is refused, with what to do.
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--src-tls-verify=true", "--workspace", "file://"+filepath.Join(w.dir, "noca"), "docker://"+w.dst.Host()+"/noca")
 	if code&16 == 0 || !strings.Contains(out, "--src-cert-dir") {
@@ -336,4 +344,23 @@ func TestAdditionalImageLayoutBadInput(t *testing.T) {
 			t.Errorf("%s: exit %d, stderr:\n%s", name, code, stderr)
 		}
 	}
+}
+
+// TestHelmOCIChartsInsecureByRegistriesConf: a plain-HTTP chart registry
+// marked insecure in registries.conf is reached with --src-tls-verify left
+// on. (The chart deploys no image: whether images honour registries.conf
+// against an explicit --src-tls-verify=true is the TLS flags' business.)
+func TestHelmOCIChartsInsecureByRegistriesConf(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	up := w.up.Host()
+	ch := helmtest.New("plain", "0.1.0", "", map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata: {}\n"})
+	src := pushChart(t, chartClient(t, w.up, "", ""), up, "charts", ch)
+	must(t, os.WriteFile(w.regsConf, []byte(fmt.Sprintf("unqualified-search-registries = []\n[[registry]]\nlocation = %q\ninsecure = true\n", up)), 0o644))
+	isc := w.writeISC("helm-plain.yaml", fmt.Sprintf("  helm:\n    repositories:\n    - name: plain\n      url: oci://%s/charts\n      charts:\n      - name: plain\n        version: 0.1.0\n", up))
+	code, _, _ := w.gapmirror("mirror", "-c", isc, "--src-tls-verify=true", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/plain")
+	if code != 0 {
+		t.Fatalf("mirror-to-mirror exit %d", code)
+	}
+	w.assertMirrored(w.dst, "plain")
+	assertChartServed(t, chartClient(t, w.dst, "", ""), w.dst.Host()+"/plain/charts/plain:0.1.0", src, ch.Archive())
 }
