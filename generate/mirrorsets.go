@@ -185,8 +185,8 @@ func mirrorEntries(set *imageset.Set, root string, notMirrored []string, repoSco
 			if img.Kind == imageset.KindSignature {
 				continue // found by tag next to the image it signs, which has its entry
 			}
-			if img.Kind == imageset.KindHelmChart || strings.HasPrefix(img.Origin, imageset.OCITransport) {
-				continue // pulled by its mirror name (helm), or from a layout on disk: nothing to redirect
+			if img.ServedAsIs() {
+				continue // nothing pulls it by an upstream name: no entry to redirect
 			}
 			m, err := newMapping(img, root)
 			if err != nil {

@@ -45,3 +45,10 @@ func layoutPath(name string) (string, bool) {
 // OCILayoutPath returns the on-disk OCI layout directory when the image is
 // an oci: name (an image layout on disk, mirrored by targetRepo/targetTag).
 func (a AdditionalImage) OCILayoutPath() (string, bool) { return layoutPath(a.Name) }
+
+// ServedAsIs reports whether nothing pulls the image by an upstream name that
+// IDMS/ITMS would redirect: a helm chart (helm pulls it from the mirror) or
+// an image read from an OCI layout on disk.
+func (i Image) ServedAsIs() bool {
+	return i.Kind == KindHelmChart || strings.HasPrefix(i.Origin, OCITransport)
+}

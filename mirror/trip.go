@@ -613,7 +613,7 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 		}
 	}
 	for _, f := range rep.Result.Failed {
-		if !f.Image.Built { // built images (charts, layouts) have no upstream name to map
+		if !f.Image.ServedAsIs() {
 			notMirrored = append(notMirrored, f.Image.Origin)
 		}
 	}
