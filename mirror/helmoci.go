@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,6 +80,11 @@ func (h *helmCharts) ociRepository(rp string, repo imageset.HelmRepository, path
 		}
 		c.ver = ver
 		c.label = fmt.Sprintf("helm chart %s %s from repository %s", ch.Name, ver, repo.Name)
+		// A chart listed twice is pulled once, with the image paths of both entries.
+		if k := slices.IndexFunc(out, func(o *helmChart) bool { return o.name == c.name && o.ver == c.ver }); k >= 0 {
+			out[k].paths = append(out[k].paths, c.paths...)
+			continue
+		}
 		art, data, err := client.pull(ref + ":" + chartTag(ver))
 		if err != nil {
 			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w: check %s (chart %s at oci://%s:%s)", err, chp, ch.Name, ref, chartTag(ver))))
