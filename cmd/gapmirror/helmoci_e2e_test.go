@@ -306,6 +306,22 @@ func TestAdditionalImageTransports(t *testing.T) {
 	}
 	w.assertMirrored(w.dst, "m2m")
 
+	// delete names them the same ways; --generate plans from the records.
+	disc := w.disc("transports-delete.yaml", fmt.Sprintf("  additionalImages:\n  - name: docker://%s/apps/ubi:9\n    targetRepo: base/ubi\n    targetTag: stable\n  - name: oci://%s\n", up, multiDir))
+	code, _, _ = w.gapmirror("delete", "-c", disc, "--generate", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m")
+	if code != 0 {
+		t.Fatalf("delete --generate exit %d", code)
+	}
+	plan := readFile(t, filepath.Join(w.dir, "ws", "working-dir", "delete", "delete-images.yaml"))
+	for _, want := range []string{"docker://" + w.dst.Host() + "/m2m/base/ubi:stable", "docker://" + w.dst.Host() + "/m2m/" + multiRepo + ":latest"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("the delete plan lacks %s:\n%s", want, plan)
+		}
+	}
+	if strings.Contains(plan, "/m2m/apps/ubi:9") || strings.Contains(plan, "tools/tool") {
+		t.Errorf("the delete plan names images the configuration does not:\n%s", plan)
+	}
+
 	archiveDir := filepath.Join(w.dir, "archive")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
 		t.Fatalf("mirror-to-disk exit %d", code)
