@@ -166,18 +166,29 @@ func TestHelmOCICharts(t *testing.T) {
 }
 
 // TestHelmOCIChartsTLSAuth pulls a chart from an oci:// repository served
-// over TLS (verified with --src-cert-dir) that wants basic auth, with the
-// credentials of the same auth file as the images.
+// over TLS (verified with --src-cert-dir) that wants credentials (basic
+// auth, and the bearer token flow), with the credentials of the same auth
+// file as the images.
 func TestHelmOCIChartsTLSAuth(t *testing.T) {
-	const user, password = "charts", "s3cret-pw"
-	w := newWorld(t, registrytest.Options{TLS: true, Username: user, Password: password})
+	t.Run("basic", func(t *testing.T) {
+		testHelmOCIChartsTLSAuth(t, registrytest.Options{TLS: true, Username: "charts", Password: "s3cret-pw"}, "charts", "s3cret-pw")
+	})
+	// The bearer token flow (Quay, Harbor, ghcr.io) with a pull-only account.
+	t.Run("token", func(t *testing.T) {
+		testHelmOCIChartsTLSAuth(t, registrytest.Options{TLS: true, Username: "pusher", Password: "push-Pw-1",
+			Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "reader", Password: "read-Pw-2", Actions: []string{"pull"}}}}}, "reader", "read-Pw-2")
+	})
+}
+
+func testHelmOCIChartsTLSAuth(t *testing.T, opts registrytest.Options, user, password string) {
+	w := newWorld(t, opts)
 	up := w.up.Host()
 	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(310, 8<<10)}})
 	must(t, err)
-	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL(), Client: w.up.Client(), Username: user, Password: password}, "apps/secure", "v1", img))
+	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL(), Client: w.up.Client(), Username: opts.Username, Password: opts.Password}, "apps/secure", "v1", img))
 	w.images = append(w.images, example{Ref: up + "/apps/secure:v1", Repo: "apps/secure", Tag: "v1", Digest: img.Digest})
 	ch := helmtest.Pod("secure", "0.1.0", up+"/apps/secure:v1")
-	src := pushChart(t, chartClient(t, w.up, user, password), up, "charts", ch)
+	src := pushChart(t, chartClient(t, w.up, opts.Username, opts.Password), up, "charts", ch)
 	auth, err := json.Marshal(map[string]any{"auths": map[string]any{up: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(user + ":" + password))}}})
 	must(t, err)
 	must(t, os.WriteFile(w.authFile, auth, 0o600))
