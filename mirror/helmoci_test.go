@@ -64,13 +64,15 @@ func TestChartRefused(t *testing.T) {
 
 func TestLayoutDestination(t *testing.T) {
 	for _, c := range []struct {
-		ai        imageset.AdditionalImage
-		abs, want string
+		ai   imageset.AdditionalImage
+		want string
 	}{
-		{imageset.AdditionalImage{Name: "oci:///srv/Layouts/my tool"}, "/srv/Layouts/my tool", "srv/layouts/my-tool:latest"},
-		{imageset.AdditionalImage{Name: "oci:///srv/x", TargetRepo: "/tools/x/", TargetTag: "v1"}, "/srv/x", "tools/x:v1"},
+		{imageset.AdditionalImage{Name: "oci:///srv/Layouts/my tool"}, "srv/layouts/my-tool:latest"},
+		{imageset.AdditionalImage{Name: "oci://layouts/tool"}, "layouts/tool:latest"}, // relative, as written (oc-mirror's rule)
+		{imageset.AdditionalImage{Name: "oci:./layouts/../tool"}, "layouts/tool:latest"},
+		{imageset.AdditionalImage{Name: "oci:///srv/x", TargetRepo: "/tools/x/", TargetTag: "v1"}, "tools/x:v1"},
 	} {
-		repo, tag := LayoutDestination(c.ai, c.abs)
+		repo, tag := LayoutDestination(c.ai)
 		if got := repo + ":" + tag; got != c.want {
 			t.Errorf("%s: %s, want %s", c.ai.Name, got, c.want)
 		}

@@ -39,7 +39,7 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 		if err != nil {
 			return fmt.Errorf("%s.name: %s: %w", path, ai.Name, err)
 		}
-		repo, tag := LayoutDestination(ai, abs)
+		repo, tag := LayoutDestination(ai)
 		if b := r.Blocked(ai.Name, repo); b != "" {
 			return fmt.Errorf("%s.name: %s is blocked by %s: remove the image or the blocking rule", path, ai.Name, b)
 		}
@@ -121,14 +121,14 @@ func orDigest(d ocispec.Descriptor) string {
 }
 
 // LayoutDestination is where an oci: additional image goes under the mirror
-// root, by oc-mirror's rules: targetRepo, else the layout's path (without
-// the leading '/', each component made a valid repository name); targetTag,
-// else "latest".
-func LayoutDestination(ai imageset.AdditionalImage, abs string) (repo, tag string) {
+// root, by oc-mirror's rules: targetRepo, else the layout's path as written
+// (without the leading '/'; each component made a valid repository name,
+// "." and ".." dropped); targetTag, else "latest".
+func LayoutDestination(ai imageset.AdditionalImage) (repo, tag string) {
 	repo = strings.Trim(ai.TargetRepo, "/")
-	if repo == "" {
+	if dir, _ := ai.OCILayoutPath(); repo == "" {
 		var parts []string
-		for _, p := range strings.Split(filepath.ToSlash(abs), "/") {
+		for _, p := range strings.Split(filepath.ToSlash(dir), "/") {
 			if p == "" {
 				continue
 			}
@@ -148,12 +148,8 @@ func LayoutDestination(ai imageset.AdditionalImage, abs string) (repo, tag strin
 // deleteTarget is the repository, digest and tag (each may be empty: any)
 // a delete.additionalImages entry selects at the mirror.
 func deleteTarget(ai imageset.AdditionalImage) (repo, dig, tag string, err error) {
-	if dir, ok := ai.OCILayoutPath(); ok {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return "", "", "", err
-		}
-		repo, _ = LayoutDestination(ai, abs)
+	if _, ok := ai.OCILayoutPath(); ok {
+		repo, _ = LayoutDestination(ai)
 		return repo, "", ai.TargetTag, nil
 	}
 	named, err := reference.ParseNormalizedNamed(ai.Name)
