@@ -22,9 +22,12 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/distribution/reference"
+	"github.com/docker/distribution/registry/api/errcode"
+	v2 "github.com/docker/distribution/registry/api/v2"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/pkg/docker/config"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
@@ -357,6 +360,15 @@ func chartRefused(err error) bool {
 	if err == nil {
 		return false
 	}
+	var ec errcode.Error
+	if errors.As(err, &ec) && (ec.Code == v2.ErrorCodeManifestInvalid || ec.Code == errcode.ErrorCodeUnsupported) {
+		return true
+	}
+	var status docker.UnexpectedHTTPStatusError
+	if errors.As(err, &status) && (status.StatusCode == http.StatusBadRequest || status.StatusCode == http.StatusUnsupportedMediaType) {
+		return true
+	}
+	// Other clients' answers (and codes in an errcode.Errors list) as text.
 	msg := strings.ToLower(err.Error())
 	for _, s := range []string{"manifest invalid", "manifest_invalid", "unsupported media type", "unsupported manifest", "media type", "mediatype", "415 unsupported", "400 bad request"} {
 		if strings.Contains(msg, s) {

@@ -3,8 +3,11 @@ package mirror
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/docker/distribution/registry/api/errcode"
+	v2 "github.com/docker/distribution/registry/api/v2"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v3/pkg/registry"
@@ -59,6 +62,14 @@ func TestChartRefused(t *testing.T) {
 		if got := chartRefused(errors.New(msg)); got != want {
 			t.Errorf("chartRefused(%q) = %v, want %v", msg, got, want)
 		}
+	}
+	// The registry's error code, wrapped as the copy wraps it.
+	invalid := fmt.Errorf("writing manifest: %w", errcode.Error{Code: v2.ErrorCodeManifestInvalid, Message: "config media type not allowed"})
+	if !chartRefused(invalid) {
+		t.Errorf("MANIFEST_INVALID is not a refusal")
+	}
+	if chartRefused(fmt.Errorf("writing manifest: %w", errcode.Error{Code: errcode.ErrorCodeDenied})) {
+		t.Errorf("DENIED is a refusal of OCI artifacts")
 	}
 }
 
