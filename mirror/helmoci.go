@@ -59,12 +59,12 @@ func (h *helmCharts) ociRepository(rp string, repo imageset.HelmRepository, path
 	host, srcPath, _ := strings.Cut(base, "/")
 	whole := &helmChart{path: rp, label: fmt.Sprintf("helm repository %s (oci://%s)", repo.Name, base)}
 	if len(repo.Charts) == 0 {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, fmt.Errorf("an oci:// repository has no index listing its charts: name each chart (and version) under %s.charts", rp)))
+		r.Fail(chartFailure(whole, fmt.Errorf("an oci:// repository has no index listing its charts: name each chart (and version) under %s.charts", rp)))
 		return nil
 	}
 	client, err := h.t.chartRegistry(host)
 	if err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, err))
+		r.Fail(chartFailure(whole, err))
 		return nil
 	}
 	var out []*helmChart
@@ -77,7 +77,7 @@ func (h *helmCharts) ociRepository(rp string, repo imageset.HelmRepository, path
 		ref := base + "/" + ch.Name
 		if ver == "" {
 			if ver, err = client.latest(ref); err != nil {
-				r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w: set %s.version", err, chp)))
+				r.Fail(chartFailure(c, fmt.Errorf("%w: set %s.version", err, chp)))
 				continue
 			}
 		}
@@ -90,7 +90,7 @@ func (h *helmCharts) ociRepository(rp string, repo imageset.HelmRepository, path
 		}
 		art, data, err := client.pull(ref + ":" + chartTag(ver))
 		if err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w: check %s (chart %s at oci://%s:%s)", err, chp, ch.Name, ref, chartTag(ver))))
+			r.Fail(chartFailure(c, fmt.Errorf("%w: check %s (chart %s at oci://%s:%s)", err, chp, ch.Name, ref, chartTag(ver))))
 			continue
 		}
 		c.data, c.oci = data, art
@@ -320,12 +320,12 @@ func (h *helmCharts) addArtifact(c *helmChart, r *imageset.Resolving) (string, s
 	}
 	manifest, blobs, err := c.artifact()
 	if err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+		r.Fail(chartFailure(c, err))
 		return "", "", nil
 	}
 	dest := c.destination()
 	if _, err := reference.ParseNamed("localhost/" + dest); err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("cannot serve the chart from the mirror as %s: %w", dest, err)))
+		r.Fail(chartFailure(c, fmt.Errorf("cannot serve the chart from the mirror as %s: %w", dest, err)))
 		return "", "", nil
 	}
 	for d, b := range blobs {
@@ -347,7 +347,7 @@ func (h *helmCharts) addArtifact(c *helmChart, r *imageset.Resolving) (string, s
 		// helmWhy's form, so that delete of the chart deletes its artifact too.
 		Why: []string{fmt.Sprintf("%s: helm chart %s %s: the chart, served as oci://<mirror>/%s", c.path, c.name, c.ver, dest)}}
 	if err := r.Set.Add(img); err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+		r.Fail(chartFailure(c, err))
 		return "", "", nil
 	}
 	return d.String(), dest, nil
