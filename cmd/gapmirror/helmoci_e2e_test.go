@@ -11,10 +11,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/registry"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gapmirror/gapmirror/internal/helmtest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
@@ -100,7 +106,10 @@ func TestHelmOCICharts(t *testing.T) {
 		w.assertMirrored(w.dst, prefix)
 		assertChartServed(t, dst, w.dst.Host()+"/"+prefix+"/charts/stable/web:1.0.0", webDigest, web.Archive())
 		assertChartServed(t, dst, w.dst.Host()+"/"+prefix+"/charts/jobs:0.2.0", "", jobs.Archive())
-		list, err := os.ReadFile(filepath.Join(ws, "working-dir", "cluster-resources", "helm-charts.yaml"))
+		resources := filepath.Join(ws, "working-dir", "cluster-resources")
+		w.assertChartDeploys(dst, w.dst.Host()+"/"+prefix+"/charts/stable/web:1.0.0", resources)
+		w.assertChartDeploys(dst, w.dst.Host()+"/"+prefix+"/charts/jobs:0.2.0", resources)
+		list, err := os.ReadFile(filepath.Join(resources, chartsFile))
 		must(t, err)
 		for _, want := range []string{`"reference":"oci://` + w.dst.Host() + "/" + prefix + `/charts/stable/web:1.0.0"`, `"chart":"oci://` + w.dst.Host() + "/" + prefix + `/charts/jobs"`, `"digest":"` + webDigest.String() + `"`} {
 			if !strings.Contains(string(list), want) {
@@ -391,3 +400,207 @@ func TestHelmOCIChartsInsecureByRegistriesConf(t *testing.T) {
 	w.assertMirrored(w.dst, "plain")
 	assertChartServed(t, chartClient(t, w.dst, "", ""), w.dst.Host()+"/plain/charts/plain:0.1.0", src, ch.Archive())
 }
+
+// assertChartDeploys does on the air-gapped side what `helm template
+// oci://<mirror>/…` followed by the cluster's image pulls does: it pulls the
+// chart from the mirror with helm's registry client, renders it with helm's
+// loader and template engine (default values), and follows every image the
+// rendered objects deploy through the IDMS/ITMS in resources to the mirror,
+// where it must be, with the digest its source has.
+func (w *world) assertChartDeploys(c *registry.Client, ref, resources string) {
+	t := w.t
+	t.Helper()
+	res, err := c.Pull(ref)
+	if err != nil {
+		t.Errorf("helm pull oci://%s: %v", ref, err)
+		return
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(res.Chart.Data))
+	must(t, err)
+	vals, err := chartutil.ToRenderValues(ch, map[string]any{}, chartutil.ReleaseOptions{Name: ch.Name(), Namespace: "default", Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities.Copy())
+	must(t, err)
+	files, err := engine.Render(ch, vals)
+	if err != nil {
+		t.Errorf("helm template oci://%s: %v", ref, err)
+		return
+	}
+	var images []string
+	for name, body := range files {
+		if !strings.HasSuffix(name, ".yaml") {
+			continue
+		}
+		for _, doc := range strings.Split(body, "\n---") {
+			var obj any
+			must(t, yaml.Unmarshal([]byte(doc), &obj))
+			images = append(images, containerImages(obj)...)
+		}
+	}
+	if len(images) == 0 {
+		t.Errorf("oci://%s renders no container image: the test checks nothing", ref)
+	}
+	entries := mirrorEntries(t, resources)
+	for _, img := range images {
+		named, err := reference.ParseNormalizedNamed(img)
+		must(t, err)
+		named = reference.TagNameOnly(named)
+		kind, at := "itms", ""
+		if c, ok := named.(reference.Canonical); ok {
+			kind, at = "idms", c.Digest().String()
+		} else {
+			at = named.(reference.Tagged).Tag()
+		}
+		mirrored := ""
+		for _, e := range entries[kind] {
+			if rest, ok := strings.CutPrefix(named.Name(), e.Source); ok && (rest == "" || rest[0] == '/') && len(e.Mirrors) > 0 {
+				mirrored = e.Mirrors[0] + rest
+				break
+			}
+		}
+		if mirrored == "" {
+			t.Errorf("oci://%s deploys %s, which no %s entry sends to the mirror", ref, img, kind)
+			continue
+		}
+		host, repo, _ := strings.Cut(mirrored, "/")
+		want, err := w.up.ManifestDigest(reference.Path(named), at)
+		must(t, err)
+		if got, err := w.dst.ManifestDigest(repo, at); host != w.dst.Host() || err != nil || got != want {
+			t.Errorf("oci://%s deploys %s: the cluster pulls %s:%s, which the mirror has at %s (%v), want %s", ref, img, mirrored, at, got, err, want)
+		}
+	}
+}
+
+// containerImages are the images of every containers and initContainers
+// list in a rendered object.
+func containerImages(obj any) []string {
+	var out []string
+	switch v := obj.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			if list, ok := sub.([]any); ok && (k == "containers" || k == "initContainers") {
+				for _, c := range list {
+					if m, ok := c.(map[string]any); ok {
+						if s, ok := m["image"].(string); ok {
+							out = append(out, s)
+						}
+					}
+				}
+				continue
+			}
+			out = append(out, containerImages(sub)...)
+		}
+	case []any:
+		for _, sub := range v {
+			out = append(out, containerImages(sub)...)
+		}
+	}
+	return out
+}
+
+// mirrorEntries reads the IDMS and ITMS entries of a cluster-resources
+// directory, by "idms" and "itms".
+func mirrorEntries(t *testing.T, dir string) map[string][]mirrorEntry {
+	t.Helper()
+	out := map[string][]mirrorEntry{}
+	for _, kind := range []string{"idms", "itms"} {
+		data, err := os.ReadFile(filepath.Join(dir, kind+"-gapmirror.yaml"))
+		if os.IsNotExist(err) {
+			continue
+		}
+		must(t, err)
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var ms mirrorSet
+			must(t, yaml.Unmarshal([]byte(doc), &ms))
+			out[kind] = append(out[kind], append(ms.Spec.Digest, ms.Spec.Tag...)...)
+		}
+	}
+	return out
+}
+
+// TestHelmChartRetryFailed: charts the mirror fails to take (a server
+// error, not a refusal of the artifact) fail the run with the helm bit;
+// --retry-failed pushes them from the run record's plan without asking the
+// chart sources again, and then the mirror serves them and helm-charts.yaml
+// lists them as a complete run's does.
+func TestHelmChartRetryFailed(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	up := w.up.Host()
+	w.expectApp("web", "v1", 340)
+	w.expectApp("jobs", "v1", 341)
+	web := helmtest.Pod("web", "1.0.0", up+"/apps/web:v1")
+	jobs := helmtest.Pod("jobs", "0.2.0", up+"/apps/jobs:v1")
+	webDigest := pushChart(t, chartClient(t, w.up, "", ""), up, "charts/stable", web)
+	repo := helmtest.Serve(t, jobs)
+	isc := w.writeISC("helm-retry.yaml", fmt.Sprintf(`  helm:
+    repositories:
+    - name: stable
+      url: oci://%s/charts/stable
+      charts:
+      - name: web
+        version: 1.0.0
+    - name: http
+      url: %s
+      charts:
+      - name: jobs
+        version: 0.2.0
+`, up, repo.URL()))
+	w.dst.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/") {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if bytes.Contains(body, []byte(registry.ConfigMediaType)) {
+					http.Error(rw, "storage backend unavailable", http.StatusServiceUnavailable)
+					return
+				}
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
+	ws := filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "--retry-times", "1", "--retry-delay", "10ms", "--workspace", "file://"+ws, dst)
+	if code&16 == 0 || strings.Contains(out, "refused the helm charts") {
+		t.Fatalf("charts failing at the mirror: exit %d (want the helm bit 16, no refusal):\n%s", code, out)
+	}
+	failed := retryHint(t, out)
+	if _, err := os.Stat(filepath.Join(ws, "working-dir", "cluster-resources", "helm-charts.yaml")); err == nil {
+		t.Errorf("helm-charts.yaml lists charts the mirror does not have")
+	}
+
+	w.dst.SetWrap(nil)
+	var asked atomic.Int32
+	w.up.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if strings.Contains(r.URL.Path, "/charts/") {
+				asked.Add(1)
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
+	index := repo.Count("/index.yaml")
+	code, out, _ = w.gapmirror("mirror", "--retry-failed", failed, "--workspace", "file://"+ws, dst)
+	if code != 0 || !strings.Contains(out, "2 images copied") {
+		t.Fatalf("retry: exit %d (want 0, the 2 charts copied):\n%s", code, out)
+	}
+	if n := asked.Load(); n != 0 || repo.Count("/index.yaml") != index {
+		t.Errorf("the retry asked the chart sources again (%d registry requests, %d index reads): it must start from the record", n, repo.Count("/index.yaml")-index)
+	}
+	w.up.SetWrap(nil)
+	c := chartClient(t, w.dst, "", "")
+	resources := filepath.Join(ws, "working-dir", "cluster-resources")
+	assertChartServed(t, c, w.dst.Host()+"/m/charts/stable/web:1.0.0", webDigest, web.Archive())
+	assertChartServed(t, c, w.dst.Host()+"/m/charts/jobs:0.2.0", "", jobs.Archive())
+	w.assertChartDeploys(c, w.dst.Host()+"/m/charts/jobs:0.2.0", resources)
+
+	whole := filepath.Join(w.dir, "whole")
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+whole, dst); code != 0 {
+		t.Fatalf("complete run: exit %d", code)
+	}
+	for _, f := range []string{chartsFile, "itms-gapmirror.yaml"} {
+		if got, want := readFile(t, filepath.Join(resources, f)), readFile(t, filepath.Join(whole, "working-dir", "cluster-resources", f)); got != want {
+			t.Errorf("%s after the retry differs from a complete run's:\nretry:\n%s\ncomplete:\n%s", f, got, want)
+		}
+	}
+}
+
+const chartsFile = "helm-charts.yaml"
