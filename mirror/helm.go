@@ -421,3 +421,37 @@ func checkCharts(plan *Plan) error {
 	}
 	return nil
 }
+
+// pinnedHelm is the helm section with each chart entry's version the one
+// the plan mirrored, from the plan's chart list: an entry without a version
+// (the latest) or with a range names the version resolution picked, so the
+// pinned configuration mirrors, and its delete configuration deletes,
+// exactly these charts. (An entry that repeats an earlier one's chart is
+// recorded under the earlier entry and left as written.)
+func pinnedHelm(hc imageset.Helm, plan *Plan) imageset.Helm {
+	data, ok := plan.file(helmChartsFile)
+	if !ok {
+		return hc
+	}
+	var records []chartRecord
+	if err := json.Unmarshal(data, &records); err != nil {
+		return hc
+	}
+	out := hc
+	out.Repositories = slices.Clone(hc.Repositories)
+	for i := range out.Repositories {
+		repo := &out.Repositories[i]
+		repo.Charts = slices.Clone(repo.Charts)
+		for j := range repo.Charts {
+			ch := &repo.Charts[j]
+			path := fmt.Sprintf("mirror.helm.repositories[%d].charts[%d]", i, j)
+			for _, rec := range records {
+				if rec.Source == path {
+					ch.Version = rec.Version
+					break
+				}
+			}
+		}
+	}
+	return out
+}

@@ -65,6 +65,7 @@ func pinnedConfig(cfg *imageset.ImageSetConfiguration, plan *Plan) (*imageset.Im
 			ai.TargetTag = tag
 		}
 	}
+	out.Mirror.Helm = pinnedHelm(cfg.Mirror.Helm, plan)
 	return &out, nil
 }
 

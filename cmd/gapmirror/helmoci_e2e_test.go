@@ -127,6 +127,13 @@ func TestHelmOCICharts(t *testing.T) {
 		t.Errorf("summary does not say 4 images copied (2 images, 2 charts):\n%s", out)
 	}
 	assertServed("m2m", ws)
+	// The pinned configurations name the version the run picked for web.
+	for _, pattern := range []string{"isc_pinned_*.yaml", "disc_pinned_*.yaml"} {
+		pinned, _ := filepath.Glob(filepath.Join(ws, "working-dir", pattern))
+		if len(pinned) != 1 || !strings.Contains(readFile(t, pinned[0]), "- name: web\n        version: 1.0.0\n") {
+			t.Errorf("%s does not pin chart web to the version mirrored (1.0.0): %v", pattern, pinned)
+		}
+	}
 	assertCharts(t, filepath.Join(ws, "working-dir"), map[string][]byte{"stable/web-1.0.0.tgz": web.Archive(), "http/jobs-0.2.0.tgz": jobs.Archive()})
 
 	// Through an archive: the air-gapped side has only the chunks.
