@@ -527,7 +527,8 @@ func mirrorEntries(t *testing.T, dir string) map[string][]mirrorEntry {
 // error, not a refusal of the artifact) fail the run with the helm bit;
 // --retry-failed pushes them from the run record's plan without asking the
 // chart sources again, and then the mirror serves them and helm-charts.yaml
-// lists them as a complete run's does.
+// lists them as a complete run's does. With --max-nested-paths a chart's
+// repository is shortened like an image's, and still served and listed.
 func TestHelmChartRetryFailed(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	up := w.up.Host()
@@ -608,6 +609,19 @@ func TestHelmChartRetryFailed(t *testing.T) {
 			t.Errorf("%s after the retry differs from a complete run's:\nretry:\n%s\ncomplete:\n%s", f, got, want)
 		}
 	}
+
+	// --max-nested-paths shortens a chart's repository like an image's;
+	// helm-charts.yaml names it as the mirror serves it.
+	flat := filepath.Join(w.dir, "flat")
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--max-nested-paths", "2", "--workspace", "file://"+flat, "docker://"+w.dst.Host()+"/flat"); code != 0 {
+		t.Fatalf("--max-nested-paths 2: exit %d", code)
+	}
+	ref := w.dst.Host() + "/flat/charts-stable-web:1.0.0"
+	if list := readFile(t, filepath.Join(flat, "working-dir", "cluster-resources", chartsFile)); !strings.Contains(list, `"reference":"oci://`+ref+`"`) {
+		t.Errorf("helm-charts.yaml does not name the shortened %s:\n%s", ref, list)
+	}
+	assertChartServed(t, c, ref, webDigest, web.Archive())
+	w.assertChartDeploys(c, ref, filepath.Join(flat, "working-dir", "cluster-resources"))
 }
 
 const chartsFile = "helm-charts.yaml"
