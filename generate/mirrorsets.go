@@ -185,6 +185,9 @@ func mirrorEntries(set *imageset.Set, root string, notMirrored []string, repoSco
 			if img.Kind == imageset.KindSignature {
 				continue // found by tag next to the image it signs, which has its entry
 			}
+			if img.ServedAsIs() {
+				continue // nothing pulls it by an upstream name: no entry to redirect
+			}
 			m, err := newMapping(img, root)
 			if err != nil {
 				if img.Kind == imageset.KindOperatorCatalog || img.Kind == imageset.KindReleaseGraph {

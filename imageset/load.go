@@ -73,6 +73,7 @@ func ParseImageSetConfiguration(data []byte, filename string) (*ImageSetConfigur
 		return nil, err
 	}
 	c.src = src
+	normaliseNames(&c.Mirror.Platform.Release, c.Mirror.Operators, c.Mirror.AdditionalImages, c.Mirror.BlockedImages)
 	if errs = mergeErrors(errs, c.validate()); len(errs) > 0 {
 		return nil, errs
 	}
@@ -97,6 +98,7 @@ func ParseDeleteImageSetConfiguration(data []byte, filename string) (*DeleteImag
 		return nil, err
 	}
 	c.src = src
+	normaliseNames(&c.Delete.Platform.Release, c.Delete.Operators, c.Delete.AdditionalImages, c.Delete.BlockedImages)
 	if errs = mergeErrors(errs, c.validate()); len(errs) > 0 {
 		return nil, errs
 	}

@@ -237,6 +237,9 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 	var wanted []Wanted
 	for i, ai := range cfg.Mirror.AdditionalImages {
 		path := fmt.Sprintf("mirror.additionalImages[%d]", i)
+		if _, ok := ai.OCILayoutPath(); ok {
+			continue // read from disk by the contributor of SectionLayoutImages
+		}
 		named, err := reference.ParseNormalizedNamed(ai.Name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s.name: %q is not an image reference: %w", path, ai.Name, err)
@@ -311,6 +314,10 @@ func (l blockList) match(origin, dest string) string {
 
 // notImplemented fails loudly for configuration sections this version
 // parses but cannot mirror yet, instead of silently skipping them.
+// SectionLayoutImages is the section a contributor claims to mirror the
+// additional images that are OCI layouts on disk (oci: names).
+const SectionLayoutImages = "mirror.additionalImages (oci:)"
+
 func notImplemented(cfg *ImageSetConfiguration, handled map[string]bool) error {
 	var parts []string
 	m := cfg.Mirror
@@ -333,6 +340,11 @@ func notImplemented(cfg *ImageSetConfiguration, handled map[string]bool) error {
 	for i, c := range m.Helm.Local {
 		if len(c.Platforms) > 0 {
 			parts = append(parts, fmt.Sprintf("mirror.helm.local[%d].platforms", i))
+		}
+	}
+	for i, ai := range m.AdditionalImages {
+		if _, ok := ai.OCILayoutPath(); ok && !handled[SectionLayoutImages] {
+			parts = append(parts, fmt.Sprintf("mirror.additionalImages[%d] (an oci: layout)", i))
 		}
 	}
 	if len(m.Samples) > 0 {

@@ -28,6 +28,10 @@ const (
 	KindReleaseComponent Kind = "release-component"
 	KindReleaseGraph     Kind = "release-graph"
 	KindHelm             Kind = "helm"
+	// KindHelmChart is a helm chart itself, as an OCI artifact (helm's
+	// config and chart-layer media types) served from the mirror for
+	// `helm install oci://…`; never in IDMS/ITMS.
+	KindHelmChart Kind = "helm-chart"
 	// KindSignature is a sigstore signature (the cosign "sha256-<hex>.sig"
 	// tag) of another image of the set: copied like an image, never in
 	// IDMS/ITMS, counted apart in summaries.
@@ -41,7 +45,7 @@ func (k Kind) Group() string {
 		return "release"
 	case KindOperatorCatalog, KindOperatorBundle, KindOperatorRelated:
 		return "operator"
-	case KindHelm:
+	case KindHelm, KindHelmChart:
 		return "helm"
 	case KindSignature:
 		// A signature fails for the image it signs: its AlsoKinds carry

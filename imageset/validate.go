@@ -255,9 +255,17 @@ func (v *validator) bundles(pp string, p Package) {
 }
 
 func (v *validator) additionalImage(ip string, img AdditionalImage) {
-	if img.Name == "" {
+	layout, isLayout := img.OCILayoutPath()
+	switch {
+	case img.Name == "":
 		v.add(ip+".name", "missing: set the image reference, e.g. registry.redhat.io/ubi9/ubi:latest")
-	} else if err := checkImageReference(img.Name); err != nil {
+	case isLayout && layout == "":
+		v.add(ip+".name", "%q names no directory: write oci:///absolute/path or oci:relative/path of an OCI image layout", img.Name)
+	case isLayout && len(img.Platforms) > 0:
+		v.add(ip+".platforms", "an OCI layout image (%s) is mirrored whole: remove platforms", img.Name)
+	case isLayout:
+	case checkImageReference(img.Name) != nil:
+		err := checkImageReference(img.Name)
 		v.add(ip+".name", "%q is not a valid image reference: %v", img.Name, err)
 	}
 	if img.TargetRepo != "" {

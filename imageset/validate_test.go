@@ -112,8 +112,8 @@ mirror: {}
 `, "mirror.platform.release", "not a valid release image reference"},
 		{"release with transport", `mirror:
   platform:
-    release: docker://quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64 # <-
-`, "mirror.platform.release", "without the docker:// prefix"},
+    release: docker-archive:///tmp/ocp-release.tar # <-
+`, "mirror.platform.release", "no transport prefix"},
 
 		// operators: catalogs
 		{"catalog missing", `mirror:
@@ -361,8 +361,19 @@ mirror: {}
 `, "mirror.additionalImages[0].name", "not a valid image reference"},
 		{"additional image with transport", `mirror:
   additionalImages:
-    - name: oci:///tmp/layout # <-
+    - name: docker-archive:///tmp/image.tar # <-
 `, "mirror.additionalImages[0].name", "no transport prefix"},
+		{"layout image with platforms", `mirror:
+  additionalImages:
+    - name: oci:///tmp/layout
+      platforms: # <-
+      - os: linux
+        architecture: amd64
+`, "mirror.additionalImages[0].platforms", "mirrored whole"},
+		{"layout image without a directory", `mirror:
+  additionalImages:
+    - name: "oci://" # <-
+`, "mirror.additionalImages[0].name", "names no directory"},
 		{"targetRepo with tag", `mirror:
   additionalImages:
     - name: registry.redhat.io/ubi9/ubi:latest

@@ -276,22 +276,10 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 			errs = append(errs, fmt.Errorf("%s: %s.platforms: deleting some platforms of an image is not supported; remove the field to delete the whole image", cfgPath, path))
 			continue
 		}
-		named, err := reference.ParseNormalizedNamed(ai.Name)
+		repo, dig, tag, err := deleteTarget(ai)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s.name: %q is not an image reference: %w", cfgPath, path, ai.Name, err))
+			errs = append(errs, fmt.Errorf("%s: %s.name: %w", cfgPath, path, err))
 			continue
-		}
-		named = reference.TagNameOnly(named)
-		repo := reference.Path(named)
-		if ai.TargetRepo != "" {
-			repo = strings.Trim(ai.TargetRepo, "/")
-		}
-		var dig, tag string
-		if c, ok := named.(reference.Canonical); ok {
-			dig = c.Digest().String()
-		}
-		if t, ok := named.(reference.Tagged); ok {
-			tag = t.Tag()
 		}
 		if ai.TargetTag != "" {
 			tag = ai.TargetTag

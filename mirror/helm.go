@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -41,6 +40,9 @@ type helmCharts struct {
 	plan   *Plan
 	// ws holds the charts earlier runs kept (read only).
 	ws string
+	// store receives each chart as an OCI artifact (nil: charts are not
+	// served from the mirror).
+	store *Store
 }
 
 func (h *helmCharts) Sections() []string { return []string{"mirror.helm"} }
@@ -57,6 +59,10 @@ type helmChart struct {
 	index string
 	name  string
 	ver   string
+	// oci is the chart as its oci:// repository holds it; nil for HTTP and local charts.
+	oci *ociArtifact
+	// dest is the repository path under the mirror root (empty: charts/<name>).
+	dest string
 }
 
 // chartRecord is what helm/charts.json says of one carried chart, so the
@@ -70,6 +76,11 @@ type chartRecord struct {
 	Digest     string   `json:"digest"`
 	File       string   `json:"file"`
 	Images     []string `json:"images"`
+	// Artifact is the digest of the chart's OCI manifest and Served the
+	// repository:tag under the mirror root that serves it (empty when the
+	// chart is not pushed to the mirror).
+	Artifact string `json:"artifact,omitempty"`
+	Served   string `json:"served,omitempty"`
 }
 
 // wantedHelmImage is one image the charts name and every place that names it.
@@ -131,10 +142,18 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 		if err != nil {
 			return err
 		}
+		if rec.Artifact, rec.Served, err = h.addArtifact(c, r); err != nil {
+			return err
+		}
 		records = append(records, rec)
 	}
 	if err := h.keepRecords(records); err != nil {
 		return err
+	}
+	if h.store != nil && len(records) > 0 {
+		if err := h.store.SaveIndex(); err != nil {
+			return err
+		}
 	}
 	h.pin(ctx, wanted, r)
 	return nil
@@ -159,8 +178,7 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		}
 	}
 	if strings.HasPrefix(repo.URL, "oci://") {
-		r.Fail(chartFailure(whole, errors.New("oci:// chart repositories are not supported by this version of gapmirror: use the repository's http(s) index, or pull the charts and list them under mirror.helm.local")))
-		return nil, nil
+		return h.ociRepository(rp, repo, paths, r), nil
 	}
 	ix, indexData, err := hr.Index(ctx)
 	if err != nil {
@@ -402,4 +420,38 @@ func checkCharts(plan *Plan) error {
 		}
 	}
 	return nil
+}
+
+// pinnedHelm is the helm section with each chart entry's version the one
+// the plan mirrored, from the plan's chart list: an entry without a version
+// (the latest) or with a range names the version resolution picked, so the
+// pinned configuration mirrors, and its delete configuration deletes,
+// exactly these charts. (An entry that repeats an earlier one's chart is
+// recorded under the earlier entry and left as written.)
+func pinnedHelm(hc imageset.Helm, plan *Plan) imageset.Helm {
+	data, ok := plan.file(helmChartsFile)
+	if !ok {
+		return hc
+	}
+	var records []chartRecord
+	if err := json.Unmarshal(data, &records); err != nil {
+		return hc
+	}
+	out := hc
+	out.Repositories = slices.Clone(hc.Repositories)
+	for i := range out.Repositories {
+		repo := &out.Repositories[i]
+		repo.Charts = slices.Clone(repo.Charts)
+		for j := range repo.Charts {
+			ch := &repo.Charts[j]
+			path := fmt.Sprintf("mirror.helm.repositories[%d].charts[%d]", i, j)
+			for _, rec := range records {
+				if rec.Source == path {
+					ch.Version = rec.Version
+					break
+				}
+			}
+		}
+	}
+	return out
 }

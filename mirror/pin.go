@@ -53,8 +53,8 @@ func pinnedConfig(cfg *imageset.ImageSetConfiguration, plan *Plan) (*imageset.Im
 	for i := range out.Mirror.AdditionalImages {
 		ai := &out.Mirror.AdditionalImages[i]
 		d := digests[fmt.Sprintf("mirror.additionalImages[%d]", i)]
-		if d == "" {
-			continue // blocked or unresolved: left as written
+		if _, layout := ai.OCILayoutPath(); layout || d == "" {
+			continue // an OCI layout, blocked or unresolved: left as written
 		}
 		pinned, tag, err := pin(ai.Name, d)
 		if err != nil {
@@ -65,6 +65,7 @@ func pinnedConfig(cfg *imageset.ImageSetConfiguration, plan *Plan) (*imageset.Im
 			ai.TargetTag = tag
 		}
 	}
+	out.Mirror.Helm = pinnedHelm(cfg.Mirror.Helm, plan)
 	return &out, nil
 }
 

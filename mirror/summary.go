@@ -72,6 +72,9 @@ func (r *Report) Summary(w io.Writer) {
 	for _, c := range r.HelmCharts {
 		fmt.Fprintf(w, "helm chart: %s\n", c)
 	}
+	if r.ChartsRefused != "" {
+		fmt.Fprintf(w, "WARNING %s\n", r.ChartsRefused)
+	}
 	r.printPrune(w)
 	r.printFailures(w)
 }

@@ -114,6 +114,8 @@ type Report struct {
 	Prune *PruneReport
 	// HelmCharts lists the chart files written into working-dir/helm.
 	HelmCharts []string
+	// ChartsRefused is the warning when the mirror refused the charts as OCI artifacts.
+	ChartsRefused string
 }
 
 func (t *Trip) now() time.Time {
@@ -130,7 +132,8 @@ func (t *Trip) contributors(up *Registry, store *Store, plan *Plan, ws string) [
 	return []imageset.Contributor{
 		&operators{trip: t, up: up, store: store, plan: plan},
 		&releaseContributor{t: t, up: up, store: store, out: plan, ws: ws},
-		&helmCharts{t: t, plan: plan, ws: ws},
+		&helmCharts{t: t, plan: plan, ws: ws, store: store},
+		&layoutImages{t: t, store: store},
 	}
 }
 
@@ -484,6 +487,7 @@ func (r *run) toMirror(ctx context.Context, dst *Registry, copyAll func() *Resul
 	}
 	seedLocations(mrec, dst)
 	rep.Result = copyAll()
+	t.chartsRefused(rep)
 	for d, repo := range rep.Result.Locations {
 		mrec.Blobs[d] = repo
 	}
@@ -673,7 +677,9 @@ func (r *run) generate(root string) error {
 		}
 	}
 	for _, f := range rep.Result.Failed {
-		notMirrored = append(notMirrored, f.Image.Origin)
+		if !f.Image.ServedAsIs() {
+			notMirrored = append(notMirrored, f.Image.Origin)
+		}
 	}
 	catalogs, err := generate.CatalogsFromSet(done, root)
 	if err != nil {
@@ -720,6 +726,11 @@ func (r *run) generate(root string) error {
 	}
 	for name := range files {
 		rep.ClusterResources = append(rep.ClusterResources, filepath.Join(dir, name))
+	}
+	if p, err := writeChartReferences(dir, root, done); err != nil {
+		return err
+	} else if p != "" {
+		rep.ClusterResources = append(rep.ClusterResources, p)
 	}
 	sort.Strings(rep.ClusterResources)
 	return nil

@@ -79,6 +79,13 @@ func TestDeleteHelmChart(t *testing.T) {
 		t.Fatalf("execute: exit %d", code)
 	}
 	w.gone(w.dst, "m2m/apps/alpha", "v1", w.alpha)
+	// The chart itself, served from the mirror, goes with it; beta's stays.
+	if _, err := w.dst.ManifestDigest("m2m/charts/alpha", "1.0.0"); err == nil {
+		t.Errorf("the deleted chart alpha 1.0.0 is still served at m2m/charts/alpha:1.0.0")
+	}
+	if _, err := w.dst.ManifestDigest("m2m/charts/beta", "2.0.0"); err != nil {
+		t.Errorf("chart beta 2.0.0 is gone from the mirror: %v", err)
+	}
 	w.present(w.dst, "m2m/apps/shared", "v1", w.shared)
 	w.present(w.dst, "m2m/apps/beta", "v1", w.beta)
 	if files, _ := filepath.Glob(filepath.Join(w.ws, "working-dir", "delete", "*-deleted.json")); len(files) != 1 {

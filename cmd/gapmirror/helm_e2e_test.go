@@ -128,7 +128,7 @@ func TestHelmThreeTrips(t *testing.T) {
 
 	// A rerun reuses the charts the workspace keeps: no second download.
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m2m")
-	if code != 0 || !strings.Contains(out, "0 copied, 6 already at the destination") {
+	if code != 0 || !strings.Contains(out, "0 copied, 6 already at the destination, 3 built by gapmirror") {
 		t.Errorf("rerun: exit %d:\n%s", code, out)
 	}
 	if n := repo.Count("/charts/web-1.2.0.tgz"); n != 3 {

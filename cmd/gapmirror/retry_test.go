@@ -80,7 +80,7 @@ func retryWorld(t *testing.T) (*releaseWorld, string) {
 // retryHint is the failure file a run's summary names.
 func retryHint(t *testing.T, stdout string) string {
 	t.Helper()
-	i := strings.Index(stdout, "--retry-failed ")
+	i := strings.LastIndex(stdout, "--retry-failed ")
 	if i < 0 {
 		t.Fatalf("no retry hint:\n%s", stdout)
 	}

@@ -1,12 +1,17 @@
 package helm_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/internal/helmtest"
@@ -188,4 +193,75 @@ func TestImagesPackagedAliasedSubChart(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("images:\n got %q\nwant %q", got, want)
 	}
+}
+
+// TestPackageIsStable: a chart directory packs into the same bytes on every
+// run, whatever the file times, and the result loads as the same chart.
+func TestPackageIsStable(t *testing.T) {
+	src := helmtest.Pod("mine", "0.3.0", "quay.io/org/app:v1").Archive()
+	ch, err := helm.LoadArchive(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := helm.Package(ch, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// helm's own packaging stamps the time of day: an hour later, the same files.
+	later, err := helm.Package(ch, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, later) {
+		t.Errorf("packing the same chart twice gives different bytes")
+	}
+	x, y := retimed(t, src, time.Unix(1, 0)), retimed(t, src, time.Now())
+	rx, err := helm.Repack(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ry, err := helm.Repack(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(x, y) || !bytes.Equal(rx, ry) {
+		t.Errorf("archives differing only in file times repack differently")
+	}
+	re, err := helm.LoadArchive(a)
+	if err != nil || re.Name() != "mine" || re.Metadata.Version != "0.3.0" || len(re.Templates) != 1 {
+		t.Fatalf("packed chart does not load as the chart: %v", err)
+	}
+	if _, err := helm.Repack([]byte("not gzip")); err == nil {
+		t.Errorf("Repack accepts garbage")
+	}
+}
+
+// retimed is tgz with every entry stamped at.
+func retimed(t *testing.T, tgz []byte, at time.Time) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(tgz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.ModTime = at
+	tw := tar.NewWriter(zw)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		body, _ := io.ReadAll(tr)
+		h.ModTime = at
+		h.Format = tar.FormatPAX
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tw.Write(body)
+	}
+	_ = tw.Close()
+	_ = zw.Close()
+	return buf.Bytes()
 }

@@ -1,8 +1,12 @@
 package helm
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"reflect"
@@ -10,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	"helm.sh/helm/v3/pkg/chart"
@@ -50,7 +55,9 @@ func LoadArchive(data []byte) (*chart.Chart, error) {
 }
 
 // Package returns the .tgz of a loaded chart, as `helm package` writes it
-// (into tmp, then read back).
+// (into tmp, then read back), but with fixed file times: the same chart
+// directory packs into the same bytes on every run, so the chart keeps its
+// digest (and its OCI artifact its manifest digest) at the mirror.
 func Package(ch *chart.Chart, tmp string) ([]byte, error) {
 	p, err := chartutil.Save(ch, tmp)
 	if err != nil {
@@ -60,7 +67,47 @@ func Package(ch *chart.Chart, tmp string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading packaged chart: %w", err)
 	}
-	return data, nil
+	return Repack(data)
+}
+
+// Repack rewrites a chart archive with every time zeroed (tar entries and
+// the gzip header), keeping names, modes, contents and their order.
+func Repack(tgz []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(tgz))
+	if err != nil {
+		return nil, fmt.Errorf("not a chart archive: %w", err)
+	}
+	tr := tar.NewReader(zr)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("not a chart archive: %w", err)
+		}
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("not a chart archive: %w", err)
+		}
+		out := &tar.Header{Name: h.Name, Mode: h.Mode, Size: int64(len(body)), Typeflag: h.Typeflag, Linkname: h.Linkname, ModTime: time.Unix(0, 0)}
+		if err := tw.WriteHeader(out); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(body); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // ImagePath is a compiled JSONPath expression locating images in rendered objects.
