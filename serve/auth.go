@@ -1,10 +1,14 @@
 package serve
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"sync"
+	"time"
 
 	"github.com/distribution/distribution/v3/registry/auth"
 	// The htpasswd access controller, which the served registry delegates to.
@@ -32,7 +36,16 @@ func init() {
 type accessController struct {
 	pushPassword string
 	htpasswd     auth.AccessController // nil: anonymous read-only
+	path         string                // of the htpasswd file
 	realm        string
+
+	// verified remembers credentials the htpasswd file accepted, as a
+	// sha256 of user and password, with the file's modification time then:
+	// distribution checks bcrypt on every request (tens of milliseconds of
+	// CPU each), which would bound a push by bcrypt. A changed file
+	// forgets them all.
+	mu       sync.Mutex
+	verified map[[32]byte]time.Time
 }
 
 func newAccessController(options map[string]any) (auth.AccessController, error) {
@@ -46,7 +59,7 @@ func newAccessController(options map[string]any) (auth.AccessController, error) 
 		if err != nil {
 			return nil, err
 		}
-		ac.htpasswd = h
+		ac.htpasswd, ac.path, ac.verified = h, path, map[[32]byte]time.Time{}
 	}
 	return ac, nil
 }
@@ -57,7 +70,7 @@ func (ac *accessController) Authorized(r *http.Request, access ...auth.Access) (
 		return &auth.Grant{User: auth.UserInfo{Name: PushUser}}, nil
 	}
 	if ac.htpasswd != nil {
-		return ac.htpasswd.Authorized(r, access...)
+		return ac.authorizedByFile(r, user, password, ok, access)
 	}
 	if ok && user != "" {
 		return nil, challenge{realm: ac.realm, err: fmt.Errorf("user %q: this registry has no users (serve with --htpasswd to have some)", user)}
@@ -76,6 +89,32 @@ func (ac *accessController) Authorized(r *http.Request, access ...auth.Access) (
 		}
 	}
 	return &auth.Grant{}, nil
+}
+
+// authorizedByFile asks distribution's htpasswd controller, or the memory of
+// what it accepted while the file has not changed.
+func (ac *accessController) authorizedByFile(r *http.Request, user, password string, ok bool, access []auth.Access) (*auth.Grant, error) {
+	fi, err := os.Stat(ac.path)
+	if !ok || err != nil {
+		return ac.htpasswd.Authorized(r, access...)
+	}
+	key := sha256.Sum256([]byte(user + "\x00" + password))
+	ac.mu.Lock()
+	when, known := ac.verified[key]
+	ac.mu.Unlock()
+	if known && when.Equal(fi.ModTime()) {
+		return &auth.Grant{User: auth.UserInfo{Name: user}}, nil
+	}
+	grant, err := ac.htpasswd.Authorized(r, access...)
+	if err == nil {
+		ac.mu.Lock()
+		if len(ac.verified) > 1000 {
+			clear(ac.verified)
+		}
+		ac.verified[key] = fi.ModTime()
+		ac.mu.Unlock()
+	}
+	return grant, err
 }
 
 // challenge asks for basic auth.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/copy"
-	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/directory"
+	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 
@@ -279,14 +279,18 @@ func TestServeHtpasswd(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
-	var out, errb bytes.Buffer
-	cmd := newRootCommand(&errb)
-	cmd.SetArgs([]string{"serve", "htpasswd", "--file", pw, "alice"})
-	cmd.SetIn(strings.NewReader("s3cret\n"))
-	cmd.SetOut(&out)
-	if err := cmd.Execute(); err != nil {
-		t.Fatalf("serve htpasswd: %v", err)
+	setPassword := func(password string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		cmd := newRootCommand(&errb)
+		cmd.SetArgs([]string{"serve", "htpasswd", "--file", pw, "alice"})
+		cmd.SetIn(strings.NewReader(password + "\n"))
+		cmd.SetOut(&out)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("serve htpasswd: %v", err)
+		}
 	}
+	setPassword("s3cret")
 	if data, _ := os.ReadFile(pw); !strings.HasPrefix(string(data), "alice:$2") {
 		t.Errorf("htpasswd file is not a bcrypt entry for alice: %q", data)
 	}
@@ -315,6 +319,15 @@ func TestServeHtpasswd(t *testing.T) {
 	must(t, imagebuilder.Push(context.Background(), target, "team/app", "v1", img))
 	if got := status(t, c, http.MethodDelete, "https://"+addr+"/v2/team/app/manifests/"+img.Digest.String(), "alice", "s3cret"); got != http.StatusAccepted {
 		t.Errorf("DELETE by alice: %d, want 202", got)
+	}
+	// A new password counts at once; the old one, accepted before, no more.
+	time.Sleep(10 * time.Millisecond) // a later modification time on coarse file systems
+	setPassword("n3w")
+	if got := status(t, c, http.MethodHead, manifest, "alice", "s3cret"); got != http.StatusUnauthorized {
+		t.Errorf("old password after the change: %d, want 401", got)
+	}
+	if got := status(t, c, http.MethodHead, manifest, "alice", "n3w"); got != http.StatusOK {
+		t.Errorf("new password: %d, want 200", got)
 	}
 }
 
