@@ -27,7 +27,6 @@ import (
 
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/handlers"
-	"github.com/sirupsen/logrus"
 
 	// Storage drivers a --registry-config may name.
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/azure"
@@ -148,9 +147,8 @@ func (s *Server) start(ctx context.Context) error {
 	s.server = &http.Server{ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	if opts.Debug {
 		s.server.ErrorLog = log.New(os.Stderr, "serve: ", log.LstdFlags)
-	} else if logrus.GetLevel() > logrus.WarnLevel {
-		// The registry logs a line per request at info level.
-		logrus.SetLevel(logrus.WarnLevel)
+	} else {
+		quietRegistryLogs()
 	}
 
 	ln, err := net.Listen("tcp", addr)

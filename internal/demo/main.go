@@ -106,7 +106,7 @@ func run(bin string, keep bool) int {
 	err = d.run(ctx)
 	d.close()
 	if keep {
-		defer out.printf("Kept %s (isc.yaml, release-key.asc, archive/, cache/, workspace/); the registries stopped with the demo.\n", dir)
+		defer out.printf("Kept %s (isc.yaml, release-key.asc, archive/, cache/, workspace/, registry/ with the mirror's storage and CA); the registries stopped with the demo.\n", dir)
 	} else if rmErr := os.RemoveAll(dir); rmErr != nil {
 		fmt.Fprintf(os.Stderr, "demo: removing %s: %v\n", dir, rmErr)
 	}

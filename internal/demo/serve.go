@@ -64,7 +64,8 @@ func (d *demo) writeMirrorCredentials() error {
 // addMirrorUser runs gapmirror serve htpasswd for the demo user.
 func (d *demo) addMirrorUser(ctx context.Context) error {
 	args := []string{"serve", "htpasswd", "--file", htpasswdFile, mirrorUser}
-	d.out.command(append([]string{"echo", mirrorPassword, "|", "gapmirror"}, args...))
+	d.out.command(append([]string{"gapmirror"}, args...))
+	d.out.info("(the password, %s, on standard input)", mirrorPassword)
 	cmd := exec.CommandContext(ctx, d.bin, args...)
 	cmd.Dir = d.dir
 	cmd.Stdin = strings.NewReader(mirrorPassword + "\n")
