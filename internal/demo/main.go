@@ -63,18 +63,18 @@ func main() {
 
 // demo is one run of the demo.
 type demo struct {
-	out      *console
-	bin      string
-	dir      string
-	up       *registrytest.Registry
+	out *console
+	bin string
+	dir string
+	up  *registrytest.Registry
 	// mirrorHost is where gapmirror serve, the air-gapped registry, listens.
 	mirrorHost string
 	served     *served
-	images   []*example
-	ops      *operators
-	rel      *releases
-	trips    []tripTime
-	problems int
+	images     []*example
+	ops        *operators
+	rel        *releases
+	trips      []tripTime
+	problems   int
 }
 
 // tripTime is how long one gapmirror run took.
