@@ -368,3 +368,41 @@ func TestServeRegistryConfig(t *testing.T) {
 		t.Errorf("missing htpasswd file: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestServeInterruptedPush: SIGINT while serve --from pushes stops the
+// push and the registry; the next serve --from pushes what is missing and
+// every image is there, complete.
+func TestServeInterruptedPush(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(12, 512<<10)
+	archiveDir, root := filepath.Join(w.dir, "archive"), filepath.Join(w.dir, "srv")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	addr := freeAddress(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	args := []string{"serve", "--no-progress", "--registries-conf", w.regsConf, "--cache-dir", filepath.Join(w.dir, "cache"),
+		"--root", root, "--address", addr, "--from", "file://" + archiveDir, "--parallel-images", "1"}
+	go func() { done <- run(ctx, args, out, errb) }()
+	for !strings.Contains(errb.String(), "pushing archive") {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited (%d) before pushing:\n%s\n%s", code, out, errb)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // into the push, usually
+	cancel()
+	code := <-done
+	t.Logf("interrupted serve → exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	if code == 0 {
+		t.Log("the push finished before the interrupt: the rerun below only checks the registry")
+	}
+	s := w.serve("--root", root, "--address", addr, "--from", "file://"+archiveDir)
+	if s.code != 0 {
+		t.Fatalf("serve --from after the interrupt: exit %d", s.code)
+	}
+	w.pullAll(addr, filepath.Join(root, "tls"), w.images)
+}
