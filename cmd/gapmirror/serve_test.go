@@ -369,8 +369,8 @@ func TestServeRegistryConfig(t *testing.T) {
 	}
 }
 
-// TestServeInterruptedPush: SIGINT while serve --from pushes stops the
-// push and the registry; the next serve --from pushes what is missing and
+// TestServeInterruptedPush: /v2/ answers during the --from push; SIGINT
+// while serve --from pushes stops the push and the registry; the next serve --from pushes what is missing and
 // every image is there, complete.
 func TestServeInterruptedPush(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
@@ -392,6 +392,10 @@ func TestServeInterruptedPush(t *testing.T) {
 			t.Fatalf("serve exited (%d) before pushing:\n%s\n%s", code, out, errb)
 		case <-time.After(time.Millisecond):
 		}
+	}
+	// The registry answers while it pushes into itself.
+	if got := status(t, caClient(t, filepath.Join(root, "tls", "ca.crt")), http.MethodGet, "https://"+addr+"/v2/", "", ""); got != http.StatusUnauthorized {
+		t.Errorf("GET /v2/ during the push: %d, want 401 (a challenge for clients that push)", got)
 	}
 	time.Sleep(100 * time.Millisecond) // into the push, usually
 	cancel()
