@@ -28,12 +28,9 @@ import (
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/handlers"
 
-	// Storage drivers a --registry-config may name.
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/azure"
+	// Storage drivers a --registry-config may name (and clouddrivers.go).
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/gcs"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
-	_ "github.com/distribution/distribution/v3/registry/storage/driver/s3-aws"
 )
 
 // DefaultAddress is where the registry listens unless told otherwise: this
