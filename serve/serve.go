@@ -92,6 +92,12 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts.Root = root
+	if opts.Address == "" {
+		opts.Address = DefaultAddress
+	}
+	if _, _, err := net.SplitHostPort(opts.Address); err != nil {
+		return nil, fmt.Errorf("--address %q: use HOST:PORT, e.g. %s or 0.0.0.0:5000: %w", opts.Address, DefaultAddress, err)
+	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the root directory: %w", err)
 	}
@@ -125,12 +131,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 func (s *Server) start(ctx context.Context) error {
 	opts := s.opts
 	addr := opts.Address
-	if addr == "" {
-		addr = DefaultAddress
-	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("--address %q: use HOST:PORT, e.g. %s or 0.0.0.0:5000: %w", addr, DefaultAddress, err)
+		return err
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
