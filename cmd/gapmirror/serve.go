@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -192,6 +193,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 		// the next serve --from pushes what is missing.
 		return fmt.Errorf("%w (the registry stops; run serve --from again to push what is missing)", err)
 	}
+	fmt.Fprintf(cmd.OutOrStdout(), "point clusters at the registry: oc apply -f %s\n", filepath.Join(archiveDir, mirror.WorkingDir, "cluster-resources"))
 	return nil
 }
 

@@ -195,7 +195,8 @@ func TestServeFromArchive(t *testing.T) {
 		t.Fatalf("serve --from: exit %d", s.code)
 	}
 	ca := filepath.Join(tlsDir, "ca.crt")
-	for _, want := range []string{"serving docker://" + addr, "TLS certificate authority: " + ca, "/etc/containers/certs.d/" + addr + "/ca.crt", "4 images copied"} {
+	for _, want := range []string{"serving docker://" + addr, "TLS certificate authority: " + ca, "/etc/containers/certs.d/" + addr + "/ca.crt", "4 images copied",
+		"oc apply -f " + filepath.Join(airgap, "working-dir", "cluster-resources")} {
 		if !strings.Contains(s.out.String(), want) {
 			t.Errorf("serve output does not say %q:\n%s", want, s.out)
 		}
