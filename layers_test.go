@@ -25,7 +25,8 @@ var allowedImports = map[string][]string{
 	"generate":         {"imageset"},
 	"prune":            {"registryapi"},
 	"mirror":           {"archive", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi"},
-	"cmd/gapmirror":    {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror"},
+	"serve":            nil,
+	"cmd/gapmirror":    {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

@@ -60,6 +60,7 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
 	root.AddCommand(newMirrorCommand(g), newDescribeCommand(g), newVersionCommand())
 	root.AddCommand(newListCommand(g), newDeleteCommand(g))
+	root.AddCommand(newServeCommand(g))
 	return root
 }
 

@@ -1,10 +1,11 @@
 // Command demo runs gapmirror's three trips end to end on example content,
 // with no internet: it starts an "upstream" registry holding example images,
 // a generated operator catalog and release payloads, an update service and a
-// signature store for those releases, and an empty "air-gapped" mirror
-// registry, all in-process on 127.0.0.1; writes an ImageSetConfiguration;
-// runs the real gapmirror binary for mirror-to-disk, disk-to-mirror,
-// mirror-to-mirror and a no-change rerun; prints what it generated; and then
+// signature store for those releases, all in-process on 127.0.0.1; writes an
+// ImageSetConfiguration; runs the real gapmirror binary for mirror-to-disk,
+// gapmirror serve as the air-gapped registry (TLS from the CA it makes)
+// filled from the archive (disk-to-mirror), mirror-to-mirror and a no-change
+// rerun; prints what it generated; and then
 // checks every image at the mirror by digest with plain HTTP requests (and
 // skopeo, when installed), the rebuilt catalog's bundles and the cluster
 // resources. It exits non-zero if anything is wrong.
@@ -62,16 +63,18 @@ func main() {
 
 // demo is one run of the demo.
 type demo struct {
-	out      *console
-	bin      string
-	dir      string
-	up       *registrytest.Registry
-	mirror   *registrytest.Registry
-	images   []*example
-	ops      *operators
-	rel      *releases
-	trips    []tripTime
-	problems int
+	out *console
+	bin string
+	dir string
+	up  *registrytest.Registry
+	// mirrorHost is where gapmirror serve, the air-gapped registry, listens.
+	mirrorHost string
+	served     *served
+	images     []*example
+	ops        *operators
+	rel        *releases
+	trips      []tripTime
+	problems   int
 }
 
 // tripTime is how long one gapmirror run took.
@@ -103,7 +106,7 @@ func run(bin string, keep bool) int {
 	err = d.run(ctx)
 	d.close()
 	if keep {
-		defer out.printf("Kept %s (isc.yaml, release-key.asc, archive/, cache/, workspace/); the registries stopped with the demo.\n", dir)
+		defer out.printf("Kept %s (isc.yaml, release-key.asc, archive/, cache/, workspace/, registry/ with the mirror's storage and CA); the registries stopped with the demo.\n", dir)
 	} else if rmErr := os.RemoveAll(dir); rmErr != nil {
 		fmt.Fprintf(os.Stderr, "demo: removing %s: %v\n", dir, rmErr)
 	}
@@ -156,11 +159,12 @@ func (d *demo) run(ctx context.Context) error {
 // close stops the registries and the release services.
 func (d *demo) close() {
 	d.rel.close()
-	for _, r := range []*registrytest.Registry{d.up, d.mirror} {
-		if r != nil {
-			if err := r.Close(); err != nil {
-				fmt.Fprintf(os.Stderr, "demo: %v\n", err)
-			}
+	if err := d.stopServe(); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+	}
+	if d.up != nil {
+		if err := d.up.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		}
 	}
 }
@@ -176,16 +180,16 @@ func (d *demo) check(ok bool, format string, args ...any) {
 }
 
 func (d *demo) startRegistries(ctx context.Context) error {
-	d.out.step("Starting two registries on 127.0.0.1 (plain HTTP, in memory)")
+	d.out.step("Starting the upstream registry on 127.0.0.1 (plain HTTP, in memory)")
 	var err error
 	if d.up, err = registrytest.New(ctx, registrytest.Options{}); err != nil {
 		return fmt.Errorf("starting the upstream registry: %w", err)
 	}
-	if d.mirror, err = registrytest.New(ctx, registrytest.Options{}); err != nil {
-		return fmt.Errorf("starting the mirror registry: %w", err)
+	if d.mirrorHost, err = pickMirrorAddress(); err != nil {
+		return err
 	}
 	d.out.info("upstream  %-21s the connected world: example images, an operator catalog, release payloads", d.up.Host())
-	d.out.info("mirror    %-21s the air-gapped registry, empty", d.mirror.Host())
+	d.out.info("mirror    %-21s the air-gapped registry: gapmirror serve, started at trip 2", d.mirrorHost)
 	return nil
 }
 
@@ -231,12 +235,15 @@ func (d *demo) writeConfig() error {
 		// Empty: the host's registries.conf (mirrors, blocked registries)
 		// and credentials must not change what the demo does.
 		{registriesConf, "", 0o644},
-		{authFile, `{"auths":{}}` + "\n", 0o600},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(d.dir, f.name), []byte(f.data), f.mode); err != nil {
 			return fmt.Errorf("writing %s: %w", f.name, err)
 		}
+	}
+	// The mirror's user, for mirror-to-mirror's pushes and the checks.
+	if err := d.writeMirrorCredentials(); err != nil {
+		return fmt.Errorf("writing %s: %w", authFile, err)
 	}
 	d.out.info("Everything below runs in %s; paths in the commands are relative to it.", d.dir)
 	d.out.info("gapmirror is %s.", d.bin)
@@ -245,12 +252,13 @@ func (d *demo) writeConfig() error {
 	return nil
 }
 
-// isolation are the flags every command gets: the demo registries speak plain
-// HTTP, and the host's containers configuration must not leak in.
+// isolation are the flags every command gets: the upstream registry speaks
+// plain HTTP, the mirror TLS with the CA gapmirror serve made, and the
+// host's containers configuration must not leak in.
 func isolation() [][]string {
 	return [][]string{
 		{"--cache-dir", cacheDir, "--registries-conf", registriesConf, "--authfile", authFile},
-		{"--src-tls-verify=false", "--dest-tls-verify=false"},
+		{"--src-tls-verify=false", "--dest-cert-dir", filepath.Dir(caFile)},
 	}
 }
 
@@ -364,12 +372,16 @@ func (d *demo) mirrorToDisk(ctx context.Context) error {
 }
 
 func (d *demo) diskToMirror(ctx context.Context) error {
-	d.out.step("Trip 2 of 3, disk-to-mirror: archive files → mirror registry (on the air-gapped host)")
-	root := d.mirror.Host() + "/" + fromDiskPrefix
+	d.out.step("Trip 2 of 3, disk-to-mirror: gapmirror serve runs the air-gapped registry and pushes the archive into it (on the air-gapped host)")
+	d.out.info("A user for pushes from other hosts (mirror-to-mirror below); anonymous users may only pull:")
+	if err := d.addMirrorUser(ctx); err != nil {
+		return err
+	}
+	root := d.mirrorHost + "/" + fromDiskPrefix
 	// No release flags: the update graph and the verified signatures
-	// travelled in the archive.
-	output, err := d.gapmirror(ctx, "disk-to-mirror",
-		[]string{"mirror", "-c", configFile, "--from", "file://" + archiveDir, "docker://" + root})
+	// travelled in the archive. The registry keeps serving in the background.
+	output, err := d.serve(ctx, []string{"serve", "--root", serveRoot, "--address", d.mirrorHost, "--htpasswd", htpasswdFile,
+		"--from", "file://" + archiveDir, "--prefix", fromDiskPrefix})
 	if err != nil {
 		return err
 	}
@@ -404,7 +416,7 @@ func (d *demo) diskToMirror(ctx context.Context) error {
 
 func (d *demo) mirrorToMirror(ctx context.Context) error {
 	d.out.step("Trip 3 of 3, mirror-to-mirror: upstream → mirror registry directly (on a partially connected host)")
-	root := "docker://" + d.mirror.Host() + "/" + directPrefix
+	root := "docker://" + d.mirrorHost + "/" + directPrefix
 	args := []string{"mirror", "-c", configFile, "--workspace", "file://" + workspaceDir, root}
 	output, err := d.gapmirror(ctx, "mirror-to-mirror", args, d.rel.flags()...)
 	if err != nil {
@@ -425,8 +437,12 @@ func (d *demo) mirrorToMirror(ctx context.Context) error {
 // the catalog and the releases need besides their images and, when skopeo
 // is installed, one image with skopeo, then prints the summary.
 func (d *demo) verify(ctx context.Context) error {
-	d.out.step("Checking the mirror independently: plain HTTP GETs, sha256 of every manifest and blob")
-	c := newChecker(d.mirror.Host())
+	d.out.step("Checking the mirror independently: HTTPS GETs trusting %s, sha256 of every manifest and blob", caFile)
+	client, err := d.mirrorClient()
+	if err != nil {
+		return err
+	}
+	c := &checker{base: "https://" + d.mirrorHost, client: client}
 	want := d.wantedImages()
 	type total struct {
 		prefix        string
@@ -443,7 +459,7 @@ func (d *demo) verify(ctx context.Context) error {
 			repo := prefix + "/" + w.repo
 			res, err := c.image(ctx, repo, w.tag, w.digest)
 			if err != nil {
-				d.check(false, "%s/%s: %v", d.mirror.Host(), repo+":"+w.tag, err)
+				d.check(false, "%s/%s: %v", d.mirrorHost, repo+":"+w.tag, err)
 				continue
 			}
 			t.images++
@@ -503,7 +519,7 @@ func (d *demo) verify(ctx context.Context) error {
 		kindRelease+":", strings.Join(shortestPath, " and "), len(releaseVersions), len(shortestPath), count(kindRelease)-len(shortestPath)-1)
 	for _, t := range totals {
 		d.check(t.images == len(want), "%d of %d images at %s/%s verified by digest; %d blobs (%s) read back and checked",
-			t.images, len(want), d.mirror.Host(), t.prefix, t.blobs, humanBytes(t.bytes))
+			t.images, len(want), d.mirrorHost, t.prefix, t.blobs, humanBytes(t.bytes))
 	}
 	if skopeoDigest != "" {
 		d.out.good("skopeo inspect agrees: %s", shortDigest(digest.Digest(skopeoDigest)))
@@ -532,11 +548,11 @@ func (d *demo) skopeo(ctx context.Context) string {
 		}
 	}
 	repo, tag := ex.destination(fromDiskPrefix)
-	ref := "docker://" + d.mirror.Host() + "/" + repo + ":" + tag
+	ref := "docker://" + d.mirrorHost + "/" + repo + ":" + tag
 	d.out.printf("\n")
 	d.out.info("And with a second client:")
-	d.out.command([]string{"skopeo", "inspect", "--tls-verify=false", "--format", "{{.Digest}}", ref})
-	cmd := exec.CommandContext(ctx, path, "inspect", "--tls-verify=false", "--authfile", filepath.Join(d.dir, authFile),
+	d.out.command([]string{"skopeo", "inspect", "--cert-dir", filepath.Dir(caFile), "--format", "{{.Digest}}", ref})
+	cmd := exec.CommandContext(ctx, path, "inspect", "--cert-dir", filepath.Join(d.dir, filepath.Dir(caFile)), "--authfile", filepath.Join(d.dir, authFile),
 		"--format", "{{.Digest}}", ref)
 	cmd.Env = append(os.Environ(), "CONTAINERS_REGISTRIES_CONF="+filepath.Join(d.dir, registriesConf))
 	out, err := cmd.CombinedOutput()

@@ -7,13 +7,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/opencontainers/go-digest"
 )
 
-// The verification below uses nothing of gapmirror: plain HTTP requests of
-// the distribution API and sha256 over the bytes the mirror returns.
+// The verification below uses nothing of gapmirror: HTTPS requests of the
+// distribution API and sha256 over the bytes the mirror returns.
 
 // manifestAccept lists the manifest media types the checker asks for.
 var manifestAccept = strings.Join([]string{
@@ -23,16 +22,10 @@ var manifestAccept = strings.Join([]string{
 	"application/vnd.docker.distribution.manifest.v2+json",
 }, ", ")
 
-// checker verifies images at a registry over plain HTTP.
+// checker verifies images at a registry.
 type checker struct {
-	base   string // "http://127.0.0.1:PORT"
+	base   string // "https://127.0.0.1:PORT"
 	client *http.Client
-}
-
-func newChecker(host string) *checker {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.Proxy = nil
-	return &checker{base: "http://" + host, client: &http.Client{Transport: transport, Timeout: 30 * time.Second}}
 }
 
 // imageCheck is what checking one image found.

@@ -97,7 +97,7 @@ func (d *demo) verifyOperators(ctx context.Context, c *checker, prefix string, g
 		ok = false
 	}
 
-	at := d.mirror.Host() + "/" + repo
+	at := d.mirrorHost + "/" + repo
 	var names []string
 	for _, r := range []struct{ glob, kind, want string }{
 		{"cs-*.yaml", "CatalogSource", "image: " + at + ":" + catalogTag},
@@ -136,7 +136,7 @@ func (d *demo) verifyReleases(ctx context.Context, c *checker, prefix string) bo
 		d.check(false, "signature ConfigMaps of %s: %v", prefix, err)
 		ok = false
 	}
-	at := d.mirror.Host() + "/" + prefix + "/openshift/"
+	at := d.mirrorHost + "/" + prefix + "/openshift/"
 	name, data, err := d.resource(prefix, "updateService.yaml")
 	for _, want := range []string{"releases: " + at + "release-images", "graphDataImage: " + at + "graph-image:latest"} {
 		if err == nil && !strings.Contains(data, want) {

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	"go.podman.io/image/v5/copy"
+	"go.podman.io/image/v5/directory"
+	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/signature"
+	"go.podman.io/image/v5/types"
+
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// served is a gapmirror serve running in-process.
+type served struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	done   chan int
+	out    *syncBuffer
+	errb   *syncBuffer
+	code   int
+}
+
+// syncBuffer is written by the serving goroutine and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freeAddress is a loopback address with a port nothing listens on now,
+// kept across restarts of a serve (the mirror's name stays the same).
+func freeAddress(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	must(t, ln.Close())
+	return addr
+}
+
+// serve starts gapmirror serve with the world's isolation flags and waits
+// until it is ready (after its --from push) or has exited.
+func (w *world) serve(args ...string) *served {
+	w.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &served{t: w.t, cancel: cancel, done: make(chan int, 1), out: &syncBuffer{}, errb: &syncBuffer{}}
+	full := append([]string{"serve", "--no-progress", "--registries-conf", w.regsConf, "--cache-dir", filepath.Join(w.dir, "cache")}, args...)
+	go func() { s.done <- run(ctx, full, s.out, s.errb) }()
+	deadline := time.After(2 * time.Minute)
+	for !strings.Contains(s.out.String(), "ready: ") {
+		select {
+		case s.code = <-s.done:
+			w.t.Logf("gapmirror %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(full, " "), s.code, s.out, s.errb)
+			s.done <- s.code
+			return s
+		case <-deadline:
+			cancel()
+			w.t.Fatalf("gapmirror %s not ready after 2 minutes:\n%s\n%s", strings.Join(full, " "), s.out, s.errb)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	w.t.Cleanup(func() { s.stop() })
+	return s
+}
+
+// stop sends the equivalent of SIGINT and returns the exit code.
+func (s *served) stop() int {
+	s.cancel()
+	code := <-s.done
+	s.done <- code
+	s.t.Logf("gapmirror serve → exit %d\nstdout:\n%s\nstderr:\n%s", code, s.out, s.errb)
+	return code
+}
+
+// caClient is an HTTP client trusting only the CA file ca.
+func caClient(t *testing.T, ca string) *http.Client {
+	t.Helper()
+	pem, err := os.ReadFile(ca)
+	must(t, err)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s holds no certificate", ca)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return &http.Client{Transport: tr}
+}
+
+// pullAll pulls every image of the world from host/prefix by digest with
+// containers/image (an OCI layout as destination), trusting certDir and
+// with no credentials, and checks the digests.
+func (w *world) pullAll(host, certDir string, images []example) {
+	t := w.t
+	t.Helper()
+	policy, err := signature.NewPolicyContext(&signature.Policy{Default: signature.PolicyRequirements{signature.NewPRInsecureAcceptAnything()}})
+	must(t, err)
+	defer func() { _ = policy.Destroy() }()
+	sys := &types.SystemContext{DockerCertPath: certDir, AuthFilePath: w.authFile, SystemRegistriesConfPath: w.regsConf, SystemRegistriesConfDirPath: t.TempDir()}
+	dir := t.TempDir()
+	for i, ex := range images {
+		src, err := docker.ParseReference("//" + host + "/" + ex.Repo + "@" + ex.Digest.String())
+		must(t, err)
+		dst, err := directory.NewReference(filepath.Join(dir, fmt.Sprint(i)))
+		must(t, err)
+		m, err := copy.Image(context.Background(), policy, dst, src, &copy.Options{SourceCtx: sys, DestinationCtx: &types.SystemContext{},
+			ImageListSelection: copy.CopyAllImages, PreserveDigests: true})
+		if err != nil {
+			t.Errorf("containers/image pull of %s@%s: %v", ex.Repo, ex.Digest, err)
+			continue
+		}
+		if got := digest.FromBytes(m); got != ex.Digest {
+			t.Errorf("%s: pulled manifest %s, want %s", ex.Repo, got, ex.Digest)
+		}
+	}
+	skopeo, err := exec.LookPath("skopeo")
+	if err != nil {
+		t.Log("skopeo not installed: skipping its cross-check")
+		return
+	}
+	for _, ex := range images {
+		ref := "docker://" + host + "/" + ex.Repo + "@" + ex.Digest.String()
+		out, err := exec.Command(skopeo, "inspect", "--raw", "--cert-dir", certDir, "--authfile", w.authFile, "--registries-conf", w.regsConf, ref).Output()
+		if err != nil || digest.FromBytes(out) != ex.Digest {
+			t.Errorf("skopeo inspect --raw %s: %v (manifest digest %s)", ref, err, digest.FromBytes(out))
+		}
+	}
+}
+
+// httpStatus is the HTTP status of a request to the served registry.
+func httpStatus(t *testing.T, c *http.Client, method, url, user, password string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	must(t, err)
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json")
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	resp, err := c.Do(req)
+	must(t, err)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestServeFromArchive: serve --from pushes an archive into a TLS registry
+// it serves with a CA made under ROOT/tls; an independent client pulls
+// every image by digest trusting ROOT/tls; anonymous users cannot push;
+// after a graceful stop a second serve --from applies the incremental
+// archive (everything of the first still there); a third prunes the image
+// the set dropped; serve gc then deletes its blobs, and a plain serve
+// still has every other image.
+func TestServeFromArchive(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(6, 32<<10)
+	all := w.images
+	first := all[:4]
+	out, airgap, root := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "airgap"), filepath.Join(w.dir, "srv")
+	addr := freeAddress(t)
+	tlsDir := filepath.Join(root, "tls")
+
+	w.images = first
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+out); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	moveChunks(t, out, airgap)
+	s := w.serve("--root", root, "--address", addr, "--from", "file://"+airgap)
+	if s.code != 0 {
+		t.Fatalf("serve --from: exit %d", s.code)
+	}
+	ca := filepath.Join(tlsDir, "ca.crt")
+	for _, want := range []string{"serving docker://" + addr, "TLS certificate authority: " + ca, "/etc/containers/certs.d/" + addr + "/ca.crt", "4 images: 4 copied,",
+		"oc apply -f " + filepath.Join(airgap, "working-dir", "cluster-resources")} {
+		if !strings.Contains(s.out.String(), want) {
+			t.Errorf("serve output does not say %q:\n%s", want, s.out)
+		}
+	}
+	w.pullAll(addr, tlsDir, first)
+	itms, err := os.ReadFile(filepath.Join(airgap, "working-dir", "cluster-resources", "itms-gapmirror.yaml"))
+	must(t, err)
+	if !strings.Contains(string(itms), "- "+addr+"/apps") {
+		t.Errorf("ITMS does not point at the served registry:\n%s", itms)
+	}
+	// Anonymous users read only.
+	c := caClient(t, ca)
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(99, 1024)}})
+	must(t, err)
+	if err := imagebuilder.Push(context.Background(), imagebuilder.Target{URL: "https://" + addr, Client: c}, "intruder/app", "v1", img); err == nil {
+		t.Error("an anonymous push was accepted")
+	}
+	if got := httpStatus(t, c, http.MethodDelete, "https://"+addr+"/v2/"+first[0].Repo+"/manifests/"+first[0].Digest.String(), "", ""); got != http.StatusUnauthorized {
+		t.Errorf("anonymous DELETE: %d, want 401", got)
+	}
+	if code := s.stop(); code != 0 || !strings.HasSuffix(s.out.String(), "stopped\n") {
+		t.Fatalf("graceful stop: exit %d", code)
+	}
+	caPEM, err := os.ReadFile(ca)
+	must(t, err)
+
+	// The incremental archive, with two more images, applied by a second serve.
+	w.images = all
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+out); code != 0 {
+		t.Fatal("second mirror-to-disk failed")
+	}
+	moveChunks(t, out, airgap)
+	s = w.serve("--root", root, "--address", addr, "--from", "file://"+airgap)
+	if s.code != 0 || !strings.Contains(s.out.String(), " 2 copied,") {
+		t.Fatalf("serve --from the incremental archive: exit %d", s.code)
+	}
+	if again, _ := os.ReadFile(ca); !bytes.Equal(again, caPEM) {
+		t.Error("the CA was made anew: clients trusting the first would stop trusting the registry")
+	}
+	w.pullAll(addr, tlsDir, all)
+	s.stop()
+
+	// The set drops an image: --prune deletes it from the served registry.
+	dropped := all[0]
+	w.images = all[1:]
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+out); code != 0 {
+		t.Fatal("third mirror-to-disk failed")
+	}
+	moveChunks(t, out, airgap)
+	s = w.serve("--root", root, "--address", addr, "--from", "file://"+airgap, "--prune")
+	if s.code != 0 {
+		t.Fatalf("serve --from --prune: exit %d", s.code)
+	}
+	if got := httpStatus(t, c, http.MethodHead, "https://"+addr+"/v2/"+dropped.Repo+"/manifests/"+dropped.Digest.String(), "", ""); got != http.StatusNotFound {
+		t.Errorf("pruned image %s: HEAD %d, want 404", dropped.Repo, got)
+	}
+	// gc refuses to run under a serving registry, then sweeps once it stopped.
+	code, _, stderr := w.gapmirror("serve", "gc", "--root", root)
+	if code != 1 || !strings.Contains(stderr, "in use by another gapmirror serve") {
+		t.Errorf("gc under a running serve: exit %d\n%s", code, stderr)
+	}
+	s.stop()
+	code, gcOut, _ := w.gapmirror("serve", "gc", "--root", root)
+	if code != 0 || strings.Contains(gcOut, " 0 deleted") || !strings.Contains(gcOut, "deleted") {
+		t.Errorf("gc after prune: exit %d, %s", code, gcOut)
+	}
+	s = w.serve("--root", root, "--address", addr)
+	if s.code != 0 {
+		t.Fatalf("serve again: exit %d", s.code)
+	}
+	w.pullAll(addr, tlsDir, all[1:])
+}
+
+// TestServeHtpasswd: with --htpasswd the registry wants a user of the file
+// (a wrong password is refused) for everything, the file's users can push
+// and delete, and serve --from still pushes with its own credential.
+func TestServeHtpasswd(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 16<<10)
+	archiveDir, root, pw := filepath.Join(w.dir, "archive"), filepath.Join(w.dir, "srv"), filepath.Join(w.dir, "htpasswd")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	setPassword := func(password string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		cmd := newRootCommand(&errb)
+		cmd.SetArgs([]string{"serve", "htpasswd", "--file", pw, "alice"})
+		cmd.SetIn(strings.NewReader(password + "\n"))
+		cmd.SetOut(&out)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("serve htpasswd: %v", err)
+		}
+	}
+	setPassword("s3cret")
+	if data, _ := os.ReadFile(pw); !strings.HasPrefix(string(data), "alice:$2") {
+		t.Errorf("htpasswd file is not a bcrypt entry for alice: %q", data)
+	}
+	addr := freeAddress(t)
+	s := w.serve("--root", root, "--address", addr, "--htpasswd", pw, "--from", "file://"+archiveDir)
+	if s.code != 0 {
+		t.Fatalf("serve --htpasswd --from: exit %d", s.code)
+	}
+	c := caClient(t, filepath.Join(root, "tls", "ca.crt"))
+	manifest := "https://" + addr + "/v2/" + w.images[0].Repo + "/manifests/" + w.images[0].Digest.String()
+	for _, tc := range []struct {
+		user, password string
+		want           int
+	}{{"", "", 401}, {"alice", "wrong", 401}, {"bob", "s3cret", 401}, {"alice", "s3cret", 200}} {
+		if got := httpStatus(t, c, http.MethodHead, manifest, tc.user, tc.password); got != tc.want {
+			t.Errorf("HEAD as %q/%q: %d, want %d", tc.user, tc.password, got, tc.want)
+		}
+	}
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(7, 1024)}})
+	must(t, err)
+	target := imagebuilder.Target{URL: "https://" + addr, Client: c, Username: "alice", Password: "wrong"}
+	if err := imagebuilder.Push(context.Background(), target, "team/app", "v1", img); err == nil {
+		t.Error("a push with a wrong password was accepted")
+	}
+	target.Password = "s3cret"
+	must(t, imagebuilder.Push(context.Background(), target, "team/app", "v1", img))
+	if got := httpStatus(t, c, http.MethodDelete, "https://"+addr+"/v2/team/app/manifests/"+img.Digest.String(), "alice", "s3cret"); got != http.StatusAccepted {
+		t.Errorf("DELETE by alice: %d, want 202", got)
+	}
+	// A new password counts at once; the old one, accepted before, no more.
+	time.Sleep(10 * time.Millisecond) // a later modification time on coarse file systems
+	setPassword("n3w")
+	if got := httpStatus(t, c, http.MethodHead, manifest, "alice", "s3cret"); got != http.StatusUnauthorized {
+		t.Errorf("old password after the change: %d, want 401", got)
+	}
+	if got := httpStatus(t, c, http.MethodHead, manifest, "alice", "n3w"); got != http.StatusOK {
+		t.Errorf("new password: %d, want 200", got)
+	}
+}
+
+// TestServeRegistryConfig: --registry-config passes a distribution
+// configuration through (here the inmemory storage driver: nothing lands
+// under the root but TLS files), and one with an auth section is refused.
+func TestServeRegistryConfig(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 16<<10)
+	archiveDir, root := filepath.Join(w.dir, "archive"), filepath.Join(w.dir, "srv")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	conf := filepath.Join(w.dir, "config.yml")
+	must(t, os.WriteFile(conf, []byte("version: 0.1\nstorage:\n  inmemory: {}\n"), 0o644))
+	addr := freeAddress(t)
+	s := w.serve("--root", root, "--address", addr, "--registry-config", conf, "--plain-http", "--from", "file://"+archiveDir)
+	if s.code != 0 {
+		t.Fatalf("serve --registry-config: exit %d", s.code)
+	}
+	for _, ex := range w.images {
+		if got := httpStatus(t, http.DefaultClient, http.MethodHead, "http://"+addr+"/v2/"+ex.Repo+"/manifests/"+ex.Digest.String(), "", ""); got != http.StatusOK {
+			t.Errorf("%s@%s: HEAD %d", ex.Repo, ex.Digest, got)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "docker")); !os.IsNotExist(err) {
+		t.Errorf("the inmemory driver was not used: %s/docker is there (%v)", root, err)
+	}
+	s.stop()
+
+	must(t, os.WriteFile(conf, []byte("version: 0.1\nstorage:\n  inmemory: {}\nauth:\n  silly:\n    realm: x\n    service: y\n"), 0o644))
+	code, _, stderr := w.gapmirror("serve", "--root", root, "--address", addr, "--registry-config", conf)
+	if code != 1 || !strings.Contains(stderr, "remove the auth section and use --htpasswd") {
+		t.Errorf("config with auth: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = w.gapmirror("serve", "--root", root, "--address", addr, "--htpasswd", filepath.Join(w.dir, "missing"))
+	if code != 1 || !strings.Contains(stderr, "gapmirror serve htpasswd --file") {
+		t.Errorf("missing htpasswd file: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestServeInterruptedPush: /v2/ answers during the --from push; SIGINT
+// while serve --from pushes stops the push and the registry; the next serve --from pushes what is missing and
+// every image is there, complete.
+func TestServeInterruptedPush(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(12, 512<<10)
+	archiveDir, root := filepath.Join(w.dir, "archive"), filepath.Join(w.dir, "srv")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	addr := freeAddress(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	done := make(chan int, 1)
+	args := []string{"serve", "--no-progress", "--registries-conf", w.regsConf, "--cache-dir", filepath.Join(w.dir, "cache"),
+		"--root", root, "--address", addr, "--from", "file://" + archiveDir, "--parallel-images", "1"}
+	go func() { done <- run(ctx, args, out, errb) }()
+	for !strings.Contains(errb.String(), "pushing archive") {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited (%d) before pushing:\n%s\n%s", code, out, errb)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// The registry answers while it pushes into itself.
+	if got := httpStatus(t, caClient(t, filepath.Join(root, "tls", "ca.crt")), http.MethodGet, "https://"+addr+"/v2/", "", ""); got != http.StatusUnauthorized {
+		t.Errorf("GET /v2/ during the push: %d, want 401 (a challenge for clients that push)", got)
+	}
+	time.Sleep(100 * time.Millisecond) // into the push, usually
+	cancel()
+	code := <-done
+	t.Logf("interrupted serve → exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
+	if code == 0 {
+		t.Log("the push finished before the interrupt: the rerun below only checks the registry")
+	}
+	s := w.serve("--root", root, "--address", addr, "--from", "file://"+archiveDir)
+	if s.code != 0 {
+		t.Fatalf("serve --from after the interrupt: exit %d", s.code)
+	}
+	w.pullAll(addr, filepath.Join(root, "tls"), w.images)
+}

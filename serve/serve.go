@@ -1,0 +1,356 @@
+// Package serve runs the CNCF distribution registry
+// (github.com/distribution/distribution/v3) as gapmirror's registry for the
+// air gap: filesystem storage under a root directory (or any storage a
+// distribution configuration file names), TLS with a certificate authority
+// generated once under ROOT/tls, basic auth from an htpasswd file, deletes
+// enabled, offline garbage collection, and a push credential only the
+// serving process holds.
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/distribution/distribution/v3/configuration"
+	"github.com/distribution/distribution/v3/registry/handlers"
+
+	// Storage drivers a --registry-config may name (and clouddrivers.go).
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
+)
+
+// DefaultAddress is where the registry listens unless told otherwise: this
+// machine only. Serving other hosts takes an explicit address.
+const DefaultAddress = "127.0.0.1:5000"
+
+// Options configures a Server.
+type Options struct {
+	// Root holds the storage (ROOT/docker/registry/v2, distribution's
+	// filesystem layout), the generated TLS files (ROOT/tls) and the lock
+	// that keeps garbage collection off a running registry.
+	Root string
+	// Address is the listen address; empty: DefaultAddress. Port 0 picks a free one.
+	Address string
+	// Hostname is the name clients use for the registry (with the port it
+	// makes Name); empty: the listen host, or this machine's host name when
+	// listening on all addresses.
+	Hostname string
+	// TLSCert and TLSKey are a certificate (with its chain) and key to
+	// serve; empty: the generated ones under ROOT/tls.
+	TLSCert, TLSKey string
+	// TLSSANs are more names and addresses for the generated certificate.
+	TLSSANs []string
+	// PlainHTTP serves without TLS.
+	PlainHTTP bool
+	// Htpasswd is an htpasswd file (bcrypt entries); empty: anonymous users
+	// may read and only this process's push (PushCredentials) may write.
+	Htpasswd string
+	// RegistryConfig is a distribution configuration file; its storage,
+	// validation, middleware, redis, notifications... are used as written.
+	// Its http and auth sections are not: the listener, TLS and auth come
+	// from these Options.
+	RegistryConfig string
+	// Debug lets the registry log every request (logrus, info level).
+	Debug bool
+}
+
+// Server is a running registry.
+type Server struct {
+	opts         Options
+	app          *handlers.App
+	server       *http.Server
+	name         string
+	cert         *tls.Certificate // nil over plain HTTP
+	caFile       string           // the generated CA; empty otherwise
+	pushPassword string
+	served       chan struct{} // closed when the server stops serving
+	serveErr     error
+	unlock       func()
+}
+
+// New starts the registry; it answers once New returns. Stop it with Shutdown.
+func New(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Root == "" {
+		return nil, errors.New("serve: no root directory: give --root DIR")
+	}
+	root, err := filepath.Abs(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	opts.Root = root
+	if opts.Address == "" {
+		opts.Address = DefaultAddress
+	}
+	if _, _, err := net.SplitHostPort(opts.Address); err != nil {
+		return nil, fmt.Errorf("--address %q: use HOST:PORT, e.g. %s or 0.0.0.0:5000: %w", opts.Address, DefaultAddress, err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the root directory: %w", err)
+	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither to use the CA gapmirror makes under ROOT/tls")
+	}
+	if opts.PlainHTTP && opts.TLSCert != "" {
+		return nil, errors.New("--plain-http serves without TLS: leave out --tls-cert and --tls-key, or --plain-http")
+	}
+	if opts.Htpasswd != "" {
+		// distribution would make the file up, with a random user it logs.
+		if _, err := os.Stat(opts.Htpasswd); err != nil {
+			return nil, fmt.Errorf("--htpasswd %s: %w (add users with: gapmirror serve htpasswd --file %s USER)", opts.Htpasswd, err, opts.Htpasswd)
+		}
+		if opts.Htpasswd, err = filepath.Abs(opts.Htpasswd); err != nil {
+			return nil, err
+		}
+	}
+	unlock, err := lockRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, served: make(chan struct{}), unlock: unlock}
+	if err := s.start(ctx); err != nil {
+		unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	opts := s.opts
+	addr := opts.Address
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return err
+	}
+	s.pushPassword = hex.EncodeToString(secret)
+	cfg, err := s.configuration()
+	if err != nil {
+		return err
+	}
+	s.server = &http.Server{ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	if opts.Debug {
+		s.server.ErrorLog = log.New(os.Stderr, "serve: ", log.LstdFlags)
+	} else {
+		quietRegistryLogs()
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w (another registry there? choose another --address)", addr, err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	name := opts.Hostname
+	if name == "" {
+		name = host
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			if name, err = os.Hostname(); err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("no --hostname given and this machine's host name is unknown: %w", err)
+			}
+		}
+	}
+	s.name = net.JoinHostPort(name, port)
+
+	if !opts.PlainHTTP {
+		var cert tls.Certificate
+		if opts.TLSCert != "" {
+			cert, err = tls.LoadX509KeyPair(opts.TLSCert, opts.TLSKey)
+			if err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", opts.TLSCert, opts.TLSKey, err)
+			}
+		} else {
+			names, ips := hostNames(host, append([]string{name}, opts.TLSSANs...))
+			dir := filepath.Join(opts.Root, "tls")
+			if cert, err = generatedCertificate(dir, names, ips); err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("TLS under %s: %w", dir, err)
+			}
+			s.caFile = filepath.Join(dir, CAFile)
+		}
+		s.cert = &cert
+		s.server.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+
+	app, err := newApp(ctx, cfg)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	s.app = app
+	s.server.Handler = app
+	go func() {
+		defer close(s.served)
+		if s.cert != nil {
+			s.serveErr = s.server.ServeTLS(ln, "", "")
+		} else {
+			s.serveErr = s.server.Serve(ln)
+		}
+	}()
+	return nil
+}
+
+// configuration is the registry's configuration: opts.RegistryConfig's,
+// or filesystem storage under the root; with this package's auth, deletes
+// on, and image indexes accepted without all their platforms (gapmirror
+// mirrors chosen platforms of an index).
+func (s *Server) configuration() (*configuration.Configuration, error) {
+	opts := s.opts
+	var cfg *configuration.Configuration
+	if opts.RegistryConfig != "" {
+		f, err := os.Open(opts.RegistryConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--registry-config: %w", err)
+		}
+		defer f.Close()
+		if cfg, err = configuration.Parse(f); err != nil {
+			return nil, fmt.Errorf("--registry-config %s: %w", opts.RegistryConfig, err)
+		}
+		if len(cfg.Auth) > 0 {
+			return nil, fmt.Errorf("--registry-config %s: auth (%s): gapmirror serve does the auth itself: remove the auth section and use --htpasswd", opts.RegistryConfig, cfg.Auth.Type())
+		}
+		if _, ok := cfg.Storage["delete"]; !ok {
+			cfg.Storage["delete"] = configuration.Parameters{"enabled": true}
+		}
+		if cfg.Validation.Manifests.Indexes.Platforms == "" {
+			cfg.Validation.Manifests.Indexes.Platforms = "none"
+		}
+	} else {
+		cfg = &configuration.Configuration{}
+		cfg.Version = configuration.MajorMinorVersion(0, 1)
+		cfg.Storage = configuration.Storage{
+			"filesystem": configuration.Parameters{"rootdirectory": opts.Root},
+			"delete":     configuration.Parameters{"enabled": true},
+			"cache":      configuration.Parameters{"blobdescriptor": "inmemory"},
+			"redirect":   configuration.Parameters{"disable": true},
+		}
+		cfg.Validation.Manifests.Indexes.Platforms = "none"
+	}
+	if cfg.HTTP.Secret == "" {
+		// Replicas behind a load balancer need the same http.secret in their file.
+		secret := make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, err
+		}
+		cfg.HTTP.Secret = hex.EncodeToString(secret)
+	}
+	params := configuration.Parameters{"pushpassword": s.pushPassword}
+	if opts.Htpasswd != "" {
+		params["htpasswd"] = opts.Htpasswd
+	}
+	cfg.Auth = configuration.Auth{accessControllerName: params}
+	return cfg, nil
+}
+
+// newApp builds the registry application, turning its construction panics
+// (a storage driver that cannot start) into errors.
+func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handlers.App, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("starting the registry: %v", p)
+		}
+	}()
+	return handlers.NewApp(ctx, cfg), nil
+}
+
+// Name is HOST:PORT, how clients (and the --from push) reach the registry.
+func (s *Server) Name() string { return s.name }
+
+// URL is https://HOST:PORT, or http:// over plain HTTP.
+func (s *Server) URL() string {
+	if s.cert == nil {
+		return "http://" + s.name
+	}
+	return "https://" + s.name
+}
+
+// CAFile is the generated CA clients must trust; empty with --tls-cert or plain HTTP.
+func (s *Server) CAFile() string { return s.caFile }
+
+// Done is closed when the server stops serving: after Shutdown, or on its
+// own (a listener failure), which Err then says.
+func (s *Server) Done() <-chan struct{} { return s.served }
+
+// Err is why the server stopped serving; nil while it serves or after Shutdown.
+func (s *Server) Err() error {
+	select {
+	case <-s.served:
+		if errors.Is(s.serveErr, http.ErrServerClosed) {
+			return nil
+		}
+		return s.serveErr
+	default:
+		return nil
+	}
+}
+
+// PushCredentials writes into dir what a client of this process needs to
+// push: a containers auth.json with this run's push password for Name and
+// a certs.d directory trusting the certificate served. The password is good
+// until the server stops; keep dir private and remove it after the push.
+func (s *Server) PushCredentials(dir string) (authFile, certDir string, err error) {
+	authFile = filepath.Join(dir, "auth.json")
+	data, err := json.Marshal(map[string]any{"auths": map[string]any{
+		s.name: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(PushUser + ":" + s.pushPassword))},
+	}})
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(authFile, data, 0o600); err != nil {
+		return "", "", err
+	}
+	if s.cert == nil {
+		return authFile, "", nil
+	}
+	certDir = filepath.Join(dir, "certs.d")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return "", "", err
+	}
+	// The certificates served (leaf and chain) as trust anchors: the push
+	// trusts exactly this server, whoever signed its certificate.
+	var bundle []byte
+	for _, der := range s.cert.Certificate {
+		bundle = append(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	if err := os.WriteFile(filepath.Join(certDir, "ca.crt"), bundle, 0o600); err != nil {
+		return "", "", err
+	}
+	return authFile, certDir, nil
+}
+
+// Shutdown stops accepting connections, lets requests in flight finish
+// until ctx ends (then cuts them off; an upload cut off is left as an
+// unfinished upload, which never becomes a blob), and stops the registry.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	if err := s.server.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("waiting for requests in flight: %w", err))
+		_ = s.server.Close()
+	}
+	<-s.served
+	if err := s.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.app.Shutdown(); err != nil {
+		errs = append(errs, err)
+	}
+	s.unlock()
+	return errors.Join(errs...)
+}

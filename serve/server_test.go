@@ -1,0 +1,108 @@
+package serve
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServerOwnCertificate: with --tls-cert the push credentials trust
+// exactly the certificate served and carry this run's password; anonymous
+// users get a challenge at /v2/ and may not start an upload.
+func TestServerOwnCertificate(t *testing.T) {
+	// A certificate from elsewhere: here, one the generator signs with a CA
+	// the push is never given.
+	other := filepath.Join(t.TempDir(), "pki")
+	names, ips := hostNames("127.0.0.1", nil)
+	if _, err := generatedCertificate(other, names, ips); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	srv, err := New(context.Background(), Options{Root: root, Address: "127.0.0.1:0",
+		TLSCert: filepath.Join(other, serverCertFile), TLSKey: filepath.Join(other, serverKeyFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	if srv.CAFile() != "" {
+		t.Errorf("CAFile %q with a certificate of the user's", srv.CAFile())
+	}
+	if _, err := os.Stat(filepath.Join(root, "tls")); !os.IsNotExist(err) {
+		t.Errorf("a CA was made although --tls-cert was given (%v)", err)
+	}
+	if _, err := New(context.Background(), Options{Root: root, Address: "127.0.0.1:0", PlainHTTP: true}); err == nil || !strings.Contains(err.Error(), "in use by another gapmirror serve") {
+		t.Errorf("a second server on the same root: %v", err)
+	}
+
+	creds := t.TempDir()
+	authFile, certDir, err := srv.PushCredentials(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(filepath.Join(certDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	var auth struct {
+		Auths map[string]struct{ Auth string } `json:"auths"`
+	}
+	data, err := os.ReadFile(authFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &auth); err != nil {
+		t.Fatal(err)
+	}
+	basic := auth.Auths[srv.Name()].Auth
+	if fi, err := os.Stat(authFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("auth file %v %v, want mode 0600", fi.Mode(), err)
+	}
+
+	do := func(method, path, authorization string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL()+path, nil)
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	wrong := "Basic " + base64.StdEncoding.EncodeToString([]byte(PushUser+":not-the-password-of-this-run-0000000000"))
+	for _, tc := range []struct {
+		method, path, auth string
+		want               int
+	}{
+		{"GET", "/v2/", "", 401},
+		{"GET", "/v2/", "Basic " + basic, 200},
+		{"GET", "/v2/", wrong, 401},
+		{"GET", "/v2/_catalog", "", 200},
+		{"POST", "/v2/a/blobs/uploads/", "", 401},
+		{"POST", "/v2/a/blobs/uploads/", wrong, 401},
+		{"POST", "/v2/a/blobs/uploads/", "Basic " + basic, 202},
+	} {
+		if got := do(tc.method, tc.path, tc.auth); got != tc.want {
+			t.Errorf("%s %s (auth %.12q): %d, want %d", tc.method, tc.path, tc.auth, got, tc.want)
+		}
+	}
+}
