@@ -24,6 +24,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/pkg/docker/config"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 	"go.podman.io/image/v5/types"
 )
@@ -44,31 +45,30 @@ type Client struct {
 	mu     sync.Mutex
 	tokens map[string]string // scope → bearer token
 	basic  bool              // the registry asked for basic auth
+	agent  string            // User-Agent
+	token  string            // a bearer token given outright (--src-registry-token)
 }
 
-// NewClient returns a client for host ("host[:port]") configured like
-// containers/image would be with sys (auth file, cert dir, TLS verify).
+// NewClient returns a client for host ("host[:port]") configured as
+// containers/image would be with sys: auth file, certificates, TLS
+// verification and User-Agent.
 func NewClient(host string, sys *types.SystemContext) (*Client, error) {
-	insecure := sys != nil && sys.DockerInsecureSkipTLSVerify == types.OptionalBoolTrue
-	tlsc := &tls.Config{InsecureSkipVerify: insecure} //nolint:gosec // the user turned verification off for this side
-	if pool, err := x509.SystemCertPool(); err == nil {
-		tlsc.RootCAs = pool
+	tr, insecure, err := Transport(host, sys)
+	if err != nil {
+		return nil, err
 	}
-	for _, dir := range certDirs(host, sys) {
-		if err := tlsclientconfig.SetupCertificates(dir, tlsc); err != nil {
-			return nil, fmt.Errorf("certificates for %s in %s: %w", host, dir, err)
-		}
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsc
-	// Existence checks run many at once against one host: keep their
-	// connections instead of the default two.
-	tr.MaxIdleConnsPerHost = 64
 	creds, err := config.GetCredentials(sys, host)
 	if err != nil {
 		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", host, err)
 	}
-	r := &Client{host: host, scheme: "https", client: &http.Client{Transport: tr}, creds: creds, tokens: map[string]string{}}
+	agent := "gapmirror"
+	if sys != nil && sys.DockerRegistryUserAgent != "" {
+		agent = sys.DockerRegistryUserAgent
+	}
+	r := &Client{host: host, scheme: "https", client: &http.Client{Transport: tr}, creds: creds, tokens: map[string]string{}, agent: agent}
+	if sys != nil {
+		r.token = sys.DockerBearerRegistryToken
+	}
 	if insecure {
 		// As containers/image: with verification off, plain HTTP is allowed
 		// when the registry does not speak TLS.
@@ -82,18 +82,60 @@ func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	return r, nil
 }
 
+// Transport is the HTTP transport for host under the rules containers/image
+// (skopeo, podman) applies: sys.DockerInsecureSkipTLSVerify when set, else
+// the registry's `insecure` in registries.conf; certificates from
+// sys.DockerCertPath, else the host's certs.d directories. insecure says
+// whether verification is off (plain HTTP may then be tried).
+func Transport(host string, sys *types.SystemContext) (tr *http.Transport, insecure bool, err error) {
+	switch {
+	case sys != nil && sys.DockerInsecureSkipTLSVerify != types.OptionalBoolUndefined:
+		insecure = sys.DockerInsecureSkipTLSVerify == types.OptionalBoolTrue
+	default:
+		reg, err := sysregistriesv2.FindRegistry(sys, host+"/x")
+		if err != nil {
+			return nil, false, fmt.Errorf("registries configuration: %w", err)
+		}
+		insecure = reg != nil && reg.Insecure
+	}
+	tlsc := &tls.Config{InsecureSkipVerify: insecure, MinVersion: tls.VersionTLS12} //nolint:gosec // verification is off only where the user said so
+	if pool, err := x509.SystemCertPool(); err == nil {
+		tlsc.RootCAs = pool
+	}
+	for _, dir := range certDirs(host, sys) {
+		if err := tlsclientconfig.SetupCertificates(dir, tlsc); err != nil {
+			return nil, false, fmt.Errorf("certificates for %s in %s: %w", host, dir, err)
+		}
+	}
+	tr = http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsc
+	// Existence checks run many at once against one host: keep their
+	// connections instead of the default two.
+	tr.MaxIdleConnsPerHost = 64
+	return tr, insecure, nil
+}
+
+// certDirs is the directory containers/image reads host's certificates
+// from: sys.DockerCertPath when set; else the first <dir>/<host> that exists
+// under sys.DockerPerHostCertDirPath, or under ~/.config/containers/certs.d,
+// /etc/containers/certs.d and /etc/docker/certs.d.
 func certDirs(host string, sys *types.SystemContext) []string {
 	if sys != nil && sys.DockerCertPath != "" {
 		return []string{sys.DockerCertPath}
 	}
-	var out []string
-	for _, d := range []string{"/etc/containers/certs.d", "/etc/docker/certs.d"} {
+	roots := []string{"/etc/containers/certs.d", "/etc/docker/certs.d"}
+	if sys != nil && sys.DockerPerHostCertDirPath != "" {
+		roots = []string{sys.DockerPerHostCertDirPath}
+	} else if home, err := os.UserHomeDir(); err == nil {
+		roots = append([]string{filepath.Join(home, ".config", "containers", "certs.d")}, roots...)
+	}
+	for _, d := range roots {
 		p := filepath.Join(d, host)
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			out = append(out, p)
+			return []string{p}
 		}
 	}
-	return out
+	return nil
 }
 
 // Credentials are the ones the auth file gives for the host.
@@ -171,7 +213,7 @@ func (r *Client) do(ctx context.Context, method, path string, header http.Header
 		for k, v := range header {
 			req.Header[k] = v
 		}
-		req.Header.Set("User-Agent", "gapmirror")
+		req.Header.Set("User-Agent", r.agent)
 		r.authorize(req, scope)
 		resp, err := r.client.Do(req)
 		if err != nil {
@@ -192,7 +234,9 @@ func (r *Client) do(ctx context.Context, method, path string, header http.Header
 func (r *Client) authorize(req *http.Request, scope string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if tok := r.tokens[scope]; tok != "" {
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	} else if tok := r.tokens[scope]; tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	} else if r.basic && r.creds.Username != "" {
 		req.SetBasicAuth(r.creds.Username, r.creds.Password)

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// insecureConf writes a registries.conf marking hosts insecure, as an admin
+// does for plain-HTTP registries.
+func insecureConf(t *testing.T, dir string, hosts ...string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("unqualified-search-registries = []\n")
+	for _, h := range hosts {
+		fmt.Fprintf(&b, "\n[[registry]]\nlocation = %q\ninsecure = true\n", h)
+	}
+	p := filepath.Join(dir, "registries-insecure.conf")
+	must(t, os.WriteFile(p, []byte(b.String()), 0o644))
+	return p
+}
+
+// runPlain runs the CLI in-process with args exactly as given.
+func runPlain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	t.Logf("gapmirror %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
+	return code, out.String(), errb.String()
+}
+
+// TestRegistriesConfInsecure: with no TLS flag, registries.conf decides, as
+// for skopeo: plain-HTTP registries marked `insecure = true` mirror in all
+// three trips (and prune, through the shared client); unmarked they fail
+// with the hint; an explicit --dest-tls-verify=true overrides the file.
+func TestRegistriesConfInsecure(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(4, 16<<10)
+	isc := w.isc("")
+	conf := insecureConf(t, w.dir, w.up.Host(), w.dst.Host())
+	common := []string{"--no-progress", "--registries-conf", conf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache")}
+	gm := func(args ...string) (int, string, string) {
+		return runPlain(t, append(append([]string{args[0]}, common...), args[1:]...)...)
+	}
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := gm("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+		t.Fatalf("mirror-to-disk from an insecure upstream: exit %d", code)
+	}
+	if code, _, _ := gm("mirror", "-c", isc, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/d2m"); code != 0 {
+		t.Fatalf("disk-to-mirror to an insecure mirror: exit %d", code)
+	}
+	w.assertMirrored(w.dst, "d2m")
+	ws := filepath.Join(w.dir, "ws")
+	if code, _, _ := gm("mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m2m", "--prune"); code != 0 {
+		t.Fatalf("mirror-to-mirror: exit %d", code)
+	}
+	w.assertMirrored(w.dst, "m2m")
+
+	code, _, errOut := gm("mirror", "-c", isc, "--retry-times", "0", "--dest-tls-verify", "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m2m")
+	if code == 0 || !strings.Contains(errOut, "plain HTTP") {
+		t.Errorf("--dest-tls-verify=true must override registries.conf insecure: exit %d: %s", code, errOut)
+	}
+	plain := filepath.Join(w.dir, "plain.conf")
+	must(t, os.WriteFile(plain, []byte("unqualified-search-registries = []\n"), 0o644))
+	code, _, errOut = runPlain(t, "mirror", "--no-progress", "--registries-conf", plain, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"),
+		"-c", isc, "--retry-times", "0", "--workspace", "file://"+filepath.Join(w.dir, "ws2"), "docker://"+w.dst.Host()+"/m2m")
+	if code == 0 || !strings.Contains(errOut, "plain HTTP") {
+		t.Errorf("unmarked plain-HTTP registry: want a refusal with the hint, exit %d: %s", code, errOut)
+	}
+}
+
+// docLines are oc-mirror v2's documented command lines
+// (oc-mirror-v2-command-lines.md), in an order that runs, each with what
+// gapmirror answers: exit 0 and a piece of its output, or the refusal.
+var docLines = []struct {
+	line    string
+	wantOut string // in stdout when it succeeds
+	refuse  string // in stderr when gapmirror refuses it (exit 1)
+}{
+	{line: "oc-mirror --v2 list operators --catalog=registry.redhat.io/redhat/redhat-operator-index:v4.18", wantOut: "3 packages"},
+	{line: "oc-mirror --v2 list operators --catalog=registry.redhat.io/redhat/redhat-operator-index:v4.18 --package=aws-load-balancer-operator", wantOut: "default channel"},
+	{line: "oc-mirror --v2 list operators --catalog=registry.redhat.io/redhat/redhat-operator-index:v4.18 --package=aws-load-balancer-operator --channel=stable-v1", wantOut: "head "},
+	{line: "oc-mirror --v2 list operators --catalogs --version=4.18", wantOut: "/redhat/redhat-operator-index:v4.18  sha256:"},
+	{line: "oc-mirror --v2 list releases", wantOut: "4.18   4.18.10"},
+	{line: "oc-mirror --v2 list releases --channel=fast-4.18 --version=4.18 --filter-by-archs amd64,arm64", wantOut: "# channel fast-4.18, arch arm64"},
+	{line: "oc-mirror --v2 list releases --channel=stable-4.18", wantOut: "head 4.18.10"},
+	{line: "oc-mirror --v2 list releases --channels --version=4.18", wantOut: "stable-4.18"},
+	{line: "oc-mirror --v2 list releases --version=4.18", wantOut: "fast-4.18"},
+	{line: "oc-mirror -c ./isc.yaml file:///home/<user>/oc-mirror/mirror1 --v2", wantOut: "mirror-to-disk: 3 images copied"},
+	{line: "oc-mirror -c ./isc.yaml --from file:///home/<user>/oc-mirror/mirror1 docker://localhost:6000 --v2", wantOut: "disk-to-mirror: 0 images copied, 3 already there, 0 failed"},
+	{line: "oc-mirror -c ./isc.yaml --workspace file:///home/<user>/oc-mirror/mirror1 docker://localhost:6000 --v2", wantOut: "mirror-to-mirror: 0 images copied, 3 already there, 0 failed"},
+	{line: "oc-mirror delete -c ./delete-isc.yaml --generate --workspace file:///home/<user>/oc-mirror/delete1 --delete-id delete1-test docker://localhost:6000 --v2", wantOut: "delete-images-delete1-test.yaml"},
+	{line: "oc-mirror delete --delete-yaml-file /home/<user>/oc-mirror/delete1/working-dir/delete/delete-images-delete1-test.yaml docker://localhost:6000 --v2"},
+	{line: "oc-mirror --v2 -c ./isc.yaml file:///home/user/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --from file:///home/user/output docker://registry.example.com", wantOut: "disk-to-mirror: 3 images copied"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --since 2024-06-01 file:///home/user/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --strict-archive file:///home/user/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
+	{line: "oc-mirror delete --config delete-image-set-config.yaml --workspace file://<previously-mirrored-work-folder> --v2 --generate --delete-id v4.11 docker://<remote-registry> ", wantOut: "delete-images-v4.11.yaml"},
+	{line: "oc-mirror delete --config delete-image-set-config.yaml --workspace file://<previously-mirrored-work-folder> --v2 --generate docker://<remote-registry> ", wantOut: "delete-images.yaml"},
+	{line: "oc-mirror delete --v2 --delete-yaml-file <previously-mirrored-work-folder>/delete/delete-images-v4.11.yaml --force-cache-delete true docker://<remote-registry> ", refuse: "--force-cache-delete (oc-mirror) is not supported: gapmirror delete removes only from the mirror registry"},
+	{line: "oc-mirror delete --v2 --delete-yaml-file <previously-mirrored-work-folder>/delete/delete-images-v4.11.yaml docker://<remote-registry> "},
+	{line: "oc-mirror --v2 -c ./isc.yaml --dry-run file:///home/user/oc-mirror/output", wantOut: "planned"},
+	{line: "oc-mirror --v2 -c ./isc.yaml file:///home/user/oc-mirror/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --dry-run --from file:///home/user/oc-mirror/output docker://registry.example.com", wantOut: "planned"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --dry-run --workspace file:///home/user/oc-mirror/workspace docker://registry.example.com", wantOut: "planned"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --from file:///home/user/oc-mirror/output docker://registry.example.com", wantOut: "disk-to-mirror: 0 images copied, 3 already there, 0 failed"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --since 2024-06-01 file:///home/user/oc-mirror/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --workspace file:///home/user/oc-mirror/workspace docker://registry.example.com", wantOut: "mirror-to-mirror: 0 images copied, 3 already there, 0 failed"},
+	{line: "oc-mirror --v2 --help", wantOut: "oc-mirror v2's command lines work unchanged"},
+	{line: "oc-mirror --v2 -c isc-enclave.yaml", refuse: "name the destination: file://DIR (mirror-to-disk)"},
+	{line: "oc-mirror --v2 -c isc-m2m.yaml --workspace file:///home/user/enterprise-content docker://enterprise-registry.in/", wantOut: "mirror-to-mirror: 3 images copied"},
+	{line: "oc-mirror --v2 -c isc.yaml --from file:///disk1/enterprise-content docker://enterprise-registry.in/", wantOut: "disk-to-mirror: 0 images copied, 3 already there, 0 failed"},
+}
+
+// TestOcMirrorCommandLines runs every command line of oc-mirror v2's
+// documentation, unchanged but for hosts and paths, against the test
+// registries: the containers configuration comes from the environment
+// (CONTAINERS_REGISTRIES_CONF marking both registries insecure,
+// REGISTRY_AUTH_FILE, OC_MIRROR_CACHE, UPDATE_URL_OVERRIDE) as an oc-mirror
+// user's would, so no gapmirror flag is added.
+func TestOcMirrorCommandLines(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 16<<10)
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec})
+	w.pushCatalog("redhat/certified-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	pkg := oc.Cat.Packages()[0]
+
+	gs := releasetest.NewGraphServer()
+	for _, c := range []struct{ channel, arch string }{{"stable-4.17", "amd64"}, {"stable-4.18", "amd64"}, {"fast-4.18", "amd64"}, {"fast-4.18", "arm64"}} {
+		versions := []string{"4.17.1", "4.17.2"}
+		if strings.HasSuffix(c.channel, "4.18") {
+			versions = []string{"4.17.2", "4.18.1", "4.18.10"}
+		}
+		must(t, gs.Put(c.channel, releasetest.NewGraph(c.arch, versions...).GenerateEdges()))
+	}
+	srv := httptest.NewServer(gs)
+	t.Cleanup(srv.Close)
+
+	base := filepath.Join(w.dir, "fs")
+	t.Chdir(w.dir)
+	t.Setenv("CONTAINERS_REGISTRIES_CONF", insecureConf(t, w.dir, w.up.Host(), w.dst.Host()))
+	t.Setenv("REGISTRY_AUTH_FILE", w.authFile)
+	t.Setenv("GAPMIRROR_CACHE", "")
+	t.Setenv("OC_MIRROR_CACHE", filepath.Join(w.dir, "cache"))
+	t.Setenv("UPDATE_URL_OVERRIDE", srv.URL+"/graph")
+
+	isc := w.isc("")
+	for _, name := range []string{"isc.yaml", "isc-m2m.yaml", "isc-enclave.yaml"} {
+		data, err := os.ReadFile(isc)
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(w.dir, name), data, 0o644))
+	}
+	disc := "kind: DeleteImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\ndelete:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n"
+	must(t, os.WriteFile(filepath.Join(w.dir, "delete-isc.yaml"), []byte(disc), 0o644))
+	must(t, os.WriteFile(filepath.Join(w.dir, "delete-image-set-config.yaml"), []byte(disc), 0o644))
+	// delete works on what a workspace pushed: these two mirror first.
+	ws := filepath.Join(base, "deleted-from")
+	for _, dir := range []string{filepath.Join(base, "home/user/oc-mirror/delete1"), ws} {
+		if code, _, _ := runPlain(t, "-c", "isc.yaml", "--workspace", "file://"+dir, "docker://"+w.dst.Host()+"/del-"+filepath.Base(dir)); code != 0 {
+			t.Fatalf("preparing the delete workspace %s failed", dir)
+		}
+	}
+
+	subst := strings.NewReplacer(
+		"registry.redhat.io/redhat/redhat-operator-index:v4.18", w.up.Host()+"/redhat/redhat-operator-index:v4.18",
+		"--catalogs", "--catalogs --catalogs-registry "+w.up.Host()+"/redhat",
+		"aws-load-balancer-operator", pkg.Name,
+		"stable-v1", pkg.Channels[0].Name,
+		"/home/<user>/", base+"/home/user/",
+		"/home/user/", base+"/home/user/",
+		"/disk1/enterprise-content", base+"/home/user/oc-mirror/mirror1",
+		"<previously-mirrored-work-folder>/delete/", ws+"/working-dir/delete/",
+		"<previously-mirrored-work-folder>", ws,
+		"docker://localhost:6000", "docker://"+w.dst.Host()+"/del-delete1",
+		"docker://<remote-registry>", "docker://"+w.dst.Host()+"/del-deleted-from",
+		"docker://registry.example.com", "docker://"+w.dst.Host()+"/example",
+		"docker://enterprise-registry.in/", "docker://"+w.dst.Host()+"/enterprise/",
+	)
+	for _, l := range docLines {
+		args := strings.Fields(subst.Replace(l.line))[1:]
+		code, out, errOut := runPlain(t, args...)
+		switch {
+		case l.refuse != "":
+			if code != 1 || !strings.Contains(errOut, l.refuse) {
+				t.Errorf("%s\n  want exit 1 and %q, got exit %d: %s", l.line, l.refuse, code, errOut)
+			}
+		case code != 0 || !strings.Contains(out, l.wantOut):
+			t.Errorf("%s\n  want exit 0 and %q in the output, got exit %d:\n%s%s", l.line, l.wantOut, code, out, errOut)
+		}
+	}
+	w.assertMirrored(w.dst, "example")
+	w.assertMirrored(w.dst, "enterprise")
+	if _, err := os.Stat(filepath.Join(w.dir, "cache", ".gapmirror", "store")); err != nil {
+		t.Errorf("OC_MIRROR_CACHE did not place the store: %v", err)
+	}
+
+	// Every line of the reference is in the table above.
+	ref, err := os.Open("/work/shared/reference/oc-mirror-v2-command-lines.md")
+	if err != nil {
+		t.Logf("oc-mirror-v2-command-lines.md not available (shared workspace data, not part of the repository): not checking the table covers it: %v", err)
+		return
+	}
+	defer ref.Close()
+	known := map[string]bool{}
+	for _, l := range docLines {
+		known[strings.TrimSpace(l.line)] = true
+	}
+	sc := bufio.NewScanner(ref)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); strings.HasPrefix(l, "oc-mirror ") && !known[l] {
+			t.Errorf("documented command line not run by this test: %s", l)
+		}
+	}
+}
+
+// TestOcMirrorFlags: every oc-mirror v2 flag gapmirror does not take is
+// refused with a sentence naming what to use; the ones it takes keep
+// their meaning.
+func TestOcMirrorFlags(t *testing.T) {
+	dir := t.TempDir()
+	isc := filepath.Join(dir, "isc.yaml")
+	must(t, os.WriteFile(isc, []byte("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n  - name: 127.0.0.1:1/a:v1\n"), 0o644))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--v2", "-c", isc, "--ignore-release-signature", "file://" + dir}, "use --skip-release-signature-verification"},
+		{[]string{"mirror", "-c", isc, "--image-timeout", "30m", "file://" + dir}, "--retry-times"},
+		{[]string{"-c", isc, "--dry-run-manifest-lists", "file://" + dir}, "use --dry-run"},
+		{[]string{"--v1", "-c", isc, "file://" + dir}, "oc-mirror v2 only"},
+		{[]string{"-p", "55000", "-c", isc, "file://" + dir}, "no port"},
+		{[]string{"--rootless-storage-path", "/x", "-c", isc, "file://" + dir}, "--cache-dir"},
+		{[]string{"delete", "--delete-v1-images", "--generate", "docker://h:5000"}, "oc-mirror v1"},
+		{[]string{"--log-level", "loud", "-c", isc, "file://" + dir}, "use error, warn, info, debug or trace"},
+		{[]string{"--src-creds", ":pw", "-c", isc, "file://" + dir}, "--src-creds: the user name is empty"},
+		{[]string{"--dest-creds", "u:p", "--dest-no-creds", "-c", isc, "--workspace", "file://" + dir, "docker://h:5000"}, "exclude each other"},
+	} {
+		code, _, errOut := runPlain(t, c.args...)
+		if code != 1 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: want exit 1 and %q, got exit %d: %s", c.args, c.want, code, errOut)
+		}
+	}
+	// Taken with oc-mirror's meaning: --log-level trace, -f (force), the
+	// tri-state TLS flags with or without a value.
+	if code, _, errOut := runPlain(t, "--v2", "--log-level", "trace", "-f", "--src-tls-verify", "--dest-tls-verify=false", "--tls-verify=true", "-q", "--help"); code != 0 {
+		t.Errorf("oc-mirror's flags: exit %d: %s", code, errOut)
+	}
+	g := &globalFlags{logLevel: "trace"}
+	if l, err := g.logger(io.Discard); err != nil || !l.Enabled(context.Background(), slog.LevelDebug) {
+		t.Errorf("--log-level trace must log debug lines: %v", err)
+	}
+	g.src.creds = "user:secret:with:colons"
+	if c, _, err := g.src.options("src"); err != nil || c.Username != "user" || c.Password != "secret:with:colons" {
+		t.Errorf("--src-creds user:secret:with:colons = %+v, %v", c, err)
+	}
+}
+
+// TestVersionCommand: version, commit and build date in text, JSON and
+// YAML; --short prints the number alone.
+func TestVersionCommand(t *testing.T) {
+	version, commit, buildDate = "v9.8.7", "abc123", "2026-11-25T06:00:00Z"
+	t.Cleanup(func() { version, commit, buildDate = "dev", "", "" })
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"version"}, "gapmirror v9.8.7\ncommit: abc123\nbuilt: 2026-11-25T06:00:00Z\n"},
+		{[]string{"version", "--short"}, "v9.8.7\n"},
+		{[]string{"version", "--output", "json"}, `"commit": "abc123"`},
+		{[]string{"version", "-o", "yaml"}, "buildDate: \"2026-11-25T06:00:00Z\"\n"},
+		{[]string{"--v2", "version", "--output", "json", "--short"}, "{\n  \"version\": \"v9.8.7\"\n}\n"},
+	} {
+		code, out, _ := runPlain(t, c.args...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("%v: exit %d, output %q, want %q", c.args, code, out, c.want)
+		}
+	}
+	if code, _, errOut := runPlain(t, "version", "-o", "xml"); code != 1 || !strings.Contains(errOut, "use json or yaml") {
+		t.Errorf("-o xml: exit %d: %s", code, errOut)
+	}
+}
