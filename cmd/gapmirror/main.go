@@ -14,7 +14,6 @@ import (
 	"github.com/gapmirror/gapmirror/mirror"
 )
 
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
