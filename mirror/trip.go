@@ -102,6 +102,9 @@ type Report struct {
 	Prune *PruneReport
 	// HelmCharts lists the chart files written into working-dir/helm.
 	HelmCharts []string
+	// MirrorSetsHeldBy names the failed images that kept this run from
+	// rewriting the IDMS/ITMS an earlier run wrote.
+	MirrorSetsHeldBy []string
 }
 
 func (t *Trip) now() time.Time {
@@ -627,20 +630,25 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 			catalogs[i].TemplatePath = tp
 		}
 	}
-	files, err := generate.Manifests(generate.Input{
+	in := generate.Input{
 		Set:               done,
 		MirrorRoot:        root,
 		NotMirrored:       notMirrored,
 		Catalogs:          catalogs,
 		ReleaseSignatures: t.releaseSignatures(ws, done),
-		Meta:              generate.Meta{ToolVersion: t.ToolVersion},
+		Meta:              generate.Meta{ToolVersion: t.ToolVersion, CreatedAt: t.now()},
 		RepositoryScope:   t.MaxNestedPaths > 0,
-	})
+	}
+	files, err := generate.Manifests(in)
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)
 	}
 	dir := filepath.Join(ws, generate.Dir)
-	if err := files.Write(dir); err != nil {
+	keep, err := t.holdMirrorSets(files, dir, in, rep)
+	if err != nil {
+		return err
+	}
+	if err := files.WriteKeeping(dir, keep...); err != nil {
 		return err
 	}
 	for name := range files {
@@ -759,6 +767,7 @@ func (r *Report) Summary(w io.Writer) {
 	for _, c := range r.ClusterResources {
 		fmt.Fprintf(w, "cluster resource: %s\n", c)
 	}
+	r.printHeldMirrorSets(w)
 	for _, c := range r.HelmCharts {
 		fmt.Fprintf(w, "helm chart: %s\n", c)
 	}

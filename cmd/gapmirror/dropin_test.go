@@ -290,3 +290,51 @@ func TestVersionCommand(t *testing.T) {
 		t.Errorf("-o xml: exit %d: %s", code, errOut)
 	}
 }
+
+// TestMirrorSetsHeldOnFailure: a run whose image failed does not rewrite
+// the IDMS/ITMS an earlier run wrote when that image would change them, and
+// says so; the next complete run rewrites them. Every generated object
+// carries created-by, created-at and tool-version.
+func TestMirrorSetsHeldOnFailure(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 16<<10)
+	im := w.images
+	ws := filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	itmsPath := filepath.Join(ws, "working-dir", "cluster-resources", "itms-gapmirror.yaml")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("one.yaml", entry{name: im[0].Ref}), "--workspace", "file://"+ws, dst); code != 0 {
+		t.Fatalf("first run: exit %d", code)
+	}
+	before, err := os.ReadFile(itmsPath)
+	must(t, err)
+	for _, a := range []string{"gapmirror.io/created-by: gapmirror", "gapmirror.io/created-at: \"20", "gapmirror.io/tool-version: "} {
+		if !strings.Contains(string(before), a) {
+			t.Errorf("ITMS lacks the annotation %q:\n%s", a, before)
+		}
+	}
+
+	data, _, err := w.up.Manifest(im[1].Repo, im[1].Digest.String())
+	must(t, err)
+	all := layersOf(t, data)
+	w.up.SetWrap(registrytest.NewBlobCorrupter(0, all[len(all)-1]).Wrap)
+	both := w.iscOf("two.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref})
+	code, stdout, _ := w.gapmirror("mirror", "-c", both, "--retry-times", "0", "--workspace", "file://"+ws, dst)
+	if code != 8 || !strings.Contains(stdout, "IDMS/ITMS left as the earlier run wrote them") || !strings.Contains(stdout, im[1].Ref) {
+		t.Fatalf("run with a failed image: exit %d, want 8 and the held mirror sets named:\n%s", code, stdout)
+	}
+	after, err := os.ReadFile(itmsPath)
+	must(t, err)
+	if string(after) != string(before) {
+		t.Errorf("ITMS rewritten by a run whose image failed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	held, err := os.Stat(itmsPath)
+	must(t, err)
+	w.up.SetWrap(nil)
+	if code, stdout, _ := w.gapmirror("mirror", "-c", both, "--workspace", "file://"+ws, dst); code != 0 || strings.Contains(stdout, "left as the earlier run") {
+		t.Fatalf("complete run: exit %d:\n%s", code, stdout)
+	}
+	if fi, err := os.Stat(itmsPath); err != nil || !fi.ModTime().After(held.ModTime()) {
+		t.Errorf("the complete run did not rewrite the ITMS: %v", err)
+	}
+}
