@@ -102,6 +102,8 @@ type Report struct {
 	Prune *PruneReport
 	// HelmCharts lists the chart files written into working-dir/helm.
 	HelmCharts []string
+	// DryRun is what a dry run found out at the destination.
+	DryRun *DryRunFigures
 	// MirrorSetsHeldBy names the failed images that kept this run from
 	// rewriting the IDMS/ITMS an earlier run wrote.
 	MirrorSetsHeldBy []string
@@ -160,7 +162,7 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*images
 		t.Log.Error(what, "image", f.Origin, "why", f.Why, "error", f.Err)
 	}
 	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
-	if t.ws != "" {
+	if t.ws != "" && !t.DryRun {
 		if t.pinned, err = t.writePinned(t.ws, set); err != nil {
 			return nil, nil, fmt.Errorf("writing the pinned configuration: %w", err)
 		}
@@ -237,7 +239,12 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	}
 	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws, HelmCharts: t.charts}
 	if t.DryRun {
-		return rep, t.writePlan(ws, set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
+		carried, err := t.carriedBlobs(workspace{ws})
+		if err != nil {
+			return nil, err
+		}
+		t.dryRunToDisk(ctx, builtSource{up, store}, store, set, carried, rep)
+		return rep, t.writePlan(ws, "", set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
 	}
 	if err := store.CleanIngest(); err != nil {
 		return nil, err
@@ -408,9 +415,10 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if rep.HelmCharts, err = t.restoreHelmCharts(ar, ws); err != nil {
 		return nil, err
 	}
-	return t.toMirror(ctx, ws, dst, rep, func() *Result {
+	src := &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}
+	return t.toMirror(ctx, ws, dst, src, rep, func() *Result {
 		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
-		return Copy(ctx, set, &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}, dst, t.Copy)
+		return Copy(ctx, set, src, dst, t.Copy)
 	}, func() error {
 		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()})
 	})
@@ -421,11 +429,14 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 // the mirror, the copy, the records of where blobs went, applied (when the
 // copy ran whole and nothing failed; may be nil), the cluster resources,
 // prune and the run record.
-func (t *Trip) toMirror(ctx context.Context, ws string, dst *Registry, rep *Report, copyAll func() *Result, applied func() error) (*Report, error) {
+func (t *Trip) toMirror(ctx context.Context, ws string, dst *Registry, src Source, rep *Report, copyAll func() *Result, applied func() error) (*Report, error) {
 	w := workspace{ws}
 	set := rep.Set
 	if t.DryRun {
-		if err := t.writePlan(ws, set, nil); err != nil {
+		if err := t.dryRunToMirror(ctx, ws, dst, src, rep); err != nil {
+			return rep, err
+		}
+		if err := t.writePlan(ws, dst.Root(), set, nil); err != nil {
 			return rep, err
 		}
 		return rep, t.pruneMirror(ctx, w, dst, rep)
@@ -497,7 +508,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		}
 	}
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root(), HelmCharts: t.charts}
-	return t.toMirror(ctx, ws, dst, rep, func() *Result {
+	return t.toMirror(ctx, ws, dst, builtSource{up, store}, rep, func() *Result {
 		t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
 		return t.copyPlan(ctx, set, todo, builtSource{up, store}, dst)
 	}, nil)
@@ -562,8 +573,9 @@ func (t *Trip) checkConfig(pinned string) error {
 	return nil
 }
 
-// writePlan saves the Set and a src=dst mapping for --dry-run and prints it.
-func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Image) bool) error {
+// writePlan saves the Set and a src=dst mapping for --dry-run and prints it;
+// root, when known, makes the mapping's destinations absolute.
+func (t *Trip) writePlan(ws, root string, set *imageset.Set, missing func(imageset.Image) bool) error {
 	dir := filepath.Join(ws, "dry-run")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -577,7 +589,7 @@ func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Ima
 	}
 	var mapping, miss strings.Builder
 	for _, img := range set.Images {
-		fmt.Fprintf(&mapping, "%s=%s\n", img.Source, img.Destination)
+		fmt.Fprintln(&mapping, mappingLine(img, root))
 		if missing != nil && missing(img) {
 			fmt.Fprintf(&miss, "%s=%s\n", img.Source, img.Destination)
 		}
@@ -601,6 +613,11 @@ func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Ima
 
 // generate writes the cluster resources for what reached the mirror.
 func (t *Trip) generate(ws, root string, rep *Report) error {
+	return t.generateInto(ws, filepath.Join(ws, generate.Dir), root, rep)
+}
+
+// generateInto writes them into dir.
+func (t *Trip) generateInto(ws, dir, root string, rep *Report) error {
 	done := &imageset.Set{FormatVersion: rep.Set.FormatVersion}
 	done.Images = append(append(done.Images, rep.Result.Copied...), rep.Result.Skipped...)
 	done.Sort()
@@ -643,7 +660,6 @@ func (t *Trip) generate(ws, root string, rep *Report) error {
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)
 	}
-	dir := filepath.Join(ws, generate.Dir)
 	keep, err := t.holdMirrorSets(files, dir, in, rep)
 	if err != nil {
 		return err
@@ -736,6 +752,10 @@ func (r *Report) Summary(w io.Writer) {
 			sigs = fmt.Sprintf(" and %d signatures", n)
 		}
 		fmt.Fprintf(w, "%s (dry run): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures(), sigs, filepath.Join(r.Workspace, "dry-run"))
+		r.DryRun.print(w)
+		for _, c := range r.ClusterResources {
+			fmt.Fprintf(w, "cluster resource (not applied, dry run): %s\n", c)
+		}
 		r.printBlocked(w)
 		r.printPrune(w)
 		return

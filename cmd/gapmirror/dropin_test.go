@@ -338,3 +338,69 @@ func TestMirrorSetsHeldOnFailure(t *testing.T) {
 		t.Errorf("the complete run did not rewrite the ITMS: %v", err)
 	}
 }
+
+// TestDryRunGoNoGo: dry runs answer go/no-go. Mirror-to-disk counts what
+// the store lacks and the archive size; disk-to-mirror and
+// mirror-to-mirror reach the mirror (an unreachable one, refused
+// credentials or refused push fail the dry run), count the images already
+// there and the bytes to move, write the cluster resources into
+// dry-run/cluster-resources and an absolute mapping.txt, and write no
+// pinned configuration.
+func TestDryRunGoNoGo(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(4, 64<<10)
+	isc := w.isc("")
+	archiveDir := filepath.Join(w.dir, "archive")
+
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "--dry-run", "file://"+archiveDir)
+	if code != 0 || !strings.Contains(out, "local store: 0 images already there, 4 to download") || !strings.Contains(out, "the archive would be ") {
+		t.Fatalf("mirror-to-disk dry run: exit %d:\n%s", code, out)
+	}
+	if pinned, _ := filepath.Glob(filepath.Join(archiveDir, "working-dir", "isc_pinned_*")); len(pinned) > 0 {
+		t.Errorf("a dry run wrote a pinned configuration: %v", pinned)
+	}
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+		t.Fatalf("mirror-to-disk: exit %d", code)
+	}
+	chunks, _ := filepath.Glob(filepath.Join(archiveDir, "mirror_*.tar"))
+	if len(chunks) == 0 {
+		t.Fatal("no archive")
+	}
+
+	// Half the images are at the mirror already.
+	root := w.dst.Host() + "/d2m"
+	half := w.iscOf("half.yaml", entry{name: w.images[0].Ref}, entry{name: w.images[1].Ref})
+	if code, _, _ := w.gapmirror("mirror", "-c", half, "--workspace", "file://"+filepath.Join(w.dir, "pre"), "docker://"+root); code != 0 {
+		t.Fatal("pre-seeding the mirror failed")
+	}
+	code, out, _ = w.gapmirror("mirror", "-c", isc, "--dry-run", "--from", "file://"+archiveDir, "docker://"+root)
+	if code != 0 || !strings.Contains(out, "mirror "+root+": reachable, credentials and push accepted; 2 images already there, 2 to copy") {
+		t.Fatalf("disk-to-mirror dry run: exit %d:\n%s", code, out)
+	}
+	dry := filepath.Join(archiveDir, "working-dir", "dry-run")
+	if _, err := os.Stat(filepath.Join(dry, "cluster-resources", "itms-gapmirror.yaml")); err != nil {
+		t.Errorf("the dry run wrote no cluster resources: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(archiveDir, "working-dir", "cluster-resources")); err == nil {
+		t.Errorf("the dry run wrote cluster resources where a real run does")
+	}
+	mapping := readFile(t, filepath.Join(dry, "mapping.txt"))
+	if !strings.Contains(mapping, "=docker://"+root+"/"+w.images[2].Repo+":v1") {
+		t.Errorf("mapping.txt destinations are not absolute:\n%s", mapping)
+	}
+	if got, _ := w.dst.Catalog(); len(got) != 2 {
+		t.Errorf("the dry run pushed: the mirror holds %v", got)
+	}
+
+	// No-go: nothing listening; a mirror that wants credentials we lack.
+	dead := "127.0.0.1:1"
+	code, _, errOut := w.gapmirror("mirror", "-c", isc, "--retry-times", "0", "--dry-run", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+dead+"/m")
+	if code == 0 || !strings.Contains(errOut, "cannot use the mirror registry "+dead) {
+		t.Errorf("mirror-to-mirror dry run against nothing: exit %d: %s", code, errOut)
+	}
+	locked := registrytest.Start(t, registrytest.Options{Username: "alice", Password: "s3cret"})
+	code, _, errOut = w.gapmirror("mirror", "-c", isc, "--retry-times", "0", "--dry-run", "--from", "file://"+archiveDir, "docker://"+locked.Host()+"/m")
+	if code == 0 || !strings.Contains(errOut, "credentials") {
+		t.Errorf("disk-to-mirror dry run without credentials: exit %d: %s", code, errOut)
+	}
+}
