@@ -55,6 +55,95 @@ func (r *Resolving) Blocked(origin, destRepo string) string {
 	return r.blocked.match(origin, destRepo)
 }
 
+// Block returns the mirror.blockedImages rule that keeps an image out of
+// the set, by its origin or its destination repository, and records origin
+// as blocked; "" when no rule does.
+func (r *Resolving) Block(origin, destRepo string) string {
+	b := r.blocked.match(origin, destRepo)
+	if b != "" {
+		r.Resolution.Blocked = append(r.Resolution.Blocked, origin)
+	}
+	return b
+}
+
+// Warn records something worth telling the user that stops nothing.
+func (r *Resolving) Warn(format string, args ...any) {
+	r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf(format, args...))
+}
+
+// Fail records what a section could not resolve; the rest goes on.
+func (r *Resolving) Fail(u Unresolved) {
+	r.Resolution.Failed = append(r.Resolution.Failed, u)
+}
+
+// Wanted is an image a section names, before it is pinned to a digest.
+type Wanted struct {
+	// Named is the reference, canonical or tagged as reference.TagNameOnly
+	// leaves it.
+	Named reference.Named
+	Kind  Kind
+	// Why are the reasons it is in the set; Failing says why it is wanted
+	// on a failure line (default: Why joined).
+	Why     []string
+	Failing string
+	// Platforms makes the copy sparse (see Image.Platforms).
+	Platforms []string
+	// ByTag, when set, warns that only a tag names the image: "<ByTag>
+	// names <ref> by tag only: mirrored as <digest>, the digest it has now".
+	ByTag string
+	// Repo and Tag, when set, replace the destination repository and tag
+	// (targetRepo, targetTag).
+	Repo, Tag string
+	// Configured marks an image the configuration names itself: another
+	// image at its destination is a configuration error that stops the
+	// resolution, not a failure of the image.
+	Configured bool
+}
+
+// AddPinned pins every wanted image (in parallel) and adds it to the Set.
+// One that cannot be pinned, or whose destination another image of the set
+// holds, fails alone; the error is for a Configured one's conflict.
+func (r *Resolving) AddPinned(ctx context.Context, wanted []Wanted) error {
+	refs := make([]reference.Named, len(wanted))
+	for i, w := range wanted {
+		refs[i] = w.Named
+	}
+	digests, errs := r.Pin(ctx, refs)
+	for i, w := range wanted {
+		origin := w.Named.String()
+		failing := w.Failing
+		if failing == "" {
+			failing = strings.Join(w.Why, "; ")
+		}
+		if errs[i] != nil {
+			r.Fail(Unresolved{Origin: origin, Kind: w.Kind, Why: failing, Err: errs[i]})
+			continue
+		}
+		img, byTag := PinnedImage(w.Named, digests[i], w.Kind)
+		if byTag && w.ByTag != "" {
+			r.Warn("%s names %s by tag only: mirrored as %s, the digest it has now", w.ByTag, origin, digests[i])
+		}
+		if w.Repo != "" || w.Tag != "" {
+			repo, tag, _ := strings.Cut(img.Destination, ":")
+			if w.Repo != "" {
+				repo = w.Repo
+			}
+			if w.Tag != "" {
+				tag = w.Tag
+			}
+			img.Destination = repo + ":" + tag
+		}
+		img.Why, img.Platforms = w.Why, w.Platforms
+		if err := r.Set.Add(img); err != nil {
+			if w.Configured {
+				return fmt.Errorf("%s: %w: give one of them another targetRepo or targetTag", failing, err)
+			}
+			r.Fail(Unresolved{Origin: origin, Kind: w.Kind, Why: failing, Err: err})
+		}
+	}
+	return nil
+}
+
 // Pin returns the digest of each reference: a canonical one's own, else
 // the one its tag names upstream now, resolved in parallel. errs[i] says
 // why refs[i] has none.
@@ -143,44 +232,27 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 		return nil, nil, err
 	}
 	res := &Resolution{}
-	var wanted []wantedImage
+	set := &Set{FormatVersion: SetFormatVersion}
+	rs := &Resolving{Set: set, Resolution: res, Resolver: opts.Resolver, Parallel: opts.Parallel, blocked: blocked}
+	var wanted []Wanted
 	for i, ai := range cfg.Mirror.AdditionalImages {
 		path := fmt.Sprintf("mirror.additionalImages[%d]", i)
-		w, err := additionalImage(ai.Name, ai.TargetRepo, ai.TargetTag, path)
+		named, err := reference.ParseNormalizedNamed(ai.Name)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("%s.name: %q is not an image reference: %w", path, ai.Name, err)
 		}
-		w.platforms = PlatformNames(ai.Platforms)
-		if b := blocked.match(w.origin.String(), w.destRepo); b != "" {
+		named = reference.TagNameOnly(named)
+		w := Wanted{Named: named, Kind: KindAdditional, Why: []string{path}, Platforms: PlatformNames(ai.Platforms), Repo: strings.Trim(ai.TargetRepo, "/"), Tag: ai.TargetTag, Configured: true}
+		if t, ok := named.(reference.Tagged); ok && w.Tag == "" {
+			w.Tag = t.Tag() // name:tag@digest keeps its tag at the destination
+		}
+		if b := blocked.match(named.String(), w.destRepo()); b != "" {
 			return nil, nil, fmt.Errorf("%s.name: %s is blocked by %s: remove the image or the blocking rule", path, ai.Name, b)
 		}
 		wanted = append(wanted, w)
 	}
-
-	set := &Set{FormatVersion: SetFormatVersion}
-	rs := &Resolving{Set: set, Resolution: res, Resolver: opts.Resolver, Parallel: opts.Parallel, blocked: blocked}
-	refs := make([]reference.Named, len(wanted))
-	for i, w := range wanted {
-		refs[i] = w.origin
-	}
-	pinned, errs := rs.Pin(ctx, refs)
-	for i, w := range wanted {
-		if errs[i] != nil {
-			res.Failed = append(res.Failed, Unresolved{Origin: w.origin.String(), Kind: KindAdditional, Why: w.why, Err: errs[i]})
-			continue
-		}
-		img := Image{
-			Source:      reference.TrimNamed(w.origin).String() + "@" + pinned[i].String(),
-			Origin:      w.origin.String(),
-			Digest:      pinned[i].String(),
-			Destination: w.destRepo + ":" + w.tag(pinned[i]),
-			Kind:        KindAdditional,
-			Why:         []string{w.why},
-			Platforms:   w.platforms,
-		}
-		if err := set.Add(img); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w: give one of them another targetRepo or targetTag", w.why, err)
-		}
+	if err := rs.AddPinned(ctx, wanted); err != nil {
+		return nil, nil, err
 	}
 	for _, c := range opts.Contributors {
 		if err := c.Contribute(ctx, cfg, rs); err != nil {
@@ -195,43 +267,17 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 	return set, res, nil
 }
 
-type wantedImage struct {
-	origin    reference.Named
-	destRepo  string
-	targetTag string
-	why       string
-	platforms []string
-}
-
-// tag is the destination tag: targetTag, else the origin's tag, else one
-// derived from the digest ("sha256-<hex>", oc-mirror's scheme), because
-// registries may garbage-collect untagged manifests.
-func (w wantedImage) tag(d digest.Digest) string {
-	if w.targetTag != "" {
-		return w.targetTag
+// destRepo is the repository the image goes to under the mirror root.
+func (w Wanted) destRepo() string {
+	if w.Repo != "" {
+		return w.Repo
 	}
-	if t, ok := w.origin.(reference.Tagged); ok {
-		return t.Tag()
-	}
-	return DigestTag(d)
+	return reference.Path(w.Named)
 }
 
 // DigestTag is the tag an image known only by digest gets at the destination.
 func DigestTag(d digest.Digest) string {
 	return d.Algorithm().String() + "-" + d.Encoded()
-}
-
-func additionalImage(name, targetRepo, targetTag, path string) (wantedImage, error) {
-	named, err := reference.ParseNormalizedNamed(name)
-	if err != nil {
-		return wantedImage{}, fmt.Errorf("%s.name: %q is not an image reference: %w", path, name, err)
-	}
-	named = reference.TagNameOnly(named)
-	repo := reference.Path(named)
-	if targetRepo != "" {
-		repo = strings.Trim(targetRepo, "/")
-	}
-	return wantedImage{origin: named, destRepo: repo, targetTag: targetTag, why: path}, nil
 }
 
 type blockRule struct {

@@ -146,3 +146,46 @@ mirror:
 		t.Errorf("an image one section needs whole is copied whole, got platforms %v", got)
 	}
 }
+
+// TestAddPinned: the one path every section adds its images by. An image
+// named by tag and digest keeps its tag; one that cannot be pinned or
+// whose destination is taken fails alone, except that a conflict of images
+// the configuration names itself stops the resolution.
+func TestAddPinned(t *testing.T) {
+	d1, d2 := digest.FromString("one"), digest.FromString("two")
+	named := func(s string) reference.Named {
+		n, err := reference.ParseNormalizedNamed(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reference.TagNameOnly(n)
+	}
+	r := &Resolving{Set: &Set{}, Resolution: &Resolution{}, Resolver: tags{"quay.io/a/app:v1": d1}}
+	err := r.AddPinned(context.Background(), []Wanted{
+		{Named: named("quay.io/a/app:v1"), Kind: KindHelm, Why: []string{"chart x"}, ByTag: "chart x:"},
+		{Named: named("quay.io/a/db:v2@" + d2.String()), Kind: KindAdditional, Why: []string{"mirror.additionalImages[1]"}, Tag: "v2"},
+		{Named: named("quay.io/a/gone:v1"), Kind: KindOperatorRelated, Why: []string{"bundle b"}, Failing: "needed by bundle b"},
+		{Named: named("quay.io/other/app@" + d2.String()), Kind: KindHelm, Why: []string{"chart y"}, Repo: "a/app", Tag: "v1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dests []string
+	for _, img := range r.Set.Images {
+		dests = append(dests, img.Destination+"="+img.Digest)
+	}
+	slices.Sort(dests)
+	if want := []string{"a/app:v1=" + d1.String(), "a/db:v2=" + d2.String()}; !slices.Equal(dests, want) {
+		t.Errorf("set = %v, want %v", dests, want)
+	}
+	if len(r.Resolution.Failed) != 2 || r.Resolution.Failed[0].Why != "needed by bundle b" || r.Resolution.Failed[1].Why != "chart y" {
+		t.Errorf("failed = %+v, want gone (needed by bundle b) and the conflict (chart y)", r.Resolution.Failed)
+	}
+	if len(r.Resolution.Warnings) != 1 || !strings.HasPrefix(r.Resolution.Warnings[0], "chart x: names quay.io/a/app:v1 by tag only") {
+		t.Errorf("warnings = %q", r.Resolution.Warnings)
+	}
+	err = r.AddPinned(context.Background(), []Wanted{{Named: named("quay.io/b/app@" + d2.String()), Kind: KindAdditional, Why: []string{"mirror.additionalImages[5]"}, Repo: "a/app", Tag: "v1", Configured: true}})
+	if err == nil || !strings.Contains(err.Error(), "mirror.additionalImages[5]") || !strings.Contains(err.Error(), "another targetRepo or targetTag") {
+		t.Errorf("a configured conflict: %v", err)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/registryapi"
 )
@@ -61,8 +59,8 @@ func (f *DryRunFigures) print(w io.Writer) {
 // the bytes to move (read through src), and writes the cluster resources
 // the run would write into dry-run/cluster-resources. An unreachable
 // mirror, refused credentials or push fail the dry run.
-func (t *Trip) dryRunToMirror(ctx context.Context, ws string, dst *Registry, src Source, rep *Report) error {
-	set := rep.Set
+func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) error {
+	t, set := r.t, r.rep.Set
 	fig := &DryRunFigures{Mirror: dst.Root()}
 	if len(set.Images) > 0 {
 		if err := dst.Check(ctx, set.Images[0]); err != nil {
@@ -90,14 +88,24 @@ func (t *Trip) dryRunToMirror(ctx context.Context, ws string, dst *Registry, src
 	}
 	fig.Missing = len(missing)
 	fig.Blobs, fig.Bytes, fig.Unreadable = t.sizeOf(ctx, src, missing, nil)
-	rep.DryRun = fig
+	r.rep.DryRun = fig
 
-	// The cluster resources of a run in which every image arrives.
-	all := &Report{Mode: rep.Mode, Set: set, Resolution: rep.Resolution, Result: &Result{Skipped: set.Images}}
-	if err := t.generateInto(ws, filepath.Join(ws, "dry-run", generate.Dir), dst.Root(), all); err != nil {
+	// The cluster resources of a run in which every image arrives, made
+	// in dry-run/ (with the catalog templates they are built on) so the
+	// workspace a real run trusts stays as it was.
+	dry := &run{t: t, ws: workspace{r.ws.path("dry-run")}, plan: r.plan,
+		rep: &Report{Mode: r.rep.Mode, Set: set, Resolution: r.rep.Resolution, Result: &Result{Skipped: set.Images}}}
+	for _, f := range r.plan.Files {
+		if strings.HasPrefix(f.Name, "catalog-templates/") {
+			if err := writeWorkingFile(dry.ws.dir, f.Name, f.data); err != nil {
+				return err
+			}
+		}
+	}
+	if err := dry.generate(dst.Root()); err != nil {
 		return err
 	}
-	rep.ClusterResources = all.ClusterResources
+	r.rep.ClusterResources = dry.rep.ClusterResources
 	return nil
 }
 

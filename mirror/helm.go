@@ -21,7 +21,6 @@ import (
 	"github.com/distribution/reference"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 
-	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
 )
@@ -39,6 +38,9 @@ const (
 type helmCharts struct {
 	t      *Trip
 	client *http.Client
+	plan   *Plan
+	// ws holds the charts earlier runs kept (read only).
+	ws string
 }
 
 func (h *helmCharts) Sections() []string { return []string{"mirror.helm"} }
@@ -120,7 +122,7 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 		d := helm.Digest(c.data)
 		if have, dup := kept[c.file()]; dup {
 			if have != d {
-				r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("another entry gives a different chart %s %s (%s, this one %s): give them different versions", c.name, c.ver, have, d)))
+				r.Fail(chartFailure(c, fmt.Errorf("another entry gives a different chart %s %s (%s, this one %s): give them different versions", c.name, c.ver, have, d)))
 			}
 			continue
 		}
@@ -157,15 +159,15 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		}
 	}
 	if strings.HasPrefix(repo.URL, "oci://") {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, errors.New("oci:// chart repositories are not supported by this version of gapmirror: use the repository's http(s) index, or pull the charts and list them under mirror.helm.local")))
+		r.Fail(chartFailure(whole, errors.New("oci:// chart repositories are not supported by this version of gapmirror: use the repository's http(s) index, or pull the charts and list them under mirror.helm.local")))
 		return nil, nil
 	}
 	ix, indexData, err := hr.Index(ctx)
 	if err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(whole, fmt.Errorf("%w: check %s.url and that this host reaches it (proxy settings come from HTTPS_PROXY/NO_PROXY)", err, rp)))
+		r.Fail(chartFailure(whole, fmt.Errorf("%w: check %s.url and that this host reaches it (proxy settings come from HTTPS_PROXY/NO_PROXY)", err, rp)))
 		return nil, nil
 	}
-	h.t.content.addExtra(path.Join(helmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
+	h.plan.addFile(path.Join(helmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
 
 	type pick struct {
 		path  string
@@ -187,7 +189,7 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 				ver = "(latest)"
 			}
 			failed := &helmChart{path: chp, label: fmt.Sprintf("helm chart %s %s from repository %s", c.Name, ver, repo.Name)}
-			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(failed, fmt.Errorf("%w: fix %s", err, chp)))
+			r.Fail(chartFailure(failed, fmt.Errorf("%w: fix %s", err, chp)))
 			continue
 		}
 		// A chart listed twice is fetched once, with the image paths of both entries.
@@ -202,7 +204,7 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		c := &helmChart{path: p.path, label: fmt.Sprintf("helm chart %s %s from repository %s", p.cv.Name, p.cv.Version, repo.Name),
 			repo: repo.Name, url: hr.Redacted(), paths: p.paths, index: p.cv.Digest, name: p.cv.Name, ver: p.cv.Version}
 		if c.data, err = h.download(ctx, hr, c, p.cv); err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+			r.Fail(chartFailure(c, err))
 			continue
 		}
 		out = append(out, c)
@@ -213,8 +215,8 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 // download fetches a chart, or reuses the copy an earlier run kept in the
 // workspace when the index vouches for it by digest.
 func (h *helmCharts) download(ctx context.Context, hr helm.Repository, c *helmChart, cv helm.ChartVersion) ([]byte, error) {
-	if c.index != "" && h.t.ws != "" {
-		if data, err := os.ReadFile(filepath.Join(h.t.ws, filepath.FromSlash(c.file()))); err == nil && helm.CheckDigest(data, c.index) == nil {
+	if c.index != "" && h.ws != "" {
+		if data, err := os.ReadFile(filepath.Join(h.ws, filepath.FromSlash(c.file()))); err == nil && helm.CheckDigest(data, c.index) == nil {
 			return data, nil
 		}
 	}
@@ -232,7 +234,7 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 		c.paths = append(c.paths, p)
 	}
 	fail := func(err error) (*helmChart, error) {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w: fix %s.path", err, lp)))
+		r.Fail(chartFailure(c, fmt.Errorf("%w: fix %s.path", err, lp)))
 		return nil, nil
 	}
 	fi, err := os.Stat(lc.Path)
@@ -264,7 +266,7 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r *imageset.Resolving) ([]string, bool) {
 	ch, err := helm.LoadArchive(c.data)
 	if err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, err))
+		r.Fail(chartFailure(c, err))
 		return nil, false
 	}
 	if c.name == "" {
@@ -272,7 +274,7 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 	}
 	found, err := helm.Images(ch, c.paths)
 	if err != nil {
-		r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%w; gapmirror renders charts with their default values only: mirror such a chart's images as mirror.additionalImages", err)))
+		r.Fail(chartFailure(c, fmt.Errorf("%w; gapmirror renders charts with their default values only: mirror such a chart's images as mirror.additionalImages", err)))
 		return nil, false
 	}
 	var images []string
@@ -281,7 +283,7 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 		named, err := reference.ParseNormalizedNamed(f.Image)
 		if err != nil {
 			// The chart rendered: it is kept, and this one image fails.
-			r.Resolution.Failed = append(r.Resolution.Failed, chartFailure(c, fmt.Errorf("%s in %s renders image %q, which is not an image reference (%v): the chart needs values gapmirror does not set; mirror its images as mirror.additionalImages", f.Object, f.Template, f.Image, err)))
+			r.Fail(chartFailure(c, fmt.Errorf("%s in %s renders image %q, which is not an image reference (%v): the chart needs values gapmirror does not set; mirror its images as mirror.additionalImages", f.Object, f.Template, f.Image, err)))
 			continue
 		}
 		named = reference.TagNameOnly(named)
@@ -302,37 +304,16 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 
 // pin resolves the wanted images to digests and adds them to the set.
 func (h *helmCharts) pin(ctx context.Context, wanted map[string]*wantedHelmImage, r *imageset.Resolving) {
-	var list []*wantedHelmImage
+	var list []imageset.Wanted
 	for _, origin := range slices.Sorted(maps.Keys(wanted)) {
 		w := wanted[origin]
-		if b := r.Blocked(origin, reference.Path(w.named)); b != "" {
-			r.Resolution.Blocked = append(r.Resolution.Blocked, origin)
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: %s left out by %s", w.why[0], origin, b))
+		if b := r.Block(origin, reference.Path(w.named)); b != "" {
+			r.Warn("%s: %s left out by %s", w.why[0], origin, b)
 			continue
 		}
-		list = append(list, w)
+		list = append(list, imageset.Wanted{Named: w.named, Kind: imageset.KindHelm, Why: w.why, ByTag: w.why[0] + ":"})
 	}
-	refs := make([]reference.Named, len(list))
-	for i, w := range list {
-		refs[i] = w.named
-	}
-	digests, errs := r.Pin(ctx, refs)
-	for i, w := range list {
-		origin := w.named.String()
-		why := strings.Join(w.why, "; ")
-		if errs[i] != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: errs[i]})
-			continue
-		}
-		img, byTag := imageset.PinnedImage(w.named, digests[i], imageset.KindHelm)
-		if byTag {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: names %s by tag only: mirrored as %s, the digest it has now", w.why[0], origin, digests[i]))
-		}
-		img.Why = w.why
-		if err := r.Set.Add(img); err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: imageset.KindHelm, Why: why, Err: err})
-		}
-	}
+	_ = r.AddPinned(ctx, list) // none is Configured: no error
 }
 
 // file is where the chart lives under working-dir and in the archive.
@@ -340,16 +321,10 @@ func (c *helmChart) file() string {
 	return path.Join(helmDir, "charts", safeName(c.repo), safeName(c.name+"-"+c.ver)+".tgz")
 }
 
-// keep puts the chart into the archive and working-dir/helm.
+// keep puts the chart into the plan, for the archive and working-dir/helm.
 func (h *helmCharts) keep(c *helmChart, images []string) (chartRecord, error) {
 	rec := chartRecord{Source: c.path, Repository: c.repo, URL: c.url, Name: c.name, Version: c.ver, Digest: helm.Digest(c.data), File: c.file(), Images: images}
-	h.t.content.addExtra(rec.File, c.data)
-	if h.t.ws != "" {
-		if err := writeWorkingFile(h.t.ws, rec.File, c.data); err != nil {
-			return rec, err
-		}
-		h.t.charts = append(h.t.charts, filepath.Join(h.t.ws, filepath.FromSlash(rec.File)))
-	}
+	h.plan.addFile(rec.File, c.data)
 	return rec, nil
 }
 
@@ -361,11 +336,8 @@ func (h *helmCharts) keepRecords(records []chartRecord) error {
 	if err != nil {
 		return err
 	}
-	h.t.content.addExtra(helmChartsFile, data)
-	if h.t.ws == "" {
-		return nil
-	}
-	return writeWorkingFile(h.t.ws, helmChartsFile, data)
+	h.plan.addFile(helmChartsFile, data)
+	return nil
 }
 
 func writeWorkingFile(ws, name string, data []byte) error {
@@ -405,47 +377,29 @@ func (t *Trip) helmHTTPClient() (*http.Client, error) {
 	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil
 }
 
-// restoreHelmCharts writes the charts an archive carries into
-// working-dir/helm, each checked against the digest helm/charts.json gives.
-func (t *Trip) restoreHelmCharts(ar *archive.Reader, ws string) ([]string, error) {
-	data, err := ar.Extra(helmChartsFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s from the archive: %w", helmChartsFile, err)
+// checkCharts checks the helm charts a plan read from an archive carries:
+// each one helm/charts.json lists is there, under helm/charts, with the
+// digest the list gives.
+func checkCharts(plan *Plan) error {
+	data, ok := plan.file(helmChartsFile)
+	if !ok {
+		return nil
 	}
 	var records []chartRecord
 	if err := json.Unmarshal(data, &records); err != nil {
-		return nil, fmt.Errorf("archive extra %s is not a chart list: %w; the archive is damaged", helmChartsFile, err)
+		return fmt.Errorf("archive extra %s is not a chart list: %w; the archive is damaged", helmChartsFile, err)
 	}
-	var written []string
 	for _, rec := range records {
 		if !strings.HasPrefix(rec.File, helmDir+"/charts/") {
-			return nil, fmt.Errorf("archive extra %s lists chart file %q outside %s/charts: the archive is damaged or from another tool", helmChartsFile, rec.File, helmDir)
+			return fmt.Errorf("archive extra %s lists chart file %q outside %s/charts: the archive is damaged or from another tool", helmChartsFile, rec.File, helmDir)
 		}
-		chart, err := ar.Extra(rec.File)
-		if err != nil {
-			return nil, fmt.Errorf("helm chart %s %s: %w", rec.Name, rec.Version, err)
+		chart, ok := plan.file(rec.File)
+		if !ok {
+			return fmt.Errorf("helm chart %s %s: archive extra %s: %w", rec.Name, rec.Version, rec.File, fs.ErrNotExist)
 		}
 		if helm.Digest(chart) != rec.Digest {
-			return nil, fmt.Errorf("helm chart %s %s in the archive has digest %s, %s says %s: the archive is damaged", rec.Name, rec.Version, helm.Digest(chart), helmChartsFile, rec.Digest)
-		}
-		if err := writeWorkingFile(ws, rec.File, chart); err != nil {
-			return nil, err
-		}
-		written = append(written, filepath.Join(ws, filepath.FromSlash(rec.File)))
-	}
-	for _, e := range ar.Index().Extras {
-		if strings.HasPrefix(e.Name, helmDir+"/indexes/") {
-			idx, err := ar.Extra(e.Name)
-			if err != nil {
-				return nil, err
-			}
-			if err := writeWorkingFile(ws, e.Name, idx); err != nil {
-				return nil, err
-			}
+			return fmt.Errorf("helm chart %s %s in the archive has digest %s, %s says %s: the archive is damaged", rec.Name, rec.Version, helm.Digest(chart), helmChartsFile, rec.Digest)
 		}
 	}
-	return written, writeWorkingFile(ws, helmChartsFile, data)
+	return nil
 }

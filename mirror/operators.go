@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -42,6 +41,7 @@ type operators struct {
 	trip  *Trip
 	up    *Registry
 	store *Store
+	plan  *Plan
 }
 
 // Sections implements imageset.Contributor.
@@ -325,7 +325,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 	if err != nil {
 		return fmt.Errorf("%s.catalog: %w", path, err)
 	}
-	o.trip.content.pinCatalog(path, ci.Digest.String())
+	o.plan.pinCatalog(path, ci.Digest.String())
 	tmp, err := os.MkdirTemp("", "gapmirror-catalog-")
 	if err != nil {
 		return err
@@ -341,11 +341,11 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		return fmt.Errorf("%s: %s", label, locate(path, oc, err.Error()))
 	}
 	for _, w := range rep.Warnings {
-		r.Resolution.Warnings = append(r.Resolution.Warnings, label+": "+locate(path, oc, w))
+		r.Warn("%s: %s", label, locate(path, oc, w))
 	}
 	for _, p := range rep.Packages {
 		for _, w := range p.Warnings {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("%s: package %s: %s", label, p.Name, locate(path, oc, w)))
+			r.Warn("%s: package %s: %s", label, p.Name, locate(path, oc, w))
 		}
 	}
 
@@ -380,8 +380,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		return fmt.Errorf("%s: %w", label, err)
 	}
 	if template != nil {
-		o.trip.content.setCatalogTemplate(img.Destination, oc.TargetCatalogSourceTemplate)
-		o.trip.content.addExtra(templateExtra(img.Destination), template)
+		o.plan.addFile(templateExtra(img.Destination), template)
 	}
 	o.trip.Log.Info("operator catalog filtered", "catalog", oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination, "rebuilt", built && final != ci.Digest)
 	return o.bundleImages(ctx, oc.Catalog, kept, platforms, r)
@@ -428,70 +427,41 @@ func templateExtra(dest string) string {
 	return "catalog-templates/" + strings.NewReplacer("/", "_", ":", "=").Replace(dest) + ".yaml"
 }
 
-// wantedOperatorImage is a bundle or related image of a catalog, before pinning.
-type wantedOperatorImage struct {
-	named reference.Named
-	kind  imageset.Kind
-	why   []string
-	users []catalog.ImageUser
-}
-
 // bundleImages adds every bundle and related image of the kept catalog to
 // r, pinned by digest, sparse when platforms are set. Tag-only references
 // are resolved (with a warning); one that cannot be is a failure of the
 // image, not of the run.
 func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *catalog.Catalog, platforms []string, r *imageset.Resolving) error {
 	refs := kept.RelatedImages()
-	wanted := make([]wantedOperatorImage, 0, len(refs))
+	wanted := make([]imageset.Wanted, 0, len(refs))
 	blockedBy := map[string]int{}
 	for _, ref := range refs {
-		w := wantedOperatorImage{kind: imageset.KindOperatorRelated, users: ref.Users}
+		w := imageset.Wanted{Kind: imageset.KindOperatorRelated, Platforms: platforms}
 		if ref.Bundle {
-			w.kind = imageset.KindOperatorBundle
+			w.Kind = imageset.KindOperatorBundle
 		}
 		for _, u := range ref.Users {
-			w.why = append(w.why, fmt.Sprintf("operator catalog %s: package %s bundle %s", catalogRef, u.Package, u.Bundle))
+			w.Why = append(w.Why, fmt.Sprintf("operator catalog %s: package %s bundle %s", catalogRef, u.Package, u.Bundle))
 		}
-		w.why = slices.Compact(w.why)
+		w.Why = slices.Compact(w.Why)
 		named, err := reference.ParseNormalizedNamed(ref.Image)
 		if err != nil {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %s names image %q, which is not an image reference (%v): skipped", catalogRef, bundlesOf(ref.Users), ref.Image, err))
+			r.Warn("operator catalog %s: %s names image %q, which is not an image reference (%v): skipped", catalogRef, bundlesOf(ref.Users), ref.Image, err)
 			continue
 		}
-		w.named = reference.TagNameOnly(named)
-		if b := r.Blocked(w.named.String(), reference.Path(w.named)); b != "" {
-			r.Resolution.Blocked = append(r.Resolution.Blocked, w.named.String())
+		w.Named = reference.TagNameOnly(named)
+		if b := r.Block(w.Named.String(), reference.Path(w.Named)); b != "" {
 			blockedBy[b]++
 			continue
 		}
+		w.Failing = "needed by " + bundlesOf(ref.Users) + " in catalog " + catalogRef
+		w.ByTag = fmt.Sprintf("operator catalog %s: %s", catalogRef, bundlesOf(ref.Users))
 		wanted = append(wanted, w)
 	}
 	for _, rule := range slices.Sorted(maps.Keys(blockedBy)) {
-		r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %d bundle or related images left out by %s", catalogRef, blockedBy[rule], rule))
+		r.Warn("operator catalog %s: %d bundle or related images left out by %s", catalogRef, blockedBy[rule], rule)
 	}
-
-	named := make([]reference.Named, len(wanted))
-	for i, w := range wanted {
-		named[i] = w.named
-	}
-	digests, errs := r.Pin(ctx, named)
-	for i, w := range wanted {
-		origin := w.named.String()
-		why := "needed by " + bundlesOf(w.users) + " in catalog " + catalogRef
-		if errs[i] != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: why, Err: errs[i]})
-			continue
-		}
-		img, byTag := imageset.PinnedImage(w.named, digests[i], w.kind)
-		if byTag {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("operator catalog %s: %s names %s by tag only: mirrored as %s, the digest it has now", catalogRef, bundlesOf(w.users), origin, digests[i]))
-		}
-		img.Why, img.Platforms = w.why, platforms
-		if err := r.Set.Add(img); err != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{Origin: origin, Kind: w.kind, Why: why, Err: err})
-		}
-	}
-	return nil
+	return r.AddPinned(ctx, wanted)
 }
 
 // bundlesOf names the bundles of users for messages, the first few in full.
@@ -507,31 +477,4 @@ func bundlesOf(users []catalog.ImageUser) string {
 		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more bundles", len(names)-3)
 	}
 	return strings.Join(names, ", ")
-}
-
-// loadTemplates refills the CatalogSource templates an archive carries for
-// its catalogs, writing each into dir for generate to read.
-func (t *Trip) loadTemplates(extra func(string) ([]byte, error), set *imageset.Set, dir string) error {
-	for _, img := range set.Images {
-		if img.Kind != imageset.KindOperatorCatalog {
-			continue
-		}
-		name := templateExtra(img.Destination)
-		data, err := extra(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := writeFileAtomic(p, data); err != nil {
-			return err
-		}
-		t.content.setCatalogTemplate(img.Destination, p)
-	}
-	return nil
 }

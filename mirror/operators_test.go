@@ -139,7 +139,7 @@ func TestRealCatalogContribution(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &imageset.Resolving{Set: &imageset.Set{}, Resolution: &imageset.Resolution{}, Parallel: 4}
-	ops := &operators{trip: quietTrip(), store: store}
+	ops := &operators{trip: quietTrip(), store: store, plan: &Plan{}}
 	cfg := &imageset.ImageSetConfiguration{Mirror: imageset.Mirror{Operators: []imageset.OperatorCatalog{oc}}}
 	if err := ops.Contribute(context.Background(), cfg, r); err != nil {
 		t.Fatal(err)

@@ -20,25 +20,15 @@ import (
 // the pinned file again mirrors exactly this image set; the delete file
 // removes exactly it.
 
-// pinCatalog records the digest a catalog entry (its config path, e.g.
-// "mirror.operators[0]") was resolved to.
-func (c *content) pinCatalog(path, digest string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pinnedCatalogs == nil {
-		c.pinnedCatalogs = map[string]string{}
-	}
-	c.pinnedCatalogs[path] = digest
-}
-
 // pinnedConfig is cfg with the catalogs and additional images of set
 // pinned by digest.
-func (t *Trip) pinnedConfig(cfg *imageset.ImageSetConfiguration, set *imageset.Set) (*imageset.ImageSetConfiguration, error) {
+func pinnedConfig(cfg *imageset.ImageSetConfiguration, plan *Plan) (*imageset.ImageSetConfiguration, error) {
+	set := plan.Set
 	out := *cfg
 	out.Mirror.Operators = append([]imageset.OperatorCatalog(nil), cfg.Mirror.Operators...)
 	for i := range out.Mirror.Operators {
 		oc := &out.Mirror.Operators[i]
-		d := t.content.pinnedCatalogs[fmt.Sprintf("mirror.operators[%d]", i)]
+		d := plan.pinnedCatalogs[fmt.Sprintf("mirror.operators[%d]", i)]
 		if _, layout := oc.OCILayoutPath(); layout || d == "" {
 			continue
 		}
@@ -98,19 +88,19 @@ func pin(ref, d string) (pinned, tag string, err error) {
 	return asWritten.(reference.Named).Name() + "@" + d, tag, nil
 }
 
-// writePinned writes the pinned ImageSetConfiguration and its
-// DeleteImageSetConfiguration into the workspace and returns the first path.
-func (t *Trip) writePinned(ws string, set *imageset.Set) (string, error) {
-	if t.Config == nil {
-		return "", nil
-	}
-	cfg, err := t.pinnedConfig(imageset.Redacted(t.Config), set)
+// pinnedExtra is the archive's copy of the pinned configuration.
+const pinnedExtra = "isc_pinned.yaml"
+
+// pinPlan sets the plan's pinned ImageSetConfiguration and its
+// DeleteImageSetConfiguration, and adds the first to the plan's files.
+func (t *Trip) pinPlan(plan *Plan) error {
+	cfg, err := pinnedConfig(imageset.Redacted(t.Config), plan)
 	if err != nil {
-		return "", err
+		return err
 	}
 	isc, err := imageset.MarshalYAML(cfg)
 	if err != nil {
-		return "", err
+		return err
 	}
 	del := imageset.DeleteImageSetConfiguration{
 		Kind:       imageset.DeleteImageSetConfigurationKind,
@@ -124,19 +114,26 @@ func (t *Trip) writePinned(ws string, set *imageset.Set) (string, error) {
 	}
 	disc, err := imageset.MarshalYAML(del)
 	if err != nil {
-		return "", err
+		return err
 	}
+	plan.Pinned, plan.PinnedDelete = string(isc), string(disc)
+	plan.addFile(pinnedExtra, isc)
+	return nil
+}
+
+// writePinned writes the plan's pinned ImageSetConfiguration and its
+// DeleteImageSetConfiguration into the workspace and returns the first path.
+func (t *Trip) writePinned(ws string, plan *Plan) (string, error) {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return "", err
 	}
 	stamp := t.now().Format(time.RFC3339)
 	path := filepath.Join(ws, "isc_pinned_"+stamp+".yaml")
-	if err := writeFileAtomic(path, isc); err != nil {
+	if err := writeFileAtomic(path, []byte(plan.Pinned)); err != nil {
 		return "", err
 	}
-	if err := writeFileAtomic(filepath.Join(ws, "disc_pinned_"+stamp+".yaml"), disc); err != nil {
+	if err := writeFileAtomic(filepath.Join(ws, "disc_pinned_"+stamp+".yaml"), []byte(plan.PinnedDelete)); err != nil {
 		return "", err
 	}
-	t.content.addExtra("isc_pinned.yaml", isc)
 	return path, nil
 }

@@ -55,14 +55,11 @@ func sortImages(list []MirroredImage) {
 	sort.Slice(list, func(a, b int) bool { return list[a].key() < list[b].key() })
 }
 
-// remember adds what a copy pushed and found at the root to its record,
-// right after the copy, so that even a run that fails later keeps track of
-// what it pushed.
-func (t *Trip) remember(w workspace, root string, res *Result) error {
-	r, err := w.mirrorRecord(root)
-	if err != nil {
-		return err
-	}
+// remember adds what a copy pushed and found at the root to r, the root's
+// record, and saves it right after the copy, so that even a run that fails
+// later keeps track of what it pushed.
+func (t *Trip) remember(w workspace, r *locationRecord, res *Result) error {
+	root := r.Mirror
 	if len(r.Images) > 0 && r.MaxNestedPaths != t.MaxNestedPaths {
 		// The record holds the names images were pushed under, so prune
 		// still compares like with like; it only has more to delete.
@@ -128,8 +125,8 @@ type deletionRecord struct {
 // pruneMirror runs after a copy into the mirror (and remember): when the
 // run mirrored the whole image set, it works out what
 // earlier runs pushed that the set no longer holds, then deletes it
-// (--prune) or lists it.
-func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep *Report) error {
+// (--prune) or lists it. rec is the root's record as remember left it.
+func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep *Report, rec *locationRecord) error {
 	why := ""
 	switch {
 	case t.RetryFailed != "":
@@ -145,10 +142,6 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 	rep.Prune = pr
 	if why != "" {
 		return nil
-	}
-	rec, err := w.mirrorRecord(dst.Root())
-	if err != nil {
-		return err
 	}
 	cands := pruneCandidates(rec.Images, rep.Set)
 	keep, err := keepNames(w, dst.Root(), rep.Set)
@@ -286,6 +279,9 @@ func keepNames(w workspace, root string, set *imageset.Set) (map[string]bool, er
 	host, _ := prune.SplitRoot(root)
 	var errs []error
 	err := w.readAll("mirrors", func(name string) error {
+		if name == locationFile(root) {
+			return nil // the root's own: its names are the set's
+		}
 		var r locationRecord
 		if _, err := w.read(&r, "mirrors", name); err != nil {
 			errs = append(errs, err)
@@ -381,18 +377,17 @@ func printKept(w io.Writer, p *prune.Plan) {
 }
 
 // leftOut names what a mirror-to-disk run could not carry: images that
-// failed, and images that could not be resolved.
-func leftOut(rep *Report) []string {
+// failed, and what its plan could not resolve (a retry's plan keeps its
+// first run's, so its archive is not taken for complete).
+func leftOut(res *Result, plan *Plan) []string {
 	var out []string
-	if rep.Result != nil {
-		for _, f := range rep.Result.Failed {
+	if res != nil {
+		for _, f := range res.Failed {
 			out = append(out, f.Image.Destination)
 		}
 	}
-	if rep.Resolution != nil {
-		for _, f := range rep.Resolution.Failed {
-			out = append(out, f.Origin)
-		}
+	for _, f := range plan.Unresolved {
+		out = append(out, f.Origin)
 	}
 	sort.Strings(out)
 	return out

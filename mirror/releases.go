@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -17,7 +16,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
 )
@@ -68,6 +66,10 @@ type releaseContributor struct {
 	t     *Trip
 	up    *Registry
 	store *Store
+	// out is the plan being made.
+	out *Plan
+	// ws holds the signatures earlier runs verified (read only).
+	ws string
 }
 
 func (c *releaseContributor) Sections() []string { return []string{"mirror.platform"} }
@@ -80,7 +82,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 	p := cfg.Mirror.Platform
 	if len(p.Channels) == 0 && p.Release == "" && !p.Graph {
 		if p.KubeVirtContainer {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, "mirror.platform.kubeVirtContainer has no effect without channels or release")
+			r.Warn("mirror.platform.kubeVirtContainer has no effect without channels or release")
 		}
 		return nil
 	}
@@ -94,7 +96,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 	switch {
 	case p.Release != "":
 		if len(p.Channels) > 0 {
-			r.Resolution.Warnings = append(r.Resolution.Warnings, "mirror.platform.release is set, so mirror.platform.channels are ignored (as oc-mirror does)")
+			r.Warn("mirror.platform.release is set, so mirror.platform.channels are ignored (as oc-mirror does)")
 		}
 		rel, err := c.single(ctx, p)
 		if err != nil {
@@ -106,7 +108,9 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 		if err != nil {
 			return err
 		}
-		r.Resolution.Warnings = append(r.Resolution.Warnings, plan.Warnings...)
+		for _, w := range plan.Warnings {
+			r.Warn("%s", w)
+		}
 		releases = plan.Releases
 	}
 
@@ -130,8 +134,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 		rel := v.Release
 		if err := v.Err(); err != nil {
 			c.t.Log.Error("release refused", "version", rel.Version, "arch", rel.Arch, "digest", rel.Digest, "reason", v.Reason)
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{
-				Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: err})
+			r.Fail(imageset.Unresolved{Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: err})
 			continue
 		}
 		if v.Status == release.StatusSkipped {
@@ -160,8 +163,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 	for i, a := range ok {
 		rel := a.rel
 		if errs[i] != nil {
-			r.Resolution.Failed = append(r.Resolution.Failed, imageset.Unresolved{
-				Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: errs[i]})
+			r.Fail(imageset.Unresolved{Origin: rel.Payload, Kind: imageset.KindRelease, Why: strings.Join(rel.Why, "; "), Err: errs[i]})
 			continue
 		}
 		added, err := c.addRelease(r, rel, payloads[i], imageset.PlatformNames(p.Platforms))
@@ -221,11 +223,11 @@ func (c *releaseContributor) verifier() (*release.Verifier, error) {
 // checked against the trusted keys like fresh ones, so reruns need the
 // store only for new releases.
 func (c *releaseContributor) verifyAll(ctx context.Context, v *release.Verifier, releases []release.Release) []release.Verdict {
-	if v.Skip || c.t.ws == "" {
+	if v.Skip || c.ws == "" {
 		return v.VerifyAll(ctx, releases)
 	}
 	cached := *v
-	cached.Source = release.SignatureDir(filepath.Join(c.t.ws, releaseSignaturesDir))
+	cached.Source = release.SignatureDir(filepath.Join(c.ws, releaseSignaturesDir))
 	out := cached.VerifyAll(ctx, releases)
 	var again []int
 	var rels []release.Release
@@ -255,19 +257,15 @@ func spec(p imageset.Platform, includeConditional bool) release.Spec {
 	return s
 }
 
-// plan fetches the update graphs (saving them in the workspace and the
-// archive) and selects the releases of the channels.
+// plan fetches the update graphs (kept in the plan, for the workspace and
+// the archive) and selects the releases of the channels.
 func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts ReleaseOptions) (*release.Plan, error) {
 	client := &release.GraphClient{HTTPClient: opts.HTTPClient, UserAgent: "gapmirror/" + c.t.ToolVersion}
 	if opts.GraphURL != "" {
 		client.OCPURL, client.OKDURL = opts.GraphURL, opts.GraphURL
 	}
 	s := spec(p, opts.IncludeConditional)
-	var src release.GraphSource = client
-	if c.t.ws != "" {
-		src = release.SavingGraphSource{Source: client, Dir: filepath.Join(c.t.ws, releaseGraphsDir)}
-	}
-	graphs, err := release.FetchGraphs(ctx, src, s)
+	graphs, err := release.FetchGraphs(ctx, client, s)
 	if err != nil {
 		return nil, fmt.Errorf("mirror.platform.channels: %w", err)
 	}
@@ -279,7 +277,7 @@ func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts
 	for _, k := range keys {
 		g := graphs[k]
 		if len(g.Raw) > 0 {
-			c.t.content.addExtra(path.Join(releaseGraphsDir, release.GraphFileName(k.Channel, k.Arch)), g.Raw)
+			c.out.addFile(path.Join(releaseGraphsDir, release.GraphFileName(k.Channel, k.Arch)), g.Raw)
 		}
 	}
 	plan, err := release.NewPlan(graphs, s)
@@ -394,9 +392,8 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 		Source: rel.Payload, Origin: rel.Payload, Digest: rel.Digest,
 		Destination: rel.Destination(), Kind: imageset.KindRelease, Why: rel.Why, Platforms: platforms,
 	}
-	if b := r.Blocked(img.Origin, img.DestinationRepo()); b != "" {
-		r.Resolution.Blocked = append(r.Resolution.Blocked, img.Origin)
-		r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("release %s (arch %s) is blocked by %s: none of its images is mirrored", rel.Version, rel.Arch, b))
+	if b := r.Block(img.Origin, img.DestinationRepo()); b != "" {
+		r.Warn("release %s (arch %s) is blocked by %s: none of its images is mirrored", rel.Version, rel.Arch, b)
 		return false, nil
 	}
 	if err := r.Set.Add(img); err != nil {
@@ -421,9 +418,8 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 			Why:         []string{why},
 			Platforms:   platforms,
 		}
-		if b := r.Blocked(ci.Origin, ci.DestinationRepo()); b != "" {
-			r.Resolution.Blocked = append(r.Resolution.Blocked, ci.Origin)
-			r.Resolution.Warnings = append(r.Resolution.Warnings, fmt.Sprintf("component %s of release %s is blocked by %s: clusters cannot install or update to %s from this mirror", comp.Name, rel.Version, b, rel.Version))
+		if b := r.Block(ci.Origin, ci.DestinationRepo()); b != "" {
+			r.Warn("component %s of release %s is blocked by %s: clusters cannot install or update to %s from this mirror", comp.Name, rel.Version, b, rel.Version)
 			continue
 		}
 		if err := r.Set.Add(ci); err != nil {
@@ -439,20 +435,11 @@ func signatureExtra(releaseDigest string, n int) string {
 	return path.Join(releaseSignaturesDir, strings.Replace(releaseDigest, ":", "=", 1), "signature-"+strconv.Itoa(n))
 }
 
-// keepSignatures records a release's signatures for the cluster
-// resources, the archive and the workspace.
+// keepSignatures puts a release's signatures into the plan, for the
+// cluster resources, the archive and the workspace.
 func (c *releaseContributor) keepSignatures(releaseDigest string, sigs [][]byte) error {
-	if len(sigs) == 0 {
-		return nil
-	}
-	c.t.content.addSignatures(releaseDigest, sigs)
 	for i, s := range sigs {
-		c.t.content.addExtra(signatureExtra(releaseDigest, i+1), s)
-	}
-	if c.t.ws != "" {
-		if err := release.SaveSignatures(filepath.Join(c.t.ws, releaseSignaturesDir), releaseDigest, sigs); err != nil {
-			return err
-		}
+		c.out.addFile(signatureExtra(releaseDigest, i+1), s)
 	}
 	return nil
 }
@@ -511,67 +498,15 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	return nil
 }
 
-// restoreReleaseFiles takes the release signatures and update graphs an
-// archive carries into the content of this trip and the workspace, so that
-// disk-to-mirror writes the signature ConfigMaps and keeps the graphs.
-func (t *Trip) restoreReleaseFiles(ar *archive.Reader, ws string) error {
-	sigs := map[string][][]byte{}
-	for _, e := range ar.Index().Extras {
-		switch {
-		case strings.HasPrefix(e.Name, releaseSignaturesDir+"/"):
-			parts := strings.Split(e.Name, "/")
-			n, err := strconv.Atoi(strings.TrimPrefix(parts[len(parts)-1], "signature-"))
-			if len(parts) != 3 || err != nil || n < 1 || n > release.MaxSignatures {
-				return fmt.Errorf("archive extra %s is not a release signature file: the archive is damaged or from another tool", e.Name)
-			}
-			rd := strings.Replace(parts[1], "=", ":", 1)
-			if _, err := digest.Parse(rd); err != nil {
-				return fmt.Errorf("archive extra %s: %q is not a release digest", e.Name, parts[1])
-			}
-			data, err := ar.Extra(e.Name)
-			if err != nil {
-				return fmt.Errorf("reading release signature %s from the archive: %w", e.Name, err)
-			}
-			for len(sigs[rd]) < n {
-				sigs[rd] = append(sigs[rd], nil)
-			}
-			sigs[rd][n-1] = data
-		case strings.HasPrefix(e.Name, releaseGraphsDir+"/"):
-			data, err := ar.Extra(e.Name)
-			if err != nil {
-				return fmt.Errorf("reading update graph %s from the archive: %w", e.Name, err)
-			}
-			dir := filepath.Join(ws, releaseGraphsDir)
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return err
-			}
-			if err := writeFileAtomic(filepath.Join(dir, path.Base(e.Name)), data); err != nil {
-				return err
-			}
-		}
-	}
-	for rd, list := range sigs {
-		for i, s := range list {
-			if s == nil {
-				return fmt.Errorf("archive carries signature %d of release %s but not signature %d: the archive is damaged", len(list), rd, i+1)
-			}
-		}
-		t.content.addSignatures(rd, list)
-		if err := release.SaveSignatures(filepath.Join(ws, releaseSignaturesDir), rd, list); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // releaseSignatures returns the signatures of the release images that
-// reached the mirror: those this trip collected, else those an earlier run
-// saved in the workspace (a --retry-failed run resolves nothing).
-func (t *Trip) releaseSignatures(ws string, done *imageset.Set) map[string][][]byte {
+// reached the mirror: those the plan carries, else those an earlier run
+// saved in the workspace (a plan from an older record carries none).
+func (r *run) releaseSignatures(done *imageset.Set) (map[string][][]byte, error) {
+	have, err := r.plan.signatures()
+	if err != nil {
+		return nil, err
+	}
 	out := map[string][][]byte{}
-	t.content.mu.Lock()
-	have := t.content.signatures
-	t.content.mu.Unlock()
 	for _, img := range done.Images {
 		if img.Kind != imageset.KindRelease {
 			continue
@@ -580,11 +515,11 @@ func (t *Trip) releaseSignatures(ws string, done *imageset.Set) map[string][][]b
 			out[img.Digest] = s
 			continue
 		}
-		if s, err := release.SignatureDir(filepath.Join(ws, releaseSignaturesDir)).Signatures(context.Background(), img.Digest); err == nil && len(s) > 0 {
+		if s, err := release.SignatureDir(r.ws.path(releaseSignaturesDir)).Signatures(context.Background(), img.Digest); err == nil && len(s) > 0 {
 			out[img.Digest] = s
 			continue
 		}
-		t.Log.Warn("no signature for a mirrored release: clusters that verify releases will refuse to update to it", "release", img.Destination, "digest", img.Digest)
+		r.t.Log.Warn("no signature for a mirrored release: clusters that verify releases will refuse to update to it", "release", img.Destination, "digest", img.Digest)
 	}
-	return out
+	return out, nil
 }

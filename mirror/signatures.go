@@ -56,8 +56,10 @@ type SignatureStats struct {
 // platform manifest of its multi-arch images, for the cosign signature tag
 // and adds each one found to set, to be mirrored by digest under the same
 // tag. An absent signature is normal; one that cannot be read is a warning
-// in res and leaves the image itself alone.
-func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, set *imageset.Set, res *imageset.Resolution) SignatureStats {
+// in res and leaves the image itself alone. The platform manifests earlier
+// runs recorded in ws are reused; the updated record goes into the plan.
+func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, wsDir string, plan *Plan, res *imageset.Resolution) SignatureStats {
+	set := plan.Set
 	var stats SignatureStats
 	parallel := t.Copy.withDefaults().ParallelImages
 	type target struct {
@@ -80,9 +82,9 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, se
 	// Platform manifests of indexes: from the workspace's record of earlier
 	// runs (a manifest by digest never changes), the store, the tag
 	// resolution's read, else upstream.
-	ws := workspace{t.ws}
+	ws := workspace{wsDir}
 	var known platformsRecord
-	if t.ws != "" {
+	if wsDir != "" {
 		if _, err := ws.read(&known, platformsFile...); err != nil {
 			t.Log.Warn("reading the record of platform manifests; reading the manifests again", "error", err)
 			known = platformsRecord{}
@@ -113,17 +115,13 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, se
 		}
 	})
 	stats.IndexReads = int(reads.Load())
-	if t.ws != "" {
-		rec := platformsRecord{FormatVersion: recordFormat, Platforms: map[digest.Digest][]digest.Digest{}}
-		for i, tg := range images {
-			if have[i] {
-				rec.Platforms[tg.manifest] = append([]digest.Digest{}, kidsOf[i]...)
-			}
-		}
-		if err := ws.write(rec, platformsFile...); err != nil {
-			t.Log.Warn("recording the platform manifests of the images; the next run reads them again", "error", err)
+	rec := platformsRecord{FormatVersion: recordFormat, Platforms: map[digest.Digest][]digest.Digest{}}
+	for i, tg := range images {
+		if have[i] {
+			rec.Platforms[tg.manifest] = append([]digest.Digest{}, kidsOf[i]...)
 		}
 	}
+	plan.platforms = &rec
 
 	lookups := map[signatureLookup]*signatureAnswer{}
 	var order []signatureLookup

@@ -2,10 +2,10 @@ package mirror
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -25,7 +25,9 @@ import (
 // keeps its records, plans and cluster resources (oc-mirror's name).
 const WorkingDir = "working-dir"
 
-// Trip is one run of the pipeline: config → Set → copy → record → generate.
+// Trip is what the user asked for: the options of one run of the pipeline
+// config → Plan → copy → record → generate. It holds no state of the run:
+// resolution makes a Plan, a run executes it, a Report says what happened.
 type Trip struct {
 	Config     *imageset.ImageSetConfiguration
 	ConfigPath string
@@ -44,8 +46,9 @@ type Trip struct {
 	// whose predecessor this workspace has no record of applying.
 	SkipPredecessorCheck bool
 	// RetryFailed is a failure file an earlier run wrote: copy exactly the
-	// images it lists, with the digests that run pinned, instead of
-	// resolving the configuration again.
+	// images it lists, executing the plan that run recorded (its digests,
+	// files and cluster resources) instead of resolving the configuration
+	// again.
 	RetryFailed string
 	// Prune deletes from the mirror what earlier runs of this workspace
 	// pushed there and the image set no longer holds (else: only listed).
@@ -70,17 +73,21 @@ type Trip struct {
 	// policy.json) accepts; disk-to-mirror trusts what mirror-to-disk checked.
 	SecurePolicy bool
 	PolicyPath   string
-
-	content content
-	// ws is the workspace of the running trip (release graphs, signatures).
-	ws string
-	// pinned is the pinned configuration this run wrote.
-	pinned string
-	// charts are the helm chart files written into the workspace.
-	charts []string
 }
 
-// Report is what a trip did.
+// run is one execution of a Plan with a Trip's options: the workspace it
+// records into and, in rep, what happened.
+type run struct {
+	t    *Trip
+	ws   workspace
+	plan *Plan
+	rep  *Report
+	// pinned is the pinned configuration file this run wrote.
+	pinned string
+}
+
+// Report is what a run did: the third of options (Trip), what to do (Plan)
+// and what happened.
 type Report struct {
 	Mode       string
 	Set        *imageset.Set
@@ -117,89 +124,14 @@ func (t *Trip) now() time.Time {
 }
 
 // contributors resolve the configuration sections that need more than a
-// tag lookup: operator catalogs, release payloads and helm charts.
-func (t *Trip) contributors(up *Registry, store *Store) []imageset.Contributor {
+// tag lookup: operator catalogs, release payloads and helm charts, into
+// plan; ws is read for what earlier runs kept, never written.
+func (t *Trip) contributors(up *Registry, store *Store, plan *Plan, ws string) []imageset.Contributor {
 	return []imageset.Contributor{
-		&operators{trip: t, up: up, store: store},
-		&releaseContributor{t: t, up: up, store: store},
-		&helmCharts{t: t},
+		&operators{trip: t, up: up, store: store, plan: plan},
+		&releaseContributor{t: t, up: up, store: store, out: plan, ws: ws},
+		&helmCharts{t: t, plan: plan, ws: ws},
 	}
-}
-
-func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store) (*imageset.Set, *imageset.Resolution, error) {
-	if t.RetryFailed != "" {
-		return nil, nil, errors.New("internal: resolve called for a retry")
-	}
-	start := time.Now()
-	opts := t.Copy.withDefaults()
-	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
-	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store)})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
-	}
-	if !t.RemoveSignatures {
-		sigStart := time.Now()
-		st := t.addSignatures(ctx, up, store, set, res)
-		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
-	}
-	if t.SecurePolicy {
-		if err := t.verifySignatures(ctx, up, set, res); err != nil {
-			return nil, nil, err
-		}
-	}
-	for _, w := range res.Warnings {
-		t.Log.Warn(w)
-	}
-	for _, f := range res.Failed {
-		if f.NotImage {
-			t.Log.Error("cannot use", "what", f.Origin, "why", f.Why, "error", f.Err)
-			continue
-		}
-		what := "cannot resolve image"
-		if errors.Is(f.Err, ErrPolicyRefused) {
-			what = "image refused by the signature policy"
-		}
-		t.Log.Error(what, "image", f.Origin, "why", f.Why, "error", f.Err)
-	}
-	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
-	if t.ws != "" && !t.DryRun {
-		if t.pinned, err = t.writePinned(t.ws, set); err != nil {
-			return nil, nil, fmt.Errorf("writing the pinned configuration: %w", err)
-		}
-		if t.pinned != "" {
-			t.Log.Info("pinned configuration written", "path", t.pinned)
-		}
-	}
-	return set, res, nil
-}
-
-// plan is the Set of a trip and the part of it to copy: all of it, or with
-// --retry-failed the images an earlier run failed.
-func (t *Trip) plan(ctx context.Context, up *Registry, store *Store) (set, todo *imageset.Set, res *imageset.Resolution, err error) {
-	if t.RetryFailed == "" {
-		set, res, err = t.resolve(ctx, up, store)
-		return set, set, res, err
-	}
-	var ff failedFile
-	data, err := os.ReadFile(t.RetryFailed)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--retry-failed: %w", err)
-	}
-	if err := json.Unmarshal(data, &ff); err != nil || ff.Set == nil {
-		return nil, nil, nil, fmt.Errorf("--retry-failed %s: not a gapmirror failure file (%v)", t.RetryFailed, err)
-	}
-	failed := map[string]bool{}
-	for _, f := range ff.Failed {
-		failed[f.Image] = true
-	}
-	todo = &imageset.Set{FormatVersion: ff.Set.FormatVersion}
-	for _, img := range ff.Set.Images {
-		if failed[img.Destination] {
-			todo.Images = append(todo.Images, img)
-		}
-	}
-	t.Log.Info("retrying the failed images of an earlier run", "file", t.RetryFailed, "images", len(todo.Images))
-	return ff.Set, todo, &imageset.Resolution{}, nil
 }
 
 // copyPlan copies todo and counts the rest of set as done by an earlier run.
@@ -232,12 +164,12 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.ws = ws
-	set, todo, res, err := t.plan(ctx, up, store)
+	plan, todo, res, err := t.plan(ctx, up, store, ws)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws, HelmCharts: t.charts}
+	set := plan.Set
+	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
 	if t.DryRun {
 		carried, err := t.carriedBlobs(workspace{ws})
 		if err != nil {
@@ -245,6 +177,10 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		}
 		t.dryRunToDisk(ctx, builtSource{up, store}, store, set, carried, rep)
 		return rep, t.writePlan(ws, "", set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
+	}
+	r := &run{t: t, ws: workspace{ws}, plan: plan, rep: rep}
+	if err := r.keep(); err != nil {
+		return rep, err
 	}
 	if err := store.CleanIngest(); err != nil {
 		return nil, err
@@ -260,12 +196,12 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// The archive carries what is complete in the store; failed images are
 	// reported and left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
-	chunks, err := t.writeArchive(ctx, dir, workspace{ws}, store, carried, leftOut(rep), res.Blocked)
+	chunks, err := r.writeArchive(ctx, dir, store, carried, leftOut(rep.Result, plan))
 	if err != nil {
 		return rep, err
 	}
 	rep.Archive = chunks
-	return rep, t.record(ws, rep)
+	return rep, r.record()
 }
 
 // succeeded is the subset of set that was copied or already present.
@@ -283,9 +219,11 @@ func (t *Trip) succeeded(set *imageset.Set, res *Result) *imageset.Set {
 	return out
 }
 
-// writeArchive writes set from the store into dir; leftOut and blocked name
+// writeArchive writes set (the plan's, less what failed) from the store
+// into dir with the plan's files; leftOut and the plan's blocked list name
 // the images of the configuration the archive does not carry.
-func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store *Store, set *imageset.Set, leftOut, blocked []string) ([]string, error) {
+func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *imageset.Set, leftOut []string) ([]string, error) {
+	t, ws := r.t, r.ws
 	// Blobs an earlier archive of this workspace carried stay out: the air
 	// gap has them already.
 	history, err := ws.archives()
@@ -326,25 +264,19 @@ func (t *Trip) writeArchive(ctx context.Context, dir string, ws workspace, store
 	if err != nil {
 		return nil, err
 	}
-	var pinned []byte
-	if t.Config != nil {
-		if pinned, err = imageset.MarshalYAML(imageset.Redacted(t.Config)); err != nil {
-			return nil, err
-		}
-	}
 	idx := &archive.Index{
 		ToolVersion: t.ToolVersion,
 		BasedOn:     basedOn,
 		Created:     t.now(),
-		Config:      string(pinned),
+		Config:      r.plan.Config,
 		Set:         set,
 		LeftOut:     leftOut,
-		Blocked:     blocked,
+		Blocked:     r.plan.Blocked,
 		Blobs:       blobs,
 		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
 			{Name: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		}, t.content.extras...),
+		}, r.plan.extras()...),
 	}
 	args := []any{"dir", dir, "newBlobs", len(blobs), "bytes", HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
 	if basedOn != "" {
@@ -395,28 +327,21 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer dst.Close()
-	if t.RemoveSignatures {
-		idx.Set = withoutSignatures(idx.Set)
+	plan, err := planFromArchive(ar, t.RemoveSignatures)
+	if err != nil {
+		return nil, err
 	}
 	if t.SecurePolicy {
 		t.Log.Info("--secure-policy: disk-to-mirror pushes what the archive holds and does not verify again; mirror-to-disk verifies when given --secure-policy")
 	}
-	set, err := t.flatten(dst.Root(), idx.Set)
-	if err != nil {
+	if err := t.flatten(dst.Root(), plan); err != nil {
 		return nil, err
 	}
+	set := plan.Set
 	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
-	if err := t.restoreReleaseFiles(ar, ws); err != nil {
-		return nil, err
-	}
-	if err := t.loadTemplates(ar.Extra, idx.Set, ws); err != nil {
-		return nil, err
-	}
-	if rep.HelmCharts, err = t.restoreHelmCharts(ar, ws); err != nil {
-		return nil, err
-	}
+	r := &run{t: t, ws: w, plan: plan, rep: rep}
 	src := &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}
-	return t.toMirror(ctx, ws, dst, src, rep, func() *Result {
+	return r.toMirror(ctx, dst, src, func() *Result {
 		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
 		return Copy(ctx, set, src, dst, t.Copy)
 	}, func() error {
@@ -424,36 +349,43 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	})
 }
 
-// toMirror is what disk-to-mirror and mirror-to-mirror share once rep holds
-// the Set: with --dry-run the plan and what prune would do; else a check of
-// the mirror, the copy, the records of where blobs went, applied (when the
-// copy ran whole and nothing failed; may be nil), the cluster resources,
-// prune and the run record.
-func (t *Trip) toMirror(ctx context.Context, ws string, dst *Registry, src Source, rep *Report, copyAll func() *Result, applied func() error) (*Report, error) {
-	w := workspace{ws}
+// toMirror is what disk-to-mirror and mirror-to-mirror share once the
+// plan is made: with --dry-run the plan and what prune would do; else the
+// plan kept in the workspace, a check of the mirror, the copy, the records
+// of where blobs went, applied (when the copy ran whole and nothing failed;
+// may be nil), the cluster resources, prune and the run record. src is
+// where the images come from (a dry run reads their sizes through it). The mirror
+// root's record is read once here and handed down.
+func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll func() *Result, applied func() error) (*Report, error) {
+	t, w, rep := r.t, r.ws, r.rep
 	set := rep.Set
+	mrec, err := w.mirrorRecord(dst.Root())
+	if err != nil {
+		return nil, err
+	}
 	if t.DryRun {
-		if err := t.dryRunToMirror(ctx, ws, dst, src, rep); err != nil {
+		if err := r.dryRunToMirror(ctx, dst, src); err != nil {
 			return rep, err
 		}
-		if err := t.writePlan(ws, dst.Root(), set, nil); err != nil {
+		if err := t.writePlan(w.dir, dst.Root(), set, nil); err != nil {
 			return rep, err
 		}
-		return rep, t.pruneMirror(ctx, w, dst, rep)
+		return rep, t.pruneMirror(ctx, w, dst, rep, mrec)
+	}
+	if err := r.keep(); err != nil {
+		return rep, err
 	}
 	if len(set.Images) > 0 {
 		if err := dst.Check(ctx, set.Images[0]); err != nil {
 			return nil, err
 		}
 	}
-	if err := t.seedLocations(w, dst); err != nil {
-		return nil, err
-	}
+	seedLocations(mrec, dst)
 	rep.Result = copyAll()
-	if err := w.addLocations(dst.Root(), rep.Result.Locations); err != nil {
-		return rep, err
+	for d, repo := range rep.Result.Locations {
+		mrec.Blobs[d] = repo
 	}
-	if err := t.remember(w, dst.Root(), rep.Result); err != nil {
+	if err := t.remember(w, mrec, rep.Result); err != nil {
 		return rep, err
 	}
 	if ctx.Err() != nil {
@@ -464,13 +396,13 @@ func (t *Trip) toMirror(ctx context.Context, ws string, dst *Registry, src Sourc
 			return rep, err
 		}
 	}
-	if err := t.generate(ws, dst.Root(), rep); err != nil {
+	if err := r.generate(dst.Root()); err != nil {
 		return rep, err
 	}
-	if err := t.pruneMirror(ctx, w, dst, rep); err != nil {
+	if err := t.pruneMirror(ctx, w, dst, rep, mrec); err != nil {
 		return rep, err
 	}
-	return rep, t.record(ws, rep)
+	return rep, r.record()
 }
 
 // MirrorToMirror copies the image set from upstream straight into the
@@ -493,36 +425,50 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	t.ws = ws
-	set, todo, res, err := t.plan(ctx, up, store)
+	plan, todo, res, err := t.plan(ctx, up, store, ws)
 	if err != nil {
 		return nil, err
 	}
-	whole := todo == set
-	if set, err = t.flatten(dst.Root(), set); err != nil {
+	whole := todo == plan.Set
+	if err := t.flatten(dst.Root(), plan); err != nil {
 		return nil, err
 	}
-	if todo = set; !whole {
-		if todo, err = t.flatten(dst.Root(), todo); err != nil {
+	if todo = plan.Set; !whole {
+		if todo, err = flattenSet(dst.Root(), todo, plan.MaxNestedPaths); err != nil {
 			return nil, err
 		}
 	}
-	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root(), HelmCharts: t.charts}
-	return t.toMirror(ctx, ws, dst, builtSource{up, store}, rep, func() *Result {
+	set := plan.Set
+	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
+	r := &run{t: t, ws: workspace{ws}, plan: plan, rep: rep}
+	return r.toMirror(ctx, dst, builtSource{up, store}, func() *Result {
 		t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
 		return t.copyPlan(ctx, set, todo, builtSource{up, store}, dst)
 	}, nil)
 }
 
-// flatten applies --max-nested-paths to the Set of a trip to root: the one
-// place destinations are shortened, so that the copy, the records, prune
-// and the cluster resources all see the names the images have at the mirror.
-// Without a limit it still runs: a --retry-failed set may come flattened.
-func (t *Trip) flatten(root string, set *imageset.Set) (*imageset.Set, error) {
-	_, path, _ := strings.Cut(root, "/")
-	flat, err := set.FlattenDestinations(path, t.MaxNestedPaths)
+// flatten applies --max-nested-paths to the plan of a trip to root: the
+// one place destinations are shortened, so that the copy, the records,
+// prune and the cluster resources all see the names the images have at the
+// mirror. Without a limit it still runs: a --retry-failed plan may come
+// flattened, and keeps the limit it was made with.
+func (t *Trip) flatten(root string, plan *Plan) error {
+	if t.MaxNestedPaths != 0 {
+		plan.MaxNestedPaths = t.MaxNestedPaths
+	}
+	flat, err := flattenSet(root, plan.Set, plan.MaxNestedPaths)
 	if err != nil {
-		return nil, fmt.Errorf("--max-nested-paths %d with mirror docker://%s: %w", t.MaxNestedPaths, root, err)
+		return err
+	}
+	plan.Set = flat
+	return nil
+}
+
+func flattenSet(root string, set *imageset.Set, n int) (*imageset.Set, error) {
+	_, path, _ := strings.Cut(root, "/")
+	flat, err := set.FlattenDestinations(path, n)
+	if err != nil {
+		return nil, fmt.Errorf("--max-nested-paths %d with mirror docker://%s: %w", n, root, err)
 	}
 	return flat, nil
 }
@@ -542,11 +488,7 @@ func withoutSignatures(set *imageset.Set) *imageset.Set {
 // seedLocations tells the mirror where earlier runs put blobs, so images
 // that share them are mounted rather than sent again, and which images they
 // copied sparse, so that wanting more of those is noticed.
-func (t *Trip) seedLocations(w workspace, dst *Registry) error {
-	r, err := w.mirrorRecord(dst.Root())
-	if err != nil {
-		return err
-	}
+func seedLocations(r *locationRecord, dst *Registry) {
 	dst.KnownLocations(r.Blobs)
 	dst.sparse = map[string][]string{}
 	for _, m := range r.Images {
@@ -554,7 +496,6 @@ func (t *Trip) seedLocations(w workspace, dst *Registry) error {
 			dst.sparse[m.key()] = m.Platforms
 		}
 	}
-	return nil
 }
 
 // checkConfig refuses a -c config that differs from the one the archive
@@ -611,19 +552,21 @@ func (t *Trip) writePlan(ws, root string, set *imageset.Set, missing func(images
 	return nil
 }
 
-// generate writes the cluster resources for what reached the mirror.
-func (t *Trip) generate(ws, root string, rep *Report) error {
-	return t.generateInto(ws, filepath.Join(ws, generate.Dir), root, rep)
+// generate writes the cluster resources for what reached the mirror, from
+// the plan and the copy's result alone.
+func (r *run) generate(root string) error {
+	return r.generateInto(r.ws.path(generate.Dir), root)
 }
 
 // generateInto writes them into dir.
-func (t *Trip) generateInto(ws, dir, root string, rep *Report) error {
+func (r *run) generateInto(dir, root string) error {
+	rep, plan := r.rep, r.plan
 	done := &imageset.Set{FormatVersion: rep.Set.FormatVersion}
 	done.Images = append(append(done.Images, rep.Result.Copied...), rep.Result.Skipped...)
 	done.Sort()
 	var notMirrored []string
-	notMirrored = append(notMirrored, rep.Resolution.Blocked...)
-	for _, f := range rep.Resolution.Failed {
+	notMirrored = append(notMirrored, plan.Blocked...)
+	for _, f := range plan.Unresolved {
 		if !f.NotImage {
 			notMirrored = append(notMirrored, f.Origin)
 		}
@@ -635,11 +578,18 @@ func (t *Trip) generateInto(ws, dir, root string, rep *Report) error {
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)
 	}
-	// Templates by catalog digest (the last catalog image of a digest wins).
+	// Templates by catalog digest (the last catalog image of a digest wins),
+	// from the copies keep wrote into the workspace.
 	templates := map[string]string{}
 	for _, img := range done.Images {
-		if img.Kind == imageset.KindOperatorCatalog {
-			templates[img.Digest] = t.content.catalogTemplates[img.OriginalDestination()]
+		if img.Kind != imageset.KindOperatorCatalog {
+			continue
+		}
+		name := templateExtra(img.OriginalDestination())
+		if _, ok := plan.file(name); ok {
+			templates[img.Digest] = r.ws.path(filepath.FromSlash(name))
+		} else {
+			templates[img.Digest] = ""
 		}
 	}
 	for i := range catalogs {
@@ -647,20 +597,24 @@ func (t *Trip) generateInto(ws, dir, root string, rep *Report) error {
 			catalogs[i].TemplatePath = tp
 		}
 	}
+	sigs, err := r.releaseSignatures(done)
+	if err != nil {
+		return err
+	}
 	in := generate.Input{
 		Set:               done,
 		MirrorRoot:        root,
 		NotMirrored:       notMirrored,
 		Catalogs:          catalogs,
-		ReleaseSignatures: t.releaseSignatures(ws, done),
-		Meta:              generate.Meta{ToolVersion: t.ToolVersion, CreatedAt: t.now()},
-		RepositoryScope:   t.MaxNestedPaths > 0,
+		ReleaseSignatures: sigs,
+		Meta:              generate.Meta{ToolVersion: r.t.ToolVersion, CreatedAt: r.t.now()},
+		RepositoryScope:   plan.MaxNestedPaths > 0,
 	}
 	files, err := generate.Manifests(in)
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)
 	}
-	keep, err := t.holdMirrorSets(files, dir, in, rep)
+	keep, err := r.t.holdMirrorSets(files, dir, in, rep)
 	if err != nil {
 		return err
 	}
@@ -674,22 +628,30 @@ func (t *Trip) generateInto(ws, dir, root string, rep *Report) error {
 	return nil
 }
 
-// runRecord is what the workspace keeps of each run.
+// runRecordFormat is the format of the run records (working-dir/runs) and
+// failure files (working-dir/failed). 1: the Set only; 2: the whole Plan
+// (its fields inline, so "set" stays where it was) and the failure file
+// names its run record. Readers take every format up to theirs.
+const runRecordFormat = 2
+
+// runRecord is what the workspace keeps of each run: the plan it executed
+// and what happened.
 type runRecord struct {
-	FormatVersion int             `json:"formatVersion"`
-	Mode          string          `json:"mode"`
-	Time          time.Time       `json:"time"`
-	ToolVersion   string          `json:"toolVersion"`
-	Config        string          `json:"config,omitempty"`
-	Pinned        string          `json:"pinnedConfig,omitempty"`
-	Mirror        string          `json:"mirror,omitempty"`
-	Set           *imageset.Set   `json:"set"`
-	Copied        []string        `json:"copied"`
-	Skipped       []string        `json:"skipped"`
-	Failed        []failureRecord `json:"failed,omitempty"`
-	Archive       []string        `json:"archive,omitempty"`
-	Bytes         int64           `json:"bytes"`
-	Blobs         int64           `json:"blobs"`
+	FormatVersion int       `json:"formatVersion"`
+	Mode          string    `json:"mode"`
+	Time          time.Time `json:"time"`
+	ToolVersion   string    `json:"toolVersion"`
+	Config        string    `json:"config,omitempty"`
+	// Pinned is the path of the pinned configuration the run wrote.
+	Pinned string `json:"pinnedConfig,omitempty"`
+	Mirror string `json:"mirror,omitempty"`
+	*Plan
+	Copied  []string        `json:"copied"`
+	Skipped []string        `json:"skipped"`
+	Failed  []failureRecord `json:"failed,omitempty"`
+	Archive []string        `json:"archive,omitempty"`
+	Bytes   int64           `json:"bytes"`
+	Blobs   int64           `json:"blobs"`
 }
 
 type failureRecord struct {
@@ -697,49 +659,69 @@ type failureRecord struct {
 	Error string `json:"error"`
 }
 
-func (t *Trip) record(ws string, rep *Report) error {
-	dir := filepath.Join(ws, "runs")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+// runRecord reads the run record name (relative to the workspace) with the
+// content of its plan's files.
+func (w workspace) runRecord(name string) (*runRecord, error) {
+	var rec runRecord
+	ok, err := w.read(&rec, filepath.FromSlash(name))
+	if err != nil {
+		return nil, err
 	}
-	now := t.now()
-	rec := runRecord{FormatVersion: 1, Mode: rep.Mode, Time: now, ToolVersion: t.ToolVersion, Config: t.ConfigPath, Pinned: t.pinned, Mirror: rep.Mirror, Set: rep.Set, Archive: rep.Archive}
-	if r := rep.Result; r != nil {
-		for _, i := range r.Copied {
+	if !ok {
+		return nil, fmt.Errorf("run record %s: %w", w.path(name), fs.ErrNotExist)
+	}
+	if rec.FormatVersion > runRecordFormat {
+		return nil, fmt.Errorf("run record %s was written by a newer gapmirror (format %d)", w.path(name), rec.FormatVersion)
+	}
+	if rec.Plan != nil {
+		if err := w.loadFiles(rec.Plan.Files); err != nil {
+			return nil, fmt.Errorf("run record %s: %w", w.path(name), err)
+		}
+	}
+	return &rec, nil
+}
+
+func (r *run) record() error {
+	rep, w := r.rep, r.ws
+	if err := w.saveFiles(r.plan.Files); err != nil {
+		return fmt.Errorf("keeping the plan's files in %s: %w", w.path("plan-files"), err)
+	}
+	now := r.t.now()
+	rec := runRecord{FormatVersion: runRecordFormat, Mode: rep.Mode, Time: now, ToolVersion: r.t.ToolVersion, Config: r.t.ConfigPath, Pinned: r.pinned, Mirror: rep.Mirror, Plan: r.plan, Archive: rep.Archive}
+	if res := rep.Result; res != nil {
+		for _, i := range res.Copied {
 			rec.Copied = append(rec.Copied, i.Destination)
 		}
-		for _, i := range r.Skipped {
+		for _, i := range res.Skipped {
 			rec.Skipped = append(rec.Skipped, i.Destination)
 		}
-		for _, f := range r.Failed {
+		for _, f := range res.Failed {
 			rec.Failed = append(rec.Failed, failureRecord{Image: f.Image.Destination, Error: f.Err.Error()})
 		}
-		rec.Bytes, rec.Blobs = r.Bytes, r.Blobs
+		rec.Bytes, rec.Blobs = res.Bytes, res.Blobs
 		sort.Strings(rec.Copied)
 		sort.Strings(rec.Skipped)
 	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return err
-	}
 	name := now.Format("20060102T150405.000Z") + "-" + rep.Mode + ".json"
-	if err := writeFileAtomic(filepath.Join(dir, name), data); err != nil {
+	if err := w.write(rec, "runs", name); err != nil {
 		return err
 	}
 	if len(rec.Failed) > 0 {
-		rep.FailedFile = filepath.Join(ws, "failed", name)
-		if err := (workspace{ws}).write(failedFile{FormatVersion: recordFormat, Mode: rep.Mode, Set: rep.Set, Failed: rec.Failed}, "failed", name); err != nil {
+		rep.FailedFile = w.path("failed", name)
+		if err := w.write(failedFile{FormatVersion: runRecordFormat, Mode: rep.Mode, Run: "runs/" + name, Set: rep.Set, Failed: rec.Failed}, "failed", name); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// failedFile is what --retry-failed reads: the pinned Set of a run and the
-// images of it that failed.
+// failedFile is what --retry-failed reads: the pinned Set of a run, the
+// images of it that failed and (format 2) the run record holding its plan,
+// relative to the workspace the file is in.
 type failedFile struct {
 	FormatVersion int             `json:"formatVersion"`
 	Mode          string          `json:"mode"`
+	Run           string          `json:"run,omitempty"`
 	Set           *imageset.Set   `json:"set"`
 	Failed        []failureRecord `json:"failed"`
 }

@@ -171,15 +171,3 @@ func (w workspace) saveMirrorRecord(r *locationRecord) error {
 	sortImages(r.Images)
 	return w.write(r, "mirrors", locationFile(r.Mirror))
 }
-
-// addLocations merges locs into the record of the mirror root.
-func (w workspace) addLocations(root string, locs map[digest.Digest]string) error {
-	r, err := w.mirrorRecord(root)
-	if err != nil {
-		return err
-	}
-	for d, repo := range locs {
-		r.Blobs[d] = repo
-	}
-	return w.saveMirrorRecord(r)
-}

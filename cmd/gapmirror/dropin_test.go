@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // insecureConf writes a registries.conf marking hosts insecure, as an admin

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // graphService serves update graphs for a few 4.17/4.18 channels on

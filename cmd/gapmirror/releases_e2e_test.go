@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // releaseWorld is a world whose upstream registry holds generated release

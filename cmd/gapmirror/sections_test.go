@@ -11,8 +11,8 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // sharedOperand pushes a one-package catalog and returns it with the

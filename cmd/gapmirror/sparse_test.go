@@ -16,9 +16,9 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // sparseFixture is a three-platform image upstream (a big amd64 layer, two

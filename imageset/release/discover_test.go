@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 func TestCandidateChannels(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // graphServer serves the given graphs (channel → graph) on 127.0.0.1 and

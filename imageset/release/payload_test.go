@@ -14,9 +14,9 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // httpReader is a release.ImageReader over a registry's plain HTTP API; it

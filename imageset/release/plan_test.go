@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // chain416 is stable-4.16 with 4.15 releases in front (as real channels

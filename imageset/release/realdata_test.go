@@ -9,7 +9,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // realChannels is where the real cincinnati-graph-data channel lists live.

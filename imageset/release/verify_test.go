@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 const releaseRepo = "quay.io/openshift-release-dev/ocp-release"

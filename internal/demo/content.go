@@ -6,9 +6,9 @@ import (
 	"strings"
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
-	"github.com/gapmirror/gapmirror/imageset/release/releasetest"
 	"github.com/gapmirror/gapmirror/internal/fixtures"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // The operator catalog of the demo: a generated opm-style catalog image

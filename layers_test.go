@@ -1,0 +1,120 @@
+package gapmirror
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gapmirror/gapmirror/"
+
+// allowedImports is docs/architecture.md's table: the gapmirror packages
+// each production package may import.
+var allowedImports = map[string][]string{
+	"imageset/catalog": nil,
+	"imageset/release": nil,
+	"imageset/helm":    nil,
+	"imageset":         {"imageset/helm"},
+	"registryapi":      nil,
+	"archive":          {"imageset"},
+	"generate":         {"imageset"},
+	"prune":            {"registryapi"},
+	"mirror":           {"archive", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi"},
+	"cmd/gapmirror":    {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror"},
+}
+
+// productionImports returns the gapmirror packages the non-test Go files
+// of dir import.
+func productionImports(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range parsed.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if rest, ok := strings.CutPrefix(p, module); ok && !slices.Contains(out, rest) {
+				out = append(out, rest)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestLayers: every production package imports only what
+// docs/architecture.md allows, every package is in the table, and nothing
+// the binary is built from reaches test support under internal/.
+func TestLayers(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		switch {
+		case path == ".":
+			return nil
+		case strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || path == "internal" || path == "bench" || path == "tools" || path == "docs":
+			return filepath.SkipDir
+		}
+		imports := productionImports(t, path)
+		allowed, known := allowedImports[filepath.ToSlash(path)]
+		if !known {
+			if len(imports) > 0 || hasGo(t, path) {
+				t.Errorf("package %s is not in docs/architecture.md's table (and allowedImports here): add it with what it may import", path)
+			}
+			return nil
+		}
+		for _, imp := range imports {
+			if !slices.Contains(allowed, imp) {
+				t.Errorf("%s imports %s, which docs/architecture.md does not allow it", path, imp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The closure of the binary: no internal/ package.
+	seen := map[string]bool{}
+	var walk func(pkg string)
+	walk = func(pkg string) {
+		if seen[pkg] {
+			return
+		}
+		seen[pkg] = true
+		if strings.HasPrefix(pkg, "internal/") {
+			t.Errorf("the gapmirror binary depends on %s (test support)", pkg)
+			return
+		}
+		for _, imp := range productionImports(t, filepath.FromSlash(pkg)) {
+			walk(imp)
+		}
+	}
+	walk("cmd/gapmirror")
+}
+
+func hasGo(t *testing.T, dir string) bool {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(files) > 0
+}
