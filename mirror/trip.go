@@ -309,9 +309,6 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	idx := ar.Index()
-	if err := t.checkConfig(idx.Config); err != nil {
-		return nil, err
-	}
 	w := workspace{ws}
 	if idx.BasedOn != "" && !t.SkipPredecessorCheck {
 		applied, err := w.applied()
@@ -329,6 +326,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	defer dst.Close()
 	plan, err := planFromArchive(ar, t.RemoveSignatures)
 	if err != nil {
+		return nil, err
+	}
+	if err := t.subset(plan, dir); err != nil {
 		return nil, err
 	}
 	if t.SecurePolicy {
@@ -496,22 +496,6 @@ func seedLocations(r *locationRecord, dst *Registry) {
 			dst.sparse[m.key()] = m.Platforms
 		}
 	}
-}
-
-// checkConfig refuses a -c config that differs from the one the archive
-// was made from: disk-to-mirror mirrors what the archive holds.
-func (t *Trip) checkConfig(pinned string) error {
-	if t.Config == nil || len(pinned) == 0 {
-		return nil
-	}
-	mine, err := imageset.MarshalYAML(imageset.Redacted(t.Config))
-	if err != nil {
-		return err
-	}
-	if string(mine) != pinned {
-		return fmt.Errorf("%s differs from the ImageSetConfiguration the archive was made from: disk-to-mirror pushes what the archive holds; pass the same file, or leave out -c", t.ConfigPath)
-	}
-	return nil
 }
 
 // writePlan saves the Set and a src=dst mapping for --dry-run and prints it;

@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
@@ -402,5 +404,90 @@ func TestDryRunGoNoGo(t *testing.T) {
 	code, _, errOut = w.gapmirror("mirror", "-c", isc, "--retry-times", "0", "--dry-run", "--from", "file://"+archiveDir, "docker://"+locked.Host()+"/m")
 	if code == 0 || !strings.Contains(errOut, "credentials") {
 		t.Errorf("disk-to-mirror dry run without credentials: exit %d: %s", code, errOut)
+	}
+}
+
+// TestDiskToMirrorSubset: -c on disk-to-mirror may name a subset of the
+// archive's configuration (entries as written or as the pinned
+// configuration wrote them): exactly that subset is pushed and the cluster
+// resources cover it alone; entries the archive does not hold, or a catalog
+// filtered otherwise, are refused, each named, before anything is pushed.
+func TestDiskToMirrorSubset(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(4, 16<<10)
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	pkgs := oc.Cat.Packages()
+	catalogEntry := fmt.Sprintf("  operators:\n  - catalog: %s/redhat/redhat-operator-index:v4.18\n    packages:\n    - name: %s\n    - name: %s\n", w.up.Host(), pkgs[0].Name, pkgs[1].Name)
+	isc := w.isc(catalogEntry)
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	pinnedFiles, _ := filepath.Glob(filepath.Join(archiveDir, "working-dir", "isc_pinned_*.yaml"))
+	if len(pinnedFiles) != 1 {
+		t.Fatalf("pinned configurations: %v", pinnedFiles)
+	}
+	pinned, err := imageset.LoadImageSetConfiguration(pinnedFiles[0])
+	must(t, err)
+	p2 := pinned.Mirror.AdditionalImages[2]
+
+	// Images 0 (as written), 2 (as pinned), 3 and the catalog; not image 1.
+	var b strings.Builder
+	fmt.Fprintf(&b, "kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n  - name: %s\n  - name: %s\n    targetTag: %s\n  - name: %s\n%s",
+		w.images[0].Ref, p2.Name, p2.TargetTag, w.images[3].Ref, catalogEntry)
+	subset := w.writeFile("subset.yaml", b.String())
+	root := w.dst.Host() + "/enclave-a"
+	code, out, _ := w.gapmirror("mirror", "-c", subset, "--from", "file://"+archiveDir, "docker://"+root)
+	if code != 0 {
+		t.Fatalf("disk-to-mirror with a subset: exit %d", code)
+	}
+	repos, _ := w.dst.Catalog()
+	for _, i := range []int{0, 2, 3} {
+		if !slices.Contains(repos, "enclave-a/"+w.images[i].Repo) {
+			t.Errorf("image %d (%s) of the subset is not at the mirror: %v", i, w.images[i].Ref, repos)
+		}
+	}
+	if slices.Contains(repos, "enclave-a/"+w.images[1].Repo) {
+		t.Errorf("image 1 (%s) is not in the subset but was pushed", w.images[1].Ref)
+	}
+	if !slices.Contains(repos, "enclave-a/redhat/redhat-operator-index") {
+		t.Errorf("the catalog of the subset is not at the mirror: %v", repos)
+	}
+	// Exactly the subset: the whole archive pushed elsewhere has image 1
+	// more and nothing else.
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/whole"); code != 0 {
+		t.Fatal("disk-to-mirror of the whole archive failed")
+	}
+	repos, _ = w.dst.Catalog()
+	var subsetRepos, wholeRepos []string
+	for _, r := range repos {
+		if rest, ok := strings.CutPrefix(r, "enclave-a/"); ok {
+			subsetRepos = append(subsetRepos, rest)
+		} else if rest, ok := strings.CutPrefix(r, "whole/"); ok && rest != w.images[1].Repo {
+			wholeRepos = append(wholeRepos, rest)
+		}
+	}
+	if !slices.Equal(subsetRepos, wholeRepos) {
+		t.Errorf("the subset pushed %v, want the whole archive less image 1: %v", subsetRepos, wholeRepos)
+	}
+	cs, _ := filepath.Glob(filepath.Join(archiveDir, "working-dir", "cluster-resources", "cs-*"))
+	if len(cs) == 0 {
+		t.Errorf("no CatalogSource generated for the subset's catalog")
+	}
+	if !strings.Contains(out, "disk-to-mirror: ") {
+		t.Errorf("no summary:\n%s", out)
+	}
+
+	// What the archive does not hold is refused, every entry named.
+	other := w.writeFile("other.yaml", fmt.Sprintf("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n  - name: %s\n  - name: %s/not/in-archive:v1\n  operators:\n  - catalog: %s/redhat/redhat-operator-index:v4.18\n    packages:\n    - name: %s\n",
+		w.images[0].Ref, w.up.Host(), w.up.Host(), pkgs[0].Name))
+	code, _, errOut := w.gapmirror("mirror", "-c", other, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/enclave-b")
+	for _, want := range []string{"mirror.additionalImages[1] " + w.up.Host() + "/not/in-archive:v1: not an additional image of the archive", "mirror.operators[0] ", "cannot rebuild a catalog"} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("refusal: want exit 1 and %q, got exit %d: %s", want, code, errOut)
+		}
+	}
+	if repos, _ := w.dst.Catalog(); slices.ContainsFunc(repos, func(r string) bool { return strings.HasPrefix(r, "enclave-b/") }) {
+		t.Errorf("a refused subset pushed: %v", repos)
 	}
 }
