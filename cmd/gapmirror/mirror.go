@@ -59,7 +59,7 @@ func addMirrorFlags(fl *pflag.FlagSet, f *mirrorFlags) {
 	fl.StringVarP(&f.config, "config", "c", "", "the ImageSetConfiguration file (required, except for disk-to-mirror which can use the archive's)")
 	fl.StringVar(&f.from, "from", "", "disk-to-mirror: the file:// directory holding the archive chunks")
 	fl.StringVar(&f.workspace, "workspace", "", "mirror-to-mirror: the file:// directory for records and cluster resources")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "resolve the image set, print and save the plan, copy nothing")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "copy nothing: resolve the image set, save the plan in working-dir/dry-run and say what the run would meet (disk-to-mirror, mirror-to-mirror: reach the mirror, check push access, count what is there, write the cluster resources into working-dir/dry-run)")
 	fl.IntVar(&f.parallelImages, "parallel-images", 8, "images copied at once (1-64)")
 	fl.IntVar(&f.parallelLayers, "parallel-layers", 6, "blobs of one image copied at once (1-64)")
 	fl.IntVar(&f.retryTimes, "retry-times", 5, "retries of a failed blob or manifest transfer (0-100)")
