@@ -31,6 +31,7 @@ dist:
 
 # The test suite: unit tests and end-to-end runs against in-process registries on 127.0.0.1.
 test:
+	@test -d ../shared/realdata || echo "note: ../shared/realdata is absent (shared workspace data, not in the repository): the tests on real catalogs and update channels skip; go test -v -run Real ./... names them"
 	$(GO) test -tags "$(TAGS)" -count=1 -timeout 15m ./...
 
 # Runs the three trips end to end on built-in example images, no internet needed.
