@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -489,5 +491,32 @@ func TestDiskToMirrorSubset(t *testing.T) {
 	}
 	if repos, _ := w.dst.Catalog(); slices.ContainsFunc(repos, func(r string) bool { return strings.HasPrefix(r, "enclave-b/") }) {
 		t.Errorf("a refused subset pushed: %v", repos)
+	}
+}
+
+// TestSecurePolicyRegistriesD: --registries.d is read where --secure-policy
+// verifies, as containers/image does: a registries.d that turns sigstore
+// attachments off for the upstream registry makes its signed images fail
+// the policy that accepts them otherwise.
+func TestSecurePolicyRegistriesD(t *testing.T) {
+	w := newSignedWorld(t, registrytest.Options{})
+	der, err := x509.MarshalPKIXPublicKey(&w.key.PublicKey)
+	must(t, err)
+	keyPath := filepath.Join(w.dir, "cosign.pub")
+	must(t, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o644))
+	policy := filepath.Join(w.dir, "policy.json")
+	must(t, os.WriteFile(policy, []byte(`{"default":[{"type":"reject"}],"transports":{"docker":{"`+w.up.Host()+`":[`+
+		`{"type":"sigstoreSigned","keyPath":"`+keyPath+`","signedIdentity":{"type":"matchRepository"}}]}}}`), 0o644))
+	signed := w.iscOf("signed.yaml", entry{name: w.images[0].Ref})
+	root := "docker://" + w.dst.Host() + "/m"
+	if code, out, _ := w.gapmirror("mirror", "-c", signed, "--secure-policy", "--policy", policy, "--workspace", "file://"+filepath.Join(w.dir, "ws1"), root); code != 0 || !strings.Contains(out, "1 images copied") {
+		t.Fatalf("a signed image under the default registries.d: exit %d:\n%s", code, out)
+	}
+	regsD := filepath.Join(w.dir, "registries.d")
+	must(t, os.MkdirAll(regsD, 0o755))
+	must(t, os.WriteFile(filepath.Join(regsD, "upstream.yaml"), []byte("docker:\n  "+w.up.Host()+":\n    use-sigstore-attachments: false\n"), 0o644))
+	code, out, _ := w.gapmirror("mirror", "-c", signed, "--secure-policy", "--policy", policy, "--registries.d", regsD, "--workspace", "file://"+filepath.Join(w.dir, "ws2"), root+"2")
+	if code != 8 || !strings.Contains(out, "refused by the signature policy") {
+		t.Errorf("--registries.d turning sigstore attachments off: exit %d (want 8):\n%s", code, out)
 	}
 }
