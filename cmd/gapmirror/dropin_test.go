@@ -520,3 +520,40 @@ func TestSecurePolicyRegistriesD(t *testing.T) {
 		t.Errorf("--registries.d turning sigstore attachments off: exit %d (want 8):\n%s", code, out)
 	}
 }
+
+// TestDiskToMirrorSubsetReleases: a -c that keeps fewer channel entries
+// pushes the releases those entries selected, with their components and
+// signature ConfigMaps, and no other release.
+func TestDiskToMirrorSubsetReleases(t *testing.T) {
+	versions := []string{"4.18.1", "4.18.2", "4.18.3"}
+	w := newReleaseWorld(t, versions, 2, false)
+	// fast-4.18 serves the same payloads.
+	g := releasetest.NewGraph("amd64", versions...)
+	for _, v := range versions {
+		g.SetPayload(v, w.payloads[v].PullSpec())
+	}
+	must(t, w.graphs.Put("fast-4.18", g.GenerateEdges()))
+	one := "    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.1\n"
+	three := "    - name: fast-4.18\n      minVersion: 4.18.3\n      maxVersion: 4.18.3\n"
+	isc := w.releaseISC("isc", "    channels:\n"+one+three)
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.run("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	subset := w.releaseISC("subset", "    channels:\n"+three)
+	if code, _, _ := w.run("mirror", "-c", subset, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/enclave"); code != 0 {
+		t.Fatal("disk-to-mirror of the subset failed")
+	}
+	w.assertRelease("enclave", w.payloads["4.18.3"], false)
+	for _, v := range []string{"4.18.1", "4.18.2"} {
+		if _, err := w.dst.ManifestDigest("enclave/openshift/release-images", w.payloads[v].Tag); err == nil {
+			t.Errorf("release %s is not in the subset but was pushed", v)
+		}
+		for _, c := range w.payloads[v].Components {
+			if _, err := w.dst.ManifestDigest("enclave/openshift/release", w.payloads[v].Tag+"-"+c.Name); err == nil {
+				t.Errorf("component %s of release %s is not in the subset but was pushed", c.Name, v)
+			}
+		}
+	}
+	w.assertSignatureConfigMaps(filepath.Join(archiveDir, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.3"})
+}
