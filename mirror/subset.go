@@ -130,6 +130,11 @@ func (s *subsetter) match(m *imageset.Mirror) func(imageset.Image) bool {
 		reasons = append(reasons, fmt.Sprintf("mirror.operators[%d] (", j))
 		catalogs = append(catalogs, "operator catalog "+made.Operators[j].Catalog+": ")
 	}
+	for i, b := range m.BlockedImages {
+		if index(b, made.BlockedImages, pinned.BlockedImages) < 0 {
+			s.refused = append(s.refused, fmt.Sprintf("mirror.blockedImages[%d] %s: not a rule of the archive's configuration, and disk-to-mirror applies no new blocking rules: leave out the entries of the images to keep out instead", i, b.Name))
+		}
+	}
 	allReleases := false
 	switch {
 	case yamlOf(m.Platform) == yamlOf(imageset.Platform{}):

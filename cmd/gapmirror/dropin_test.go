@@ -481,10 +481,10 @@ func TestDiskToMirrorSubset(t *testing.T) {
 	}
 
 	// What the archive does not hold is refused, every entry named.
-	other := w.writeFile("other.yaml", fmt.Sprintf("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n  - name: %s\n  - name: %s/not/in-archive:v1\n  operators:\n  - catalog: %s/redhat/redhat-operator-index:v4.18\n    packages:\n    - name: %s\n",
+	other := w.writeFile("other.yaml", fmt.Sprintf("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n  - name: %s\n  - name: %s/not/in-archive:v1\n  operators:\n  - catalog: %s/redhat/redhat-operator-index:v4.18\n    packages:\n    - name: %s\n  blockedImages:\n  - name: not-in-the-archive\n",
 		w.images[0].Ref, w.up.Host(), w.up.Host(), pkgs[0].Name))
 	code, _, errOut := w.gapmirror("mirror", "-c", other, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/enclave-b")
-	for _, want := range []string{"mirror.additionalImages[1] " + w.up.Host() + "/not/in-archive:v1: not an additional image of the archive", "mirror.operators[0] ", "cannot rebuild a catalog"} {
+	for _, want := range []string{"mirror.additionalImages[1] " + w.up.Host() + "/not/in-archive:v1: not an additional image of the archive", "mirror.operators[0] ", "cannot rebuild a catalog", "mirror.blockedImages[0] not-in-the-archive: not a rule of the archive's configuration"} {
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("refusal: want exit 1 and %q, got exit %d: %s", want, code, errOut)
 		}
