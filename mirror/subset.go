@@ -1,11 +1,19 @@
 package mirror
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strings"
 
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
 )
 
 // Disk-to-mirror with a subset: -c may name a configuration whose entries
@@ -18,33 +26,47 @@ import (
 // need the catalog rebuilt) is refused, every such entry named.
 
 // subset narrows plan, read from an archive, to the -c configuration.
-func (t *Trip) subset(plan *Plan, archiveDir string) error {
+// The rebuilt catalogs (a catalog entry of -c that selects otherwise)
+// are in a store of their own, removed with Close, and pushed from there.
+func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir string) (*rebuilt, error) {
 	if t.Config == nil || plan.Config == "" {
-		return nil
+		return nil, nil
 	}
 	mine := imageset.Redacted(t.Config)
 	data, err := imageset.MarshalYAML(mine)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if string(data) == plan.Config {
-		return nil
+		return nil, nil
 	}
 	made, err := imageset.ParseImageSetConfiguration([]byte(plan.Config), archiveDir+" (the archive's configuration)")
 	if err != nil {
-		return fmt.Errorf("reading the configuration the archive in %s was made from: %w", archiveDir, err)
+		return nil, fmt.Errorf("reading the configuration the archive in %s was made from: %w", archiveDir, err)
 	}
 	pinned := made
 	if p, ok := plan.file(pinnedExtra); ok {
 		if pinned, err = imageset.ParseImageSetConfiguration(p, archiveDir+" (the archive's pinned configuration)"); err != nil {
-			return fmt.Errorf("reading the pinned configuration of the archive in %s: %w", archiveDir, err)
+			return nil, fmt.Errorf("reading the pinned configuration of the archive in %s: %w", archiveDir, err)
 		}
 	}
 	s := subsetter{made: made, pinned: pinned}
 	keep := s.match(&mine.Mirror)
+	var rb *rebuilt
+	// Filtered even when something else is refused, so every refusal is named.
+	if len(s.refilter) > 0 {
+		if rb, err = t.refilter(ctx, plan.Set, ar, &s); err != nil {
+			return nil, err
+		}
+	}
 	if len(s.refused) > 0 {
-		return fmt.Errorf("%s asks for what the archive in %s does not hold:\n  - %s\ndisk-to-mirror pushes the archive's images or a subset of its configuration's entries (each written as in the archive's configuration or its pinned one): remove or correct these entries, or run mirror-to-disk with this configuration for a new archive",
+		rb.Close()
+		return nil, fmt.Errorf("%s asks for what the archive in %s does not hold:\n  - %s\ndisk-to-mirror pushes the archive's images or a subset of its configuration's entries (each written as in the archive's configuration or its pinned one): remove or correct these entries, or run mirror-to-disk with this configuration for a new archive",
 			t.ConfigPath, archiveDir, strings.Join(s.refused, "\n  - "))
+	}
+	if rb != nil {
+		inner := keep
+		keep = func(img imageset.Image) bool { return rb.keeps(img) || inner(img) }
 	}
 	kept := &imageset.Set{FormatVersion: plan.Set.FormatVersion}
 	digests := map[string]bool{}
@@ -58,6 +80,9 @@ func (t *Trip) subset(plan *Plan, archiveDir string) error {
 	for _, img := range plan.Set.Images {
 		component := img.Kind == imageset.KindReleaseComponent && hasAnyPrefix(tagOf(img.Destination), releases)
 		if img.Kind != imageset.KindSignature && (component || keep(img)) {
+			if r, ok := rb.catalog(img); ok {
+				img = r
+			}
 			kept.Images = append(kept.Images, img)
 			digests[img.Digest] = true
 		}
@@ -73,7 +98,163 @@ func (t *Trip) subset(plan *Plan, archiveDir string) error {
 	if !s.helm {
 		plan.Files = slices.DeleteFunc(plan.Files, func(f PlanFile) bool { return strings.HasPrefix(f.Name, helmDir+"/") })
 	}
-	return nil
+	return rb, nil
+}
+
+// rebuilt are the catalogs a subset filtered again: the new images in a
+// store of their own and the bundle and related images they keep.
+type rebuilt struct {
+	store *Store
+	// catalogs maps the digest of an archive catalog image to its rebuilt
+	// Set entry.
+	catalogs map[string]imageset.Image
+	// images are the origins of the bundle and related images the rebuilt
+	// catalogs keep, by the reason prefix of their catalog.
+	images map[string]map[string]bool
+}
+
+func (r *rebuilt) catalog(img imageset.Image) (imageset.Image, bool) {
+	if r == nil || img.Kind != imageset.KindOperatorCatalog {
+		return img, false
+	}
+	out, ok := r.catalogs[img.Digest]
+	return out, ok
+}
+
+// keeps reports whether img is a rebuilt catalog or one of its images.
+func (r *rebuilt) keeps(img imageset.Image) bool {
+	if _, ok := r.catalog(img); ok {
+		return true
+	}
+	for _, why := range img.Why {
+		for prefix, origins := range r.images {
+			if strings.HasPrefix(why, prefix) && origins[img.Origin] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// source reads the rebuilt catalogs from their store, the rest from src.
+func (r *rebuilt) source(src Source) Source {
+	if r == nil {
+		return src
+	}
+	return storeFirst{Source: src, store: r.store}
+}
+
+// Close removes the store of the rebuilt catalogs.
+func (r *rebuilt) Close() {
+	if r != nil {
+		os.RemoveAll(r.store.Dir())
+	}
+}
+
+// refilter filters again, with the entries of -c, the catalogs of the
+// archive that those entries select otherwise, and rebuilds their images
+// on the archive's, as mirror-to-disk does on the upstream one. The
+// archive's catalog holds only what its configuration selected, so -c can
+// take no more than that: a package it lacks is refused.
+func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s *subsetter) (*rebuilt, error) {
+	tmp, err := os.MkdirTemp("", "gapmirror-subset-")
+	if err != nil {
+		return nil, err
+	}
+	store, err := OpenStore(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	rb := &rebuilt{store: store, catalogs: map[string]imageset.Image{}, images: map[string]map[string]bool{}}
+	blobs := overlayBlobs{read: ar, store: store}
+	for _, f := range s.refilter {
+		label := fmt.Sprintf("mirror.operators[%d] %s", f.i, f.oc.Catalog)
+		prefix := fmt.Sprintf("mirror.operators[%d] (", f.j)
+		i := slices.IndexFunc(set.Images, func(img imageset.Image) bool {
+			return img.Kind == imageset.KindOperatorCatalog && slices.ContainsFunc(img.Why, func(w string) bool { return strings.HasPrefix(w, prefix) })
+		})
+		if i < 0 {
+			s.refused = append(s.refused, label+": the archive does not hold this catalog's image (mirror-to-disk could not get it)")
+			continue
+		}
+		old := set.Images[i]
+		ci := &CatalogImage{Origin: f.oc.Catalog, Digest: digest.Digest(old.Digest), Blobs: blobs}
+		src, err := ci.Load(tmp)
+		if err != nil {
+			s.refused = append(s.refused, fmt.Sprintf("%s: %v (an incremental archive may lack the catalog's unchanged layers: push the whole entry, or from a full archive)", label, err))
+			continue
+		}
+		kept, _, err := catalog.Filter(src, filterSpec(f.oc))
+		if err != nil {
+			s.refused = append(s.refused, fmt.Sprintf("%s: %s (the archive's catalog holds only what its configuration selected)", label, locate(fmt.Sprintf("mirror.operators[%d]", f.i), f.oc, err.Error())))
+			continue
+		}
+		out, err := os.MkdirTemp(tmp, "filtered-")
+		if err != nil {
+			return nil, err
+		}
+		if err := kept.WriteDir(out); err != nil {
+			return nil, fmt.Errorf("%s: writing the filtered catalog: %w", label, err)
+		}
+		final, _, err := catalog.Rebuild(blobs, ci.Digest, out, catalog.RebuildOptions{Comment: "gapmirror subset " + label, TempDir: tmp, Platforms: imageset.PlatformNames(f.oc.Platforms)})
+		if err != nil {
+			return nil, fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
+		}
+		img := old
+		img.Digest, img.Built = final.String(), true
+		if repo, _, ok := strings.Cut(old.Source, "@"); ok {
+			img.Source = repo + "@" + final.String()
+		}
+		rb.catalogs[old.Digest] = img
+		origins := map[string]bool{}
+		for _, ref := range kept.RelatedImages() {
+			if named, err := reference.ParseNormalizedNamed(ref.Image); err == nil {
+				origins[reference.TagNameOnly(named).String()] = true
+			}
+		}
+		rb.images["operator catalog "+s.made.Mirror.Operators[f.j].Catalog+": "] = origins
+		t.Log.Info("operator catalog filtered again for the subset", "catalog", f.oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination)
+	}
+	return rb, nil
+}
+
+// overlayBlobs reads blobs from the store, else the archive, and writes
+// into the store: a catalog rebuilt on an archive's image.
+type overlayBlobs struct {
+	read  BlobReader
+	store *Store
+}
+
+func (o overlayBlobs) Has(d digest.Digest) bool { return o.store.Has(d) || o.read.Has(d) }
+
+func (o overlayBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
+	if o.store.Has(d) {
+		return o.store.Open(d)
+	}
+	return o.read.Open(d)
+}
+
+func (o overlayBlobs) Put(d digest.Digest, size int64, r io.Reader) error { return o.store.Put(d, size, r) }
+
+// storeFirst reads what store holds from there, the rest from Source.
+type storeFirst struct {
+	Source
+	store *Store
+}
+
+func (s storeFirst) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+	if s.store.Has(d) {
+		return s.store.Source().Manifest(ctx, img, d)
+	}
+	return s.Source.Manifest(ctx, img, d)
+}
+
+func (s storeFirst) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	if s.store.Has(desc.Digest) {
+		return s.store.Source().Blob(ctx, img, desc)
+	}
+	return s.Source.Blob(ctx, img, desc)
 }
 
 // subsetter matches the entries of a configuration to those of the
@@ -82,6 +263,15 @@ type subsetter struct {
 	made, pinned *imageset.ImageSetConfiguration
 	refused      []string
 	helm         bool
+	// refilter are the catalog entries of -c that select otherwise from a
+	// catalog of the archive: that catalog is filtered again.
+	refilter []refilter
+}
+
+// refilter is a catalog entry of -c (index i) over the archive's entry j.
+type refilter struct {
+	i, j int
+	oc   imageset.OperatorCatalog
 }
 
 // index returns the position of e among the archive's entries, as made
@@ -120,9 +310,13 @@ func (s *subsetter) match(m *imageset.Mirror) func(imageset.Image) bool {
 	for i, oc := range m.Operators {
 		j := index(oc, made.Operators, pinned.Operators)
 		if j < 0 {
+			if j = index(selectionLess(oc), selectionsLess(made.Operators), selectionsLess(pinned.Operators)); j >= 0 {
+				s.refilter = append(s.refilter, refilter{i: i, j: j, oc: oc})
+				continue
+			}
 			why := "not a catalog of the archive"
 			if slices.ContainsFunc(made.Operators, func(o imageset.OperatorCatalog) bool { return o.Catalog == oc.Catalog }) {
-				why = "the archive holds this catalog filtered otherwise (other packages, channels or versions), and disk-to-mirror cannot rebuild a catalog: write the entry as the archive's configuration has it"
+				why = "the archive holds this catalog with another destination, platforms or template: write those fields as the archive's configuration has them"
 			}
 			s.refused = append(s.refused, fmt.Sprintf("mirror.operators[%d] %s: %s", i, oc.Catalog, why))
 			continue
@@ -196,4 +390,20 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 func tagOf(dest string) string {
 	_, tag, _ := strings.Cut(dest[strings.LastIndex(dest, "/")+1:], ":")
 	return tag
+}
+
+// selectionLess is a catalog entry without what selects its content
+// (packages, full, skipDependencies): what must stay as the archive has it
+// for the catalog to be filtered again.
+func selectionLess(oc imageset.OperatorCatalog) imageset.OperatorCatalog {
+	oc.Packages, oc.Full, oc.SkipDependencies = nil, false, false
+	return oc
+}
+
+func selectionsLess(list []imageset.OperatorCatalog) []imageset.OperatorCatalog {
+	out := make([]imageset.OperatorCatalog, len(list))
+	for i, oc := range list {
+		out[i] = selectionLess(oc)
+	}
+	return out
 }

@@ -328,9 +328,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err != nil {
 		return nil, err
 	}
-	if err := t.subset(plan, dir); err != nil {
+	rebuilt, err := t.subset(ctx, plan, ar, dir)
+	if err != nil {
 		return nil, err
 	}
+	defer rebuilt.Close()
 	if t.SecurePolicy {
 		t.Log.Info("--secure-policy: disk-to-mirror pushes what the archive holds and does not verify again; mirror-to-disk verifies when given --secure-policy")
 	}
@@ -340,7 +342,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	set := plan.Set
 	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root()}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
-	src := &ArchiveSource{Archive: ar, Name: dir, Mirror: dst}
+	src := rebuilt.source(&ArchiveSource{Archive: ar, Name: dir, Mirror: dst})
 	return r.toMirror(ctx, dst, src, func() *Result {
 		t.Log.Info("pushing archive to the mirror", "archive", dir, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
 		return Copy(ctx, set, src, dst, t.Copy)

@@ -16,7 +16,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
@@ -480,11 +484,43 @@ func TestDiskToMirrorSubset(t *testing.T) {
 		t.Errorf("no summary:\n%s", out)
 	}
 
+	// Fewer packages of the same catalog: the catalog is filtered again
+	// and rebuilt on the archive's image, and only the images of the kept
+	// package are pushed.
+	onePkg := w.writeISC("one-package.yaml", fmt.Sprintf("  operators:\n  - catalog: %s/redhat/redhat-operator-index:v4.18\n    packages:\n    - name: %s\n", w.up.Host(), pkgs[0].Name))
+	if code, _, _ := w.gapmirror("mirror", "-c", onePkg, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/enclave-c"); code != 0 {
+		t.Fatal("disk-to-mirror with fewer packages failed")
+	}
+	catRepo := "enclave-c/redhat/redhat-operator-index"
+	d, err := w.dst.ManifestDigest(catRepo, "v4.18")
+	if err != nil {
+		t.Fatalf("the rebuilt catalog is not at the mirror: %v", err)
+	}
+	w.assertComplete(w.dst, catRepo, d)
+	narrowed := mirroredCatalog(t, w.dst, catRepo, d)
+	if got := narrowed.PackageNames(); !slices.Equal(got, []string{pkgs[0].Name}) {
+		t.Errorf("the rebuilt catalog holds packages %v, want only %s", got, pkgs[0].Name)
+	}
+	whole := mirroredCatalog(t, w.dst, "whole/redhat/redhat-operator-index", mustDigest(t, w.dst, "whole/redhat/redhat-operator-index", "v4.18"))
+	if n := w.checkImages(w.dst, "enclave-c", narrowed); n == 0 {
+		t.Error("no image of the kept package checked")
+	}
+	for _, ref := range whole.RelatedImages() {
+		if slices.ContainsFunc(narrowed.RelatedImages(), func(r catalog.ImageRef) bool { return r.Image == ref.Image }) {
+			continue
+		}
+		named, err := reference.ParseNormalizedNamed(ref.Image)
+		must(t, err)
+		if _, err := w.dst.ManifestDigest("enclave-c/"+reference.Path(named), imageset.DigestTag(named.(reference.Canonical).Digest())); err == nil {
+			t.Errorf("%s belongs to a package the subset leaves out, but was pushed", ref.Image)
+		}
+	}
+
 	// What the archive does not hold is refused, every entry named.
 	other := w.writeFile("other.yaml", fmt.Sprintf("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n  - name: %s\n  - name: %s/not/in-archive:v1\n  operators:\n  - catalog: %s/redhat/redhat-operator-index:v4.18\n    packages:\n    - name: %s\n  blockedImages:\n  - name: not-in-the-archive\n",
-		w.images[0].Ref, w.up.Host(), w.up.Host(), pkgs[0].Name))
+		w.images[0].Ref, w.up.Host(), w.up.Host(), pkgs[2].Name))
 	code, _, errOut := w.gapmirror("mirror", "-c", other, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/enclave-b")
-	for _, want := range []string{"mirror.additionalImages[1] " + w.up.Host() + "/not/in-archive:v1: not an additional image of the archive", "mirror.operators[0] ", "cannot rebuild a catalog", "mirror.blockedImages[0] not-in-the-archive: not a rule of the archive's configuration"} {
+	for _, want := range []string{"mirror.additionalImages[1] " + w.up.Host() + "/not/in-archive:v1: not an additional image of the archive", "mirror.operators[0] ", pkgs[2].Name, "the archive's catalog holds only what its configuration selected", "mirror.blockedImages[0] not-in-the-archive: not a rule of the archive's configuration"} {
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("refusal: want exit 1 and %q, got exit %d: %s", want, code, errOut)
 		}
@@ -556,4 +592,11 @@ func TestDiskToMirrorSubsetReleases(t *testing.T) {
 		}
 	}
 	w.assertSignatureConfigMaps(filepath.Join(archiveDir, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.3"})
+}
+
+func mustDigest(t *testing.T, reg *registrytest.Registry, repo, tag string) digest.Digest {
+	t.Helper()
+	d, err := reg.ManifestDigest(repo, tag)
+	must(t, err)
+	return d
 }
