@@ -235,7 +235,9 @@ func (o overlayBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
 	return o.read.Open(d)
 }
 
-func (o overlayBlobs) Put(d digest.Digest, size int64, r io.Reader) error { return o.store.Put(d, size, r) }
+func (o overlayBlobs) Put(d digest.Digest, size int64, r io.Reader) error {
+	return o.store.Put(d, size, r)
+}
 
 // storeFirst reads what store holds from there, the rest from Source.
 type storeFirst struct {
