@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -55,7 +56,7 @@ func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir
 	var rb *rebuilt
 	// Filtered even when something else is refused, so every refusal is named.
 	if len(s.refilter) > 0 {
-		if rb, err = t.refilter(ctx, plan.Set, ar, &s); err != nil {
+		if rb, err = t.refilter(ctx, plan.Set, ar, &s, filepath.Join(archiveDir, WorkingDir)); err != nil {
 			return nil, err
 		}
 	}
@@ -156,8 +157,12 @@ func (r *rebuilt) Close() {
 // on the archive's, as mirror-to-disk does on the upstream one. The
 // archive's catalog holds only what its configuration selected, so -c can
 // take no more than that: a package it lacks is refused.
-func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s *subsetter) (*rebuilt, error) {
-	tmp, err := os.MkdirTemp("", "gapmirror-subset-")
+func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s *subsetter, ws string) (*rebuilt, error) {
+	// On the archive's disk: a catalog can be large for /tmp.
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(ws, "subset-catalogs-")
 	if err != nil {
 		return nil, err
 	}

@@ -491,6 +491,9 @@ func TestDiskToMirrorSubset(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", onePkg, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/enclave-c"); code != 0 {
 		t.Fatal("disk-to-mirror with fewer packages failed")
 	}
+	if left, _ := filepath.Glob(filepath.Join(archiveDir, "working-dir", "subset-catalogs-*")); len(left) > 0 {
+		t.Errorf("the rebuilt catalogs' store was left behind: %v", left)
+	}
 	catRepo := "enclave-c/redhat/redhat-operator-index"
 	d, err := w.dst.ManifestDigest(catRepo, "v4.18")
 	if err != nil {
