@@ -500,6 +500,7 @@ func TestDiskToMirrorSubset(t *testing.T) {
 		t.Fatalf("the rebuilt catalog is not at the mirror: %v", err)
 	}
 	w.assertComplete(w.dst, catRepo, d)
+	checkNoOPMCache(t, w.dst, catRepo, d)
 	narrowed := mirroredCatalog(t, w.dst, catRepo, d)
 	if got := narrowed.PackageNames(); !slices.Equal(got, []string{pkgs[0].Name}) {
 		t.Errorf("the rebuilt catalog holds packages %v, want only %s", got, pkgs[0].Name)
