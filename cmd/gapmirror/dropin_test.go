@@ -400,6 +400,19 @@ func TestDryRunGoNoGo(t *testing.T) {
 		t.Errorf("the dry run pushed: the mirror holds %v", got)
 	}
 
+	// mirror-to-mirror answers the same, and writes no pinned configuration.
+	m2mWS := filepath.Join(w.dir, "m2m-ws")
+	code, out, _ = w.gapmirror("mirror", "-c", isc, "--dry-run", "--workspace", "file://"+m2mWS, "docker://"+root)
+	if code != 0 || !strings.Contains(out, "mirror "+root+": reachable, credentials and push accepted; 2 images already there, 2 to copy") {
+		t.Fatalf("mirror-to-mirror dry run: exit %d:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(m2mWS, "working-dir", "dry-run", "cluster-resources", "idms-gapmirror.yaml")); err != nil {
+		t.Errorf("the mirror-to-mirror dry run wrote no cluster resources: %v", err)
+	}
+	if pinned, _ := filepath.Glob(filepath.Join(m2mWS, "working-dir", "isc_pinned_*")); len(pinned) > 0 {
+		t.Errorf("a mirror-to-mirror dry run wrote a pinned configuration: %v", pinned)
+	}
+
 	// No-go: nothing listening; a mirror that wants credentials we lack.
 	dead := "127.0.0.1:1"
 	code, _, errOut := w.gapmirror("mirror", "-c", isc, "--retry-times", "0", "--dry-run", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+dead+"/m")
