@@ -56,7 +56,7 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 // addMirrorFlags registers the flags of the mirror workflows on fl: the
 // mirror command's, and the root command's for oc-mirror's command line.
 func addMirrorFlags(fl *pflag.FlagSet, f *mirrorFlags) {
-	fl.StringVarP(&f.config, "config", "c", "", "the ImageSetConfiguration file (required, except for disk-to-mirror which can use the archive's)")
+	fl.StringVarP(&f.config, "config", "c", "", "the ImageSetConfiguration file (required, except for disk-to-mirror, which uses the archive's or pushes the subset of it this file names)")
 	fl.StringVar(&f.from, "from", "", "disk-to-mirror: the file:// directory holding the archive chunks")
 	fl.StringVar(&f.workspace, "workspace", "", "mirror-to-mirror: the file:// directory for records and cluster resources")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "copy nothing: resolve the image set, save the plan in working-dir/dry-run and say what the run would meet (disk-to-mirror, mirror-to-mirror: reach the mirror, check push access, count what is there, write the cluster resources into working-dir/dry-run)")
