@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -616,4 +617,15 @@ func mustDigest(t *testing.T, reg *registrytest.Registry, repo, tag string) dige
 	d, err := reg.ManifestDigest(repo, tag)
 	must(t, err)
 	return d
+}
+
+// createdAt is the annotation line that differs between two runs that
+// otherwise write the same cluster resources.
+var createdAt = regexp.MustCompile(`(?m)^\s*"?gapmirror\.io/created-at"?: .*\n`)
+
+// resourceFile reads a generated cluster resource for comparing with
+// another run's: without its created-at annotations.
+func resourceFile(t *testing.T, p string) string {
+	t.Helper()
+	return createdAt.ReplaceAllString(readFile(t, p), "")
 }
