@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -46,7 +47,11 @@ func (f Files) Merge(other Files) error {
 // produces. Files that are not gapmirror's own (other names, or without the
 // gapmirror.io/created-by annotation) are never touched. If a file cannot
 // be written, no manifest is replaced and nothing is removed.
-func (f Files) Write(dir string) error {
+func (f Files) Write(dir string) error { return f.WriteKeeping(dir) }
+
+// WriteKeeping is Write leaving the files named keep as they are, even when
+// f does not hold them (see HoldMirrorSets).
+func (f Files) WriteKeeping(dir string, keep ...string) error {
 	for _, n := range f.Names() {
 		if n == "" || n != filepath.Base(n) || n == "." || n == ".." || strings.ContainsAny(n, `/\`) {
 			return fmt.Errorf("manifest file name %q must be a plain file name", n)
@@ -76,7 +81,7 @@ func (f Files) Write(dir string) error {
 		}
 		delete(temps, n)
 	}
-	if err := f.removeStale(dir); err != nil {
+	if err := f.removeStale(dir, keep); err != nil {
 		return err
 	}
 	return syncDir(dir)
@@ -84,14 +89,14 @@ func (f Files) Write(dir string) error {
 
 // removeStale deletes gapmirror manifests in dir that f does not hold, and
 // temporary files an interrupted Write left behind.
-func (f Files) removeStale(dir string) error {
+func (f Files) removeStale(dir string, keep []string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", dir, err)
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if _, keep := f[n]; keep || !e.Type().IsRegular() {
+		if _, ours := f[n]; ours || !e.Type().IsRegular() || slices.Contains(keep, n) {
 			continue
 		}
 		path := filepath.Join(dir, n)
@@ -103,7 +108,7 @@ func (f Files) removeStale(dir string) error {
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", path, err)
 			}
-			if !bytes.Contains(data, []byte(AnnotationCreatedBy+":")) {
+			if !bytes.Contains(data, []byte(AnnotationCreatedBy+":")) && !bytes.Contains(data, []byte(AnnotationCreatedBy+`":`)) {
 				continue
 			}
 		}
@@ -117,7 +122,7 @@ func (f Files) removeStale(dir string) error {
 // isManifestName reports whether n is a name gapmirror gives its manifests.
 func isManifestName(n string) bool {
 	switch n {
-	case FileIDMS, FileITMS, FileUpdateService, FileSignatures:
+	case FileIDMS, FileITMS, FileUpdateService, FileSignatures, FileSignaturesJSON:
 		return true
 	}
 	return strings.HasSuffix(n, ".yaml") && (strings.HasPrefix(n, "cs-") || strings.HasPrefix(n, "cc-"))

@@ -2,6 +2,7 @@ package generate
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -65,6 +66,20 @@ func assertGolden(t *testing.T, name string, files Files) {
 func checkDocuments(t *testing.T, file string, data []byte) {
 	t.Helper()
 	docs := splitDocuments(data)
+	if strings.HasSuffix(file, ".json") {
+		// A v1 List: each item is one object.
+		var list struct {
+			Kind  string            `json:"kind"`
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(data, &list); err != nil || list.Kind != "List" {
+			t.Errorf("%s: not a JSON v1 List: %v", file, err)
+		}
+		docs = nil
+		for _, it := range list.Items {
+			docs = append(docs, it)
+		}
+	}
 	if len(docs) == 0 {
 		t.Errorf("%s: no YAML document", file)
 	}
@@ -86,6 +101,9 @@ func checkDocuments(t *testing.T, file string, data []byte) {
 		}
 		if obj.Metadata.Annotations[AnnotationCreatedBy] == "" {
 			t.Errorf("%s document %d lacks the %s annotation", file, i, AnnotationCreatedBy)
+		}
+		if strings.Contains(obj.Metadata.Annotations[AnnotationCreatedBy], " ") && obj.Metadata.Annotations[AnnotationToolVersion] == "" {
+			t.Errorf("%s document %d names a version in %s but lacks %s", file, i, AnnotationCreatedBy, AnnotationToolVersion)
 		}
 	}
 }

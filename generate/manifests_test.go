@@ -34,7 +34,7 @@ func TestManifests(t *testing.T) {
 	want := []string{
 		"cc-redhat-operator-index-v4-18.yaml",
 		"cs-redhat-operator-index-v4-18.yaml",
-		FileIDMS, FileITMS, FileSignatures, FileUpdateService,
+		FileIDMS, FileITMS, FileSignaturesJSON, FileSignatures, FileUpdateService,
 	}
 	if got := files.Names(); !reflect.DeepEqual(got, want) {
 		t.Errorf("files = %v\nwant %v", got, want)

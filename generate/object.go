@@ -16,6 +16,9 @@ const (
 	AnnotationCreatedBy = "gapmirror.io/created-by"
 	// AnnotationCreatedAt is when the object was written (RFC 3339, UTC).
 	AnnotationCreatedAt = "gapmirror.io/created-at"
+	// AnnotationToolVersion is the gapmirror version alone, for tools that
+	// compare versions (oc-mirror writes its version the same way).
+	AnnotationToolVersion = "gapmirror.io/tool-version"
 )
 
 // Meta is what generated objects say about the run that wrote them. Zero
@@ -34,6 +37,9 @@ func (m Meta) annotations() map[string]string {
 		by += " " + m.ToolVersion
 	}
 	a := map[string]string{AnnotationCreatedBy: by}
+	if m.ToolVersion != "" {
+		a[AnnotationToolVersion] = m.ToolVersion
+	}
 	if !m.CreatedAt.IsZero() {
 		a[AnnotationCreatedAt] = m.CreatedAt.UTC().Format(time.RFC3339)
 	}

@@ -1,14 +1,20 @@
 package generate
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 
 	"github.com/opencontainers/go-digest"
 )
 
-// FileSignatures is the file name of the release signature ConfigMaps.
-const FileSignatures = "signature-configmap.yaml"
+// FileSignatures is the file name of the release signature ConfigMaps;
+// FileSignaturesJSON holds the same objects as a JSON v1 List (oc-mirror
+// writes both; `oc apply -f` takes either).
+const (
+	FileSignatures     = "signature-configmap.yaml"
+	FileSignaturesJSON = "signature-configmap.json"
+)
 
 // Where the cluster-version operator looks for release signatures: every
 // ConfigMap in this namespace with this label; it tries each binaryData value
@@ -79,5 +85,13 @@ func SignatureConfigMaps(signatures map[string][][]byte, meta Meta) (Files, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", FileSignatures, err)
 	}
-	return Files{FileSignatures: data}, nil
+	list := struct {
+		typeMeta
+		Items []configMap `json:"items"`
+	}{typeMeta{APIVersion: "v1", Kind: "List"}, cms}
+	js, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", FileSignaturesJSON, err)
+	}
+	return Files{FileSignatures: data, FileSignaturesJSON: append(js, '\n')}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/docker"
+	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
@@ -28,7 +29,7 @@ func testOptions(t *testing.T) RegistryOptions {
 	if err := os.WriteFile(conf, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return RegistryOptions{Insecure: true, RegistriesConf: conf, AuthFile: filepath.Join(t.TempDir(), "auth.json")}
+	return RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: filepath.Join(t.TempDir(), "auth.json")}
 }
 
 // TestSharedLayerIsMounted: a base layer shared by ten images in ten

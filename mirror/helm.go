@@ -389,7 +389,7 @@ func (t *Trip) helmHTTPClient() (*http.Client, error) {
 			return nil, fmt.Errorf("--src-cert-dir %s: %w", t.Upstream.CertDir, err)
 		}
 	}
-	if t.Upstream.Insecure {
+	if t.Upstream.Insecure() {
 		tr.TLSClientConfig.InsecureSkipVerify = true //nolint:gosec // the user's --src-tls-verify=false
 	}
 	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.podman.io/image/v5/types"
+
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/internal/helmtest"
 )
@@ -29,7 +31,7 @@ func TestHelmHTTPClientTLS(t *testing.T) {
 	}{
 		{"verified, unknown CA", RegistryOptions{}, "certificate"},
 		{"private CA from the cert dir", RegistryOptions{CertDir: certDir}, ""},
-		{"verification off", RegistryOptions{Insecure: true}, ""},
+		{"verification off", RegistryOptions{TLSVerify: types.OptionalBoolFalse}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			client, err := (&Trip{Upstream: c.opts}).helmHTTPClient()

@@ -31,6 +31,7 @@ import (
 	"go.podman.io/image/v5/pkg/docker/config"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
+	"go.podman.io/image/v5/types"
 	"helm.sh/helm/v3/pkg/registry"
 
 	"github.com/gapmirror/gapmirror/imageset"
@@ -121,11 +122,14 @@ type chartRegistry struct {
 
 func (t *Trip) chartRegistry(host string) (*chartRegistry, error) {
 	sys := t.Upstream.SystemContext()
-	cr := &chartRegistry{host: host, insecure: t.Upstream.Insecure}
-	if reg, err := sysregistriesv2.FindRegistry(sys, host+"/x"); err != nil {
-		return nil, fmt.Errorf("registries.conf: %w", err)
-	} else if reg != nil && reg.Insecure {
-		cr.insecure = true
+	cr := &chartRegistry{host: host, insecure: t.Upstream.Insecure()}
+	// As for images: an explicit --src-tls-verify wins over registries.conf.
+	if t.Upstream.TLSVerify == types.OptionalBoolUndefined {
+		if reg, err := sysregistriesv2.FindRegistry(sys, host+"/x"); err != nil {
+			return nil, fmt.Errorf("registries.conf: %w", err)
+		} else if reg != nil && reg.Insecure {
+			cr.insecure = true
+		}
 	}
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
 	if dir := certDir(t.Upstream.CertDir, host); dir != "" {

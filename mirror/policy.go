@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -53,7 +52,7 @@ func (t *Trip) verifySignatures(ctx context.Context, up *Registry, set *imageset
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "gapmirror-sigstore.yaml"), []byte(sigstoreRegistriesD), 0o644); err != nil {
+	if err := policyRegistriesD(up.sys, dir); err != nil {
 		return err
 	}
 	sys := *up.sys

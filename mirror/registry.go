@@ -33,8 +33,11 @@ type RegistryOptions struct {
 	// AuthFile is a containers auth.json (or docker config.json); empty:
 	// $REGISTRY_AUTH_FILE, then the containers and docker defaults.
 	AuthFile string
-	// Insecure turns TLS verification off (and allows plain HTTP) for this side.
-	Insecure bool
+	// TLSVerify is --src-tls-verify / --dest-tls-verify as skopeo reads it:
+	// undefined leaves registries.conf (`insecure`) and certs.d in charge;
+	// true verifies every registry of this side, false none (and allows
+	// plain HTTP).
+	TLSVerify types.OptionalBool
 	// CertDir holds ca.crt / client certificates for the registries of this side.
 	CertDir string
 	// RegistriesConf is a registries.conf (mirrors, blocked registries);
@@ -42,8 +45,17 @@ type RegistryOptions struct {
 	RegistriesConf string
 	// RegistriesConfDir is a registries.conf.d directory; empty: the system's.
 	RegistriesConfDir string
+	// RegistriesDir is a registries.d directory (where sigstore signatures
+	// are looked up, "lookaside" and use-sigstore-attachments); empty:
+	// ~/.config/containers/registries.d, then /etc/containers/registries.d.
+	RegistriesDir string
 	// UserAgent is sent with every request.
 	UserAgent string
+	// Credentials, when set, are used for every registry of this side
+	// instead of the auth file (skopeo's --src-creds; empty: anonymous).
+	Credentials *types.DockerAuthConfig
+	// RegistryToken is a bearer token sent to every registry of this side.
+	RegistryToken string
 }
 
 // SystemContext builds the containers/image context for these options.
@@ -53,14 +65,24 @@ func (o RegistryOptions) SystemContext() *types.SystemContext {
 		DockerCertPath:              o.CertDir,
 		SystemRegistriesConfPath:    o.RegistriesConf,
 		SystemRegistriesConfDirPath: o.RegistriesConfDir,
+		RegistriesDirPath:           o.RegistriesDir,
 		DockerRegistryUserAgent:     o.UserAgent,
-		DockerInsecureSkipTLSVerify: types.NewOptionalBool(o.Insecure),
+		DockerAuthConfig:            o.Credentials,
+		DockerBearerRegistryToken:   o.RegistryToken,
 	}
-	if o.Insecure {
+	// Undefined stays undefined: containers/image then asks registries.conf.
+	switch o.TLSVerify {
+	case types.OptionalBoolTrue:
+		sys.DockerInsecureSkipTLSVerify = types.OptionalBoolFalse
+	case types.OptionalBoolFalse:
+		sys.DockerInsecureSkipTLSVerify = types.OptionalBoolTrue
 		sys.OCIInsecureSkipTLSVerify = true
 	}
 	return sys
 }
+
+// Insecure reports whether TLS verification is turned off for the whole side.
+func (o RegistryOptions) Insecure() bool { return o.TLSVerify == types.OptionalBoolFalse }
 
 // Registry reaches images in container registries.
 type Registry struct {

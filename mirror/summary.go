@@ -21,6 +21,10 @@ func (r *Report) Summary(w io.Writer) {
 			sigs = fmt.Sprintf(" and %d signatures", n)
 		}
 		fmt.Fprintf(w, "%s (dry run, nothing copied): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures(), sigs, filepath.Join(r.Workspace, "dry-run"))
+		r.DryRun.print(w)
+		for _, c := range r.ClusterResources {
+			fmt.Fprintf(w, "cluster resource (not applied, dry run): %s\n", c)
+		}
 		r.printBlocked(w)
 		r.printPrune(w)
 		r.printFailures(w)
@@ -69,6 +73,7 @@ func (r *Report) Summary(w io.Writer) {
 	for _, c := range r.ClusterResources {
 		fmt.Fprintf(w, "cluster resource: %s\n", c)
 	}
+	r.printHeldMirrorSets(w)
 	for _, c := range r.HelmCharts {
 		fmt.Fprintf(w, "helm chart: %s\n", c)
 	}

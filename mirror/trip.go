@@ -116,6 +116,11 @@ type Report struct {
 	HelmCharts []string
 	// ChartsRefused is the warning when the mirror refused the charts as OCI artifacts.
 	ChartsRefused string
+	// DryRun is what a dry run found out at the destination.
+	DryRun *DryRunFigures
+	// MirrorSetsHeldBy names the failed images that kept this run from
+	// rewriting the IDMS/ITMS an earlier run wrote.
+	MirrorSetsHeldBy []string
 }
 
 func (t *Trip) now() time.Time {
@@ -179,7 +184,12 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	set := plan.Set
 	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
 	if t.DryRun {
-		return rep, t.writePlan(ws, set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
+		carried, err := t.carriedBlobs(workspace{ws})
+		if err != nil {
+			return nil, err
+		}
+		t.dryRunToDisk(ctx, builtSource{up, store}, store, set, carried, rep)
+		return rep, t.writePlan(ws, "", set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
 	}
 	r := &run{t: t, ws: workspace{ws}, plan: plan, rep: rep}
 	if err := r.keep(); err != nil {
@@ -403,9 +413,6 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 		return nil, err
 	}
 	idx := ar.Index()
-	if err := t.checkConfig(idx.Config); err != nil {
-		return nil, err
-	}
 	w := workspace{ws}
 	if idx.BasedOn != "" && !t.SkipPredecessorCheck {
 		applied, err := w.applied()
@@ -425,6 +432,11 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 	if err != nil {
 		return nil, err
 	}
+	rebuilt, err := t.subset(ctx, plan, ar, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer rebuilt.Close()
 	if t.SecurePolicy {
 		t.Log.Info("--secure-policy: disk-to-mirror pushes what the archive holds and does not verify again; mirror-to-disk verifies when given --secure-policy")
 	}
@@ -435,9 +447,10 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root(), ArchiveID: idx.ID}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
 	name := filepath.Join(dir, first)
-	return r.toMirror(ctx, dst, func() *Result {
+	src := rebuilt.source(&ArchiveSource{Archive: ar, Name: name, Mirror: dst})
+	return r.toMirror(ctx, dst, src, func() *Result {
 		t.Log.Info("pushing archive to the mirror", "archive", name, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
-		return copyPlanned(ctx, set, &ArchiveSource{Archive: ar, Name: name, Mirror: dst}, dst, t.Copy)
+		return copyPlanned(ctx, set, src, dst, t.Copy)
 	}, func() error {
 		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()})
 	})
@@ -462,9 +475,10 @@ func (e *PredecessorError) Error() string {
 // plan is made: with --dry-run the plan and what prune would do; else the
 // plan kept in the workspace, a check of the mirror, the copy, the records
 // of where blobs went, applied (when the copy ran whole and nothing failed;
-// may be nil), the cluster resources, prune and the run record. The mirror
+// may be nil), the cluster resources, prune and the run record. src is
+// where the images come from (a dry run reads their sizes through it). The mirror
 // root's record is read once here and handed down.
-func (r *run) toMirror(ctx context.Context, dst *Registry, copyAll func() *Result, applied func() error) (*Report, error) {
+func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll func() *Result, applied func() error) (*Report, error) {
 	t, w, rep := r.t, r.ws, r.rep
 	set := rep.Set
 	mrec, err := w.mirrorRecord(dst.Root())
@@ -472,7 +486,10 @@ func (r *run) toMirror(ctx context.Context, dst *Registry, copyAll func() *Resul
 		return nil, err
 	}
 	if t.DryRun {
-		if err := t.writePlan(w.dir, set, nil); err != nil {
+		if err := r.dryRunToMirror(ctx, dst, src); err != nil {
+			return rep, err
+		}
+		if err := t.writePlan(w.dir, dst.Root(), set, nil); err != nil {
 			return rep, err
 		}
 		return rep, t.pruneMirror(ctx, w, dst, rep, mrec)
@@ -552,7 +569,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	set := plan.Set
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
 	r := &run{t: t, ws: workspace{ws}, plan: plan, rep: rep}
-	return r.toMirror(ctx, dst, func() *Result {
+	return r.toMirror(ctx, dst, builtSource{up, store}, func() *Result {
 		t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
 		return t.copyPlan(ctx, set, todo, builtSource{up, store}, dst)
 	}, nil)
@@ -609,24 +626,9 @@ func seedLocations(r *locationRecord, dst *Registry) {
 	}
 }
 
-// checkConfig refuses a -c config that differs from the one the archive
-// was made from: disk-to-mirror mirrors what the archive holds.
-func (t *Trip) checkConfig(pinned string) error {
-	if t.Config == nil || len(pinned) == 0 {
-		return nil
-	}
-	mine, err := imageset.MarshalYAML(imageset.Redacted(t.Config))
-	if err != nil {
-		return err
-	}
-	if string(mine) != pinned {
-		return fmt.Errorf("%s differs from the ImageSetConfiguration the archive was made from: disk-to-mirror pushes what the archive holds; pass the same file, or leave out -c", t.ConfigPath)
-	}
-	return nil
-}
-
-// writePlan saves the Set and a src=dst mapping for --dry-run and prints it.
-func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Image) bool) error {
+// writePlan saves the Set and a src=dst mapping for --dry-run and prints it;
+// root, when known, makes the mapping's destinations absolute.
+func (t *Trip) writePlan(ws, root string, set *imageset.Set, missing func(imageset.Image) bool) error {
 	dir := filepath.Join(ws, "dry-run")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -640,7 +642,7 @@ func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Ima
 	}
 	var mapping, miss strings.Builder
 	for _, img := range set.Images {
-		fmt.Fprintf(&mapping, "%s=%s\n", img.Source, img.Destination)
+		fmt.Fprintln(&mapping, mappingLine(img, root))
 		if missing != nil && missing(img) {
 			fmt.Fprintf(&miss, "%s=%s\n", img.Source, img.Destination)
 		}
@@ -665,6 +667,11 @@ func (t *Trip) writePlan(ws string, set *imageset.Set, missing func(imageset.Ima
 // generate writes the cluster resources for what reached the mirror, from
 // the plan and the copy's result alone.
 func (r *run) generate(root string) error {
+	return r.generateInto(r.ws.path(generate.Dir), root)
+}
+
+// generateInto writes them into dir.
+func (r *run) generateInto(dir, root string) error {
 	rep, plan := r.rep, r.plan
 	done := &imageset.Set{FormatVersion: rep.Set.FormatVersion}
 	done.Images = append(append(done.Images, rep.Result.Copied...), rep.Result.Skipped...)
@@ -708,20 +715,24 @@ func (r *run) generate(root string) error {
 	if err != nil {
 		return err
 	}
-	files, err := generate.Manifests(generate.Input{
+	in := generate.Input{
 		Set:               done,
 		MirrorRoot:        root,
 		NotMirrored:       notMirrored,
 		Catalogs:          catalogs,
 		ReleaseSignatures: sigs,
-		Meta:              generate.Meta{ToolVersion: r.t.ToolVersion},
+		Meta:              generate.Meta{ToolVersion: r.t.ToolVersion, CreatedAt: r.t.now()},
 		RepositoryScope:   plan.MaxNestedPaths > 0,
-	})
+	}
+	files, err := generate.Manifests(in)
 	if err != nil {
 		return fmt.Errorf("generating cluster resources: %w", err)
 	}
-	dir := r.ws.path(generate.Dir)
-	if err := files.Write(dir); err != nil {
+	keep, err := r.t.holdMirrorSets(files, dir, in, rep)
+	if err != nil {
+		return err
+	}
+	if err := files.WriteKeeping(dir, keep...); err != nil {
 		return err
 	}
 	for name := range files {

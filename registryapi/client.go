@@ -29,16 +29,12 @@ package registryapi
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,7 +45,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/sirupsen/logrus"
 	"go.podman.io/image/v5/pkg/docker/config"
-	"go.podman.io/image/v5/pkg/tlsclientconfig"
 	"go.podman.io/image/v5/types"
 )
 
@@ -66,6 +61,9 @@ type Client struct {
 	remote http.RoundTripper
 
 	insecure bool
+	// bearer is a token given outright (--src-registry-token): sent as is,
+	// no token server asked.
+	bearer string
 
 	pingMu    sync.Mutex
 	pinged    bool
@@ -95,21 +93,10 @@ type token struct {
 // TLS verification, user agent. This is the one place a registry's
 // transport is built.
 func NewClient(host string, sys *types.SystemContext) (*Client, error) {
-	insecure := sys != nil && sys.DockerInsecureSkipTLSVerify == types.OptionalBoolTrue
-	tlsc := &tls.Config{InsecureSkipVerify: insecure} //nolint:gosec // the user turned verification off for this side
-	if pool, err := x509.SystemCertPool(); err == nil {
-		tlsc.RootCAs = pool
+	tr, insecure, err := Transport(host, sys)
+	if err != nil {
+		return nil, err
 	}
-	for _, dir := range certDirs(host, sys) {
-		if err := tlsclientconfig.SetupCertificates(dir, tlsc); err != nil {
-			return nil, fmt.Errorf("certificates for %s in %s: %w", host, dir, err)
-		}
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsc
-	// Many requests run at once against one host: keep their connections
-	// instead of the default two.
-	tr.MaxIdleConnsPerHost = 64
 	creds, err := config.GetCredentials(sys, host)
 	if err != nil {
 		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", host, err)
@@ -117,6 +104,9 @@ func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	c := &Client{host: host, creds: creds, ua: "gapmirror", base: tracing{tr}, insecure: insecure, scheme: "https", tokens: map[string]*token{}}
 	if sys != nil && sys.DockerRegistryUserAgent != "" {
 		c.ua = sys.DockerRegistryUserAgent
+	}
+	if sys != nil {
+		c.bearer = sys.DockerBearerRegistryToken
 	}
 	c.http = &http.Client{Transport: authTransport{c}}
 	reg, err := name.NewRegistry(host, name.WeakValidation)
@@ -129,20 +119,6 @@ func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-func certDirs(host string, sys *types.SystemContext) []string {
-	if sys != nil && sys.DockerCertPath != "" {
-		return []string{sys.DockerCertPath}
-	}
-	var out []string
-	for _, d := range []string{"/etc/containers/certs.d", "/etc/docker/certs.d"} {
-		p := filepath.Join(d, host)
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // Credentials are the ones the auth file gives for the host.
@@ -291,6 +267,10 @@ func repoOf(path string) string {
 }
 
 func (c *Client) authorize(req *http.Request, scope string) error {
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+		return nil
+	}
 	c.pingMu.Lock()
 	challenge := c.challenge
 	c.pingMu.Unlock()

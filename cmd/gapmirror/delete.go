@@ -52,6 +52,7 @@ collection runs.`,
 	fl.StringVar(&f.deleteID, "delete-id", "", "with --generate: name the plan delete-images-<id>.yaml")
 	fl.IntVar(&f.maxNested, "max-nested-paths", 0, "with --generate: the --max-nested-paths the images were mirrored with; checked against the workspace's records, which know the names they were pushed under")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "with --delete-yaml-file: check the plan against the registry and show what would be deleted")
+	addRefusals(fl, refusedDelete)
 	fl.BoolVar(&f.deleteSigs, "delete-signatures", false, "with --generate: also delete the sigstore signatures (sha256-<digest>.sig tags) this workspace mirrored for the deleted images and their platform manifests")
 	return cmd
 }
@@ -63,7 +64,11 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 	if !strings.HasPrefix(target, "docker://") {
 		return fmt.Errorf("destination %q: delete works on a mirror registry, docker://HOST[:PORT][/PREFIX]", target)
 	}
-	d := &mirror.Delete{Mirror: g.mirror(), Out: cmd.OutOrStdout(), ToolVersion: version, DeleteSignatures: f.deleteSigs}
+	mo, err := g.mirror()
+	if err != nil {
+		return err
+	}
+	d := &mirror.Delete{Mirror: mo, Out: cmd.OutOrStdout(), ToolVersion: version, DeleteSignatures: f.deleteSigs}
 	root := strings.TrimPrefix(target, "docker://")
 	switch {
 	case f.generate && f.deleteYAML != "":

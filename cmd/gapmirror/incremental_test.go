@@ -112,9 +112,9 @@ func TestIncrementalArchives(t *testing.T) {
 			t.Errorf("%s: d2m %s, m2m %s, want %s", ex.Ref, a, b, ex.Digest)
 		}
 	}
-	d2m, _ := os.ReadFile(filepath.Join(airgap, "working-dir", "cluster-resources", "idms-gapmirror.yaml"))
-	m2m, _ := os.ReadFile(filepath.Join(carry("ws"), "working-dir", "cluster-resources", "idms-gapmirror.yaml"))
-	if strings.ReplaceAll(string(d2m), "/d2m", "/X") != strings.ReplaceAll(string(m2m), "/m2m", "/X") {
+	d2m := resourceFile(t, filepath.Join(airgap, "working-dir", "cluster-resources", "idms-gapmirror.yaml"))
+	m2m := resourceFile(t, filepath.Join(carry("ws"), "working-dir", "cluster-resources", "idms-gapmirror.yaml"))
+	if strings.ReplaceAll(d2m, "/d2m", "/X") != strings.ReplaceAll(m2m, "/m2m", "/X") {
 		t.Errorf("IDMS differ:\n%s\n---\n%s", d2m, m2m)
 	}
 }

@@ -38,6 +38,7 @@ type listReleasesFlags struct {
 	graphURL    string
 	channelType string
 	output      string
+	archs       []string
 }
 
 func newListReleasesCommand(_ *globalFlags) *cobra.Command {
@@ -47,6 +48,7 @@ func newListReleasesCommand(_ *globalFlags) *cobra.Command {
 		Short: "List OpenShift release versions of a channel, or the channels of a minor version",
 		Long: `List what the OpenShift Update Service offers, to write mirror.platform.channels.
 
+  gapmirror list releases                                      minor versions with a stable channel, and their heads
   gapmirror list releases --channel stable-4.18                versions of a channel and its head
   gapmirror list releases --version 4.18                       channels of 4.18 with their heads
   gapmirror list releases --version 4.18 --channels            channel names of 4.18, one per line
@@ -70,6 +72,7 @@ else ` + release.DefaultOCPGraphURL + ` (OKD: ` + release.DefaultOKDGraphURL + `
 	fl.StringVar(&f.graphURL, "graph-url", "", "update graph endpoint; default $"+release.EnvUpdateURLOverride+", then the OpenShift (or OKD) update service")
 	fl.StringVar(&f.channelType, "channel-type", string(release.TypeOCP), "product of the channel: ocp or okd")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fl.StringSliceVar(&f.archs, "filter-by-archs", nil, "list for each of these architectures in turn, e.g. amd64,arm64 (oc-mirror's flag; --arch for one)")
 	return cmd
 }
 
@@ -107,8 +110,6 @@ func (f *listReleasesFlags) check() (arch string, t release.ChannelType, err err
 	switch {
 	case f.channels && f.version == "":
 		return "", "", errors.New("--channels lists the channels of a minor version: add --version, e.g. --version 4.18")
-	case f.channel == "" && f.version == "":
-		return "", "", errors.New("name a --channel (e.g. stable-4.18) to list its versions, or a --version (e.g. 4.18) to list its channels")
 	case f.channels && f.channel != "":
 		return "", "", errors.New("--channels and --channel do not go together: --channels lists channel names, --channel lists one channel's versions")
 	case f.version != "" && f.channel == "" && t == release.TypeOKD:
@@ -123,6 +124,20 @@ func (f *listReleasesFlags) check() (arch string, t release.ChannelType, err err
 }
 
 func (f *listReleasesFlags) run(ctx context.Context, out io.Writer) error {
+	if len(f.archs) == 0 {
+		return f.runArch(ctx, out)
+	}
+	for _, a := range f.archs {
+		g := *f
+		g.arch, g.archs = strings.TrimSpace(a), nil
+		if err := g.runArch(ctx, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *listReleasesFlags) runArch(ctx context.Context, out io.Writer) error {
 	arch, t, err := f.check()
 	if err != nil {
 		return err
@@ -130,6 +145,9 @@ func (f *listReleasesFlags) run(ctx context.Context, out io.Writer) error {
 	client := &release.GraphClient{UserAgent: "gapmirror/" + version}
 	if f.graphURL != "" {
 		client.OCPURL, client.OKDURL = f.graphURL, f.graphURL
+	}
+	if f.channel == "" && f.version == "" {
+		return f.listMinors(ctx, out, client, release.GraphKey{Type: t, Arch: arch})
 	}
 	if f.channel == "" {
 		return f.listChannels(ctx, out, client, arch)
@@ -215,6 +233,55 @@ func (f *listReleasesFlags) listChannels(ctx context.Context, out io.Writer, cli
 		}
 	}
 	_, err = io.WriteString(out, b.String())
+	return err
+}
+
+// listMinors prints the minor versions that have a stable channel (OKD:
+// none can be found without a channel name) with their heads: the update
+// service has no list of channels, so stable-4.1, stable-4.2, … are asked
+// for until three in a row are missing after one was found.
+func (f *listReleasesFlags) listMinors(ctx context.Context, out io.Writer, client *release.GraphClient, key release.GraphKey) error {
+	if key.Type == release.TypeOKD {
+		return errors.New("OKD channels cannot be found without a name: name one with --channel")
+	}
+	type minor struct {
+		Version string `json:"version"`
+		Channel string `json:"channel"`
+		Head    string `json:"head"`
+	}
+	found := []minor{}
+	misses := 0
+	for n := 1; n <= 99 && (len(found) == 0 || misses < 3); n++ {
+		key.Channel = fmt.Sprintf("stable-4.%d", n)
+		g, err := client.Graph(ctx, key)
+		if errors.Is(err, release.ErrNoReleases) {
+			misses++
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("listing channel %s: %w", key.Channel, err)
+		}
+		g.Channel, g.Arch = key.Channel, key.Arch
+		s := release.Summarize(g)
+		if len(s.Versions) == 0 {
+			misses++
+			continue
+		}
+		misses = 0
+		found = append(found, minor{Version: fmt.Sprintf("4.%d", n), Channel: key.Channel, Head: s.Head})
+	}
+	if len(found) == 0 {
+		return fmt.Errorf("no stable-4.N channel has releases for arch %s at %s: check --arch and --graph-url", key.Arch, client.URL(key.Type))
+	}
+	if f.output == "json" {
+		return writeJSON(out, map[string]any{"arch": key.Arch, "minors": found})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# OpenShift minor versions, arch %s: version, head of stable-X.Y (`--version X.Y` lists its channels)\n", key.Arch)
+	for _, m := range found {
+		fmt.Fprintf(&b, "%-5s  %s\n", m.Version, m.Head)
+	}
+	_, err := io.WriteString(out, b.String())
 	return err
 }
 

@@ -8,21 +8,26 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	"github.com/spf13/cobra"
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/mirror"
 )
 
 // listOperatorsFlags are the flags of `gapmirror list operators`.
 type listOperatorsFlags struct {
-	catalog string
-	pkg     string
-	channel string
-	output  string
+	catalog  string
+	pkg      string
+	channel  string
+	output   string
+	catalogs bool
+	version  string
+	registry string
 }
 
 func newListOperatorsCommand(g *globalFlags) *cobra.Command {
@@ -35,6 +40,7 @@ func newListOperatorsCommand(g *globalFlags) *cobra.Command {
   gapmirror list operators --catalog REF                              packages, default channels, channels
   gapmirror list operators --catalog REF --package P                  channels of P with head and versions
   gapmirror list operators --catalog REF --package P --channel C      versions of channel C, oldest first
+  gapmirror list operators --catalogs --version 4.18                  the Red Hat catalogs of OpenShift 4.18
 
 REF is a catalog image (registry.redhat.io/redhat/redhat-operator-index:v4.18, by tag or
 digest), an OCI layout (oci:///path/to/layout), or, offline on the air-gapped side, an archive
@@ -55,12 +61,82 @@ one JSON document.`,
 	fl.StringVar(&f.pkg, "package", "", "list the channels of this package")
 	fl.StringVar(&f.channel, "channel", "", "with --package: list the versions of this channel")
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fl.BoolVar(&f.catalogs, "catalogs", false, "with --version: list the Red Hat operator catalogs published for that OpenShift version, with their digests")
+	fl.StringVar(&f.version, "version", "", "with --catalogs: the OpenShift minor version X.Y")
+	fl.StringVar(&f.registry, "catalogs-registry", "registry.redhat.io/redhat", "with --catalogs: where the catalogs are looked for (e.g. an enclave's mirror of them)")
 	return cmd
+}
+
+// redHatCatalogs are the catalog images Red Hat publishes for each
+// OpenShift version, as <registry>/<name>:v<X.Y>.
+var redHatCatalogs = []string{"redhat-operator-index", "certified-operator-index", "community-operator-index", "redhat-marketplace-index"}
+
+// listCatalogs prints which of the Red Hat catalogs exist for --version.
+func (f *listOperatorsFlags) listCatalogs(ctx context.Context, g *globalFlags, out io.Writer) error {
+	switch {
+	case f.version == "":
+		return errors.New("--catalogs lists the catalogs of an OpenShift version: add --version, e.g. --version 4.18")
+	case f.catalog != "" || f.pkg != "" || f.channel != "":
+		return errors.New("--catalogs goes with --version alone: --catalog, --package and --channel look into one catalog")
+	}
+	minor := strings.TrimPrefix(strings.TrimSpace(f.version), "v")
+	if _, err := release.CandidateChannels(minor); err != nil {
+		return fmt.Errorf("--version: %w", err)
+	}
+	uo, err := g.upstream()
+	if err != nil {
+		return err
+	}
+	up := mirror.NewUpstream(uo)
+	defer up.Close()
+	up.Retries = 0 // a missing catalog is an answer, not an outage
+	type found struct {
+		Catalog string `json:"catalog"`
+		Digest  string `json:"digest"`
+	}
+	list := []found{}
+	for _, name := range redHatCatalogs {
+		ref := strings.TrimSuffix(f.registry, "/") + "/" + name + ":v" + minor
+		named, err := reference.ParseNormalizedNamed(ref)
+		if err != nil {
+			return fmt.Errorf("--catalogs-registry %q: %w", f.registry, err)
+		}
+		d, err := up.ResolveDigest(ctx, named)
+		if err != nil {
+			if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not found") || strings.Contains(err.Error(), "manifest unknown") {
+				continue
+			}
+			return err
+		}
+		list = append(list, found{Catalog: ref, Digest: d.String()})
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("no catalog of OpenShift %s at %s (looked for %s): check --version, and --catalogs-registry and credentials (--authfile)", minor, f.registry, strings.Join(redHatCatalogs, ", "))
+	}
+	if f.output == "json" {
+		return writeJSON(out, list)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# operator catalogs of OpenShift %s at %s: catalog, digest\n", minor, f.registry)
+	for _, c := range list {
+		fmt.Fprintf(&b, "%s  %s\n", c.Catalog, c.Digest)
+	}
+	_, err = io.WriteString(out, b.String())
+	return err
 }
 
 func (f *listOperatorsFlags) run(ctx context.Context, g *globalFlags, out io.Writer) error {
 	if _, err := g.logger(nil); err != nil {
 		return err
+	}
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("--output %q: use text or json", f.output)
+	}
+	if f.catalogs || f.version != "" {
+		if !f.catalogs {
+			return errors.New("--version goes with --catalogs (list the catalogs of an OpenShift version); to look into one catalog, name it with --catalog")
+		}
+		return f.listCatalogs(ctx, g, out)
 	}
 	switch {
 	case f.catalog == "":
@@ -138,7 +214,11 @@ func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirr
 	if err != nil {
 		return nil, "", err
 	}
-	up := mirror.NewUpstream(g.upstream())
+	uo, err := g.upstream()
+	if err != nil {
+		return nil, "", err
+	}
+	up := mirror.NewUpstream(uo)
 	defer up.Close()
 	ci, err = mirror.FetchCatalog(ctx, f.catalog, up, store, mirror.Options{})
 	return ci, "", err

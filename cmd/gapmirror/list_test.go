@@ -140,7 +140,7 @@ func TestListReleasesErrors(t *testing.T) {
 			[]string{"channel fast-4.18 has no 4.16.z release", "4.17.10 to 4.18.3"}},
 		{"unreachable update service", []string{"--graph-url", closed, "--channel", "stable-4.18"},
 			[]string{"fetching update graph of channel stable-4.18", "UPDATE_URL_OVERRIDE"}},
-		{"nothing asked", []string{"--graph-url", url}, []string{"name a --channel"}},
+
 		{"--channels without --version", []string{"--graph-url", url, "--channels"}, []string{"add --version"}},
 		{"bad arch", []string{"--channel", "stable-4.18", "--arch", "sparc"}, []string{"--arch", `"sparc"`}},
 		{"bad version", []string{"--version", "four"}, []string{"--version", "X.Y"}},

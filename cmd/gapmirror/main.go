@@ -14,9 +14,6 @@ import (
 	"github.com/gapmirror/gapmirror/mirror"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startProfile()

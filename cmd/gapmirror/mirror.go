@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
@@ -49,18 +50,24 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 			return runMirror(cmd, g, f, args[0])
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVarP(&f.config, "config", "c", "", "the ImageSetConfiguration file (required, except for disk-to-mirror which can use the archive's)")
+	addMirrorFlags(cmd.Flags(), f)
+	return cmd
+}
+
+// addMirrorFlags registers the flags of the mirror workflows on fl: the
+// mirror command's, and the root command's for oc-mirror's command line.
+func addMirrorFlags(fl *pflag.FlagSet, f *mirrorFlags) {
+	fl.StringVarP(&f.config, "config", "c", "", "the ImageSetConfiguration file (required, except for disk-to-mirror, which uses the archive's or pushes the subset of it this file names)")
 	fl.StringVar(&f.from, "from", "", "disk-to-mirror: the file:// directory holding the archive chunks")
 	fl.StringVar(&f.workspace, "workspace", "", "mirror-to-mirror: the file:// directory for records and cluster resources")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "resolve the image set, print and save the plan, copy nothing")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "copy nothing: resolve the image set, save the plan in working-dir/dry-run and say what the run would meet (disk-to-mirror, mirror-to-mirror: reach the mirror, check push access, count what is there, write the cluster resources into working-dir/dry-run)")
 	fl.IntVar(&f.parallelImages, "parallel-images", 8, "images copied at once (1-64)")
 	fl.IntVar(&f.parallelLayers, "parallel-layers", 6, "blobs of one image copied at once (1-64)")
 	fl.IntVar(&f.retryTimes, "retry-times", 5, "retries of a failed blob or manifest transfer (0-100)")
 	fl.DurationVar(&f.retryDelay, "retry-delay", 500*time.Millisecond, "first retry delay; doubles each retry")
 	fl.StringVar(&f.archiveSize, "archive-size", "", "maximum size of an archive chunk: a number of GiB (as archiveSize) or e.g. 500MiB; default the config's archiveSize, else 500GiB")
 	fl.BoolVar(&f.strictArchive, "strict-archive", false, "fail instead of writing an oversized chunk when a single blob exceeds --archive-size")
-	fl.BoolVar(&f.force, "force", false, "copy every image even if the destination already has it; mirror-to-disk: replace chunk files an earlier archive left in the directory under the same names")
+	fl.BoolVarP(&f.force, "force", "f", false, "copy every image even if the destination already has it; mirror-to-disk: replace chunk files an earlier archive left in the directory under the same names")
 	fl.StringVar(&f.retryFailed, "retry-failed", "", "copy exactly the images a failed run listed in this file (its path is printed at the end of that run), with the digests that run pinned")
 	fl.StringVar(&f.since, "since", "", "mirror-to-disk: leave out only blobs carried by archives made before this date (yyyy-mm-dd), e.g. when a later archive was lost")
 	fl.BoolVar(&f.prune, "prune", false, "disk-to-mirror, mirror-to-mirror: once every image is mirrored, delete from the mirror what earlier runs of this workspace pushed there and the image set no longer holds (without it, the run only lists them)")
@@ -70,7 +77,7 @@ func newMirrorCommand(g *globalFlags) *cobra.Command {
 	fl.BoolVar(&f.securePolicy, "secure-policy", false, "mirror-to-disk, mirror-to-mirror: mirror only images the signature policy accepts (--policy, else /etc/containers/policy.json); cosign signatures are read from the sha256-<digest>.sig tags")
 	fl.StringVar(&f.policy, "policy", "", "with --secure-policy: the containers policy.json to verify images with")
 	addReleaseFlags(fl, &f.releases)
-	return cmd
+	addRefusals(fl, refusedMirror)
 }
 
 func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string) (err error) {
@@ -109,9 +116,17 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	if err != nil {
 		return err
 	}
+	upstream, err := g.upstream()
+	if err != nil {
+		return err
+	}
+	dest, err := g.mirror()
+	if err != nil {
+		return err
+	}
 	trip := &mirror.Trip{
-		Upstream:    g.upstream(),
-		Mirror:      g.mirror(),
+		Upstream:    upstream,
+		Mirror:      dest,
 		StoreDir:    storeDir,
 		DryRun:      f.dryRun,
 		Log:         log,

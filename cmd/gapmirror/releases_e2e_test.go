@@ -297,6 +297,26 @@ func (w *releaseWorld) assertSignatureConfigMaps(path string, versions []string)
 			t.Errorf("release %s: binaryData[%s] is %d bytes, not the served signature", v, key, len(got[key]))
 		}
 	}
+	// The same objects as JSON, a v1 List (oc-mirror writes both).
+	js, err := os.ReadFile(strings.TrimSuffix(path, ".yaml") + ".json")
+	if err != nil {
+		t.Fatalf("signature ConfigMaps as JSON: %v", err)
+	}
+	var list struct {
+		Kind  string `json:"kind"`
+		Items []cm   `json:"items"`
+	}
+	must(t, json.Unmarshal(js, &list))
+	if list.Kind != "List" || len(list.Items) != n {
+		t.Errorf("JSON signature ConfigMaps: a %s of %d items, want a List of %d", list.Kind, len(list.Items), n)
+	}
+	for _, c := range list.Items {
+		for k, v := range c.BinaryData {
+			if !bytes.Equal(got[k], v) {
+				t.Errorf("JSON ConfigMap %s: binaryData[%s] differs from the YAML one", c.Metadata.Name, k)
+			}
+		}
+	}
 }
 
 // assertReleaseIDMS checks that IDMS maps the release image repository and

@@ -154,7 +154,7 @@ func clusterResources(t *testing.T, dir string) map[string]string {
 	must(t, err)
 	out := map[string]string{}
 	for _, e := range entries {
-		out[e.Name()] = readFile(t, filepath.Join(dir, e.Name()))
+		out[e.Name()] = resourceFile(t, filepath.Join(dir, e.Name()))
 	}
 	return out
 }

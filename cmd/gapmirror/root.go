@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.podman.io/image/v5/types"
 	"golang.org/x/term"
 
 	"github.com/gapmirror/gapmirror/mirror"
@@ -19,20 +21,70 @@ import (
 type globalFlags struct {
 	stderr         io.Writer
 	logLevel       string
+	quiet          bool
 	authFile       string
-	srcTLSVerify   bool
-	destTLSVerify  bool
+	srcTLSVerify   types.OptionalBool
+	destTLSVerify  types.OptionalBool
+	tlsVerify      types.OptionalBool // oc-mirror's deprecated --tls-verify: both sides
 	srcCertDir     string
 	destCertDir    string
 	registriesConf string
+	registriesD    string
 	cacheDir       string
 	noProgress     bool
 	// term is stderr shared by log lines and the progress line (bar mode).
 	term *mirror.Terminal
+	src, dest      credentialFlags
+}
+
+// credentialFlags are skopeo's per-side credential flags (oc-mirror v2
+// takes them too), applied to every registry of that side instead of the
+// auth file.
+type credentialFlags struct {
+	creds, username, password, token string
+	noCreds                          bool
+}
+
+func (c *credentialFlags) add(fs *pflag.FlagSet, side, what string) {
+	fs.StringVar(&c.creds, side+"-creds", "", "USERNAME[:PASSWORD] for "+what+" instead of the auth file")
+	fs.StringVar(&c.username, side+"-username", "", "user name for "+what+" instead of the auth file (with --"+side+"-password)")
+	fs.StringVar(&c.password, side+"-password", "", "password for "+what+" (with --"+side+"-username)")
+	fs.StringVar(&c.token, side+"-registry-token", "", "bearer token for "+what)
+	fs.BoolVar(&c.noCreds, side+"-no-creds", false, "access "+what+" anonymously, ignoring the auth file")
+}
+
+// options returns the credentials the flags give for a side (nil: the auth file).
+func (c *credentialFlags) options(side string) (*types.DockerAuthConfig, string, error) {
+	n := 0
+	for _, set := range []bool{c.creds != "", c.username != "" || c.password != "", c.noCreds} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, "", fmt.Errorf("--%[1]s-creds, --%[1]s-username/--%[1]s-password and --%[1]s-no-creds exclude each other: give one", side)
+	}
+	switch {
+	case c.creds != "":
+		user, pass, _ := strings.Cut(c.creds, ":")
+		if user == "" {
+			return nil, "", fmt.Errorf("--%s-creds: the user name is empty; write USERNAME:PASSWORD", side)
+		}
+		return &types.DockerAuthConfig{Username: user, Password: pass}, c.token, nil
+	case c.username != "" || c.password != "":
+		if c.username == "" || c.password == "" {
+			return nil, "", fmt.Errorf("--%[1]s-username and --%[1]s-password go together", side)
+		}
+		return &types.DockerAuthConfig{Username: c.username, Password: c.password}, c.token, nil
+	case c.noCreds:
+		return &types.DockerAuthConfig{}, c.token, nil
+	}
+	return nil, c.token, nil
 }
 
 func newRootCommand(stderr io.Writer) *cobra.Command {
 	g := &globalFlags{stderr: stderr}
+	f := &mirrorFlags{}
 	root := &cobra.Command{
 		Use:   "gapmirror",
 		Short: "Mirror operator catalogs, OpenShift releases and images into air-gapped registries",
@@ -43,36 +95,61 @@ reads) and mirrors what it names by digest:
   disk-to-mirror:   gapmirror mirror -c isc.yaml --from file:///media/mirror docker://registry.airgap:5000/mirror
   mirror-to-mirror: gapmirror mirror -c isc.yaml --workspace file:///ws docker://registry:5000/mirror
 
+oc-mirror v2's command lines work unchanged ("gapmirror --v2 -c isc.yaml file:///media/mirror"
+is "gapmirror mirror -c isc.yaml file:///media/mirror"; --v2 is accepted and ignored).
+
 Add --prune to disk-to-mirror and mirror-to-mirror to delete what earlier runs pushed and the image
 set no longer holds; gapmirror delete removes images a DeleteImageSetConfiguration names.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// oc-mirror's form: the root command is the mirror command.
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				if onlyV2(cmd) {
+					return cmd.Help()
+				}
+				return fmt.Errorf("name the destination: file://DIR (mirror-to-disk), or docker://HOST[/PREFIX] with --from file://DIR (disk-to-mirror) or --workspace file://DIR (mirror-to-mirror)")
+			}
+			return runMirror(cmd, g, f, args[0])
+		},
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.logLevel, "log-level", "info", "log level: error, warn, info, debug (each image, blob, retry and skip) or trace (also every registry request); the run's log file in working-dir/logs always has debug")
+	pf.BoolVarP(&g.quiet, "quiet", "q", false, "log errors only (--log-level error); the run's log file still has debug")
 	pf.StringVar(&g.authFile, "authfile", "", "registry credentials (containers auth.json or docker config.json); default $REGISTRY_AUTH_FILE, then the containers and docker defaults")
-	pf.BoolVar(&g.srcTLSVerify, "src-tls-verify", true, "verify TLS certificates of source registries (false also allows plain HTTP)")
-	pf.BoolVar(&g.destTLSVerify, "dest-tls-verify", true, "verify TLS certificates of the destination registry (false also allows plain HTTP)")
-	pf.StringVar(&g.srcCertDir, "src-cert-dir", "", "directory with ca.crt and client certificates for source registries")
-	pf.StringVar(&g.destCertDir, "dest-cert-dir", "", "directory with ca.crt and client certificates for the destination registry")
-	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors and blocked registries for sources); default the system's")
-	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $HOME")
+	addTLSVerifyFlag(pf, &g.srcTLSVerify, "src-tls-verify", "verify TLS certificates of source registries (false also allows plain HTTP); not given: registries.conf insecure = true and certs.d decide, as for skopeo and podman")
+	addTLSVerifyFlag(pf, &g.destTLSVerify, "dest-tls-verify", "verify TLS certificates of the destination registry (false also allows plain HTTP); not given: registries.conf insecure = true and certs.d decide")
+	addTLSVerifyFlag(pf, &g.tlsVerify, "tls-verify", "deprecated (oc-mirror): sets both --src-tls-verify and --dest-tls-verify")
+	_ = pf.MarkHidden("tls-verify")
+	pf.StringVar(&g.srcCertDir, "src-cert-dir", "", "directory with ca.crt and client certificates for source registries; default the host's directory under certs.d")
+	pf.StringVar(&g.destCertDir, "dest-cert-dir", "", "directory with ca.crt and client certificates for the destination registry; default the host's directory under certs.d")
+	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors, blocked and insecure registries); default the system's")
+	pf.StringVar(&g.registriesD, "registries.d", "", "registries.d directory (sigstore lookaside, use-sigstore-attachments; read when --secure-policy verifies); default ~/.config/containers/registries.d, then /etc/containers/registries.d")
+	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $OC_MIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
+	g.src.add(pf, "src", "source registries")
+	g.dest.add(pf, "dest", "the destination registry")
+	pf.Bool("v2", false, "accepted for oc-mirror v2 command lines, and ignored")
+	_ = pf.MarkHidden("v2")
+	addRefusals(pf, refusedGlobal)
+	addMirrorFlags(root.Flags(), f)
 	root.AddCommand(newMirrorCommand(g), newDescribeCommand(g), newVersionCommand())
 	root.AddCommand(newListCommand(g), newDeleteCommand(g))
 	root.AddCommand(newServeCommand(g))
+	refuseFirst(root)
 	return root
 }
 
-func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the gapmirror version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), "gapmirror", version)
-		},
-	}
+// onlyV2 reports whether no flag but --v2 was given ("gapmirror --v2").
+func onlyV2(cmd *cobra.Command) bool {
+	n := 0
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != "v2" {
+			n++
+		}
+	})
+	return n == 0
 }
 
 // logger is the terminal's logger at --log-level; containers/image's
@@ -89,6 +166,9 @@ func (g *globalFlags) runLogger(ws, mode string) (*slog.Logger, *runLog, error) 
 	lvl, err := parseLevel(g.logLevel)
 	if err != nil {
 		return nil, nil, err
+	}
+	if g.quiet {
+		lvl = slog.LevelError
 	}
 	if err := g.checkAuthFile(); err != nil {
 		return nil, nil, err
@@ -136,20 +216,33 @@ func (g *globalFlags) bar() bool {
 	return ok && !g.noProgress && term.IsTerminal(int(f.Fd()))
 }
 
-func (g *globalFlags) upstream() mirror.RegistryOptions {
-	return mirror.RegistryOptions{AuthFile: g.authFile, Insecure: !g.srcTLSVerify, CertDir: g.srcCertDir,
-		RegistriesConf: g.registriesConf, UserAgent: "gapmirror/" + version}
+// side returns one side's registry options; verify is its --*-tls-verify.
+func (g *globalFlags) side(verify types.OptionalBool, certDir string, creds *credentialFlags, name string) (mirror.RegistryOptions, error) {
+	if verify == types.OptionalBoolUndefined {
+		verify = g.tlsVerify
+	}
+	o := mirror.RegistryOptions{AuthFile: g.authFile, TLSVerify: verify, CertDir: certDir,
+		RegistriesConf: g.registriesConf, RegistriesDir: g.registriesD, UserAgent: "gapmirror/" + version}
+	var err error
+	o.Credentials, o.RegistryToken, err = creds.options(name)
+	return o, err
 }
 
-func (g *globalFlags) mirror() mirror.RegistryOptions {
-	return mirror.RegistryOptions{AuthFile: g.authFile, Insecure: !g.destTLSVerify, CertDir: g.destCertDir,
-		RegistriesConf: g.registriesConf, UserAgent: "gapmirror/" + version}
+func (g *globalFlags) upstream() (mirror.RegistryOptions, error) {
+	return g.side(g.srcTLSVerify, g.srcCertDir, &g.src, "src")
+}
+
+func (g *globalFlags) mirror() (mirror.RegistryOptions, error) {
+	return g.side(g.destTLSVerify, g.destCertDir, &g.dest, "dest")
 }
 
 func (g *globalFlags) storeDir() (string, error) {
 	dir := g.cacheDir
 	if dir == "" {
 		dir = os.Getenv("GAPMIRROR_CACHE")
+	}
+	if dir == "" {
+		dir = os.Getenv("OC_MIRROR_CACHE") // oc-mirror's; gapmirror's store sits beside its cache
 	}
 	if dir == "" {
 		home, err := os.UserHomeDir()

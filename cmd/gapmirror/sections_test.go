@@ -106,7 +106,7 @@ func TestBlockedAcrossSections(t *testing.T) {
 		}
 	}
 	idms := func(dir string) string {
-		return readFile(t, filepath.Join(dir, "working-dir", "cluster-resources", "idms-gapmirror.yaml"))
+		return resourceFile(t, filepath.Join(dir, "working-dir", "cluster-resources", "idms-gapmirror.yaml"))
 	}
 	d2m, m2m := idms(out), idms(filepath.Join(w.dir, "ws"))
 	if strings.ReplaceAll(d2m, "/d2m", "/X") != strings.ReplaceAll(m2m, "/m2m", "/X") {

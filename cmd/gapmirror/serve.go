@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/mirror"
 	"github.com/gapmirror/gapmirror/serve"
@@ -160,10 +161,20 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 	if err != nil {
 		return fmt.Errorf("writing the push credentials: %w", err)
 	}
-	dest := mirror.RegistryOptions{AuthFile: authFile, CertDir: certDir, Insecure: f.opts.PlainHTTP,
+	// The push trusts the served registry's own CA; only --plain-http turns
+	// verification off.
+	verify := types.OptionalBoolTrue
+	if f.opts.PlainHTTP {
+		verify = types.OptionalBoolFalse
+	}
+	dest := mirror.RegistryOptions{AuthFile: authFile, CertDir: certDir, TLSVerify: verify,
 		RegistriesConf: g.registriesConf, UserAgent: "gapmirror/" + version}
+	up, err := g.upstream()
+	if err != nil {
+		return err
+	}
 	trip := &mirror.Trip{
-		Upstream:    g.upstream(),
+		Upstream:    up,
 		Mirror:      dest,
 		StoreDir:    storeDir,
 		Log:         log,

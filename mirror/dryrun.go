@@ -1,0 +1,240 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/registryapi"
+)
+
+// DryRunFigures are what a dry run found out, for a go/no-go decision.
+type DryRunFigures struct {
+	// Mirror is the destination that answered (credentials and TLS
+	// accepted, push allowed); empty for mirror-to-disk.
+	Mirror string
+	// Present and Missing count the images (signatures included) the
+	// destination has, or the store has for mirror-to-disk, and has not.
+	Present, Missing int
+	// Blobs and Bytes are what the run would move: the distinct blobs (and
+	// manifests) of the missing images. For a mirror, at most this much:
+	// the registry may hold some of those blobs in other repositories.
+	Blobs int
+	Bytes int64
+	// ArchiveBytes is the size of the archive mirror-to-disk would write:
+	// every blob of the set that no earlier archive carried.
+	ArchiveBytes int64
+	// Unreadable counts images whose manifests could not be read, so they
+	// are not in the sizes.
+	Unreadable int
+}
+
+// print writes the figures of a dry run.
+func (f *DryRunFigures) print(w io.Writer) {
+	if f == nil {
+		return
+	}
+	if f.Mirror != "" {
+		fmt.Fprintf(w, "mirror %s: reachable, credentials and push accepted; %d images already there, %d to copy: at most %d blobs, %s to move\n",
+			f.Mirror, f.Present, f.Missing, f.Blobs, HumanBytes(f.Bytes))
+	} else {
+		fmt.Fprintf(w, "local store: %d images already there, %d to download (%d blobs, %s); the archive would be %s\n",
+			f.Present, f.Missing, f.Blobs, HumanBytes(f.Bytes), HumanBytes(f.ArchiveBytes))
+	}
+	if f.Unreadable > 0 {
+		fmt.Fprintf(w, "%d images could not be read and are not counted (the run would report them)\n", f.Unreadable)
+	}
+}
+
+// dryRunToMirror answers what a disk-to-mirror or mirror-to-mirror run
+// would meet at dst: it reaches the mirror with the run's credentials and
+// TLS settings, checks push permission, counts the images already there and
+// the bytes to move (read through src), and writes the cluster resources
+// the run would write into dry-run/cluster-resources. An unreachable
+// mirror, refused credentials or push fail the dry run.
+func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) error {
+	t, set := r.t, r.rep.Set
+	fig := &DryRunFigures{Mirror: dst.Root()}
+	if len(set.Images) > 0 {
+		if err := dst.Check(ctx, set.Images[0]); err != nil {
+			return fmt.Errorf("dry run: %w", err)
+		}
+		if err := checkPush(ctx, dst, set.Images[0]); err != nil {
+			return fmt.Errorf("dry run: %w", err)
+		}
+	}
+	present := make([]bool, len(set.Images))
+	errs := make([]error, len(set.Images))
+	parallelDo(len(set.Images), max(t.Copy.withDefaults().ParallelImages, 1), func(i int) {
+		present[i], errs[i] = dst.HasManifest(ctx, set.Images[i], digest.Digest(set.Images[i].Digest))
+	})
+	var missing []imageset.Image
+	for i, img := range set.Images {
+		if errs[i] != nil {
+			return fmt.Errorf("dry run: %w", errs[i])
+		}
+		if present[i] {
+			fig.Present++
+		} else {
+			missing = append(missing, img)
+		}
+	}
+	fig.Missing = len(missing)
+	fig.Blobs, fig.Bytes, fig.Unreadable = t.sizeOf(ctx, src, missing, nil)
+	r.rep.DryRun = fig
+
+	// The cluster resources of a run in which every image arrives, made
+	// in dry-run/ (with the catalog templates they are built on) so the
+	// workspace a real run trusts stays as it was.
+	dry := &run{t: t, ws: workspace{r.ws.path("dry-run")}, plan: r.plan,
+		rep: &Report{Mode: r.rep.Mode, Set: set, Resolution: r.rep.Resolution, Result: &Result{Skipped: set.Images}}}
+	for _, f := range r.plan.Files {
+		if strings.HasPrefix(f.Name, "catalog-templates/") {
+			if err := writeWorkingFile(dry.ws.dir, f.Name, f.data); err != nil {
+				return err
+			}
+		}
+	}
+	if err := dry.generate(dst.Root()); err != nil {
+		return err
+	}
+	r.rep.ClusterResources = dry.rep.ClusterResources
+	return nil
+}
+
+// dryRunToDisk counts what mirror-to-disk would download into the store
+// and the size of the archive it would write.
+func (t *Trip) dryRunToDisk(ctx context.Context, src Source, store *Store, set *imageset.Set, carried map[digest.Digest]bool, rep *Report) {
+	fig := &DryRunFigures{}
+	var missing []imageset.Image
+	for _, img := range set.Images {
+		if store.Has(digest.Digest(img.Digest)) {
+			fig.Present++
+		} else {
+			missing = append(missing, img)
+		}
+	}
+	fig.Missing = len(missing)
+	fig.Blobs, fig.Bytes, fig.Unreadable = t.sizeOf(ctx, src, missing, nil)
+	_, fig.ArchiveBytes, _ = t.sizeOf(ctx, src, set.Images, carried)
+	rep.DryRun = fig
+}
+
+// sizeOf reads the manifests of images through src and adds up their
+// distinct blobs and manifests, leaving out those in skip.
+func (t *Trip) sizeOf(ctx context.Context, src Source, images []imageset.Image, skip map[digest.Digest]bool) (blobs int, bytes int64, unreadable int) {
+	var mu sync.Mutex
+	seen := map[digest.Digest]bool{}
+	add := func(descs []ocispec.Descriptor) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range descs {
+			if !seen[d.Digest] && !skip[d.Digest] {
+				blobs++
+				bytes += d.Size
+			}
+			seen[d.Digest] = true
+		}
+	}
+	parallelDo(len(images), max(t.Copy.withDefaults().ParallelImages, 1), func(i int) {
+		descs, err := imageBlobs(ctx, src, images[i], digest.Digest(images[i].Digest), true)
+		if err != nil {
+			mu.Lock()
+			unreadable++
+			mu.Unlock()
+			t.Log.Debug("dry run: cannot read the image to size it", "image", images[i].Origin, "error", err)
+			return
+		}
+		add(descs)
+	})
+	return blobs, bytes, unreadable
+}
+
+// imageBlobs lists the manifests and blobs of img's manifest d that a copy
+// moves (for a sparse image, only the instances of its platforms).
+func imageBlobs(ctx context.Context, src Source, img imageset.Image, d digest.Digest, top bool) ([]ocispec.Descriptor, error) {
+	data, mt, err := src.Manifest(ctx, img, d)
+	if err != nil {
+		return nil, err
+	}
+	if guessed := mediaTypeOf(data); guessed != "" {
+		mt = guessed
+	}
+	out := []ocispec.Descriptor{{MediaType: mt, Digest: d, Size: int64(len(data))}}
+	if !isIndex(mt) {
+		bs, err := blobsOf(data)
+		if err != nil {
+			return nil, fmt.Errorf("parsing manifest %s: %w", d, err)
+		}
+		return append(out, bs...), nil
+	}
+	kids, err := children(data)
+	if err != nil {
+		return nil, fmt.Errorf("parsing index %s: %w", d, err)
+	}
+	if top {
+		if kids, err = instances(img, d, kids); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range kids {
+		more, err := imageBlobs(ctx, src, img, k.Digest, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
+	}
+	return out, nil
+}
+
+// checkPush asks the mirror whether the run's credentials may push into
+// img's repository, by starting an upload and cancelling it.
+func checkPush(ctx context.Context, dst *Registry, img imageset.Image) error {
+	named, err := reference.ParseNormalizedNamed(dst.Name(img))
+	if err != nil {
+		return err
+	}
+	c, err := registryapi.NewClient(reference.Domain(named), dst.sys)
+	if err != nil {
+		return fmt.Errorf("mirror registry %s: %w", dst.Root(), err)
+	}
+	if err := c.CheckPush(ctx, reference.Path(named)); err != nil {
+		return fmt.Errorf("the mirror registry %s does not let these credentials push to %s: %w (check the account --authfile gives for it)", dst.Root(), reference.Path(named), err)
+	}
+	return nil
+}
+
+// mappingLine is one line of dry-run/mapping.txt: source=destination, the
+// destination absolute (docker://root/…) when the mirror is known.
+func mappingLine(img imageset.Image, root string) string {
+	if root == "" {
+		return img.Source + "=" + img.Destination
+	}
+	return "docker://" + img.Source + "=docker://" + strings.TrimSuffix(root, "/") + "/" + img.Destination
+}
+
+// carriedBlobs are the blobs earlier archives of ws carried (those made
+// before --since, when given): a new archive leaves them out.
+func (t *Trip) carriedBlobs(ws workspace) (map[digest.Digest]bool, error) {
+	history, err := ws.archives()
+	if err != nil {
+		return nil, err
+	}
+	carried := map[digest.Digest]bool{}
+	for _, r := range history {
+		if !t.Since.IsZero() && !r.Created.Before(t.Since) {
+			continue
+		}
+		for _, b := range r.Blobs {
+			carried[b] = true
+		}
+	}
+	return carried, nil
+}

@@ -1,0 +1,416 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
+)
+
+// Disk-to-mirror with a subset: -c may name a configuration whose entries
+// are entries of the archive's configuration (as written, or as the pinned
+// configuration wrote them): fewer additional images, operator catalogs or
+// release channels, or no platform or helm section. The run then pushes
+// and generates resources for exactly those images, as oc-mirror does to
+// serve several enclaves from one archive. What the archive cannot answer
+// (an entry it does not hold, a catalog filtered differently, which would
+// need the catalog rebuilt) is refused, every such entry named.
+
+// subset narrows plan, read from an archive, to the -c configuration.
+// The rebuilt catalogs (a catalog entry of -c that selects otherwise)
+// are in a store of their own, removed with Close, and pushed from there.
+func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir string) (*rebuilt, error) {
+	if t.Config == nil || plan.Config == "" {
+		return nil, nil
+	}
+	mine := imageset.Redacted(t.Config)
+	data, err := imageset.MarshalYAML(mine)
+	if err != nil {
+		return nil, err
+	}
+	if string(data) == plan.Config {
+		return nil, nil
+	}
+	made, err := imageset.ParseImageSetConfiguration([]byte(plan.Config), archiveDir+" (the archive's configuration)")
+	if err != nil {
+		return nil, fmt.Errorf("reading the configuration the archive in %s was made from: %w", archiveDir, err)
+	}
+	pinned := made
+	if p, ok := plan.file(pinnedExtra); ok {
+		if pinned, err = imageset.ParseImageSetConfiguration(p, archiveDir+" (the archive's pinned configuration)"); err != nil {
+			return nil, fmt.Errorf("reading the pinned configuration of the archive in %s: %w", archiveDir, err)
+		}
+	}
+	s := subsetter{made: made, pinned: pinned}
+	keep := s.match(&mine.Mirror)
+	var rb *rebuilt
+	// Filtered even when something else is refused, so every refusal is named.
+	if len(s.refilter) > 0 {
+		if rb, err = t.refilter(ctx, plan.Set, ar, &s, filepath.Join(archiveDir, WorkingDir)); err != nil {
+			return nil, err
+		}
+	}
+	if len(s.refused) > 0 {
+		rb.Close()
+		return nil, fmt.Errorf("%s asks for what the archive in %s does not hold:\n  - %s\ndisk-to-mirror pushes the archive's images or a subset of its configuration's entries (each written as in the archive's configuration or its pinned one): remove or correct these entries, or run mirror-to-disk with this configuration for a new archive",
+			t.ConfigPath, archiveDir, strings.Join(s.refused, "\n  - "))
+	}
+	if rb != nil {
+		inner := keep
+		keep = func(img imageset.Image) bool { return rb.keeps(img) || inner(img) }
+	}
+	kept := &imageset.Set{FormatVersion: plan.Set.FormatVersion}
+	digests := map[string]bool{}
+	// A release's components are tagged with the release's tag and "-".
+	var releases []string
+	for _, img := range plan.Set.Images {
+		if img.Kind == imageset.KindRelease && keep(img) {
+			releases = append(releases, tagOf(img.Destination)+"-")
+		}
+	}
+	for _, img := range plan.Set.Images {
+		component := img.Kind == imageset.KindReleaseComponent && hasAnyPrefix(tagOf(img.Destination), releases)
+		if img.Kind != imageset.KindSignature && (component || keep(img)) {
+			if r, ok := rb.catalog(img); ok {
+				img = r
+			}
+			kept.Images = append(kept.Images, img)
+			digests[img.Digest] = true
+		}
+	}
+	for _, img := range plan.Set.Images {
+		if img.Kind == imageset.KindSignature && digests[img.SignatureOf] {
+			kept.Images = append(kept.Images, img)
+		}
+	}
+	kept.Sort()
+	t.Log.Info("pushing a subset of the archive", "config", t.ConfigPath, "images", len(kept.Images), "of", len(plan.Set.Images))
+	plan.Set, plan.Config = kept, string(data)
+	if !s.helm {
+		plan.Files = slices.DeleteFunc(plan.Files, func(f PlanFile) bool { return strings.HasPrefix(f.Name, helmDir+"/") })
+	}
+	return rb, nil
+}
+
+// rebuilt are the catalogs a subset filtered again: the new images in a
+// store of their own and the bundle and related images they keep.
+type rebuilt struct {
+	store *Store
+	// catalogs maps the digest of an archive catalog image to its rebuilt
+	// Set entry.
+	catalogs map[string]imageset.Image
+	// images are the origins of the bundle and related images the rebuilt
+	// catalogs keep, by the reason prefix of their catalog.
+	images map[string]map[string]bool
+}
+
+func (r *rebuilt) catalog(img imageset.Image) (imageset.Image, bool) {
+	if r == nil || img.Kind != imageset.KindOperatorCatalog {
+		return img, false
+	}
+	out, ok := r.catalogs[img.Digest]
+	return out, ok
+}
+
+// keeps reports whether img is a rebuilt catalog or one of its images.
+func (r *rebuilt) keeps(img imageset.Image) bool {
+	if _, ok := r.catalog(img); ok {
+		return true
+	}
+	for _, why := range img.Why {
+		for prefix, origins := range r.images {
+			if strings.HasPrefix(why, prefix) && origins[img.Origin] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// source reads the rebuilt catalogs from their store, the rest from src.
+func (r *rebuilt) source(src Source) Source {
+	if r == nil {
+		return src
+	}
+	return storeFirst{Source: src, store: r.store}
+}
+
+// Close removes the store of the rebuilt catalogs.
+func (r *rebuilt) Close() {
+	if r != nil {
+		os.RemoveAll(r.store.Dir())
+	}
+}
+
+// refilter filters again, with the entries of -c, the catalogs of the
+// archive that those entries select otherwise, and rebuilds their images
+// on the archive's, as mirror-to-disk does on the upstream one. The
+// archive's catalog holds only what its configuration selected, so -c can
+// take no more than that: a package it lacks is refused.
+func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s *subsetter, ws string) (*rebuilt, error) {
+	// On the archive's disk: a catalog can be large for /tmp.
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(ws, "subset-catalogs-")
+	if err != nil {
+		return nil, err
+	}
+	store, err := OpenStore(tmp)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return nil, err
+	}
+	rb := &rebuilt{store: store, catalogs: map[string]imageset.Image{}, images: map[string]map[string]bool{}}
+	blobs := overlayBlobs{read: ar, store: store}
+	for _, f := range s.refilter {
+		label := fmt.Sprintf("mirror.operators[%d] %s", f.i, f.oc.Catalog)
+		prefix := fmt.Sprintf("mirror.operators[%d] (", f.j)
+		i := slices.IndexFunc(set.Images, func(img imageset.Image) bool {
+			return img.Kind == imageset.KindOperatorCatalog && slices.ContainsFunc(img.Why, func(w string) bool { return strings.HasPrefix(w, prefix) })
+		})
+		if i < 0 {
+			s.refused = append(s.refused, label+": the archive does not hold this catalog's image (mirror-to-disk could not get it)")
+			continue
+		}
+		old := set.Images[i]
+		ci := &CatalogImage{Origin: f.oc.Catalog, Digest: digest.Digest(old.Digest), Blobs: blobs}
+		src, err := ci.Load(tmp)
+		if err != nil {
+			s.refused = append(s.refused, fmt.Sprintf("%s: %v (an incremental archive may lack the catalog's unchanged layers: push the whole entry, or from a full archive)", label, err))
+			continue
+		}
+		kept, _, err := catalog.Filter(src, filterSpec(f.oc))
+		if err != nil {
+			s.refused = append(s.refused, fmt.Sprintf("%s: %s (the archive's catalog holds only what its configuration selected)", label, locate(fmt.Sprintf("mirror.operators[%d]", f.i), f.oc, err.Error())))
+			continue
+		}
+		out, err := os.MkdirTemp(tmp, "filtered-")
+		if err != nil {
+			return nil, err
+		}
+		if err := kept.WriteDir(out); err != nil {
+			return nil, fmt.Errorf("%s: writing the filtered catalog: %w", label, err)
+		}
+		final, _, err := catalog.Rebuild(blobs, ci.Digest, out, catalog.RebuildOptions{Comment: "gapmirror subset " + label, TempDir: tmp, Platforms: imageset.PlatformNames(f.oc.Platforms)})
+		if err != nil {
+			return nil, fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
+		}
+		img := old
+		img.Digest, img.Built = final.String(), true
+		if repo, _, ok := strings.Cut(old.Source, "@"); ok {
+			img.Source = repo + "@" + final.String()
+		}
+		rb.catalogs[old.Digest] = img
+		origins := map[string]bool{}
+		for _, ref := range kept.RelatedImages() {
+			if named, err := reference.ParseNormalizedNamed(ref.Image); err == nil {
+				origins[reference.TagNameOnly(named).String()] = true
+			}
+		}
+		rb.images["operator catalog "+s.made.Mirror.Operators[f.j].Catalog+": "] = origins
+		t.Log.Info("operator catalog filtered again for the subset", "catalog", f.oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination)
+	}
+	return rb, nil
+}
+
+// overlayBlobs reads blobs from the store, else the archive, and writes
+// into the store: a catalog rebuilt on an archive's image.
+type overlayBlobs struct {
+	read  BlobReader
+	store *Store
+}
+
+func (o overlayBlobs) Has(d digest.Digest) bool { return o.store.Has(d) || o.read.Has(d) }
+
+func (o overlayBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
+	if o.store.Has(d) {
+		return o.store.Open(d)
+	}
+	return o.read.Open(d)
+}
+
+func (o overlayBlobs) Put(d digest.Digest, size int64, r io.Reader) error {
+	return o.store.Put(d, size, r)
+}
+
+// storeFirst reads what store holds from there, the rest from Source.
+type storeFirst struct {
+	Source
+	store *Store
+}
+
+func (s storeFirst) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+	if s.store.Has(d) {
+		return s.store.Source().Manifest(ctx, img, d)
+	}
+	return s.Source.Manifest(ctx, img, d)
+}
+
+func (s storeFirst) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	if s.store.Has(desc.Digest) {
+		return s.store.Source().Blob(ctx, img, desc)
+	}
+	return s.Source.Blob(ctx, img, desc)
+}
+
+// subsetter matches the entries of a configuration to those of the
+// archive's.
+type subsetter struct {
+	made, pinned *imageset.ImageSetConfiguration
+	refused      []string
+	helm         bool
+	// refilter are the catalog entries of -c that select otherwise from a
+	// catalog of the archive: that catalog is filtered again.
+	refilter []refilter
+}
+
+// refilter is a catalog entry of -c (index i) over the archive's entry j.
+type refilter struct {
+	i, j int
+	oc   imageset.OperatorCatalog
+}
+
+// index returns the position of e among the archive's entries, as made
+// or as pinned; -1 when it is not one of them.
+func index[E any](e E, made, pinned []E) int {
+	y := yamlOf(e)
+	for j := range made {
+		if y == yamlOf(made[j]) || j < len(pinned) && y == yamlOf(pinned[j]) {
+			return j
+		}
+	}
+	return -1
+}
+
+func yamlOf(v any) string {
+	data, err := imageset.MarshalYAML(v)
+	if err != nil {
+		return fmt.Sprintf("unmarshalable %#v", v)
+	}
+	return string(data)
+}
+
+// match returns what of the archive's Set the mirror section m keeps,
+// recording in s.refused each entry the archive does not hold.
+func (s *subsetter) match(m *imageset.Mirror) func(imageset.Image) bool {
+	made, pinned := &s.made.Mirror, &s.pinned.Mirror
+	var reasons, catalogs []string
+	for i, ai := range m.AdditionalImages {
+		j := index(ai, made.AdditionalImages, pinned.AdditionalImages)
+		if j < 0 {
+			s.refused = append(s.refused, fmt.Sprintf("mirror.additionalImages[%d] %s: not an additional image of the archive", i, ai.Name))
+			continue
+		}
+		reasons = append(reasons, fmt.Sprintf("mirror.additionalImages[%d]", j))
+	}
+	for i, oc := range m.Operators {
+		j := index(oc, made.Operators, pinned.Operators)
+		if j < 0 {
+			if j = index(selectionLess(oc), selectionsLess(made.Operators), selectionsLess(pinned.Operators)); j >= 0 {
+				s.refilter = append(s.refilter, refilter{i: i, j: j, oc: oc})
+				continue
+			}
+			why := "not a catalog of the archive"
+			if slices.ContainsFunc(made.Operators, func(o imageset.OperatorCatalog) bool { return o.Catalog == oc.Catalog }) {
+				why = "the archive holds this catalog with another destination, platforms or template: write those fields as the archive's configuration has them"
+			}
+			s.refused = append(s.refused, fmt.Sprintf("mirror.operators[%d] %s: %s", i, oc.Catalog, why))
+			continue
+		}
+		reasons = append(reasons, fmt.Sprintf("mirror.operators[%d] (", j))
+		catalogs = append(catalogs, "operator catalog "+made.Operators[j].Catalog+": ")
+	}
+	for i, b := range m.BlockedImages {
+		if index(b, made.BlockedImages, pinned.BlockedImages) < 0 {
+			s.refused = append(s.refused, fmt.Sprintf("mirror.blockedImages[%d] %s: not a rule of the archive's configuration, and disk-to-mirror applies no new blocking rules: leave out the entries of the images to keep out instead", i, b.Name))
+		}
+	}
+	allReleases := false
+	switch {
+	case yamlOf(m.Platform) == yamlOf(imageset.Platform{}):
+	case yamlOf(m.Platform) == yamlOf(made.Platform) || yamlOf(m.Platform) == yamlOf(pinned.Platform):
+		allReleases = true
+	default:
+		// Fewer channels, everything else as the archive has it: the
+		// releases those channels selected, with their components.
+		other, rest := m.Platform, made.Platform
+		other.Channels, rest.Channels, other.Graph, rest.Graph = nil, nil, false, false
+		if yamlOf(other) != yamlOf(rest) || m.Platform.Graph && !made.Platform.Graph {
+			s.refused = append(s.refused, "mirror.platform: differs from the archive's other than by leaving out channels: keep it as the archive's configuration has it, leave channels out, or leave the section out")
+			break
+		}
+		for i, c := range m.Platform.Channels {
+			j := index(c, made.Platform.Channels, pinned.Platform.Channels)
+			if j < 0 {
+				s.refused = append(s.refused, fmt.Sprintf("mirror.platform.channels[%d] %s: not a channel of the archive, or with other versions", i, c.Name))
+				continue
+			}
+			reasons = append(reasons, fmt.Sprintf("mirror.platform.channels[%d] ", j))
+		}
+		if m.Platform.Graph {
+			reasons = append(reasons, "mirror.platform.graph")
+		}
+	}
+	switch {
+	case yamlOf(m.Helm) == yamlOf(imageset.Helm{}):
+	case yamlOf(m.Helm) == yamlOf(made.Helm) || yamlOf(m.Helm) == yamlOf(pinned.Helm):
+		s.helm = true
+	default:
+		s.refused = append(s.refused, "mirror.helm: differs from the archive's: keep it as the archive's configuration has it, or leave it out")
+	}
+	return func(img imageset.Image) bool {
+		if allReleases && (isReleaseKind(img.Kind) || slices.ContainsFunc(img.AlsoKinds, isReleaseKind)) {
+			return true
+		}
+		if s.helm && (img.Kind == imageset.KindHelm || slices.Contains(img.AlsoKinds, imageset.KindHelm)) {
+			return true
+		}
+		for _, why := range img.Why {
+			if hasAnyPrefix(why, reasons) || hasAnyPrefix(why, catalogs) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func isReleaseKind(k imageset.Kind) bool {
+	return k == imageset.KindRelease || k == imageset.KindReleaseComponent || k == imageset.KindReleaseGraph
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
+}
+
+// tagOf is the tag of a destination (repo:tag).
+func tagOf(dest string) string {
+	_, tag, _ := strings.Cut(dest[strings.LastIndex(dest, "/")+1:], ":")
+	return tag
+}
+
+// selectionLess is a catalog entry without what selects its content
+// (packages, full, skipDependencies): what must stay as the archive has it
+// for the catalog to be filtered again.
+func selectionLess(oc imageset.OperatorCatalog) imageset.OperatorCatalog {
+	oc.Packages, oc.Full, oc.SkipDependencies = nil, false, false
+	return oc
+}
+
+func selectionsLess(list []imageset.OperatorCatalog) []imageset.OperatorCatalog {
+	out := make([]imageset.OperatorCatalog, len(list))
+	for i, oc := range list {
+		out[i] = selectionLess(oc)
+	}
+	return out
+}
