@@ -32,8 +32,8 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	res := r.Result
 	n := r.Counts()
-	fmt.Fprintf(w, "%s: %d images: %d copied, %d already at the destination, %d built by gapmirror, %d failed\n",
-		r.Mode, n.Images, n.Copied, n.AlreadyThere, n.Built, n.Failed)
+	fmt.Fprintf(w, "%s: %s: %d copied, %d already at the destination, %d built by gapmirror, %d failed\n",
+		r.Mode, plural(n.Images, "image"), n.Copied, n.AlreadyThere, n.Built, n.Failed)
 	t := res.Tally
 	secs := res.Duration.Seconds()
 	inSet := "met"
@@ -421,4 +421,12 @@ func stillUnresolved(all []failureRecord, missing map[string]bool, file string) 
 			Err: fmt.Errorf("still missing: the run that wrote %s never resolved it to a digest, so --retry-failed cannot copy it (%s); run the whole configuration again once that is fixed", file, f.Error)})
 	}
 	return out
+}
+
+// plural is "1 image", "2 images".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -106,30 +106,30 @@ var docLines = []struct {
 	{line: "oc-mirror --v2 list releases --channel=stable-4.18", wantOut: "head 4.18.10"},
 	{line: "oc-mirror --v2 list releases --channels --version=4.18", wantOut: "stable-4.18"},
 	{line: "oc-mirror --v2 list releases --version=4.18", wantOut: "fast-4.18"},
-	{line: "oc-mirror -c ./isc.yaml file:///home/<user>/oc-mirror/mirror1 --v2", wantOut: "mirror-to-disk: 3 images copied"},
-	{line: "oc-mirror -c ./isc.yaml --from file:///home/<user>/oc-mirror/mirror1 docker://localhost:6000 --v2", wantOut: "disk-to-mirror: 0 images copied, 3 already there, 0 failed"},
-	{line: "oc-mirror -c ./isc.yaml --workspace file:///home/<user>/oc-mirror/mirror1 docker://localhost:6000 --v2", wantOut: "mirror-to-mirror: 0 images copied, 3 already there, 0 failed"},
+	{line: "oc-mirror -c ./isc.yaml file:///home/<user>/oc-mirror/mirror1 --v2", wantOut: "mirror-to-disk: 3 images: 3 copied,"},
+	{line: "oc-mirror -c ./isc.yaml --from file:///home/<user>/oc-mirror/mirror1 docker://localhost:6000 --v2", wantOut: "0 copied, 3 already at the destination, 0 built by gapmirror, 0 failed"},
+	{line: "oc-mirror -c ./isc.yaml --workspace file:///home/<user>/oc-mirror/mirror1 docker://localhost:6000 --v2", wantOut: "0 copied, 3 already at the destination, 0 built by gapmirror, 0 failed"},
 	{line: "oc-mirror delete -c ./delete-isc.yaml --generate --workspace file:///home/<user>/oc-mirror/delete1 --delete-id delete1-test docker://localhost:6000 --v2", wantOut: "delete-images-delete1-test.yaml"},
 	{line: "oc-mirror delete --delete-yaml-file /home/<user>/oc-mirror/delete1/working-dir/delete/delete-images-delete1-test.yaml docker://localhost:6000 --v2"},
-	{line: "oc-mirror --v2 -c ./isc.yaml file:///home/user/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
-	{line: "oc-mirror --v2 -c ./isc.yaml --from file:///home/user/output docker://registry.example.com", wantOut: "disk-to-mirror: 3 images copied"},
-	{line: "oc-mirror --v2 -c ./isc.yaml --since 2024-06-01 file:///home/user/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
-	{line: "oc-mirror --v2 -c ./isc.yaml --strict-archive file:///home/user/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
+	{line: "oc-mirror --v2 -c ./isc.yaml file:///home/user/output", wantOut: "0 copied, 3 already at the destination"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --from file:///home/user/output docker://registry.example.com", wantOut: "disk-to-mirror: 3 images: 3 copied,"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --since 2024-06-01 file:///home/user/output", wantOut: "0 copied, 3 already at the destination"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --strict-archive file:///home/user/output", wantOut: "0 copied, 3 already at the destination"},
 	{line: "oc-mirror delete --config delete-image-set-config.yaml --workspace file://<previously-mirrored-work-folder> --v2 --generate --delete-id v4.11 docker://<remote-registry> ", wantOut: "delete-images-v4.11.yaml"},
 	{line: "oc-mirror delete --config delete-image-set-config.yaml --workspace file://<previously-mirrored-work-folder> --v2 --generate docker://<remote-registry> ", wantOut: "delete-images.yaml"},
 	{line: "oc-mirror delete --v2 --delete-yaml-file <previously-mirrored-work-folder>/delete/delete-images-v4.11.yaml --force-cache-delete true docker://<remote-registry> ", refuse: "--force-cache-delete (oc-mirror) is not supported: gapmirror delete removes only from the mirror registry"},
 	{line: "oc-mirror delete --v2 --delete-yaml-file <previously-mirrored-work-folder>/delete/delete-images-v4.11.yaml docker://<remote-registry> "},
 	{line: "oc-mirror --v2 -c ./isc.yaml --dry-run file:///home/user/oc-mirror/output", wantOut: "planned"},
-	{line: "oc-mirror --v2 -c ./isc.yaml file:///home/user/oc-mirror/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
+	{line: "oc-mirror --v2 -c ./isc.yaml file:///home/user/oc-mirror/output", wantOut: "0 copied, 3 already at the destination"},
 	{line: "oc-mirror --v2 -c ./isc.yaml --dry-run --from file:///home/user/oc-mirror/output docker://registry.example.com", wantOut: "planned"},
 	{line: "oc-mirror --v2 -c ./isc.yaml --dry-run --workspace file:///home/user/oc-mirror/workspace docker://registry.example.com", wantOut: "planned"},
-	{line: "oc-mirror --v2 -c ./isc.yaml --from file:///home/user/oc-mirror/output docker://registry.example.com", wantOut: "disk-to-mirror: 0 images copied, 3 already there, 0 failed"},
-	{line: "oc-mirror --v2 -c ./isc.yaml --since 2024-06-01 file:///home/user/oc-mirror/output", wantOut: "mirror-to-disk: 0 images copied, 3 already there"},
-	{line: "oc-mirror --v2 -c ./isc.yaml --workspace file:///home/user/oc-mirror/workspace docker://registry.example.com", wantOut: "mirror-to-mirror: 0 images copied, 3 already there, 0 failed"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --from file:///home/user/oc-mirror/output docker://registry.example.com", wantOut: "0 copied, 3 already at the destination, 0 built by gapmirror, 0 failed"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --since 2024-06-01 file:///home/user/oc-mirror/output", wantOut: "0 copied, 3 already at the destination"},
+	{line: "oc-mirror --v2 -c ./isc.yaml --workspace file:///home/user/oc-mirror/workspace docker://registry.example.com", wantOut: "0 copied, 3 already at the destination, 0 built by gapmirror, 0 failed"},
 	{line: "oc-mirror --v2 --help", wantOut: "oc-mirror v2's command lines work unchanged"},
 	{line: "oc-mirror --v2 -c isc-enclave.yaml", refuse: "name the destination: file://DIR (mirror-to-disk)"},
-	{line: "oc-mirror --v2 -c isc-m2m.yaml --workspace file:///home/user/enterprise-content docker://enterprise-registry.in/", wantOut: "mirror-to-mirror: 3 images copied"},
-	{line: "oc-mirror --v2 -c isc.yaml --from file:///disk1/enterprise-content docker://enterprise-registry.in/", wantOut: "disk-to-mirror: 0 images copied, 3 already there, 0 failed"},
+	{line: "oc-mirror --v2 -c isc-m2m.yaml --workspace file:///home/user/enterprise-content docker://enterprise-registry.in/", wantOut: "mirror-to-mirror: 3 images: 3 copied,"},
+	{line: "oc-mirror --v2 -c isc.yaml --from file:///disk1/enterprise-content docker://enterprise-registry.in/", wantOut: "0 copied, 3 already at the destination, 0 built by gapmirror, 0 failed"},
 }
 
 // TestOcMirrorCommandLines runs every command line of oc-mirror v2's
@@ -563,7 +563,7 @@ func TestSecurePolicyRegistriesD(t *testing.T) {
 		`{"type":"sigstoreSigned","keyPath":"`+keyPath+`","signedIdentity":{"type":"matchRepository"}}]}}}`), 0o644))
 	signed := w.iscOf("signed.yaml", entry{name: w.images[0].Ref})
 	root := "docker://" + w.dst.Host() + "/m"
-	if code, out, _ := w.gapmirror("mirror", "-c", signed, "--secure-policy", "--policy", policy, "--workspace", "file://"+filepath.Join(w.dir, "ws1"), root); code != 0 || !strings.Contains(out, "1 images copied") {
+	if code, out, _ := w.gapmirror("mirror", "-c", signed, "--secure-policy", "--policy", policy, "--workspace", "file://"+filepath.Join(w.dir, "ws1"), root); code != 0 || !strings.Contains(out, "1 image: 1 copied,") {
 		t.Fatalf("a signed image under the default registries.d: exit %d:\n%s", code, out)
 	}
 	regsD := filepath.Join(w.dir, "registries.d")

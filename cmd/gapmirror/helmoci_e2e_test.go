@@ -390,9 +390,8 @@ func TestAdditionalImageLayoutBadInput(t *testing.T) {
 }
 
 // TestHelmOCIChartsInsecureByRegistriesConf: a plain-HTTP chart registry
-// marked insecure in registries.conf is reached with --src-tls-verify left
-// on. (The chart deploys no image: whether images honour registries.conf
-// against an explicit --src-tls-verify=true is the TLS flags' business.)
+// marked insecure in registries.conf is reached with no --src-tls-verify
+// flag, as images are (an explicit --src-tls-verify=true wins, as in skopeo).
 func TestHelmOCIChartsInsecureByRegistriesConf(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	up := w.up.Host()
@@ -400,7 +399,7 @@ func TestHelmOCIChartsInsecureByRegistriesConf(t *testing.T) {
 	src := pushChart(t, chartClient(t, w.up, "", ""), up, "charts", ch)
 	must(t, os.WriteFile(w.regsConf, []byte(fmt.Sprintf("unqualified-search-registries = []\n[[registry]]\nlocation = %q\ninsecure = true\n", up)), 0o644))
 	isc := w.writeISC("helm-plain.yaml", fmt.Sprintf("  helm:\n    repositories:\n    - name: plain\n      url: oci://%s/charts\n      charts:\n      - name: plain\n        version: 0.1.0\n", up))
-	code, _, _ := w.gapmirror("mirror", "-c", isc, "--src-tls-verify=true", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/plain")
+	code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/plain")
 	if code != 0 {
 		t.Fatalf("mirror-to-mirror exit %d", code)
 	}

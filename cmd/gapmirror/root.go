@@ -33,8 +33,8 @@ type globalFlags struct {
 	cacheDir       string
 	noProgress     bool
 	// term is stderr shared by log lines and the progress line (bar mode).
-	term *mirror.Terminal
-	src, dest      credentialFlags
+	term      *mirror.Terminal
+	src, dest credentialFlags
 }
 
 // credentialFlags are skopeo's per-side credential flags (oc-mirror v2
