@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/gapmirror/gapmirror/imageset/spelling"
 	"io"
 	"os"
 	"reflect"
@@ -514,7 +515,7 @@ func suggest(word string, candidates []string) string {
 	best, bestDist := "", -1
 	lw := strings.ToLower(word)
 	for _, c := range candidates {
-		if d := editDistance(lw, strings.ToLower(c)); bestDist < 0 || d < bestDist {
+		if d := spelling.Distance(lw, strings.ToLower(c)); bestDist < 0 || d < bestDist {
 			best, bestDist = c, d
 		}
 	}
@@ -522,27 +523,6 @@ func suggest(word string, candidates []string) string {
 		return best
 	}
 	return ""
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // mergeErrors combines decode and validation errors, drops validation errors

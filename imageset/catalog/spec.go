@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"github.com/gapmirror/gapmirror/imageset/spelling"
 	"slices"
 	"strings"
 
@@ -222,7 +223,7 @@ func suggest(name string, names []string) string {
 	var best []scored
 	limit := max(2, len(name)/3)
 	for _, n := range names {
-		d := editDistance(strings.ToLower(name), strings.ToLower(n))
+		d := spelling.Distance(strings.ToLower(name), strings.ToLower(n))
 		if d <= limit || strings.Contains(n, name) || strings.Contains(name, n) {
 			best = append(best, scored{n, d})
 		}
@@ -244,24 +245,4 @@ func suggest(name string, names []string) string {
 		out = append(out, fmt.Sprintf("%q", b.name))
 	}
 	return " (did you mean " + strings.Join(out, " or ") + "?)"
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
