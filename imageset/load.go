@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/gapmirror/gapmirror/imageset/spelling"
 	"io"
 	"os"
 	"reflect"
@@ -14,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gapmirror/gapmirror/imageset/spelling"
 )
 
 // FieldError is one problem in a configuration file, located by file, line

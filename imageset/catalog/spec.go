@@ -2,11 +2,12 @@ package catalog
 
 import (
 	"fmt"
-	"github.com/gapmirror/gapmirror/imageset/spelling"
 	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/gapmirror/gapmirror/imageset/spelling"
 )
 
 // FilterSpec says what to keep of a catalog (one mirror.operators[] entry of

@@ -3,9 +3,10 @@ package release
 import (
 	"context"
 	"fmt"
-	"github.com/gapmirror/gapmirror/imageset/spelling"
 	"strconv"
 	"strings"
+
+	"github.com/gapmirror/gapmirror/imageset/spelling"
 )
 
 // noReleasesHint is the error for a required channel without releases: the
