@@ -338,9 +338,10 @@ type counts struct {
 }
 
 var (
-	summaryRE = regexp.MustCompile(`(\d+) images copied, (\d+) already there, (\d+) failed`)
-	blobsRE   = regexp.MustCompile(`; (\d+) blobs, .*; (\d+) blobs reused`)
-	copyRE    = regexp.MustCompile(` moved in ([0-9.]+)s `)
+	// The summary's head line and blob tally (mirror.Report.Summary).
+	summaryRE = regexp.MustCompile(`(\d+) copied, (\d+) already at the destination, \d+ built by gapmirror, (\d+) failed`)
+	blobsRE   = regexp.MustCompile(`blobs: \d+ [a-z ]+ \([^)]*\): (\d+) moved \([^)]*\), (\d+) already at the destination \([^)]*\); (\d+) shared references reused`)
+	copyRE    = regexp.MustCompile(`shared references reused; ([0-9.]+)s,`)
 )
 
 // gapmirror runs the binary once with the isolation flags, its output going
@@ -364,7 +365,9 @@ func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (ti
 	}
 	if m := blobsRE.FindStringSubmatch(out.String()); m != nil {
 		c.blobs, _ = strconv.Atoi(m[1])
-		c.reused, _ = strconv.Atoi(m[2])
+		found, _ := strconv.Atoi(m[2])
+		shared, _ := strconv.Atoi(m[3])
+		c.reused = found + shared
 	}
 	if m := copyRE.FindStringSubmatch(out.String()); m != nil {
 		c.copySecs, _ = strconv.ParseFloat(m[1], 64)
@@ -573,22 +576,24 @@ func syncDirs(dir string) error {
 
 // chunkBytes is the number and total size of the mirror_*.tar chunks in dir.
 func chunkBytes(dir string) (int, int64, error) {
-	chunks, err := filepath.Glob(filepath.Join(dir, "mirror_*.tar"))
+	// A directory keeps every archive written into it (none is overwritten):
+	// measure the newest.
+	found, err := archive.List(dir)
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(chunks) == 0 {
-		return 0, 0, fmt.Errorf("no mirror_*.tar in %s", dir)
+	if len(found) == 0 {
+		return 0, 0, fmt.Errorf("no archive in %s", dir)
+	}
+	r, err := archive.OpenFirst(dir, found[len(found)-1].First)
+	if err != nil {
+		return 0, 0, err
 	}
 	var total int64
-	for _, c := range chunks {
-		fi, err := os.Stat(c)
-		if err != nil {
-			return 0, 0, err
-		}
-		total += fi.Size()
+	for _, c := range r.Index().Chunks {
+		total += c.Size
 	}
-	return len(chunks), total, nil
+	return len(r.Index().Chunks), total, nil
 }
 
 // writeConfig writes an ImageSetConfiguration listing refs as additional images.

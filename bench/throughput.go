@@ -204,7 +204,7 @@ func (t tripResult) requestLine(side string, images int) string {
 
 // summary says what the run reported.
 func (t tripResult) summary() string {
-	return fmt.Sprintf("%d images copied, %d already there", t.counts.copied, t.counts.there)
+	return fmt.Sprintf("%d images copied, %d already at the destination", t.counts.copied, t.counts.there)
 }
 
 // trip runs one gapmirror trip over n images and checks its summary: a
