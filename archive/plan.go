@@ -107,6 +107,10 @@ type planner struct {
 	id    string
 	seq   int
 	mtime time.Time
+	// fixed holds the blobs already staged in chunks 2, 3, … (Staging) and
+	// fixedSizes those chunks' sizes; they take no more blobs.
+	fixed      [][]Blob
+	fixedSizes []int64
 }
 
 // assign packs blobs into chunks by first-fit decreasing: the largest blob
@@ -118,13 +122,22 @@ func (p planner) assign(blobs []Blob, fixed1 int64) (*layout, error) {
 		blob  Blob
 		entry int64
 	}
-	list := make([]sized, len(blobs))
-	for i, b := range blobs {
+	pinned := map[digest.Digest]bool{}
+	for _, c := range p.fixed {
+		for _, b := range c {
+			pinned[b.Digest] = true
+		}
+	}
+	list := make([]sized, 0, len(blobs))
+	for _, b := range blobs {
+		if pinned[b.Digest] {
+			continue
+		}
 		es, err := entrySize(blobName(b.Digest), b.Size, p.mtime)
 		if err != nil {
 			return nil, err
 		}
-		list[i] = sized{b, es}
+		list = append(list, sized{b, es})
 	}
 	sort.SliceStable(list, func(a, b int) bool {
 		if list[a].entry != list[b].entry {
@@ -135,6 +148,11 @@ func (p planner) assign(blobs []Blob, fixed1 int64) (*layout, error) {
 
 	l := &layout{chunks: [][]Blob{nil}, sizes: []int64{fixed1 + trailerSize}}
 	closed := []bool{false}
+	for i, c := range p.fixed {
+		l.chunks = append(l.chunks, append([]Blob(nil), c...))
+		l.sizes = append(l.sizes, p.fixedSizes[i])
+		closed = append(closed, true)
+	}
 	for _, s := range list {
 		placed := false
 		for i := range l.chunks {

@@ -51,6 +51,10 @@ type WriteOptions struct {
 	// Replace lets Write replace chunk files of an earlier archive that
 	// have the names the new archive needs.
 	Replace bool
+
+	// keepPartials: Staging.Commit writes afresh from its staged chunks,
+	// which look like leftovers of an interrupted Write.
+	keepPartials bool
 }
 
 // partialRE matches the temporary files Write creates; they never match the
@@ -104,8 +108,10 @@ func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts W
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating archive directory: %w", err)
 	}
-	if err := removePartials(dir); err != nil {
-		return nil, err
+	if !opts.keepPartials {
+		if err := removePartials(dir); err != nil {
+			return nil, err
+		}
 	}
 
 	w := &writer{ctx: ctx, dir: dir, idx: out, layout: l, blobs: blobs, progress: opts.Progress}
@@ -128,7 +134,11 @@ func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts W
 // last) and moves them into place.
 func (w *writer) write() error {
 	for n := 2; n <= len(w.layout.chunks); n++ {
-		if err := w.writeChunk(n); err != nil {
+		write := w.writeChunk
+		if c := w.staged[n]; c != nil {
+			write = func(int) error { return w.finishStaged(c) }
+		}
+		if err := write(n); err != nil {
 			return err
 		}
 	}
@@ -244,7 +254,8 @@ type writer struct {
 	progress func(done, total int64)
 	done     int64
 	total    int64
-	temps    map[int]string // chunk number → temporary path
+	temps    map[int]string       // chunk number → temporary path
+	staged   map[int]*stagedChunk // chunks Staging filled: only ended here
 }
 
 // name is the file name of chunk n.

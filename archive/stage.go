@@ -1,0 +1,417 @@
+package archive
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// Staging is an archive being written while its blobs arrive: each blob
+// streams straight into its place in a chunk, so mirror-to-disk writes its
+// bytes once instead of once into the store and again into the archive.
+//
+// Staged blobs go into chunks 2 and up (chunk 1 starts with the index, whose
+// size is known only at the end). Commit then writes chunk 1 with the index,
+// the extra files and the blobs taken from another source (manifests,
+// images gapmirror built), closes and checks the staged chunks, and moves
+// everything into place as Write does. Until then the chunks have temporary
+// names that no reader trusts and that the next Write or Stage removes.
+//
+// The caller verifies each blob's content against its digest before it
+// calls Slot.Done: Staging trusts what it is told is complete.
+type Staging struct {
+	dir     string
+	opts    WriteOptions
+	id      string
+	created time.Time
+	seq     int
+
+	mu     sync.Mutex
+	chunks []*stagedChunk // chunk n is chunks[n-2]
+	slots  map[digest.Digest]*Slot
+	over   []oversize
+	ended  bool
+}
+
+// stagedChunk is one chunk file being filled.
+type stagedChunk struct {
+	n    int
+	path string
+	f    *os.File
+	used int64 // bytes reserved, marker included, trailer not
+	full bool  // an oversized blob has it to itself
+}
+
+// Slot is the place of one blob in a staged chunk.
+type Slot struct {
+	s     *Staging
+	chunk *stagedChunk
+	d     digest.Digest
+	off   int64 // where the blob's data starts
+	size  int64
+	done  bool
+	busy  bool
+}
+
+// Stage starts an archive in dir. opts are those of Write; created becomes
+// the archive's creation time (and every entry's mtime).
+func Stage(dir string, created time.Time, opts WriteOptions) (*Staging, error) {
+	if opts.MaxChunk == 0 {
+		opts.MaxChunk = DefaultMaxChunk
+	}
+	if opts.MaxChunk < MinMaxChunk {
+		return nil, fmt.Errorf("archive size %s is too small: use at least %s", humanSize(opts.MaxChunk), humanSize(MinMaxChunk))
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if created.IsZero() {
+		created = time.Now()
+	}
+	created = created.UTC().Truncate(time.Second)
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return nil, fmt.Errorf("making archive id: %w", err)
+	}
+	s := &Staging{dir: dir, opts: opts, created: created, slots: map[digest.Digest]*Slot{},
+		id: created.Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])}
+	var err error
+	if s.seq, err = chooseSeq(dir, opts.Seq, opts.Replace); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating archive directory: %w", err)
+	}
+	if err := removePartials(dir); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ID is the archive's id.
+func (s *Staging) ID() string { return s.id }
+
+// Has reports whether blob d is staged whole.
+func (s *Staging) Has(d digest.Digest) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := s.slots[d]
+	return sl != nil && sl.done
+}
+
+// Reserve gives blob d (size bytes) its place in a chunk, or the place it
+// already has. Only one writer may hold a slot at a time; a slot whose
+// blob is already staged whole is refused (check Has first).
+func (s *Staging) Reserve(d digest.Digest, size int64) (*Slot, error) {
+	if err := validDigest(d); err != nil {
+		return nil, fmt.Errorf("staging blob %q: %w", d, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return nil, fmt.Errorf("staging blob %s: the archive is already committed or abandoned", d)
+	}
+	if sl := s.slots[d]; sl != nil {
+		if sl.size != size {
+			return nil, fmt.Errorf("blob %s is %d bytes, staged earlier as %d", d, size, sl.size)
+		}
+		if sl.done || sl.busy {
+			return nil, fmt.Errorf("internal error: blob %s is already staged or being staged", d)
+		}
+		sl.busy = true
+		return sl, nil
+	}
+	hdr, err := headerBytes(blobName(d), size, s.created)
+	if err != nil {
+		return nil, err
+	}
+	entry := int64(len(hdr)) + padded(size)
+	c, err := s.chunkFor(d, size, entry)
+	if err != nil {
+		return nil, err
+	}
+	at := c.used
+	if _, err := c.f.WriteAt(hdr, at); err != nil {
+		return nil, NoSpace(fmt.Errorf("writing into %s: %w", filepath.Base(c.path), err), s.dir, entry, true)
+	}
+	c.used += entry
+	sl := &Slot{s: s, chunk: c, d: d, off: at + int64(len(hdr)), size: size, busy: true}
+	s.slots[d] = sl
+	return sl, nil
+}
+
+// chunkFor is the first chunk with room for an entry of the given size,
+// creating one when none has it. A blob that fits in no chunk gets one to
+// itself (an oversized chunk: a warning, or with Strict an error).
+func (s *Staging) chunkFor(d digest.Digest, size, entry int64) (*stagedChunk, error) {
+	for _, c := range s.chunks {
+		if !c.full && c.used+entry+trailerSize <= s.opts.MaxChunk {
+			return c, nil
+		}
+	}
+	n := len(s.chunks) + 2
+	marker := markerBytes(s.id, n)
+	hdr, err := headerBytes(ChunkMarkerName, int64(len(marker)), s.created)
+	if err != nil {
+		return nil, err
+	}
+	used := int64(len(hdr)) + padded(int64(len(marker)))
+	full := used+entry+trailerSize > s.opts.MaxChunk
+	if full {
+		o := oversize{what: fmt.Sprintf("blob %s (%s)", d, humanSize(size)), chunk: n, seq: s.seq, size: used + entry + trailerSize}
+		if s.opts.Strict {
+			return nil, fmt.Errorf("strict archive size: %s", o.message(s.opts.MaxChunk, true))
+		}
+		s.over = append(s.over, o)
+	}
+	p := filepath.Join(s.dir, SeqChunkName(s.seq, n)+"."+s.id+".staged.partial")
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", SeqChunkName(s.seq, n), err)
+	}
+	block := append(hdr, marker...)
+	block = append(block, make([]byte, padded(int64(len(marker)))-int64(len(marker)))...)
+	if _, err := f.WriteAt(block, 0); err != nil {
+		f.Close()
+		os.Remove(p)
+		return nil, NoSpace(fmt.Errorf("writing %s: %w", SeqChunkName(s.seq, n), err), s.dir, used, true)
+	}
+	c := &stagedChunk{n: n, path: p, f: f, used: used, full: full}
+	s.chunks = append(s.chunks, c)
+	return c, nil
+}
+
+// headerBytes is the tar header of an entry as archive/tar writes it.
+func headerBytes(name string, size int64, mtime time.Time) ([]byte, error) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	if err := tw.WriteHeader(newHeader(name, size, mtime)); err != nil {
+		return nil, fmt.Errorf("tar header for %s: %w", name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// Writer writes the blob's content from its start; it refuses to write past
+// the blob's size. A retry takes a new Writer.
+func (sl *Slot) Writer() io.Writer {
+	return &slotWriter{f: sl.chunk.f, off: sl.off, end: sl.off + sl.size, d: sl.d, s: sl.s}
+}
+
+// Done marks the blob staged whole: the caller has written exactly its
+// size and checked its digest.
+func (sl *Slot) Done() {
+	sl.s.mu.Lock()
+	sl.done, sl.busy = true, false
+	sl.s.mu.Unlock()
+	sl.s.startWriteback(sl.chunk.f, sl.off, sl.size)
+}
+
+// Release gives the slot up without marking it done: a later Reserve of
+// the same blob writes it again in the same place.
+func (sl *Slot) Release() {
+	sl.s.mu.Lock()
+	sl.busy = false
+	sl.s.mu.Unlock()
+}
+
+type slotWriter struct {
+	f        *os.File
+	off, end int64
+	d        digest.Digest
+	s        *Staging
+}
+
+func (w *slotWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > w.end-w.off {
+		return 0, fmt.Errorf("blob %s: more data than its size", w.d)
+	}
+	n, err := w.f.WriteAt(p, w.off)
+	w.off += int64(n)
+	if err != nil {
+		return n, NoSpace(fmt.Errorf("writing blob %s into the archive: %w", w.d, err), w.s.dir, w.end-w.off+int64(n), true)
+	}
+	return n, nil
+}
+
+// Open reads a staged blob (for Commit's fallback to Write).
+func (s *Staging) Open(d digest.Digest) (io.ReadCloser, error) {
+	s.mu.Lock()
+	sl := s.slots[d]
+	s.mu.Unlock()
+	if sl == nil || !sl.done {
+		return nil, fmt.Errorf("blob %s is not staged", d)
+	}
+	return io.NopCloser(io.NewSectionReader(sl.chunk.f, sl.off, sl.size)), nil
+}
+
+// Abort removes the staged chunks. It is safe to call after Commit.
+func (s *Staging) Abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	for _, c := range s.chunks {
+		if c.f != nil {
+			c.f.Close()
+			c.f = nil
+		}
+		os.Remove(c.path)
+	}
+}
+
+// Commit completes the archive: idx lists every blob it carries (digest
+// and size) and its extra files, as for Write. Blobs staged whole keep their
+// place; the others are read from more and written into chunk 1, or into
+// new chunks after the staged ones. When the staged chunks hold something
+// the archive must not carry or lack something they were given a place for
+// (a blob whose image failed, a transfer that never finished), the archive
+// is written afresh by Write instead, from the staged blobs and more.
+// Either way the staged chunks are gone afterwards.
+func (s *Staging) Commit(ctx context.Context, idx *Index, more BlobSource) (*Index, error) {
+	defer s.Abort()
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	in := *idx
+	in.ID, in.Created = s.id, s.created
+	out, err := prepare(&in)
+	if err != nil {
+		return nil, err
+	}
+	out.Seq = s.seq
+	if !s.fits(out) {
+		opts := s.opts
+		opts.Seq = s.seq
+		opts.Replace = true // the same sequence chooseSeq allowed at Stage
+		opts.keepPartials = true
+		s.opts.Logger.Debug("writing the archive afresh: its staged chunks do not match the blobs it carries", "archive", s.id)
+		return Write(ctx, s.dir, &in, eitherSource{s, more}, opts)
+	}
+	fixed := make([][]Blob, len(s.chunks))
+	sizes := make([]int64, len(s.chunks))
+	staged := map[digest.Digest]bool{}
+	for _, sl := range s.slots {
+		fixed[sl.chunk.n-2] = append(fixed[sl.chunk.n-2], Blob{Digest: sl.d, Size: sl.size})
+		staged[sl.d] = true
+	}
+	for i, c := range s.chunks {
+		sizes[i] = c.used + trailerSize
+	}
+	p := planner{max: s.opts.MaxChunk, id: out.ID, seq: out.Seq, mtime: out.Created, fixed: fixed, fixedSizes: sizes}
+	l, err := p.plan(out)
+	if err != nil {
+		return nil, err
+	}
+	l.oversized = append(l.oversized, s.over...)
+	if len(l.oversized) > 0 {
+		if s.opts.Strict {
+			return nil, fmt.Errorf("strict archive size: %s", l.oversized[0].message(s.opts.MaxChunk, true))
+		}
+		for _, o := range l.oversized {
+			s.opts.Logger.Warn(o.message(s.opts.MaxChunk, false))
+		}
+	}
+	w := &writer{ctx: ctx, dir: s.dir, idx: out, layout: l, blobs: more, progress: s.opts.Progress, staged: map[int]*stagedChunk{}}
+	for _, c := range s.chunks {
+		w.staged[c.n] = c
+	}
+	for _, b := range out.Blobs {
+		w.total += b.Size
+	}
+	defer w.cleanup()
+	if err := w.write(); err != nil {
+		var need int64
+		for n, c := range out.Chunks {
+			if w.staged[n+1] == nil {
+				need += c.Size
+			}
+		}
+		return nil, NoSpace(err, s.dir, need, false)
+	}
+	return out, nil
+}
+
+// fits reports whether the staged chunks hold exactly blobs of idx, each
+// whole: nothing the archive does not carry, no place left empty.
+func (s *Staging) fits(idx *Index) bool {
+	want := make(map[digest.Digest]int64, len(idx.Blobs))
+	for _, b := range idx.Blobs {
+		want[b.Digest] = b.Size
+	}
+	for d, sl := range s.slots {
+		if size, ok := want[d]; !sl.done || !ok || size != sl.size {
+			return false
+		}
+	}
+	return true
+}
+
+// finishStaged ends staged chunk n: the tar trailer, then sync, then its
+// sha256 read back from the disk's copy.
+func (w *writer) finishStaged(c *stagedChunk) error {
+	name := w.name(c.n)
+	size := w.layout.sizes[c.n-1]
+	if size != c.used+trailerSize {
+		return fmt.Errorf("internal error: %s planned at %d bytes, staged %d", name, size, c.used+trailerSize)
+	}
+	if _, err := c.f.WriteAt(make([]byte, trailerSize), c.used); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err := c.f.Sync(); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	h := sha256.New()
+	src := &contextReader{ctx: w.ctx, r: io.NewSectionReader(c.f, 0, size+1)}
+	n, err := io.Copy(h, bufio.NewReaderSize(src, 1<<20))
+	if err != nil {
+		return fmt.Errorf("reading %s back: %w", name, err)
+	}
+	if n != size {
+		return fmt.Errorf("internal error: %s is %d bytes, planned %d", name, n, size)
+	}
+	if err := c.f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	c.f = nil
+	w.idx.Chunks[c.n-1].SHA256 = digest.NewDigestFromBytes(digest.SHA256, h.Sum(nil))
+	if w.temps == nil {
+		w.temps = map[int]string{}
+	}
+	w.temps[c.n] = c.path
+	for _, b := range w.layout.chunks[c.n-1] {
+		w.done += b.Size
+	}
+	if w.progress != nil {
+		w.progress(w.done, w.total)
+	}
+	return nil
+}
+
+// eitherSource reads a blob from the staged chunks, or else from more.
+type eitherSource struct {
+	s    *Staging
+	more BlobSource
+}
+
+func (e eitherSource) Open(d digest.Digest) (io.ReadCloser, error) {
+	if e.s.Has(d) {
+		return e.s.Open(d)
+	}
+	if e.more == nil {
+		return nil, errors.New("blob " + d.String() + " is neither staged nor elsewhere")
+	}
+	return e.more.Open(d)
+}

@@ -1,0 +1,262 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// stageAll streams blobs into st from 4 goroutines, each blob in pieces, the
+// way mirror-to-disk's copy does; skip names blobs given a place but left
+// unfinished (a transfer that failed for good).
+func stageAll(t *testing.T, st *Staging, store *memStore, blobs []Blob, skip map[digest.Digest]bool) {
+	t.Helper()
+	var wg sync.WaitGroup
+	work := make(chan Blob)
+	errs := make(chan error, len(blobs))
+	for range 4 {
+		wg.Go(func() {
+			for b := range work {
+				sl, err := st.Reserve(b.Digest, b.Size)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				data := store.blobs[b.Digest]
+				if skip[b.Digest] {
+					sl.Writer().Write(data[:len(data)/2])
+					sl.Release()
+					continue
+				}
+				w := sl.Writer()
+				for len(data) > 0 {
+					n := min(len(data), 700)
+					if _, err := w.Write(data[:n]); err != nil {
+						errs <- err
+						break
+					}
+					data = data[n:]
+				}
+				sl.Done()
+			}
+		})
+	}
+	for _, b := range blobs {
+		work <- b
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// checkArchive opens the archive in dir, verifies it and compares every
+// blob of want with store's content.
+func checkArchive(t *testing.T, dir string, store *memStore, want []Blob) *Reader {
+	t.Helper()
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := r.Verify(context.Background()); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if len(r.Index().Blobs) != len(want) {
+		t.Errorf("index lists %d blobs, want %d", len(r.Index().Blobs), len(want))
+	}
+	for _, b := range want {
+		data, err := readAll(r, b.Digest)
+		if err != nil || !bytes.Equal(data, store.blobs[b.Digest]) {
+			t.Errorf("blob %s: %d bytes, %v", b.Digest, len(data), err)
+		}
+	}
+	for _, name := range dirNames(t, dir) {
+		if strings.HasSuffix(name, ".partial") {
+			t.Errorf("%s left behind", name)
+		}
+	}
+	return r
+}
+
+// TestStagedArchive streams most blobs straight into chunks and commits
+// with the rest coming from a store: the archive is the one Write would
+// make (same blobs, extras, chunk limit), only laid out differently.
+func TestStagedArchive(t *testing.T) {
+	dir := t.TempDir()
+	store, blobs := newStore(7, mixedSizes...)
+	staged, rest := blobs[:12], blobs[12:]
+	var progress []int64
+	st, err := Stage(dir, testTime, WriteOptions{MaxChunk: testMax, Progress: func(done, total int64) { progress = append(progress, done) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stageAll(t, st, store, staged, nil)
+	if !st.Has(staged[3].Digest) || st.Has(rest[0].Digest) {
+		t.Errorf("Has: staged %v, not staged %v", st.Has(staged[3].Digest), st.Has(rest[0].Digest))
+	}
+	if names := chunkFiles(t, dir); len(names) != 0 {
+		t.Fatalf("chunks visible before Commit: %v", names)
+	}
+	if l, err := List(dir); len(l) != 0 {
+		t.Fatalf("List before Commit = %v, %v", l, err)
+	}
+	// Only what the store has besides the staged blobs is read from it.
+	only := &memStore{blobs: map[digest.Digest][]byte{}}
+	for _, b := range rest {
+		only.blobs[b.Digest] = store.blobs[b.Digest]
+	}
+	out, err := st.Commit(context.Background(), testIndex("", blobs), only)
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if out.ID != st.ID() || !out.Created.Equal(testTime) {
+		t.Errorf("index id %s created %s, want %s %s", out.ID, out.Created, st.ID(), testTime)
+	}
+	if only.opened != len(rest) {
+		t.Errorf("Commit read %d blobs from the store, want %d", only.opened, len(rest))
+	}
+	r := checkArchive(t, dir, store, blobs)
+	for _, b := range r.Index().Blobs {
+		if slices.ContainsFunc(staged, func(s Blob) bool { return s.Digest == b.Digest }) && b.Chunk < 2 {
+			t.Errorf("staged blob %s is in chunk %d", b.Digest, b.Chunk)
+		}
+	}
+	for _, f := range chunkFiles(t, dir) {
+		if st, _ := os.Stat(f); st.Size() > testMax {
+			t.Errorf("%s is %d bytes, over the limit", f, st.Size())
+		}
+	}
+	var total int64
+	for _, b := range blobs {
+		total += b.Size
+	}
+	if len(progress) == 0 || progress[len(progress)-1] != total {
+		t.Errorf("progress %v, want to end at %d", progress, total)
+	}
+	// The files of an OCI layout come out of the chunks as they would from Write's.
+	x := t.TempDir()
+	extract(t, chunkFiles(t, dir), x)
+	for _, b := range blobs {
+		data, err := os.ReadFile(filepath.Join(x, "blobs", "sha256", b.Digest.Encoded()))
+		if err != nil || !bytes.Equal(data, store.blobs[b.Digest]) {
+			t.Errorf("extracted %s: %v", b.Digest, err)
+		}
+	}
+}
+
+// TestStagedArchiveWrittenAfresh: when a staged blob is not carried (its
+// image failed) or a place stayed empty (its transfer failed), Commit
+// writes the archive again from the staged blobs, and it is whole.
+func TestStagedArchiveWrittenAfresh(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		drop bool // a staged blob is left out of the index
+		hole bool // a place is left unfinished
+	}{{"blob not carried", true, false}, {"place left empty", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			store, blobs := newStore(8, mixedSizes...)
+			st, err := Stage(dir, testTime, WriteOptions{MaxChunk: testMax})
+			if err != nil {
+				t.Fatal(err)
+			}
+			skip := map[digest.Digest]bool{}
+			carried := blobs
+			if tc.hole {
+				skip[blobs[5].Digest] = true
+				carried = slices.Delete(slices.Clone(blobs), 5, 6)
+			}
+			stageAll(t, st, store, blobs, skip)
+			if tc.drop {
+				carried = slices.Delete(slices.Clone(blobs), 2, 3)
+			}
+			if _, err := st.Commit(context.Background(), testIndex("", carried), &memStore{}); err != nil {
+				t.Fatalf("Commit: %v", err)
+			}
+			checkArchive(t, dir, store, carried)
+		})
+	}
+}
+
+// TestStagingAbandoned: an interrupted run leaves nothing a reader trusts,
+// and the next Stage in the directory clears what it left.
+func TestStagingAbandoned(t *testing.T) {
+	dir := t.TempDir()
+	store, blobs := newStore(9, 3000, 5000)
+	st, err := Stage(dir, testTime, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stageAll(t, st, store, blobs, nil)
+	if l, err := List(dir); len(l) != 0 {
+		t.Fatalf("List = %v, %v", l, err)
+	}
+	if _, err := Open(dir); err == nil {
+		t.Fatal("Open found an archive in a staging directory")
+	}
+	// A killed process never calls Abort: the next Stage clears its files.
+	if _, err := Stage(dir, testTime, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if names := dirNames(t, dir); len(names) != 0 {
+		t.Errorf("left behind: %v", names)
+	}
+	st.Abort()
+	if _, err := st.Reserve(blobs[0].Digest, blobs[0].Size); err == nil {
+		t.Error("Reserve after Abort succeeded")
+	}
+}
+
+// TestStagingLimits: a blob larger than the chunk limit is refused with
+// Strict and gets a chunk of its own (and a warning) without; a slot
+// takes no more than its blob's size; sizes must agree.
+func TestStagingLimits(t *testing.T) {
+	store, blobs := newStore(10, 20000, 100)
+	dir := t.TempDir()
+	st, err := Stage(dir, time.Time{}, WriteOptions{MaxChunk: testMax, Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reserve(blobs[0].Digest, blobs[0].Size); err == nil || !strings.Contains(err.Error(), "set the archive size to at least") {
+		t.Errorf("strict oversized blob: %v", err)
+	}
+	st.Abort()
+
+	st, err = Stage(dir, time.Time{}, WriteOptions{MaxChunk: testMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stageAll(t, st, store, blobs, nil)
+	sl, err := st.Reserve(digest.FromString("x"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sl.Writer().Write([]byte("xy")); err == nil {
+		t.Error("a slot took more than its size")
+	}
+	sl.Release()
+	if _, err := st.Reserve(digest.FromString("x"), 2); err == nil {
+		t.Error("the same blob staged with another size")
+	}
+	if _, err := st.Reserve(blobs[1].Digest, blobs[1].Size); err == nil {
+		t.Error("a blob staged whole was given its place again")
+	}
+	// "x" stays unfinished: Commit writes afresh, leaving it out.
+	if _, err := st.Commit(context.Background(), testIndex("", blobs), &memStore{}); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	r := checkArchive(t, dir, store, blobs)
+	if len(r.Index().Chunks) < 2 {
+		t.Errorf("the oversized blob did not get its own chunk: %+v", r.Index().Chunks)
+	}
+}
