@@ -515,6 +515,24 @@ func entryDigest(name string) (digest.Digest, bool) {
 	return d, validDigest(d) == nil
 }
 
+// Location is where a blob's content lies in an archive on disk.
+type Location struct {
+	Chunk     string `json:"chunk"`     // the chunk file's path
+	ChunkSize int64  `json:"chunkSize"` // its size, to tell it is still the same file
+	Offset    int64  `json:"offset"`    // where the blob's content starts
+	Size      int64  `json:"size"`
+}
+
+// Locate says where blob d's content lies.
+func (r *Reader) Locate(d digest.Digest) (Location, bool) {
+	loc, ok := r.blobs[d]
+	if !ok {
+		return Location{}, false
+	}
+	c := r.idx.Chunks[loc.chunk-1]
+	return Location{Chunk: filepath.Join(r.dir, c.Name), ChunkSize: c.Size, Offset: loc.offset, Size: loc.size}, true
+}
+
 // Index returns the archive's index. The caller must not modify it.
 func (r *Reader) Index() *Index { return r.idx }
 

@@ -41,6 +41,7 @@ type Staging struct {
 	seq     int
 
 	mu     sync.Mutex
+	freed  *sync.Cond     // a slot stopped being busy
 	chunks []*stagedChunk // chunk n is chunks[n-2]
 	slots  map[digest.Digest]*Slot
 	over   []oversize
@@ -89,6 +90,7 @@ func Stage(dir string, created time.Time, opts WriteOptions) (*Staging, error) {
 	}
 	s := &Staging{dir: dir, opts: opts, created: created, slots: map[digest.Digest]*Slot{},
 		id: created.Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])}
+	s.freed = sync.NewCond(&s.mu)
 	var err error
 	if s.seq, err = chooseSeq(dir, opts.Seq, opts.Replace); err != nil {
 		return nil, err
@@ -113,24 +115,35 @@ func (s *Staging) Has(d digest.Digest) bool {
 	return sl != nil && sl.done
 }
 
+// ErrStaged says that the blob was staged whole meanwhile.
+var ErrStaged = errors.New("blob already staged")
+
 // Reserve gives blob d (size bytes) its place in a chunk, or the place it
-// already has. Only one writer may hold a slot at a time; a slot whose
-// blob is already staged whole is refused (check Has first).
+// already has. One writer holds a slot at a time: Reserve waits while
+// another does, and returns ErrStaged if that one staged the blob whole.
 func (s *Staging) Reserve(d digest.Digest, size int64) (*Slot, error) {
 	if err := validDigest(d); err != nil {
 		return nil, fmt.Errorf("staging blob %q: %w", d, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
-		return nil, fmt.Errorf("staging blob %s: the archive is already committed or abandoned", d)
-	}
-	if sl := s.slots[d]; sl != nil {
+	for {
+		if s.ended {
+			return nil, fmt.Errorf("staging blob %s: the archive is already committed or abandoned", d)
+		}
+		sl := s.slots[d]
+		if sl == nil {
+			break
+		}
 		if sl.size != size {
 			return nil, fmt.Errorf("blob %s is %d bytes, staged earlier as %d", d, size, sl.size)
 		}
-		if sl.done || sl.busy {
-			return nil, fmt.Errorf("internal error: blob %s is already staged or being staged", d)
+		switch {
+		case sl.done:
+			return nil, ErrStaged
+		case sl.busy:
+			s.freed.Wait()
+			continue
 		}
 		sl.busy = true
 		return sl, nil
@@ -216,6 +229,7 @@ func (sl *Slot) Writer() io.Writer {
 func (sl *Slot) Done() {
 	sl.s.mu.Lock()
 	sl.done, sl.busy = true, false
+	sl.s.freed.Broadcast()
 	sl.s.mu.Unlock()
 	sl.s.startWriteback(sl.chunk.f, sl.off, sl.size)
 }
@@ -225,6 +239,7 @@ func (sl *Slot) Done() {
 func (sl *Slot) Release() {
 	sl.s.mu.Lock()
 	sl.busy = false
+	sl.s.freed.Broadcast()
 	sl.s.mu.Unlock()
 }
 
@@ -263,6 +278,7 @@ func (s *Staging) Abort() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended = true
+	s.freed.Broadcast()
 	for _, c := range s.chunks {
 		if c.f != nil {
 			c.f.Close()
@@ -284,6 +300,7 @@ func (s *Staging) Commit(ctx context.Context, idx *Index, more BlobSource) (*Ind
 	defer s.Abort()
 	s.mu.Lock()
 	s.ended = true
+	s.freed.Broadcast()
 	s.mu.Unlock()
 	in := *idx
 	in.ID, in.Created = s.id, s.created

@@ -3,6 +3,7 @@ package archive
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -248,8 +249,31 @@ func TestStagingLimits(t *testing.T) {
 	if _, err := st.Reserve(digest.FromString("x"), 2); err == nil {
 		t.Error("the same blob staged with another size")
 	}
-	if _, err := st.Reserve(blobs[1].Digest, blobs[1].Size); err == nil {
-		t.Error("a blob staged whole was given its place again")
+	if _, err := st.Reserve(blobs[1].Digest, blobs[1].Size); !errors.Is(err, ErrStaged) {
+		t.Errorf("a blob staged whole was given its place again: %v", err)
+	}
+	// A second writer of the same blob waits for the first, then takes
+	// the slot if the first gave it up.
+	held, err := st.Reserve(digest.FromString("y"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error)
+	go func() {
+		sl, err := st.Reserve(digest.FromString("y"), 1)
+		if err == nil {
+			sl.Release()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("second Reserve did not wait: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	held.Release()
+	if err := <-got; err != nil {
+		t.Errorf("second Reserve after the first gave up: %v", err)
 	}
 	// "x" stays unfinished: Commit writes afresh, leaving it out.
 	if _, err := st.Commit(context.Background(), testIndex("", blobs), &memStore{}); err != nil {

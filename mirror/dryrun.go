@@ -109,13 +109,16 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) err
 	return nil
 }
 
-// dryRunToDisk counts what mirror-to-disk would download into the store
-// and the size of the archive it would write.
+// dryRunToDisk counts what mirror-to-disk would download and the size of
+// the archive it would write. An image needs no download when its manifests
+// are stored and each blob is stored, linked in an archive still in place,
+// or carried by an earlier archive of the workspace (see diskDestination).
 func (t *Trip) dryRunToDisk(ctx context.Context, src Source, store *Store, set *imageset.Set, carried map[digest.Digest]bool, rep *Report) {
 	fig := &DryRunFigures{}
 	var missing []imageset.Image
+	present := func(d digest.Digest) bool { return carried[d] || store.Has(d) }
 	for _, img := range set.Images {
-		if store.Has(digest.Digest(img.Digest)) {
+		if _, err := store.blobs(img, digest.Digest(img.Digest), present); err == nil {
 			fig.Present++
 		} else {
 			missing = append(missing, img)

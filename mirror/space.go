@@ -27,8 +27,10 @@ func noSpace(res *Result, dir string) error {
 			first = ns
 		}
 		// The same blob may fail for several images: count it once.
-		if !seen[ns.Path] {
-			seen[ns.Path] = true
+		// Blobs streamed into an archive share its directory as path; their
+		// messages name the blob.
+		if key := ns.Path + " " + ns.Err.Error(); !seen[key] {
+			seen[key] = true
 			need += ns.Need
 		}
 	}

@@ -71,26 +71,84 @@ func (s *Store) BlobPath(d digest.Digest) string {
 	return filepath.Join(s.dir, "blobs", d.Algorithm().String(), d.Encoded())
 }
 
-// Has reports whether the blob is in the store.
+// Has reports whether the blob is in the store: as a file, or linked to
+// its place in an archive that is still where it was written.
 func (s *Store) Has(d digest.Digest) bool {
 	if d.Validate() != nil {
 		return false
 	}
-	_, err := os.Stat(s.BlobPath(d))
-	return err == nil
+	if _, err := os.Stat(s.BlobPath(d)); err == nil {
+		return true
+	}
+	_, ok := s.linked(d)
+	return ok
 }
 
-// Open opens the blob with digest d.
+// Open opens the blob with digest d. Its content is not checked here:
+// every reader of store blobs verifies the digest as it reads.
 func (s *Store) Open(d digest.Digest) (io.ReadCloser, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid digest %q: %w", d, err)
 	}
 	f, err := os.Open(s.BlobPath(d))
-	if err != nil {
-		return nil, fmt.Errorf("blob %s is not in the store %s: %w", d, s.dir, err)
+	if err == nil {
+		return f, nil
 	}
-	return f, nil
+	if l, ok := s.linked(d); ok {
+		if c, cerr := os.Open(l.Chunk); cerr == nil {
+			return sectionFile{io.NewSectionReader(c, l.Offset, l.Size), c}, nil
+		}
+	}
+	return nil, fmt.Errorf("blob %s is not in the store %s: %w", d, s.dir, err)
 }
+
+// Mirror-to-disk writes a blob once, into its archive, not into the store
+// (see diskDestination). The store links to it there, so that a later run
+// of another workspace, or one whose archive builds on an older baseline,
+// reads it from that archive instead of fetching it again, for as long as
+// the archive stays where it was written. A link to a chunk that was moved,
+// removed or replaced is ignored.
+const storeLinks = "links"
+
+func (s *Store) linkPath(d digest.Digest) string {
+	return filepath.Join(s.dir, storeLinks, d.Algorithm().String(), d.Encoded())
+}
+
+// Link records that blob d lies at l.
+func (s *Store) Link(d digest.Digest, l archive.Location) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("invalid digest %q: %w", d, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(s.linkPath(d)), 0o755); err != nil {
+		return fmt.Errorf("linking blob %s in the store: %w", d, err)
+	}
+	data, _ := json.Marshal(l) // cannot fail: plain struct
+	return writeFileAtomic(s.linkPath(d), data)
+}
+
+// linked is blob d's link, if it points at a chunk of the recorded size.
+func (s *Store) linked(d digest.Digest) (archive.Location, bool) {
+	data, err := os.ReadFile(s.linkPath(d))
+	if err != nil {
+		return archive.Location{}, false
+	}
+	var l archive.Location
+	if json.Unmarshal(data, &l) != nil || !filepath.IsAbs(l.Chunk) || l.Offset < 0 || l.Size < 0 || l.Offset+l.Size > l.ChunkSize {
+		return archive.Location{}, false
+	}
+	if st, err := os.Stat(l.Chunk); err != nil || !st.Mode().IsRegular() || st.Size() != l.ChunkSize {
+		return archive.Location{}, false
+	}
+	return l, true
+}
+
+// sectionFile reads a blob's section of a chunk file.
+type sectionFile struct {
+	*io.SectionReader
+	f *os.File
+}
+
+func (s sectionFile) Close() error { return s.f.Close() }
 
 // ReadBlob reads a small blob (a manifest or config) whole.
 func (s *Store) ReadBlob(d digest.Digest) ([]byte, error) {
@@ -279,6 +337,13 @@ func (e storeEndpoint) PutManifest(_ context.Context, img imageset.Image, desc o
 
 func (e storeEndpoint) Close() error { return e.s.SaveIndex() }
 
+// missingError is a blob of a stored manifest that is not at hand.
+type missingError struct{ blob, manifest digest.Digest }
+
+func (e *missingError) Error() string {
+	return fmt.Sprintf("store is missing blob %s of manifest %s: run mirror-to-disk again to fetch it", e.blob, e.manifest)
+}
+
 // DigestError says that content did not match the digest that names it.
 type DigestError struct {
 	Digest digest.Digest
@@ -343,10 +408,12 @@ func (s *Store) hasInstancesOf(img imageset.Image, d digest.Digest, data []byte)
 // manifests themselves: what an archive must carry for it. Of a sparse
 // image's index only the instances of its platforms count.
 func (s *Store) Blobs(img imageset.Image) ([]ocispec.Descriptor, error) {
-	return s.blobs(img, digest.Digest(img.Digest))
+	return s.blobs(img, digest.Digest(img.Digest), s.Has)
 }
 
-func (s *Store) blobs(img imageset.Image, d digest.Digest) ([]ocispec.Descriptor, error) {
+// blobs walks img's manifests from d; every blob they reference must pass
+// have (the store's manifests themselves are read, so they must be here).
+func (s *Store) blobs(img imageset.Image, d digest.Digest, have func(digest.Digest) bool) ([]ocispec.Descriptor, error) {
 	data, err := s.ReadBlob(d)
 	if err != nil {
 		return nil, err
@@ -363,7 +430,7 @@ func (s *Store) blobs(img imageset.Image, d digest.Digest) ([]ocispec.Descriptor
 		}
 		for _, k := range kids {
 			// The filter applies to the image's own index only.
-			more, err := s.blobs(imageset.Image{}, k.Digest)
+			more, err := s.blobs(imageset.Image{}, k.Digest, have)
 			if err != nil {
 				return nil, err
 			}
@@ -376,8 +443,8 @@ func (s *Store) blobs(img imageset.Image, d digest.Digest) ([]ocispec.Descriptor
 		return nil, fmt.Errorf("store manifest %s: %w", d, err)
 	}
 	for _, b := range blobs {
-		if !s.Has(b.Digest) {
-			return nil, fmt.Errorf("store is missing blob %s of manifest %s: run mirror-to-disk again to fetch it", b.Digest, d)
+		if !have(b.Digest) {
+			return nil, &missingError{blob: b.Digest, manifest: d}
 		}
 	}
 	return append(out, blobs...), nil

@@ -198,21 +198,33 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err := store.CleanIngest(); err != nil {
 		return nil, err
 	}
-	t.Log.Info("copying to the local store", "store", store.Dir(), "images", len(set.Images))
-	rep.Result = t.copyPlan(ctx, set, todo, builtSource{up, store}, store.Destination())
+	base, err := r.baseline()
+	if err != nil {
+		return nil, err
+	}
+	// Blobs stream straight into the archive's chunks as they arrive (see
+	// diskDestination); a run that ends before Commit leaves none of them.
+	p := t.Copy.withDefaults().Progress
+	stage, err := archive.Stage(dir, t.now(), archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p), Seq: base.seq, Replace: t.Copy.Force})
+	if err != nil {
+		return nil, err
+	}
+	defer stage.Abort()
+	t.Log.Info("copying into the archive", "dir", dir, "manifests", store.Dir(), "images", len(set.Images))
+	rep.Result = t.copyPlan(ctx, set, todo, builtSource{up, store}, diskDestination{storeEndpoint{store}, stage, base.carried})
 	if err := store.SaveIndex(); err != nil {
 		return nil, err
 	}
 	if ctx.Err() != nil {
-		return rep, fmt.Errorf("interrupted: %w (run again to resume; every blob already stored is reused)", ctx.Err())
+		return rep, fmt.Errorf("interrupted: %w (run again to resume: the manifests already stored are reused, the blobs of the unfinished archive are fetched again)", ctx.Err())
 	}
-	if err := noSpace(rep.Result, store.Dir()); err != nil {
+	if err := noSpace(rep.Result, dir); err != nil {
 		return rep, err
 	}
-	// The archive carries what is complete in the store; failed images are
-	// reported and left out, so the other side never trusts them.
+	// The archive carries what is complete; failed images are reported and
+	// left out, so the other side never trusts them.
 	carried := t.succeeded(set, rep.Result)
-	chunks, err := r.writeArchive(ctx, dir, store, carried, leftOut(rep.Result, plan))
+	chunks, err := r.writeArchive(ctx, dir, store, stage, base, carried, leftOut(rep.Result, plan))
 	if err != nil {
 		return rep, err
 	}
@@ -235,36 +247,49 @@ func (t *Trip) succeeded(set *imageset.Set, res *Result) *imageset.Set {
 	return out
 }
 
-// writeArchive writes set (the plan's, less what failed) from the store
-// into dir with the plan's files; leftOut and the plan's blocked list name
-// the images of the configuration the archive does not carry.
-func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *imageset.Set, leftOut []string) ([]string, error) {
-	t, ws := r.t, r.ws
-	// Blobs an earlier archive of this workspace carried stay out: the air
-	// gap has them already.
-	history, err := ws.archives()
+// archiveBaseline is what a new archive of the workspace builds on.
+type archiveBaseline struct {
+	carried map[digest.Digest]bool // blobs earlier archives carried
+	basedOn string                 // the newest of them
+	seq     int                    // the new archive's sequence number
+}
+
+// baseline reads the workspace's archives: blobs an earlier archive
+// carried stay out of the next one (the air gap has them already), unless
+// --since leaves that archive out of the baseline.
+func (r *run) baseline() (archiveBaseline, error) {
+	b := archiveBaseline{carried: map[digest.Digest]bool{}, seq: 1}
+	history, err := r.ws.archives()
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	carried := map[digest.Digest]bool{}
-	basedOn := ""
-	seq := 1
-	for _, r := range history {
-		seq = max(seq, r.Seq+1)
-		if !t.Since.IsZero() && !r.Created.Before(t.Since) {
+	for _, a := range history {
+		b.seq = max(b.seq, a.Seq+1)
+		if !r.t.Since.IsZero() && !a.Created.Before(r.t.Since) {
 			continue
 		}
-		for _, b := range r.Blobs {
-			carried[b] = true
+		for _, d := range a.Blobs {
+			b.carried[d] = true
 		}
-		basedOn = r.ID
+		b.basedOn = a.ID
 	}
+	return b, nil
+}
+
+// writeArchive commits the staged archive with set (the plan's, less what
+// failed) and the plan's files; leftOut and the plan's blocked list name
+// the images of the configuration the archive does not carry. Blobs not
+// staged by this run's copy come from the store.
+func (r *run) writeArchive(ctx context.Context, dir string, store *Store, stage *archive.Staging, base archiveBaseline, set *imageset.Set, leftOut []string) ([]string, error) {
+	t, ws := r.t, r.ws
+	carried, basedOn, seq := base.carried, base.basedOn, base.seq
+	present := func(d digest.Digest) bool { return carried[d] || stage.Has(d) || store.Has(d) }
 	seen := map[digest.Digest]bool{}
 	var blobs []archive.Blob
 	var refs []string
 	var bytes int64
 	for _, img := range set.Images {
-		descs, err := store.Blobs(img)
+		descs, err := store.blobs(img, digest.Digest(img.Digest), present)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", img.Destination, err)
 		}
@@ -307,7 +332,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 	// The sequence keeps this archive from replacing one not yet carried.
 	p := t.Copy.withDefaults().Progress
 	p.Phase("writing archive", 0, Totals{Blobs: int64(len(blobs)), Bytes: bytes})
-	written, err := archive.Write(ctx, dir, idx, store, archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p), Seq: seq, Replace: t.Copy.Force})
+	written, err := stage.Commit(ctx, idx, store)
 	p.Finish()
 	if err != nil {
 		return nil, err
@@ -329,7 +354,33 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, set *i
 	for _, c := range written.Chunks {
 		chunks = append(chunks, filepath.Join(dir, c.Name))
 	}
+	r.linkStaged(dir, written, store, stage)
 	return chunks, nil
+}
+
+// linkStaged links the store to the blobs this run streamed into the
+// archive (see Store.Link). A link is a shortcut, not a record: failing to
+// write one costs a later run a download, so it is logged, not returned.
+func (r *run) linkStaged(dir string, written *archive.Index, store *Store, stage *archive.Staging) {
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		var ar *archive.Reader
+		if ar, err = archive.OpenFirst(abs, written.Chunks[0].Name); err == nil {
+			for _, b := range written.Blobs {
+				if !stage.Has(b.Digest) {
+					continue
+				}
+				if l, ok := ar.Locate(b.Digest); ok {
+					if err = store.Link(b.Digest, l); err != nil {
+						break
+					}
+				}
+			}
+		}
+	}
+	if err != nil {
+		r.t.Log.Warn("the store could not link to the blobs of the new archive: a run of another workspace will fetch them again", "err", err)
+	}
 }
 
 // DiskToMirror pushes to the registry at root every archive in dir that

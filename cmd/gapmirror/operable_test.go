@@ -306,7 +306,7 @@ func TestProgressLines(t *testing.T) {
 	}
 	check("mirror-to-disk", stdout, stderr, "resolving", "planning", "copying", "writing archive")
 	if !regexp.MustCompile(`8 images: 8 copied, 0 already at the destination, 0 built by gapmirror, 0 failed`).MatchString(stdout) ||
-		!regexp.MustCompile(`archive: \d+ blobs and manifests \([\d.]+ KiB\) in 1 chunk`).MatchString(stdout) {
+		!regexp.MustCompile(`archive: \d+ blobs and manifests \([\d.]+ KiB\) in 2 chunk`).MatchString(stdout) {
 		t.Errorf("mirror-to-disk summary:\n%s", stdout)
 	}
 

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+)
+
+// procWritten is the number of bytes this process has passed to write
+// system calls so far (Linux /proc/self/io wchar), or skips the test.
+func procWritten(t *testing.T) int64 {
+	t.Helper()
+	f, err := os.Open("/proc/self/io")
+	if err != nil {
+		t.Skipf("cannot count the bytes this process writes (%v): this test needs Linux /proc/self/io", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "wchar: "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			must(t, err)
+			return n
+		}
+	}
+	t.Skip("/proc/self/io has no wchar line")
+	return 0
+}
+
+// treeBytes is the size of the regular files under dir whose names match.
+func treeBytes(t *testing.T, dir, pattern string) (n int64) {
+	t.Helper()
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if ok, _ := filepath.Match(pattern, d.Name()); err == nil && d.Type().IsRegular() && ok {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// TestMirrorToDiskWritesEachByteOnce: mirror-to-disk streams every blob
+// straight into the archive, so the run writes about the archive's size
+// (writing into the store and then the archive was twice that), and the
+// store keeps manifests only. A second workspace on the same machine reads
+// the blobs from the first archive instead of fetching them again; once
+// that archive is gone, a third fetches them again. Every archive pushes a
+// complete mirror.
+func TestMirrorToDiskWritesEachByteOnce(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(6, 512<<10)
+	isc := w.isc("")
+	store := filepath.Join(w.dir, "cache", ".gapmirror", "store")
+
+	// The upstream registry runs in this process: the bytes it sends are
+	// written too (to its sockets), and are not the run's.
+	var served atomic.Int64
+	w.up.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(&countingResponse{ResponseWriter: rw, n: &served}, r)
+		})
+	})
+	first := filepath.Join(w.dir, "first")
+	before := procWritten(t)
+	code, stdout, _ := w.gapmirror("mirror", "-c", isc, "file://"+first)
+	written := procWritten(t) - before - served.Load()
+	w.up.SetWrap(nil)
+	if code != 0 || !strings.Contains(stdout, "6 copied, 0 already at the destination") {
+		t.Fatalf("first mirror-to-disk: exit %d\n%s", code, stdout)
+	}
+	archived := treeBytes(t, first, "mirror_*.tar")
+	if archived < 1<<20 {
+		t.Fatalf("the archive holds %d bytes, less than the images' layers", archived)
+	}
+	t.Logf("mirror-to-disk wrote %d bytes for an archive of %d (%.2f×)", written, archived, float64(written)/float64(archived))
+	if written > archived*13/10 {
+		t.Errorf("mirror-to-disk wrote %d bytes for an archive of %d (%.2f×): bytes are written more than once", written, archived, float64(written)/float64(archived))
+	}
+	if stored := treeBytes(t, filepath.Join(store, "blobs"), "*"); stored > archived/20 {
+		t.Errorf("the store holds %d bytes of blobs for an archive of %d: it should keep manifests only", stored, archived)
+	}
+
+	// Another workspace: every blob is read from the first archive.
+	second := filepath.Join(w.dir, "second")
+	code, stdout, _ = w.gapmirror("mirror", "-c", isc, "file://"+second)
+	if code != 0 || !strings.Contains(stdout, "0 copied, 6 already at the destination") {
+		t.Fatalf("second workspace: exit %d, want every image found through the first archive\n%s", code, stdout)
+	}
+
+	// The first archive carried away: a third workspace fetches again.
+	for _, c := range chunkFiles(t, first) {
+		must(t, os.Remove(c))
+	}
+	third := filepath.Join(w.dir, "third")
+	code, stdout, _ = w.gapmirror("mirror", "-c", isc, "file://"+third)
+	if code != 0 || !strings.Contains(stdout, "6 copied, 0 already at the destination") {
+		t.Fatalf("third workspace, first archive gone: exit %d\n%s", code, stdout)
+	}
+
+	for _, ws := range []string{second, third} {
+		prefix := filepath.Base(ws)
+		if code, _, _ := w.gapmirror("mirror", "--from", "file://"+ws, "docker://"+w.dst.Host()+"/"+prefix); code != 0 {
+			t.Fatalf("disk-to-mirror of %s failed", prefix)
+		}
+		w.assertMirrored(w.dst, prefix)
+	}
+}
+
+// chunkFiles lists the chunk files of the archives in dir.
+func chunkFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "mirror_*.tar"))
+	must(t, err)
+	if len(names) == 0 {
+		t.Fatalf("no chunk in %s", dir)
+	}
+	return names
+}
+
+// countingResponse counts the body bytes a handler writes.
+type countingResponse struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingResponse) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
