@@ -119,7 +119,7 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 	sem := make(chan struct{}, opts.ParallelImages)
 	var wg sync.WaitGroup
 	opts.Progress.Phase("copying", len(set.Images)-set.Signatures(), opts.Totals)
-	if e, ok := dst.(interface{ Expect(*imageset.Set) }); ok {
+	if e, ok := dst.(expecter); ok {
 		e.Expect(set)
 	}
 	for _, img := range set.Images {
@@ -441,6 +441,12 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		c.counted(img, desc, BlobMoved)
 		return nil
 	})
+}
+
+// expecter is a destination that wants to know the images a copy is about
+// to push before it is asked whether it has them (see Registry.Expect).
+type expecter interface {
+	Expect(set *imageset.Set)
 }
 
 // blobHeader is a destination whose HasBlob may answer "no" without asking

@@ -163,8 +163,16 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 // and a monolithic PUT, and per blob another repository of the run already
 // holds one mount (POST ?mount=&from=, 201). No blob HEADs, no PATCHes. The same holds from the local store (disk-to-mirror's
 // shape). Upstream, each manifest is read once (the tag resolution's GET
-// serves the copy) and each blob once, after one ping.
+// serves the copy) and each blob once, after one ping. It holds for Copy
+// and for copyPlanned, the trips' way in, whose planning pass makes the
+// existence checks: per image exactly one manifest PUT and its blobs, and
+// no manifest HEAD in a repository whose tags were listed.
 func TestPushRequestFloor(t *testing.T) {
+	t.Run("Copy", func(t *testing.T) { pushRequestFloor(t, Copy) })
+	t.Run("copyPlanned", func(t *testing.T) { pushRequestFloor(t, copyPlanned) })
+}
+
+func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set, Source, Destination, Options) *Result) {
 	ctx := context.Background()
 	up := registrytest.Start(t, registrytest.Options{})
 	const n, repos = 8, 4                       // two versions per repository, as bundles have
@@ -207,7 +215,7 @@ func TestPushRequestFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := Copy(ctx, set, src, mir, Options{ParallelImages: 4}); res.Err() != nil || len(res.Copied) != n {
+	if res := copyAll(ctx, set, src, mir, Options{ParallelImages: 4}); res.Err() != nil || len(res.Copied) != n {
 		t.Fatalf("mirror-to-mirror: %v, %d copied", res.Err(), len(res.Copied))
 	}
 	checkCounts(t, "mirror-to-mirror, at the mirror", onM2M, want)
@@ -224,7 +232,7 @@ func TestPushRequestFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := Copy(ctx, set, NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
+	if res := copyAll(ctx, set, NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
 		t.Fatal(res.Err())
 	}
 	d2m := registrytest.Start(t, registrytest.Options{})
@@ -234,7 +242,7 @@ func TestPushRequestFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := Copy(ctx, set, &ArchiveSource{Archive: store, Name: "store", Mirror: mir2}, mir2, Options{ParallelImages: 4}); res.Err() != nil || len(res.Copied) != n {
+	if res := copyAll(ctx, set, &ArchiveSource{Archive: store, Name: "store", Mirror: mir2}, mir2, Options{ParallelImages: 4}); res.Err() != nil || len(res.Copied) != n {
 		t.Fatalf("disk-to-mirror: %v", res.Err())
 	}
 	checkCounts(t, "disk-to-mirror, at the mirror", onD2M, want)
@@ -266,7 +274,7 @@ func TestPushRequestFloor(t *testing.T) {
 	for _, img := range set.Images {
 		manifests.has[digest.Digest(img.Digest)] = true
 	}
-	if res := Copy(ctx, again, &ArchiveSource{Archive: manifests, Name: "incremental"}, mir3, Options{ParallelImages: 4}); res.Err() != nil || res.Blobs != 0 {
+	if res := copyAll(ctx, again, &ArchiveSource{Archive: manifests, Name: "incremental"}, mir3, Options{ParallelImages: 4}); res.Err() != nil || res.Blobs != 0 {
 		t.Fatalf("new tags of known blobs: %v, %d blobs sent", res.Err(), res.Blobs)
 	}
 	checkCounts(t, "new repositories of known blobs", onD2M, map[string]int{"GET ping": 1, "GET tags": repos, "PUT manifest": n, "POST blob": 2*n + repos})
@@ -279,7 +287,7 @@ func TestPushRequestFloor(t *testing.T) {
 	}
 	mir4.KnownLocations(locs)
 	onD2M.n = map[string]int{}
-	if res := Copy(ctx, set, &ArchiveSource{Archive: manifests, Name: "incremental"}, mir4, Options{ParallelImages: 4}); res.Err() != nil || len(res.Skipped) != n {
+	if res := copyAll(ctx, set, &ArchiveSource{Archive: manifests, Name: "incremental"}, mir4, Options{ParallelImages: 4}); res.Err() != nil || len(res.Skipped) != n {
 		t.Fatalf("rerun: %v, %d skipped", res.Err(), len(res.Skipped))
 	}
 	checkCounts(t, "no-change rerun", onD2M, map[string]int{"GET ping": 1, "HEAD manifest": n})
@@ -306,5 +314,60 @@ func checkCounts(t *testing.T, what string, c *requestCounter, want map[string]i
 	defer c.mu.Unlock()
 	if fmt.Sprint(c.n) != fmt.Sprint(want) {
 		t.Errorf("%s: requests %v, want %v", what, c.n, want)
+	}
+}
+
+// TestPlannedCopyAsksForBlobsAnArchiveLeftOut: through copyPlanned (the
+// trips' way in) as through Copy, a small blob an incremental archive left
+// out, which the mirror's repository holds though no record says so, is
+// asked for (HEAD) and found, not reported missing.
+func TestPlannedCopyAsksForBlobsAnArchiveLeftOut(t *testing.T) {
+	ctx := context.Background()
+	up := registrytest.Start(t, registrytest.Options{})
+	dst := registrytest.Start(t, registrytest.Options{})
+	shared := imagebuilder.RandomLayer(7, 4<<10)
+	var set [2]*imageset.Set
+	var second *imagebuilder.Image
+	for i := range set {
+		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{shared, imagebuilder.RandomLayer(uint64(70+i), 4<<10)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag := fmt.Sprintf("v%d", i)
+		if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: up.URL()}, "ns/a", tag, img); err != nil {
+			t.Fatal(err)
+		}
+		set[i] = &imageset.Set{Images: []imageset.Image{{Source: up.Host() + "/ns/a@" + img.Digest.String(), Origin: up.Host() + "/ns/a:" + tag,
+			Digest: img.Digest.String(), Destination: "ns/a:" + tag, Kind: imageset.KindAdditional}}}
+		second = img
+	}
+	store, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range set {
+		if res := Copy(ctx, s, NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
+			t.Fatal(res.Err())
+		}
+	}
+	first, err := NewMirror(dst.Host()+"/m", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := Copy(ctx, set[0], &ArchiveSource{Archive: store, Name: "full"}, first, Options{}); res.Err() != nil {
+		t.Fatal(res.Err())
+	}
+	// The incremental archive: the second image without the shared layer.
+	archive := onlyManifests{store: store, has: map[digest.Digest]bool{second.Digest: true}}
+	for _, b := range second.Blobs() {
+		archive.has[b.Digest] = true
+	}
+	delete(archive.has, second.Layers[0].Digest)
+	mir, err := NewMirror(dst.Host()+"/m", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := copyPlanned(ctx, set[1], &ArchiveSource{Archive: archive, Name: "incremental"}, mir, Options{}); res.Err() != nil || len(res.Copied) != 1 {
+		t.Fatalf("incremental archive through copyPlanned: %v, %d copied", res.Err(), len(res.Copied))
 	}
 }

@@ -22,6 +22,13 @@ import (
 // copy is handed the answers the pass got, so no request is made twice.
 func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
 	o := opts.withDefaults()
+	// The planning pass makes the existence checks, so the destination
+	// learns here which repositories the run fills (Copy's own call cannot
+	// reach it through plannedDestination): a repository several images go
+	// to then costs one tag listing, not a manifest HEAD per image.
+	if e, ok := dst.(expecter); ok {
+		e.Expect(set)
+	}
 	ps, pd := &plannedSource{Source: src, manifests: map[string]manifestRead{}}, &plannedDestination{Destination: dst, has: map[string]bool{}}
 	o.Progress.Phase("planning", len(set.Images)-set.Signatures(), Totals{})
 	of := map[string][]ocispec.Descriptor{}
@@ -125,6 +132,14 @@ func planReader(src Source, img imageset.Image) (read func(context.Context, dige
 	}
 	if named, c := r.planClient(img); c != nil {
 		return func(ctx context.Context, d digest.Digest) ([]byte, string, error) {
+			// The manifest the tag resolution read, as Registry.Manifest
+			// serves it, else one GET by digest.
+			r.mu.Lock()
+			data, ok := r.resolved[d]
+			r.mu.Unlock()
+			if ok {
+				return data, mediaTypeOf(data), nil
+			}
 			return c.Manifest(ctx, reference.Path(named), d.String())
 		}, func() {}
 	}
@@ -202,7 +217,9 @@ func (p *plannedSource) ImageDone(img imageset.Image) {
 func (p *plannedSource) unwrap() Source { return p.Source }
 
 // plannedDestination answers the copy's first HasManifest of an image from
-// the planning pass.
+// the planning pass. It does not offer Expect (copyPlanned called it before
+// planning; a second call would count each image twice) but does pass on
+// HeadBlob, which the copy asks for blobs an incremental archive left out.
 type plannedDestination struct {
 	Destination
 	mu  sync.Mutex
@@ -234,3 +251,10 @@ func (p *plannedDestination) ImageDone(img imageset.Image) {
 }
 
 func (p *plannedDestination) unwrap() Destination { return p.Destination }
+
+func (p *plannedDestination) HeadBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (bool, error) {
+	if h, ok := p.Destination.(blobHeader); ok {
+		return h.HeadBlob(ctx, img, desc)
+	}
+	return false, nil
+}
