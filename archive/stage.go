@@ -187,7 +187,7 @@ func (s *Staging) chunkFor(d digest.Digest, size, entry int64) (*stagedChunk, er
 	if full {
 		o := oversize{what: fmt.Sprintf("blob %s (%s)", d, humanSize(size)), chunk: n, seq: s.seq, size: used + entry + trailerSize}
 		if s.opts.Strict {
-			return nil, fmt.Errorf("strict archive size: %s", o.message(s.opts.MaxChunk, true))
+			return nil, &StrictError{msg: o.message(s.opts.MaxChunk, true)}
 		}
 		s.over = append(s.over, o)
 	}
@@ -207,6 +207,11 @@ func (s *Staging) chunkFor(d digest.Digest, size, entry int64) (*stagedChunk, er
 	s.chunks = append(s.chunks, c)
 	return c, nil
 }
+
+// StrictError refuses a blob larger than a chunk when the archive size is strict.
+type StrictError struct{ msg string }
+
+func (e *StrictError) Error() string { return "strict archive size: " + e.msg }
 
 // headerBytes is the tar header of an entry as archive/tar writes it.
 func headerBytes(name string, size int64, mtime time.Time) ([]byte, error) {
@@ -335,7 +340,7 @@ func (s *Staging) Commit(ctx context.Context, idx *Index, more BlobSource) (*Ind
 	l.oversized = append(l.oversized, s.over...)
 	if len(l.oversized) > 0 {
 		if s.opts.Strict {
-			return nil, fmt.Errorf("strict archive size: %s", l.oversized[0].message(s.opts.MaxChunk, true))
+			return nil, &StrictError{msg: l.oversized[0].message(s.opts.MaxChunk, true)}
 		}
 		for _, o := range l.oversized {
 			s.opts.Logger.Warn(o.message(s.opts.MaxChunk, false))

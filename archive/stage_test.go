@@ -228,7 +228,8 @@ func TestStagingLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Reserve(blobs[0].Digest, blobs[0].Size); err == nil || !strings.Contains(err.Error(), "set the archive size to at least") {
+	var strict *StrictError
+	if _, err := st.Reserve(blobs[0].Digest, blobs[0].Size); !errors.As(err, &strict) || !strings.Contains(err.Error(), "set the archive size to at least") {
 		t.Errorf("strict oversized blob: %v", err)
 	}
 	st.Abort()

@@ -24,6 +24,9 @@ type diskDestination struct {
 	storeEndpoint
 	stage   *archive.Staging
 	carried map[digest.Digest]bool
+	// stop ends the run: a blob too large for a strict archive size fails
+	// the archive, not one image (nothing else would make it fit).
+	stop context.CancelCauseFunc
 }
 
 // has reports whether blob d needs no transfer.
@@ -62,6 +65,10 @@ func (e diskDestination) PutBlob(_ context.Context, _ imageset.Image, desc ocisp
 		// that the content it handed was read whole.
 		_, err = io.Copy(io.Discard, r)
 		return err
+	}
+	var strict *archive.StrictError
+	if errors.As(err, &strict) && e.stop != nil {
+		e.stop(err)
 	}
 	if err != nil {
 		return err

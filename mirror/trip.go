@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -211,9 +212,15 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	}
 	defer stage.Abort()
 	t.Log.Info("copying into the archive", "dir", dir, "manifests", store.Dir(), "images", len(set.Images))
-	rep.Result = t.copyPlan(ctx, set, todo, builtSource{up, store}, diskDestination{storeEndpoint{store}, stage, base.carried})
+	copyCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	rep.Result = t.copyPlan(copyCtx, set, todo, builtSource{up, store}, diskDestination{storeEndpoint{store}, stage, base.carried, stop})
 	if err := store.SaveIndex(); err != nil {
 		return nil, err
+	}
+	var strict *archive.StrictError
+	if errors.As(context.Cause(copyCtx), &strict) && ctx.Err() == nil {
+		return rep, fmt.Errorf("%w (nothing was archived)", strict)
 	}
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted: %w (run again to resume: the manifests already stored are reused, the blobs of the unfinished archive are fetched again)", ctx.Err())

@@ -137,3 +137,29 @@ func (c *countingResponse) Write(p []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
+
+// TestStrictArchiveSizeFailsFast: a blob larger than a strict archive size
+// ends mirror-to-disk at once, saying so once with the size to set, and
+// leaves no archive; without --strict-archive the blob gets a chunk of its
+// own and the archive mirrors every image.
+func TestStrictArchiveSizeFailsFast(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 256<<10)
+	isc := w.isc("")
+	out := filepath.Join(w.dir, "out")
+	code, _, stderr := w.gapmirror("mirror", "-c", isc, "--archive-size", "64KiB", "--strict-archive", "file://"+out)
+	if code == 0 || strings.Count(stderr, "set the archive size to at least") != 1 || !strings.Contains(stderr, "nothing was archived") {
+		t.Fatalf("strict archive size: exit %d, want one error naming the size to set\n%s", code, stderr)
+	}
+	if left := leftovers(t, out, "mirror_"); len(left) > 0 {
+		t.Errorf("files left by the refused archive: %v", left)
+	}
+	code, _, stderr = w.gapmirror("mirror", "-c", isc, "--archive-size", "64KiB", "file://"+out)
+	if code != 0 || !strings.Contains(stderr, "is larger than the archive size limit") {
+		t.Fatalf("oversized chunks allowed: exit %d\n%s", code, stderr)
+	}
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/big"); code != 0 {
+		t.Fatal("disk-to-mirror failed")
+	}
+	w.assertMirrored(w.dst, "big")
+}
