@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -124,6 +125,14 @@ type Registry struct {
 	expect     map[string]int         // repository path → images of the run going there
 	tags       map[string]*listedTags // by repository path
 	knownRepos map[string]bool        // repositories earlier runs put blobs in
+	// catalog lists, on a first push, the repositories already under the
+	// root: one request tells which repositories are new, whose images
+	// then need no existence check at all (see lacksTag).
+	catalog struct {
+		once  sync.Once
+		repos map[string]bool
+		ok    bool
+	}
 }
 
 type listedTags struct {
@@ -424,6 +433,9 @@ func (r *Registry) lacksTag(ctx context.Context, named reference.Named) bool {
 		return false
 	}
 	repo := reference.Path(named)
+	if r.newRepo(ctx, named) {
+		return true
+	}
 	r.mu.Lock()
 	if r.expect[repo] < 2 {
 		r.mu.Unlock()
@@ -452,6 +464,46 @@ func (r *Registry) lacksTag(ctx context.Context, named reference.Named) bool {
 		}
 	})
 	return lt.err == nil && !lt.tags[tagged.Tag()]
+}
+
+// newRepo reports whether named's repository certainly does not exist yet,
+// from one reading of the registry's catalog under the root, made only on a
+// first push (no earlier run of the workspace put anything under the root;
+// on a rerun the records and tag lists answer). A registry that does not
+// offer its catalog (quay and others restrict it) leaves the tag lists and
+// HEADs to answer. A repository the catalog misses is pushed to as new: at
+// worst an image is copied again, never skipped wrongly.
+func (r *Registry) newRepo(ctx context.Context, named reference.Named) bool {
+	// One catalog request pays off from two repositories on.
+	r.mu.Lock()
+	first, repos := len(r.knownRepos) == 0, len(r.expect)
+	r.mu.Unlock()
+	if !first || repos < 2 {
+		return false
+	}
+	r.catalog.once.Do(func() {
+		c := r.sharedClient(named)
+		if c == nil {
+			return
+		}
+		prefix := ""
+		if _, path, ok := strings.Cut(r.root, "/"); ok {
+			prefix = strings.TrimSuffix(path, "/") + "/"
+		}
+		// Ten pages: a registry of more than 10,000 repositories is
+		// cheaper to ask per repository.
+		repos, err := c.Catalog(ctx, prefix, 10)
+		if err != nil {
+			slog.Debug("registry catalog not read: existence checks per repository", "root", r.root, "err", err)
+			return
+		}
+		r.catalog.repos = make(map[string]bool, len(repos))
+		for _, repo := range repos {
+			r.catalog.repos[repo] = true
+		}
+		r.catalog.ok = true
+	})
+	return r.catalog.ok && !r.catalog.repos[reference.Path(named)]
 }
 
 // HasManifest implements Destination with one HEAD of the destination tag

@@ -36,6 +36,8 @@ func (c *requestCounter) wrap(next http.Handler) http.Handler {
 			kind = "blob"
 		case containsSegment(r.URL.Path, "tags"):
 			kind = "tags"
+		case r.URL.Path == "/v2/_catalog":
+			kind = "catalog"
 		}
 		c.mu.Lock()
 		c.n[r.Method+" "+kind]++
@@ -158,15 +160,17 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 
 // TestPushRequestFloor: a first push sends the distribution API's minimum
 // to the mirror, counted on the real registry: one /v2/ ping for the run,
-// per repository new to the workspace one tag listing (in place of a
-// manifest HEAD per image), per image one manifest PUT, per new blob a POST
+// on a first push one reading of the registry's catalog (no existence
+// check at all in a repository it does not list), later per repository
+// new to the workspace one tag listing (in place of a manifest HEAD per
+// image), per image one manifest PUT, per new blob a POST
 // and a monolithic PUT, and per blob another repository of the run already
 // holds one mount (POST ?mount=&from=, 201). No blob HEADs, no PATCHes. The same holds from the local store (disk-to-mirror's
 // shape). Upstream, each manifest is read once (the tag resolution's GET
 // serves the copy) and each blob once, after one ping. It holds for Copy
 // and for copyPlanned, the trips' way in, whose planning pass makes the
 // existence checks: per image exactly one manifest PUT and its blobs, and
-// no manifest HEAD in a repository whose tags were listed.
+// no manifest HEAD in a repository the catalog or its tag list answers.
 func TestPushRequestFloor(t *testing.T) {
 	t.Run("Copy", func(t *testing.T) { pushRequestFloor(t, Copy) })
 	t.Run("copyPlanned", func(t *testing.T) { pushRequestFloor(t, copyPlanned) })
@@ -193,7 +197,7 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 	// Per image: a config and a layer of its own; one base for all,
 	// mounted into the other repositories.
 	newBlobs := 2*n + 1
-	want := map[string]int{"GET ping": 1, "GET tags": repos, "PUT manifest": n,
+	want := map[string]int{"GET ping": 1, "GET catalog": 1, "PUT manifest": n,
 		"POST blob": newBlobs + repos - 1, "PUT blob": newBlobs}
 
 	onUp := &requestCounter{n: map[string]int{}}
@@ -369,5 +373,78 @@ func TestPlannedCopyAsksForBlobsAnArchiveLeftOut(t *testing.T) {
 	}
 	if res := copyPlanned(ctx, set[1], &ArchiveSource{Archive: archive, Name: "incremental"}, mir, Options{}); res.Err() != nil || len(res.Copied) != 1 {
 		t.Fatalf("incremental archive through copyPlanned: %v, %d copied", res.Err(), len(res.Copied))
+	}
+}
+
+// TestFirstPushReadsTheCatalog: a first push reads the mirror's catalog
+// once; images of repositories it does not list get no existence check,
+// those of a repository it lists are checked (and one already there is
+// skipped). A registry that refuses its catalog is asked per repository,
+// with the same result.
+func TestFirstPushReadsTheCatalog(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refused=%t", refuse), func(t *testing.T) {
+			ctx := context.Background()
+			up := registrytest.Start(t, registrytest.Options{})
+			dst := registrytest.Start(t, registrytest.Options{})
+			set := &imageset.Set{}
+			var first *imagebuilder.Image
+			for i := 0; i < 6; i++ {
+				img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(uint64(300+i), 4<<10)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				repo, tag := fmt.Sprintf("ns/op-%d", i%3), fmt.Sprintf("v%d", i/3)
+				if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: up.URL()}, repo, tag, img); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					first = img
+				}
+				set.Images = append(set.Images, imageset.Image{Source: up.Host() + "/" + repo + "@" + img.Digest.String(), Origin: up.Host() + "/" + repo + ":" + tag,
+					Digest: img.Digest.String(), Destination: repo + ":" + tag, Kind: imageset.KindAdditional})
+			}
+			// Someone pushed ns/op-0:v0 already; an unrelated repository sorts inside the root's range.
+			if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: dst.URL()}, "m/ns/op-0", "v0", first); err != nil {
+				t.Fatal(err)
+			}
+			if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: dst.URL()}, "mm/other", "v0", first); err != nil {
+				t.Fatal(err)
+			}
+			count := &requestCounter{n: map[string]int{}}
+			dst.SetWrap(func(next http.Handler) http.Handler {
+				counted := count.wrap(next)
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if refuse && r.URL.Path == "/v2/_catalog" {
+						count.mu.Lock()
+						count.n["GET catalog"]++
+						count.mu.Unlock()
+						http.Error(w, `{"errors":[{"code":"DENIED","message":"catalog is for admins"}]}`, http.StatusForbidden)
+						return
+					}
+					counted.ServeHTTP(w, r)
+				})
+			})
+			mir, err := NewMirror(dst.Host()+"/m", testOptions(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := copyPlanned(ctx, set, NewUpstream(testOptions(t)), mir, Options{ParallelImages: 4})
+			if res.Err() != nil || len(res.Copied) != 5 || len(res.Skipped) != 1 || res.Skipped[0].Destination != "ns/op-0:v0" {
+				t.Fatalf("first push: %v, %d copied, skipped %v", res.Err(), len(res.Copied), res.Skipped)
+			}
+			// The one image already there: its tag listed, its digest confirmed by a HEAD.
+			want := map[string]int{"GET ping": 1, "GET catalog": 1, "GET tags": 1, "HEAD manifest": 1, "PUT manifest": 5, "POST blob": 10, "PUT blob": 10}
+			if refuse {
+				want["GET tags"] = 3
+			}
+			checkCounts(t, "first push", count, want)
+			for _, img := range set.Images {
+				repo, tag, _ := strings.Cut(img.Destination, ":")
+				if d, err := dst.ManifestDigest("m/"+repo, tag); err != nil || d.String() != img.Digest {
+					t.Errorf("%s at the mirror: %s, %v", img.Destination, d, err)
+				}
+			}
+		})
 	}
 }

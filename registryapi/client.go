@@ -234,6 +234,9 @@ func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
 // writes, everything for deletes (distribution wants "delete", quay
 // "push"; both accept "*"), and pull of the source of a mount.
 func scopeOf(req *http.Request) string {
+	if req.URL.Path == "/v2/_catalog" {
+		return "registry:catalog:*"
+	}
 	repo := repoOf(req.URL.Path)
 	if repo == "" {
 		return ""

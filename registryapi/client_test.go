@@ -60,6 +60,18 @@ func testRegistryClient(t *testing.T, opts registrytest.Options) {
 	if err != nil || len(tags) != n {
 		t.Fatalf("tags: %d, %v; want %d", len(tags), err, n)
 	}
+	// The catalog, from just before a prefix to its end.
+	for _, repo := range []string{"ns/b", "nt/a", "n/a", "ns-x/a"} {
+		if err := imagebuilder.Push(ctx, target, repo, "v1", img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if repos, err := c.Catalog(ctx, "ns/", 10); err != nil || strings.Join(repos, " ") != "ns/app ns/b" {
+		t.Errorf("catalog under ns/: %v, %v", repos, err)
+	}
+	if repos, err := c.Catalog(ctx, "", 10); err != nil || len(repos) != 5 {
+		t.Errorf("whole catalog: %v, %v", repos, err)
+	}
 	d, mt, err := c.Head(ctx, "ns/app", "t0007")
 	if err != nil || d != img.Digest || !strings.Contains(mt, "manifest") {
 		t.Fatalf("head: %s %s %v; want %s", d, mt, err, img.Digest)
@@ -90,6 +102,9 @@ func testRegistryClient(t *testing.T, opts registrytest.Options) {
 	}
 	if _, err := anon.Tags(ctx, "ns/app"); err == nil || !strings.Contains(err.Error(), "wants credentials") || !strings.Contains(err.Error(), reg.Host()) || !strings.Contains(err.Error(), "--authfile") {
 		t.Errorf("no credentials: %v", err)
+	}
+	if repos, err := anon.Catalog(ctx, "ns/", 10); err == nil {
+		t.Errorf("catalog without credentials: %v", repos)
 	}
 	// Untrusted certificate: refused unless verification is off.
 	strict, err := NewClient(reg.Host(), &types.SystemContext{AuthFilePath: reg.AuthFile(), DockerCertPath: t.TempDir()})

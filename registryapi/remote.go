@@ -58,6 +58,41 @@ func (c *Client) Tags(ctx context.Context, repo string) ([]string, error) {
 	return tags, nil
 }
 
+// Catalog lists the registry's repositories whose names start with prefix
+// (all when prefix is ""), reading at most maxPages pages of its catalog.
+// Registries order the catalog differently (distribution walks path
+// components), so every page is read and filtered. A registry that does
+// not offer its catalog to these credentials, or a catalog longer than
+// maxPages, answers with an error.
+func (c *Client) Catalog(ctx context.Context, prefix string, maxPages int) ([]string, error) {
+	reg, err := name.NewRegistry(c.host, name.WeakValidation)
+	if err != nil {
+		return nil, fmt.Errorf("registry %q: %w", c.host, err)
+	}
+	const page = 1000
+	var out []string
+	last := ""
+	for range maxPages {
+		repos, err := remote.CatalogPage(reg, last, page, c.options(ctx)...)
+		if err != nil {
+			return nil, c.wrap(err)
+		}
+		for _, r := range repos {
+			if strings.HasPrefix(r, prefix) {
+				out = append(out, r)
+			}
+		}
+		if len(repos) < page {
+			return out, nil
+		}
+		if repos[len(repos)-1] == last {
+			return nil, fmt.Errorf("the catalog of %s does not page", c.host)
+		}
+		last = repos[len(repos)-1]
+	}
+	return nil, fmt.Errorf("the catalog of %s has more than %d repositories", c.host, maxPages*page)
+}
+
 // Head returns the digest and media type of the manifest repo:ref names.
 func (c *Client) Head(ctx context.Context, repo, ref string) (digest.Digest, string, error) {
 	r, err := c.reference(repo, ref)
