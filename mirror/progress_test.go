@@ -100,8 +100,9 @@ func TestProgressFromPlan(t *testing.T) {
 		t.Errorf("first run: tally %+v, want 13 blobs moved and 5 shared references reused", res.Tally)
 	}
 
-	// Two new images, the others already at the mirror: the planning pass
-	// answers the copy's existence checks, one HEAD per image in all.
+	// Two new images in new repositories, the others already at the
+	// mirror: the planning pass answers the copy's existence checks, one
+	// HEAD per image already there; the catalog answers for the new ones.
 	push(6)
 	push(7)
 	onDst := &requestCounter{n: map[string]int{}}
@@ -112,8 +113,8 @@ func TestProgressFromPlan(t *testing.T) {
 	if len(res.Skipped) != 6 || len(res.Copied) != 2 {
 		t.Errorf("rerun: %d skipped, %d copied; want 6 and 2", len(res.Skipped), len(res.Copied))
 	}
-	if got := onDst.n["HEAD manifest"]; got != len(set.Images) {
-		t.Errorf("rerun: %d manifest HEADs for %d images (%v)", got, len(set.Images), onDst.n)
+	if got := onDst.n["HEAD manifest"]; got != 6 || onDst.n["GET catalog"] != 1 {
+		t.Errorf("rerun: %d manifest HEADs for 6 images already there, want 6 and one catalog reading (%v)", got, onDst.n)
 	}
 }
 
