@@ -295,7 +295,7 @@ func (b *bench) count(side string, next http.Handler) http.Handler {
 
 // requestKind names the endpoint of a distribution API request: ping,
 // manifest, blob (GET/HEAD of content), upload (POST/PATCH/PUT of
-// .../blobs/uploads/), mount (POST ...?mount=), tags or other.
+// .../blobs/uploads/), mount (POST ...?mount=), tags, catalog or other.
 func requestKind(r *http.Request) string {
 	p := r.URL.Path
 	switch {
@@ -312,6 +312,8 @@ func requestKind(r *http.Request) string {
 		return "blob"
 	case strings.Contains(p, "/tags/"):
 		return "tags"
+	case p == "/v2/_catalog":
+		return "catalog"
 	}
 	return "other"
 }

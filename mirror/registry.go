@@ -497,13 +497,23 @@ func (r *Registry) newRepo(ctx context.Context, named reference.Named) bool {
 			slog.Debug("registry catalog not read: existence checks per repository", "root", r.root, "err", err)
 			return
 		}
-		r.catalog.repos = make(map[string]bool, len(repos))
+		listed := make(map[string]bool, len(repos))
 		for _, repo := range repos {
-			r.catalog.repos[repo] = true
+			listed[repo] = true
 		}
-		r.catalog.ok = true
+		r.mu.Lock()
+		r.catalog.repos, r.catalog.ok = listed, true
+		r.mu.Unlock()
 	})
-	return r.catalog.ok && !r.catalog.repos[reference.Path(named)]
+	return r.unlisted(reference.Path(named))
+}
+
+// unlisted reports whether the catalog read at the start of a first push
+// did not list repo: the repository did not exist then.
+func (r *Registry) unlisted(repo string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.catalog.ok && !r.catalog.repos[repo]
 }
 
 // HasManifest implements Destination with one HEAD of the destination tag
@@ -608,7 +618,11 @@ func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec
 				r.mu.Unlock()
 			}
 			return false, nil
-		case from == repo || desc.Size >= headBlobLimit:
+		case from == repo:
+			return r.HeadBlob(ctx, img, desc)
+		case desc.Size >= headBlobLimit && !r.unlisted(repo):
+			// A large blob may be there already (another tool pushed
+			// it); a repository that did not exist holds none.
 			return r.HeadBlob(ctx, img, desc)
 		}
 		return false, nil

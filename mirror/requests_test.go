@@ -379,7 +379,8 @@ func TestPlannedCopyAsksForBlobsAnArchiveLeftOut(t *testing.T) {
 }
 
 // TestFirstPushReadsTheCatalog: a first push reads the mirror's catalog
-// once; images of repositories it does not list get no existence check,
+// once; images and large blobs of repositories it does not list get no
+// existence check,
 // those of a repository it lists are checked (and one already there is
 // skipped). A registry that refuses its catalog is asked per repository,
 // with the same result.
@@ -392,7 +393,11 @@ func TestFirstPushReadsTheCatalog(t *testing.T) {
 			set := &imageset.Set{}
 			var first *imagebuilder.Image
 			for i := 0; i < 6; i++ {
-				img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(uint64(300+i), 4<<10)}})
+				size := int64(4 << 10)
+				if i == 1 || i == 3 { // large: worth a HEAD where the repository exists
+					size = headBlobLimit + 1000
+				}
+				img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(uint64(300+i), size)}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -435,10 +440,12 @@ func TestFirstPushReadsTheCatalog(t *testing.T) {
 			if res.Err() != nil || len(res.Copied) != 5 || len(res.Skipped) != 1 || res.Skipped[0].Destination != "ns/op-0:v0" {
 				t.Fatalf("first push: %v, %d copied, skipped %v", res.Err(), len(res.Copied), res.Skipped)
 			}
-			// The one image already there: its tag listed, its digest confirmed by a HEAD.
-			want := map[string]int{"GET ping": 1, "GET catalog": 1, "GET tags": 1, "HEAD manifest": 1, "PUT manifest": 5, "POST blob": 10, "PUT blob": 10}
+			// The one image already there: its tag listed, its digest
+			// confirmed by a HEAD. Of the two large layers, the one going
+			// to the repository the catalog lists is asked for first.
+			want := map[string]int{"GET ping": 1, "GET catalog": 1, "GET tags": 1, "HEAD manifest": 1, "HEAD blob": 1, "PUT manifest": 5, "POST blob": 10, "PUT blob": 10}
 			if refuse {
-				want["GET tags"] = 3
+				want["GET tags"], want["HEAD blob"] = 3, 2
 			}
 			checkCounts(t, "first push", count, want)
 			for _, img := range set.Images {
