@@ -51,8 +51,8 @@ func (e diskDestination) HasBlob(_ context.Context, _ imageset.Image, desc ocisp
 	return e.has(desc.Digest), nil
 }
 
-// copyBuffers keeps the 1 MiB buffers blobs stream through into the archive.
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+// copyBuffers keeps the buffers blobs stream through into the archive.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // PutBlob streams the blob into its place in the staged archive. The copy
 // hands a verifyingReader, which fails instead of ending when the content

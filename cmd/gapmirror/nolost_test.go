@@ -204,11 +204,7 @@ func TestConcurrentRuns(t *testing.T) {
 	slow.mu.Lock()
 	slow.delay = 0
 	slow.mu.Unlock()
-	for _, out := range []string{outA, outB} {
-		prefix := filepath.Base(out)
-		if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/"+prefix); code != 0 {
-			t.Fatalf("d2m of %s failed", out)
-		}
-		w.assertMirrored(w.dst, prefix)
+	for _, dir := range []string{outA, outB} {
+		w.applyArchive(dir)
 	}
 }

@@ -144,6 +144,17 @@ func (w *world) gapmirror(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// applyArchive pushes the archives in dir to the mirror under a prefix named
+// after dir, and checks that every image of the world is there.
+func (w *world) applyArchive(dir string) {
+	w.t.Helper()
+	prefix := filepath.Base(dir)
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+dir, "docker://"+w.dst.Host()+"/"+prefix); code != 0 {
+		w.t.Fatalf("disk-to-mirror of %s failed", dir)
+	}
+	w.assertMirrored(w.dst, prefix)
+}
+
 // assertMirrored checks that every image of the world is in reg under
 // prefix, by digest, with every manifest and blob present.
 func (w *world) assertMirrored(reg *registrytest.Registry, prefix string) {
