@@ -5,13 +5,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -71,27 +68,20 @@ type Slot struct {
 // Stage starts an archive in dir. opts are those of Write; created becomes
 // the archive's creation time (and every entry's mtime).
 func Stage(dir string, created time.Time, opts WriteOptions) (*Staging, error) {
-	if opts.MaxChunk == 0 {
-		opts.MaxChunk = DefaultMaxChunk
-	}
-	if opts.MaxChunk < MinMaxChunk {
-		return nil, fmt.Errorf("archive size %s is too small: use at least %s", humanSize(opts.MaxChunk), humanSize(MinMaxChunk))
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if created.IsZero() {
 		created = time.Now()
 	}
 	created = created.UTC().Truncate(time.Second)
-	var r [6]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		return nil, fmt.Errorf("making archive id: %w", err)
+	id, err := newID(created)
+	if err != nil {
+		return nil, err
 	}
-	s := &Staging{dir: dir, opts: opts, created: created, slots: map[digest.Digest]*Slot{},
-		id: created.Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])}
+	s := &Staging{dir: dir, opts: opts, created: created, id: id, slots: map[digest.Digest]*Slot{}}
 	s.freed = sync.NewCond(&s.mu)
-	var err error
 	if s.seq, err = chooseSeq(dir, opts.Seq, opts.Replace); err != nil {
 		return nil, err
 	}

@@ -57,6 +57,20 @@ type WriteOptions struct {
 	keepPartials bool
 }
 
+// withDefaults fills the defaults in and checks the chunk size.
+func (o WriteOptions) withDefaults() (WriteOptions, error) {
+	if o.MaxChunk == 0 {
+		o.MaxChunk = DefaultMaxChunk
+	}
+	if o.MaxChunk < MinMaxChunk {
+		return o, fmt.Errorf("archive size %s is too small: use at least %s", humanSize(o.MaxChunk), humanSize(MinMaxChunk))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
 // partialRE matches the temporary files Write creates; they never match the
 // chunk name pattern, so no reader mistakes them for chunks.
 var partialRE = regexp.MustCompile(`^mirror_([0-9]{4,}_)?[0-9]{6,}\.tar\.[A-Za-z0-9._-]+\.partial$`)
@@ -76,14 +90,9 @@ var partialRE = regexp.MustCompile(`^mirror_([0-9]{4,}_)?[0-9]{6,}\.tar\.[A-Za-z
 // chunks are renamed into place (chunk 1 last) and its chunks beyond the
 // new count are removed. Only one Write may run in a directory at a time.
 func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts WriteOptions) (*Index, error) {
-	if opts.MaxChunk == 0 {
-		opts.MaxChunk = DefaultMaxChunk
-	}
-	if opts.MaxChunk < MinMaxChunk {
-		return nil, fmt.Errorf("archive size %s is too small: use at least %s", humanSize(opts.MaxChunk), humanSize(MinMaxChunk))
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	out, err := prepare(idx)
 	if err != nil {
@@ -164,11 +173,10 @@ func prepare(idx *Index) (*Index, error) {
 	}
 	out.Created = out.Created.UTC().Truncate(time.Second)
 	if out.ID == "" {
-		var r [6]byte
-		if _, err := rand.Read(r[:]); err != nil {
-			return nil, fmt.Errorf("making archive id: %w", err)
+		var err error
+		if out.ID, err = newID(out.Created); err != nil {
+			return nil, err
 		}
-		out.ID = out.Created.Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:])
 	}
 	if err := validID(out.ID); err != nil {
 		return nil, err
@@ -218,6 +226,15 @@ func prepare(idx *Index) (*Index, error) {
 	}
 	out.Chunks = nil
 	return &out, nil
+}
+
+// newID is a new archive id: its creation time and 48 random bits.
+func newID(created time.Time) (string, error) {
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("making archive id: %w", err)
+	}
+	return created.Format("20060102T150405Z") + "-" + hex.EncodeToString(r[:]), nil
 }
 
 // buildVersion is the version of the running gapmirror binary, as Go recorded it.
