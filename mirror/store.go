@@ -137,6 +137,9 @@ func (s *Store) linked(d digest.Digest) (archive.Location, bool) {
 		return archive.Location{}, false
 	}
 	if st, err := os.Stat(l.Chunk); err != nil || !st.Mode().IsRegular() || st.Size() != l.ChunkSize {
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			os.Remove(s.linkPath(d)) // the archive moved on: the link never holds again
+		}
 		return archive.Location{}, false
 	}
 	return l, true

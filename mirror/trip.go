@@ -544,6 +544,10 @@ func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll f
 		return nil, err
 	}
 	if t.DryRun {
+		// As the real run: the records seed where blobs are, the set is
+		// announced, so the checks cost what the run's would.
+		seedLocations(mrec, dst)
+		dst.Expect(set)
 		if err := r.dryRunToMirror(ctx, dst, src); err != nil {
 			return rep, err
 		}

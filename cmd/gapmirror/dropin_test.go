@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/distribution/reference"
@@ -382,9 +384,24 @@ func TestDryRunGoNoGo(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", half, "--workspace", "file://"+filepath.Join(w.dir, "pre"), "docker://"+root); code != 0 {
 		t.Fatal("pre-seeding the mirror failed")
 	}
+	// The dry run checks as the run would: one catalog reading, no
+	// manifest HEAD for the images of repositories the mirror lacks.
+	var heads atomic.Int64
+	w.dst.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodHead && strings.Contains(r.URL.Path, "/manifests/") {
+				heads.Add(1)
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--dry-run", "--from", "file://"+archiveDir, "docker://"+root)
+	w.dst.SetWrap(nil)
 	if code != 0 || !strings.Contains(out, "mirror "+root+": reachable, credentials and push accepted; 2 images already there, 2 to copy") {
 		t.Fatalf("disk-to-mirror dry run: exit %d:\n%s", code, out)
+	}
+	if n := heads.Load(); n > 3 { // the 2 images there, and the mirror check
+		t.Errorf("the dry run sent %d manifest HEADs for 2 images already there", n)
 	}
 	dry := filepath.Join(archiveDir, "working-dir", "dry-run")
 	if _, err := os.Stat(filepath.Join(dry, "cluster-resources", "itms-gapmirror.yaml")); err != nil {
