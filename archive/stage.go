@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -281,6 +282,64 @@ func (s *Staging) Abort() {
 		}
 		os.Remove(c.path)
 	}
+}
+
+// Salvaged is a blob staged whole that an unfinished archive leaves in a
+// salvage file, and where.
+type Salvaged struct {
+	Digest digest.Digest
+	At     Location
+}
+
+// Salvage ends an archive that will not be committed (the run was
+// interrupted) but keeps what it staged whole: each staged chunk holding
+// such blobs is synced and moved into dir (created if needed) as a
+// salvage file, never a chunk name, and the blobs' places are returned so
+// that a later run can read them instead of fetching them again. Chunks
+// without a whole blob are removed. Salvage is final, like Abort.
+func (s *Staging) Salvage(dir string) ([]Salvaged, error) {
+	s.mu.Lock()
+	s.ended = true
+	s.freed.Broadcast()
+	byChunk := map[*stagedChunk][]*Slot{}
+	for _, sl := range s.slots {
+		if sl.done {
+			byChunk[sl.chunk] = append(byChunk[sl.chunk], sl)
+		}
+	}
+	s.mu.Unlock()
+	var out []Salvaged
+	var errs []error
+	for _, c := range s.chunks {
+		slots := byChunk[c]
+		if len(slots) == 0 || c.f == nil {
+			continue
+		}
+		to := filepath.Join(dir, filepath.Base(strings.TrimSuffix(c.path, ".partial"))+".salvage")
+		err := os.MkdirAll(dir, 0o755)
+		if err == nil {
+			err = c.f.Sync()
+		}
+		var size int64
+		if err == nil {
+			var st os.FileInfo
+			if st, err = c.f.Stat(); err == nil {
+				size = st.Size()
+			}
+		}
+		if err == nil {
+			err = os.Rename(c.path, to)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("keeping the blobs of %s: %w", filepath.Base(c.path), err))
+			continue
+		}
+		for _, sl := range slots {
+			out = append(out, Salvaged{Digest: sl.d, At: Location{Chunk: to, ChunkSize: size, Offset: sl.off, Size: sl.size}})
+		}
+	}
+	s.Abort() // closes the files; the renamed ones are not removed
+	return out, errors.Join(errs...)
 }
 
 // Commit completes the archive: idx lists every blob it carries (digest

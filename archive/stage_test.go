@@ -285,3 +285,40 @@ func TestStagingLimits(t *testing.T) {
 		t.Errorf("the oversized blob did not get its own chunk: %+v", r.Index().Chunks)
 	}
 }
+
+// TestStagingSalvaged: an archive that will not be committed keeps the
+// blobs staged whole, in salvage files outside the chunk names, each where
+// Salvage says; nothing a reader would take for an archive is left.
+func TestStagingSalvaged(t *testing.T) {
+	dir := t.TempDir()
+	store, blobs := newStore(11, 3000, 5000, 7000, 9000)
+	st, err := Stage(dir, testTime, WriteOptions{MaxChunk: testMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stageAll(t, st, store, blobs, map[digest.Digest]bool{blobs[3].Digest: true})
+	keep := filepath.Join(t.TempDir(), "salvage")
+	kept, err := st.Salvage(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 3 {
+		t.Fatalf("kept %d blobs, want the 3 staged whole", len(kept))
+	}
+	for _, k := range kept {
+		f, err := os.Open(k.At.Chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		data := make([]byte, k.At.Size)
+		_, err = f.ReadAt(data, k.At.Offset)
+		f.Close()
+		if err != nil || !bytes.Equal(data, store.blobs[k.Digest]) || st.Size() != k.At.ChunkSize || filepath.Dir(k.At.Chunk) != keep {
+			t.Errorf("kept %s at %+v: %v", k.Digest, k.At, err)
+		}
+	}
+	if names := dirNames(t, dir); len(names) != 0 {
+		t.Errorf("left in the archive directory: %v", names)
+	}
+}

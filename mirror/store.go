@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/opencontainers/go-digest"
@@ -143,6 +144,19 @@ func (s *Store) linked(d digest.Digest) (archive.Location, bool) {
 		return archive.Location{}, false
 	}
 	return l, true
+}
+
+// linkedUnder reports whether blob d is linked (not stored) to a file in dir.
+func (s *Store) linkedUnder(d digest.Digest, dir string) bool {
+	if _, err := os.Stat(s.BlobPath(d)); err == nil {
+		return false
+	}
+	l, ok := s.linked(d)
+	if !ok {
+		return false
+	}
+	abs, err := filepath.Abs(dir)
+	return err == nil && strings.HasPrefix(l.Chunk, abs+string(filepath.Separator))
 }
 
 // sectionFile reads a blob's section of a chunk file.

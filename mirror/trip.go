@@ -223,7 +223,8 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		return rep, fmt.Errorf("%w (nothing was archived)", strict)
 	}
 	if ctx.Err() != nil {
-		return rep, fmt.Errorf("interrupted: %w (run again to resume: the manifests already stored are reused, the blobs of the unfinished archive are fetched again)", ctx.Err())
+		kept := r.salvage(stage, store)
+		return rep, fmt.Errorf("interrupted: %w (run again to resume: %d blobs already downloaded are kept for it)", ctx.Err(), kept)
 	}
 	if err := noSpace(rep.Result, dir); err != nil {
 		return rep, err
@@ -374,7 +375,9 @@ func (r *run) linkStaged(dir string, written *archive.Index, store *Store, stage
 		var ar *archive.Reader
 		if ar, err = archive.OpenFirst(abs, written.Chunks[0].Name); err == nil {
 			for _, b := range written.Blobs {
-				if !stage.Has(b.Digest) {
+				// Staged now, or kept by an interrupted run: the new
+				// archive is where they stay.
+				if !stage.Has(b.Digest) && !store.linkedUnder(b.Digest, r.ws.path(salvageDir)) {
 					continue
 				}
 				if l, ok := ar.Locate(b.Digest); ok {
@@ -387,7 +390,39 @@ func (r *run) linkStaged(dir string, written *archive.Index, store *Store, stage
 	}
 	if err != nil {
 		r.t.Log.Warn("the store could not link to the blobs of the new archive: a run of another workspace will fetch them again", "err", err)
+		return
 	}
+	// What interrupted runs kept is in this archive now.
+	if err := os.RemoveAll(r.ws.path(salvageDir)); err != nil {
+		r.t.Log.Warn("removing the blobs kept by an interrupted run", "err", err)
+	}
+}
+
+// salvageDir (in the workspace) holds the blobs an interrupted
+// mirror-to-disk downloaded, for the next run.
+const salvageDir = "salvage"
+
+// salvage keeps the blobs an interrupted mirror-to-disk staged whole: their
+// chunk files move into the workspace and the store links to them, so the
+// next run reads them instead of downloading them again (verified against
+// their digests as it reads). It returns how many it kept.
+func (r *run) salvage(stage *archive.Staging, store *Store) int {
+	dir, err := filepath.Abs(r.ws.path(salvageDir))
+	if err != nil {
+		stage.Abort()
+		return 0
+	}
+	kept, err := stage.Salvage(dir)
+	if err != nil {
+		r.t.Log.Warn("some downloaded blobs could not be kept for the next run", "err", err)
+	}
+	n := 0
+	for _, k := range kept {
+		if store.Link(k.Digest, k.At) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // DiskToMirror pushes to the registry at root every archive in dir that

@@ -133,13 +133,20 @@ func (w *world) isc(extra string) string {
 // gapmirror runs the CLI in-process with the world's isolation flags.
 func (w *world) gapmirror(args ...string) (code int, stdout, stderr string) {
 	w.t.Helper()
+	return w.gapmirrorCtx(context.Background(), args...)
+}
+
+// gapmirrorCtx is gapmirror with a context: cancelling it is the signal an
+// admin's Ctrl-C or systemd's SIGTERM sends.
+func (w *world) gapmirrorCtx(ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	w.t.Helper()
 	var out, errb bytes.Buffer
 	full := append([]string{args[0], "--src-tls-verify=false", "--dest-tls-verify=false", "--no-progress",
 		"--registries-conf", w.regsConf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache")}, args[1:]...)
 	if args[0] == "mirror" {
 		full = append(full[:1], append([]string{"--retry-delay", "20ms"}, full[1:]...)...)
 	}
-	code = run(context.Background(), full, &out, &errb)
+	code = run(ctx, full, &out, &errb)
 	w.t.Logf("gapmirror %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
 	return code, out.String(), errb.String()
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -158,4 +160,67 @@ func TestStrictArchiveSizeFailsFast(t *testing.T) {
 		t.Fatal("disk-to-mirror failed")
 	}
 	w.assertMirrored(w.dst, "big")
+}
+
+// TestInterruptedMirrorToDiskKeepsItsBlobs: mirror-to-disk stopped by a
+// signal (its context cancelled) writes no archive but keeps the blobs it
+// downloaded whole, in the workspace, linked from the store; the next run
+// downloads only the others, and the archive it writes is whole.
+func TestInterruptedMirrorToDiskKeepsItsBlobs(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(8, 256<<10)
+	isc := w.isc("")
+	var gets atomic.Int64
+	var cancelAt atomic.Int64
+	var cancel context.CancelFunc
+	w.up.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			next.ServeHTTP(rw, r)
+			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+				if n := gets.Add(1); n == cancelAt.Load() {
+					cancel()
+				}
+			}
+		})
+	})
+	// How many blobs the set has: a whole run, with a cache of its own.
+	code, _, _ := w.gapmirror("mirror", "--cache-dir", filepath.Join(w.dir, "cache-ref"), "-c", isc, "file://"+filepath.Join(w.dir, "ref"))
+	total := gets.Load()
+	if code != 0 || total < 8 {
+		t.Fatalf("reference run: exit %d, %d blobs", code, total)
+	}
+
+	out := filepath.Join(w.dir, "out")
+	cache := filepath.Join(w.dir, "cache-2")
+	gets.Store(0)
+	cancelAt.Store(total / 2)
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	code, _, stderr := w.gapmirrorCtx(ctx, "mirror", "--cache-dir", cache, "-c", isc, "file://"+out)
+	m := regexp.MustCompile(`interrupted: .*run again to resume: (\d+) blobs already downloaded are kept`).FindStringSubmatch(stderr)
+	if code == 0 || m == nil {
+		t.Fatalf("interrupted run: exit %d\n%s", code, stderr)
+	}
+	kept, _ := strconv.ParseInt(m[1], 10, 64)
+	if kept == 0 {
+		t.Fatalf("the interrupted run kept nothing of %d blobs downloaded", gets.Load())
+	}
+	if chunks, _ := filepath.Glob(filepath.Join(out, "mirror_*")); len(chunks) > 0 {
+		t.Errorf("an interrupted run left archive files: %v", chunks)
+	}
+
+	gets.Store(0)
+	cancelAt.Store(0)
+	code, stdout, _ := w.gapmirror("mirror", "--cache-dir", cache, "-c", isc, "file://"+out)
+	if code != 0 {
+		t.Fatalf("the run after the interruption: exit %d\n%s", code, stdout)
+	}
+	if got := gets.Load(); got != total-kept {
+		t.Errorf("the run after the interruption downloaded %d blobs, want %d (%d of %d were kept)", got, total-kept, kept, total)
+	}
+	if left, _ := os.ReadDir(filepath.Join(out, "working-dir", "salvage")); len(left) > 0 {
+		t.Errorf("kept blobs left behind once archived: %d files", len(left))
+	}
+	w.applyArchive(out)
 }
