@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,9 @@ type Staging struct {
 	slots  map[digest.Digest]*Slot
 	over   []oversize
 	ended  bool
+	// journal lists the blobs staged whole, a line each, so that a run
+	// killed before Commit or Salvage can be recovered (see Recover).
+	journal *os.File
 }
 
 // stagedChunk is one chunk file being filled.
@@ -92,8 +96,20 @@ func Stage(dir string, created time.Time, opts WriteOptions) (*Staging, error) {
 	if err := removePartials(dir); err != nil {
 		return nil, err
 	}
+	j, err := os.OpenFile(filepath.Join(dir, SeqChunkName(s.seq, 1)+"."+s.id+journalSuffix), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("starting the archive in %s: %w", dir, err)
+	}
+	s.journal = j
 	return s, nil
 }
+
+// journalSuffix ends a staging journal's name; stagedSuffix a staged chunk's.
+// Both match partialRE: an unrecovered one goes with the leftovers.
+const (
+	journalSuffix = ".journal.partial"
+	stagedSuffix  = ".staged.partial"
+)
 
 // ID is the archive's id.
 func (s *Staging) ID() string { return s.id }
@@ -182,7 +198,7 @@ func (s *Staging) chunkFor(d digest.Digest, size, entry int64) (*stagedChunk, er
 		}
 		s.over = append(s.over, o)
 	}
-	p := filepath.Join(s.dir, SeqChunkName(s.seq, n)+"."+s.id+".staged.partial")
+	p := filepath.Join(s.dir, SeqChunkName(s.seq, n)+"."+s.id+stagedSuffix)
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("creating %s: %w", SeqChunkName(s.seq, n), err)
@@ -226,8 +242,20 @@ func (sl *Slot) Done() {
 	sl.s.mu.Lock()
 	sl.done, sl.busy = true, false
 	sl.s.freed.Broadcast()
+	if j := sl.s.journal; j != nil {
+		line, _ := json.Marshal(journalEntry{Digest: sl.d, Chunk: filepath.Base(sl.chunk.path), Offset: sl.off, Size: sl.size}) // cannot fail: plain struct
+		_, _ = j.Write(append(line, '\n'))                                                                                      // advice for Recover, which checks every blob
+	}
 	sl.s.mu.Unlock()
 	sl.s.startWriteback(sl.chunk.f, sl.off, sl.size)
+}
+
+// journalEntry is a line of a staging journal.
+type journalEntry struct {
+	Digest digest.Digest `json:"digest"`
+	Chunk  string        `json:"chunk"` // the staged chunk file's name in the archive directory
+	Offset int64         `json:"offset"`
+	Size   int64         `json:"size"`
 }
 
 // Release gives the slot up without marking it done: a later Reserve of
@@ -281,6 +309,11 @@ func (s *Staging) Abort() {
 			c.f = nil
 		}
 		os.Remove(c.path)
+	}
+	if s.journal != nil {
+		s.journal.Close()
+		os.Remove(s.journal.Name())
+		s.journal = nil
 	}
 }
 
@@ -339,6 +372,83 @@ func (s *Staging) Salvage(dir string) ([]Salvaged, error) {
 		}
 	}
 	s.Abort() // closes the files; the renamed ones are not removed
+	return out, errors.Join(errs...)
+}
+
+// Recover keeps what a run killed while staging an archive in dir had
+// staged whole: it reads the journals such runs left, checks each blob they
+// list against its digest in the staged chunk, and moves each chunk holding
+// at least one good blob into into, as Salvage does, returning the good
+// blobs' places. Everything else they left is for the next Write or Stage
+// to remove. Call it before Stage, which removes leftovers.
+func Recover(dir, into string) ([]Salvaged, error) {
+	journals, err := filepath.Glob(filepath.Join(dir, "mirror_*"+journalSuffix))
+	if err != nil {
+		return nil, err
+	}
+	var out []Salvaged
+	var errs []error
+	for _, jp := range journals {
+		got, err := recoverJournal(dir, jp, into)
+		out = append(out, got...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		os.Remove(jp)
+	}
+	return out, errors.Join(errs...)
+}
+
+// recoverJournal recovers the blobs one journal lists.
+func recoverJournal(dir, journal, into string) ([]Salvaged, error) {
+	data, err := os.ReadFile(journal)
+	if err != nil {
+		return nil, err
+	}
+	byChunk := map[string][]journalEntry{}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var e journalEntry
+		if json.Unmarshal(line, &e) != nil || validDigest(e.Digest) != nil || e.Offset < 0 || e.Size < 0 ||
+			e.Chunk != filepath.Base(e.Chunk) || !strings.HasSuffix(e.Chunk, stagedSuffix) || !partialRE.MatchString(e.Chunk) {
+			continue // a torn last line, or not ours
+		}
+		byChunk[e.Chunk] = append(byChunk[e.Chunk], e)
+	}
+	var out []Salvaged
+	var errs []error
+	for name, entries := range byChunk {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			continue // removed already
+		}
+		var good []journalEntry
+		for _, e := range entries {
+			h := e.Digest.Algorithm().Hash()
+			if n, err := io.Copy(h, io.NewSectionReader(f, e.Offset, e.Size)); err == nil && n == e.Size && digest.NewDigest(e.Digest.Algorithm(), h) == e.Digest {
+				good = append(good, e)
+			}
+		}
+		st, err := f.Stat()
+		if err == nil && len(good) > 0 {
+			err = f.Sync() // the killed run never synced it
+		}
+		f.Close()
+		if len(good) == 0 || err != nil {
+			continue
+		}
+		to := filepath.Join(into, strings.TrimSuffix(name, ".partial")+".salvage")
+		if err := os.MkdirAll(into, 0o755); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, name), to); err != nil {
+			errs = append(errs, fmt.Errorf("keeping the blobs of %s: %w", name, err))
+			continue
+		}
+		for _, e := range good {
+			out = append(out, Salvaged{Digest: e.Digest, At: Location{Chunk: to, ChunkSize: st.Size(), Offset: e.Offset, Size: e.Size}})
+		}
+	}
 	return out, errors.Join(errs...)
 }
 

@@ -203,6 +203,9 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A run killed while staging its archive left a journal of the blobs
+	// it had whole: keep them for this run.
+	r.recoverKilled(dir, store)
 	// Blobs stream straight into the archive's chunks as they arrive (see
 	// diskDestination); a run that ends before Commit leaves none of them.
 	p := t.Copy.withDefaults().Progress
@@ -401,6 +404,28 @@ func (r *run) linkStaged(dir string, written *archive.Index, store *Store, stage
 // salvageDir (in the workspace) holds the blobs an interrupted
 // mirror-to-disk downloaded, for the next run.
 const salvageDir = "salvage"
+
+// recoverKilled links the store to the blobs a killed mirror-to-disk had
+// staged whole in dir (archive.Recover checks each against its digest).
+func (r *run) recoverKilled(dir string, store *Store) {
+	into, err := filepath.Abs(r.ws.path(salvageDir))
+	if err != nil {
+		return
+	}
+	kept, err := archive.Recover(dir, into)
+	if err != nil {
+		r.t.Log.Warn("some blobs of a killed run could not be kept", "err", err)
+	}
+	n := 0
+	for _, k := range kept {
+		if store.Link(k.Digest, k.At) == nil {
+			n++
+		}
+	}
+	if n > 0 {
+		r.t.Log.Info("kept the blobs a killed run had downloaded", "blobs", n)
+	}
+}
 
 // salvage keeps the blobs an interrupted mirror-to-disk staged whole: their
 // chunk files move into the workspace and the store links to them, so the
