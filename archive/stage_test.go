@@ -311,19 +311,7 @@ func TestStagingSalvaged(t *testing.T) {
 	if len(kept) != 3 {
 		t.Fatalf("kept %d blobs, want the 3 staged whole", len(kept))
 	}
-	for _, k := range kept {
-		f, err := os.Open(k.At.Chunk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := f.Stat()
-		data := make([]byte, k.At.Size)
-		_, err = f.ReadAt(data, k.At.Offset)
-		f.Close()
-		if err != nil || !bytes.Equal(data, store.blobs[k.Digest]) || st.Size() != k.At.ChunkSize || filepath.Dir(k.At.Chunk) != keep {
-			t.Errorf("kept %s at %+v: %v", k.Digest, k.At, err)
-		}
-	}
+	checkKept(t, kept, store, keep)
 	if names := dirNames(t, dir); len(names) != 0 {
 		t.Errorf("left in the archive directory: %v", names)
 	}
@@ -359,19 +347,10 @@ func TestStagingRecovered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkKept(t, kept, store, into)
 	got := map[digest.Digest]bool{}
 	for _, k := range kept {
 		got[k.Digest] = true
-		f, err := os.Open(k.At.Chunk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data := make([]byte, k.At.Size)
-		_, err = f.ReadAt(data, k.At.Offset)
-		f.Close()
-		if err != nil || !bytes.Equal(data, store.blobs[k.Digest]) || filepath.Dir(k.At.Chunk) != into {
-			t.Errorf("recovered %s at %+v: %v", k.Digest, k.At, err)
-		}
 	}
 	if len(got) != 2 || !got[blobs[2].Digest] || !got[blobs[3].Digest] {
 		t.Errorf("recovered %v, want the two blobs staged whole and intact", got)
@@ -383,5 +362,24 @@ func TestStagingRecovered(t *testing.T) {
 	next.Abort()
 	if names := dirNames(t, dir); len(names) != 0 {
 		t.Errorf("left behind: %v", names)
+	}
+}
+
+// checkKept checks that each kept blob lies, whole and intact, where it is
+// said to, in a file of the recorded size in dir.
+func checkKept(t *testing.T, kept []Salvaged, store *memStore, dir string) {
+	t.Helper()
+	for _, k := range kept {
+		f, err := os.Open(k.At.Chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		data := make([]byte, k.At.Size)
+		_, err = f.ReadAt(data, k.At.Offset)
+		f.Close()
+		if err != nil || !bytes.Equal(data, store.blobs[k.Digest]) || st.Size() != k.At.ChunkSize || filepath.Dir(k.At.Chunk) != dir {
+			t.Errorf("kept %s at %+v: %v", k.Digest, k.At, err)
+		}
 	}
 }
