@@ -143,17 +143,26 @@ func dirChunks(dir string) (map[int]map[int]string, []string, error) {
 
 // readIndexFile reads and verifies the index of the first chunk first.
 func readIndexFile(dir, first string) (*Index, error) {
-	f, err := os.Open(filepath.Join(dir, first))
+	f, sc, err := openScan(dir, first)
 	if err != nil {
-		return nil, fmt.Errorf("opening archive: %w", err)
+		return nil, err
 	}
 	defer f.Close()
+	return readIndex(dir, first, sc, tar.NewReader(sc))
+}
+
+// openScan opens a chunk file for scanning its tar headers.
+func openScan(dir, name string) (*os.File, *scanReader, error) {
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening archive: %w", err)
+	}
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("opening archive: %w", err)
+		f.Close()
+		return nil, nil, fmt.Errorf("opening archive: %w", err)
 	}
-	sc := newScanReader(f, st.Size())
-	return readIndex(dir, first, sc, tar.NewReader(sc))
+	return f, newScanReader(f, st.Size()), nil
 }
 
 // OpenFirst opens the archive whose first chunk in dir is named first: it
@@ -171,16 +180,11 @@ func OpenFirst(dir, first string) (*Reader, error) {
 		return nil, fmt.Errorf("%s is not the first chunk of an archive", first)
 	}
 	r := &Reader{dir: dir, blobs: map[digest.Digest]location{}, extras: map[string]location{}}
-	f, err := os.Open(filepath.Join(dir, first))
+	f, sc, err := openScan(dir, first)
 	if err != nil {
-		return nil, fmt.Errorf("opening archive: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("opening archive: %w", err)
-	}
-	sc := newScanReader(f, st.Size())
 	tr := tar.NewReader(sc)
 	if r.idx, err = readIndex(dir, first, sc, tr); err != nil {
 		return nil, err

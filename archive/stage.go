@@ -497,30 +497,15 @@ func (s *Staging) Commit(ctx context.Context, idx *Index, more BlobSource) (*Ind
 		return nil, err
 	}
 	l.oversized = append(l.oversized, s.over...)
-	if len(l.oversized) > 0 {
-		if s.opts.Strict {
-			return nil, &StrictError{msg: l.oversized[0].message(s.opts.MaxChunk, true)}
-		}
-		for _, o := range l.oversized {
-			s.opts.Logger.Warn(o.message(s.opts.MaxChunk, false))
-		}
+	if err := l.checkSize(s.opts); err != nil {
+		return nil, err
 	}
 	w := &writer{ctx: ctx, dir: s.dir, idx: out, layout: l, blobs: more, progress: s.opts.Progress, staged: map[int]*stagedChunk{}}
 	for _, c := range s.chunks {
 		w.staged[c.n] = c
 	}
-	for _, b := range out.Blobs {
-		w.total += b.Size
-	}
-	defer w.cleanup()
-	if err := w.write(); err != nil {
-		var need int64
-		for n, c := range out.Chunks {
-			if w.staged[n+1] == nil {
-				need += c.Size
-			}
-		}
-		return nil, NoSpace(err, s.dir, need, false)
+	if err := w.run(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -106,13 +106,8 @@ func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts W
 	if err != nil {
 		return nil, err
 	}
-	if len(l.oversized) > 0 {
-		if opts.Strict {
-			return nil, fmt.Errorf("strict archive size: %s", l.oversized[0].message(opts.MaxChunk, true))
-		}
-		for _, o := range l.oversized {
-			opts.Logger.Warn(o.message(opts.MaxChunk, false))
-		}
+	if err := l.checkSize(opts); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating archive directory: %w", err)
@@ -124,19 +119,45 @@ func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts W
 	}
 
 	w := &writer{ctx: ctx, dir: dir, idx: out, layout: l, blobs: blobs, progress: opts.Progress}
-	for _, b := range out.Blobs {
+	if err := w.run(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkSize refuses a layout with an oversized chunk when the size is
+// strict, and warns of each otherwise.
+func (l *layout) checkSize(opts WriteOptions) error {
+	if len(l.oversized) == 0 {
+		return nil
+	}
+	if opts.Strict {
+		return &StrictError{msg: l.oversized[0].message(opts.MaxChunk, true)}
+	}
+	for _, o := range l.oversized {
+		opts.Logger.Warn(o.message(opts.MaxChunk, false))
+	}
+	return nil
+}
+
+// run writes the archive; on failure nothing it wrote stays, and a full
+// disk is reported with the bytes the chunks it had to write still need.
+func (w *writer) run() error {
+	for _, b := range w.idx.Blobs {
 		w.total += b.Size
 	}
 	defer w.cleanup()
-	if err := w.write(); err != nil {
-		// cleanup removes every chunk written so far: all of it is needed again.
-		var need int64
-		for _, c := range out.Chunks {
+	err := w.write()
+	if err == nil {
+		return nil
+	}
+	var need int64
+	for n, c := range w.idx.Chunks {
+		if w.staged[n+1] == nil { // staged chunks were written already
 			need += c.Size
 		}
-		return nil, NoSpace(err, dir, need, false)
 	}
-	return out, nil
+	return NoSpace(err, w.dir, need, false)
 }
 
 // write writes the chunks under temporary names (chunk 1, with the index,
