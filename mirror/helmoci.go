@@ -216,17 +216,7 @@ func (cr *chartRegistry) latest(ref string) (string, error) {
 			return t, nil
 		}
 	}
-	return "", fmt.Errorf("oci://%s has no stable semantic version tag (it has %s)", ref, shortList(tags))
-}
-
-func shortList(list []string) string {
-	if len(list) == 0 {
-		return "none"
-	}
-	if len(list) > 8 {
-		return strings.Join(list[:8], ", ") + fmt.Sprintf(" and %d more", len(list)-8)
-	}
-	return strings.Join(list, ", ")
+	return "", fmt.Errorf("oci://%s has no stable semantic version tag (it has %s)", ref, helm.ShortList(tags))
 }
 
 // pull fetches a chart and checks what it got against the digests the

@@ -408,20 +408,9 @@ const salvageDir = "salvage"
 // recoverKilled links the store to the blobs a killed mirror-to-disk had
 // staged whole in dir (archive.Recover checks each against its digest).
 func (r *run) recoverKilled(dir string, store *Store) {
-	into, err := filepath.Abs(r.ws.path(salvageDir))
-	if err != nil {
-		return
-	}
-	kept, err := archive.Recover(dir, into)
-	if err != nil {
-		r.t.Log.Warn("some blobs of a killed run could not be kept", "err", err)
-	}
-	n := 0
-	for _, k := range kept {
-		if store.Link(k.Digest, k.At) == nil {
-			n++
-		}
-	}
+	n := r.keepBlobs(store, "some blobs of a killed run could not be kept", func(into string) ([]archive.Salvaged, error) {
+		return archive.Recover(dir, into)
+	})
 	if n > 0 {
 		r.t.Log.Info("kept the blobs a killed run had downloaded", "blobs", n)
 	}
@@ -432,14 +421,20 @@ func (r *run) recoverKilled(dir string, store *Store) {
 // next run reads them instead of downloading them again (verified against
 // their digests as it reads). It returns how many it kept.
 func (r *run) salvage(stage *archive.Staging, store *Store) int {
-	dir, err := filepath.Abs(r.ws.path(salvageDir))
+	return r.keepBlobs(store, "some downloaded blobs could not be kept for the next run", stage.Salvage)
+}
+
+// keepBlobs has move put kept blobs into the workspace's salvage directory and
+// links the store to each; it returns how many it linked.
+func (r *run) keepBlobs(store *Store, warning string, move func(into string) ([]archive.Salvaged, error)) int {
+	into, err := filepath.Abs(r.ws.path(salvageDir))
 	if err != nil {
-		stage.Abort()
+		r.t.Log.Warn(warning, "err", err)
 		return 0
 	}
-	kept, err := stage.Salvage(dir)
+	kept, err := move(into)
 	if err != nil {
-		r.t.Log.Warn("some downloaded blobs could not be kept for the next run", "err", err)
+		r.t.Log.Warn(warning, "err", err)
 	}
 	n := 0
 	for _, k := range kept {

@@ -112,7 +112,7 @@ func (ix *Index) All() []ChartVersion {
 }
 
 func (ix *Index) names() string {
-	return short(slices.Sorted(maps.Keys(ix.Entries)))
+	return ShortList(slices.Sorted(maps.Keys(ix.Entries)))
 }
 
 func versions(list []ChartVersion) string {
@@ -120,11 +120,11 @@ func versions(list []ChartVersion) string {
 	for _, cv := range list {
 		vs = append(vs, cv.Version)
 	}
-	return short(vs)
+	return ShortList(vs)
 }
 
-// short lists the first few names for messages.
-func short(list []string) string {
+// ShortList lists the first few names for messages.
+func ShortList(list []string) string {
 	if len(list) == 0 {
 		return "none"
 	}
