@@ -180,11 +180,8 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 		Log:         log,
 		Out:         cmd.OutOrStdout(),
 		ToolVersion: version,
-		Copy: mirror.Options{
+		Copy: mirror.Options{ // layers, retries and their delay: the copy's defaults
 			ParallelImages: f.parallelImages,
-			ParallelLayers: 6,
-			Retries:        5,
-			RetryDelay:     500 * time.Millisecond,
 			Progress:       g.progress(log),
 		},
 		SkipPredecessorCheck: f.skipPredCheck,
