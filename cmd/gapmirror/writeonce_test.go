@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
@@ -172,15 +173,22 @@ func TestInterruptedMirrorToDiskKeepsItsBlobs(t *testing.T) {
 	isc := w.isc("")
 	var gets atomic.Int64
 	var cancelAt atomic.Int64
-	var cancel context.CancelFunc
+	var active, lastStart atomic.Int64
 	w.up.SetWrap(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(rw, r)
+			active.Add(1)
+			defer active.Add(-1)
+			lastStart.Store(time.Now().UnixNano())
 			if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
-				if n := gets.Add(1); n == cancelAt.Load() {
-					cancel()
+				// Counted as they start; past the cut they are held
+				// until the run gives up on them, so the run stops with
+				// only the blobs served before the cut downloaded.
+				if n := gets.Add(1); cancelAt.Load() > 0 && n > cancelAt.Load() {
+					<-r.Context().Done()
+					return
 				}
 			}
+			next.ServeHTTP(rw, r)
 		})
 	})
 	// How many blobs the set has: a whole run, with a cache of its own.
@@ -194,9 +202,25 @@ func TestInterruptedMirrorToDiskKeepsItsBlobs(t *testing.T) {
 	cache := filepath.Join(w.dir, "cache-2")
 	gets.Store(0)
 	cancelAt.Store(total / 2)
-	var ctx context.Context
-	ctx, cancel = context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The signal comes once some blob is staged whole (its journal line
+	// written): served is not yet received, and a blob still arriving
+	// when the signal comes is rightly dropped.
+	go func() {
+		defer cancel()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			journals, _ := filepath.Glob(filepath.Join(out, "mirror_*.journal.partial"))
+			for _, j := range journals {
+				if data, _ := os.ReadFile(j); strings.Contains(string(data), "\n") {
+					return
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}()
 	code, _, stderr := w.gapmirrorCtx(ctx, "mirror", "--cache-dir", cache, "-c", isc, "file://"+out)
 	m := regexp.MustCompile(`interrupted: .*run again to resume: (\d+) blobs already downloaded are kept`).FindStringSubmatch(stderr)
 	if code == 0 || m == nil {
@@ -210,6 +234,13 @@ func TestInterruptedMirrorToDiskKeepsItsBlobs(t *testing.T) {
 		t.Errorf("an interrupted run left archive files: %v", chunks)
 	}
 
+	// A request the cancelled run sent as it stopped may reach the
+	// registry later still: wait for quiet before counting the next run's.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if active.Load() == 0 && time.Since(time.Unix(0, lastStart.Load())) > 300*time.Millisecond {
+			break
+		}
+	}
 	gets.Store(0)
 	cancelAt.Store(0)
 	code, stdout, _ := w.gapmirror("mirror", "--cache-dir", cache, "-c", isc, "file://"+out)
