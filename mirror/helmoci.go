@@ -117,12 +117,14 @@ func chartTag(version string) string { return strings.ReplaceAll(version, "+", "
 type chartRegistry struct {
 	host     string
 	insecure bool
-	opts     []registry.ClientOption
+	// verify is an explicit --src-tls-verify=true (registries.conf not read).
+	verify bool
+	opts   []registry.ClientOption
 }
 
 func (t *Trip) chartRegistry(host string) (*chartRegistry, error) {
 	sys := t.Upstream.SystemContext()
-	cr := &chartRegistry{host: host, insecure: t.Upstream.Insecure()}
+	cr := &chartRegistry{host: host, insecure: t.Upstream.Insecure(), verify: t.Upstream.TLSVerify == types.OptionalBoolTrue}
 	// As for images: an explicit --src-tls-verify wins over registries.conf.
 	if t.Upstream.TLSVerify == types.OptionalBoolUndefined {
 		if reg, err := sysregistriesv2.FindRegistry(sys, host+"/x"); err != nil {
@@ -196,6 +198,10 @@ func (cr *chartRegistry) try(op func(*registry.Client) error) error {
 	}
 	switch {
 	case err == nil:
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") && cr.verify:
+		err = fmt.Errorf("%w: the registry speaks plain HTTP and --src-tls-verify=true forces TLS: drop the flag and mark %s insecure in registries.conf, or pass --src-tls-verify=false", err, cr.host)
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		err = fmt.Errorf("%w: the registry speaks plain HTTP: mark it insecure in registries.conf ([[registry]] location = %q, insecure = true) or pass --src-tls-verify=false", err, cr.host)
 	case strings.Contains(err.Error(), "certificate") && !cr.insecure:
 		err = fmt.Errorf("%w: give the registry's CA with --src-cert-dir (or certs.d/%s), or turn verification off with --src-tls-verify=false", err, cr.host)
 	case strings.Contains(err.Error(), "401") || strings.Contains(strings.ToLower(err.Error()), "unauthorized") || strings.Contains(err.Error(), "credential not found"):

@@ -389,22 +389,79 @@ func TestAdditionalImageLayoutBadInput(t *testing.T) {
 	}
 }
 
-// TestHelmOCIChartsInsecureByRegistriesConf: a plain-HTTP chart registry
-// marked insecure in registries.conf is reached with no --src-tls-verify
-// flag, as images are (an explicit --src-tls-verify=true wins, as in skopeo).
+// TestHelmOCIChartsInsecureByRegistriesConf: with no --src-tls-verify flag,
+// registries.conf decides for a chart registry as for images. A plain-HTTP
+// registry without an entry fails with that cause and its fix; marked
+// insecure it is reached; an explicit --src-tls-verify=true wins over the
+// entry, as in skopeo.
 func TestHelmOCIChartsInsecureByRegistriesConf(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
+	w.srcTLSByConfig = true
 	up := w.up.Host()
 	ch := helmtest.New("plain", "0.1.0", "", map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata: {}\n"})
 	src := pushChart(t, chartClient(t, w.up, "", ""), up, "charts", ch)
-	must(t, os.WriteFile(w.regsConf, []byte(fmt.Sprintf("unqualified-search-registries = []\n[[registry]]\nlocation = %q\ninsecure = true\n", up)), 0o644))
 	isc := w.writeISC("helm-plain.yaml", fmt.Sprintf("  helm:\n    repositories:\n    - name: plain\n      url: oci://%s/charts\n      charts:\n      - name: plain\n        version: 0.1.0\n", up))
-	code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/plain")
-	if code != 0 {
+	mirrorTo := func(prefix string, extra ...string) (int, string) {
+		t.Helper()
+		args := append([]string{"mirror", "-c", isc, "--workspace", "file://" + filepath.Join(w.dir, "ws-"+prefix)}, extra...)
+		code, out, _ := w.gapmirror(append(args, "docker://"+w.dst.Host()+"/"+prefix)...)
+		return code, out
+	}
+
+	code, out := mirrorTo("noentry")
+	if code&16 == 0 || !strings.Contains(out, "server gave HTTP response to HTTPS client") || !strings.Contains(out, "insecure = true") {
+		t.Errorf("a plain-HTTP chart registry registries.conf does not mark insecure: exit %d (want the helm bit 16), the cause and its fix in the summary:\n%s", code, out)
+	}
+	if _, err := w.dst.ManifestDigest("noentry/charts/plain", "0.1.0"); err == nil {
+		t.Errorf("the chart reached the mirror over plain HTTP without the insecure entry")
+	}
+
+	// A new file: containers/image caches registries.conf by path for the process.
+	w.regsConf = filepath.Join(w.dir, "registries-insecure.conf")
+	must(t, os.WriteFile(w.regsConf, []byte(fmt.Sprintf("unqualified-search-registries = []\n[[registry]]\nlocation = %q\ninsecure = true\n", up)), 0o644))
+	if code, _ := mirrorTo("plain"); code != 0 {
 		t.Fatalf("mirror-to-mirror exit %d", code)
 	}
-	w.assertMirrored(w.dst, "plain")
 	assertChartServed(t, chartClient(t, w.dst, "", ""), w.dst.Host()+"/plain/charts/plain:0.1.0", src, ch.Archive())
+
+	code, out = mirrorTo("forced", "--src-tls-verify=true")
+	if code&16 == 0 || !strings.Contains(out, "server gave HTTP response to HTTPS client") {
+		t.Errorf("--src-tls-verify=true must win over registries.conf insecure: exit %d, summary:\n%s", code, out)
+	}
+}
+
+// TestHelmOCIChartsCertsD: with no TLS flag, the CA of a chart registry is
+// found where containers/image looks for it without --src-cert-dir, the
+// per-user certs.d ($HOME/.config/containers/certs.d/HOST:PORT/ca.crt):
+// the chart and the image it deploys are mirrored; without the CA there the
+// chart fails with the TLS cause and where to put the CA.
+func TestHelmOCIChartsCertsD(t *testing.T) {
+	w := newWorld(t, registrytest.Options{TLS: true})
+	w.srcTLSByConfig = true
+	home := filepath.Join(w.dir, "home")
+	t.Setenv("HOME", home)
+	up := w.up.Host()
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(350, 8<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(context.Background(), w.upTarget(), "apps/tls", "v1", img))
+	ch := helmtest.Pod("tls", "0.1.0", up+"/apps/tls:v1")
+	src := pushChart(t, chartClient(t, w.up, "", ""), up, "charts", ch)
+	isc := w.writeISC("helm-certsd.yaml", fmt.Sprintf("  helm:\n    repositories:\n    - name: tls\n      url: oci://%s/charts\n      charts:\n      - name: tls\n        version: 0.1.0\n", up))
+
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws-noca"), "docker://"+w.dst.Host()+"/noca")
+	if code&16 == 0 || !strings.Contains(out, "x509: certificate signed by unknown authority") || !strings.Contains(out, "certs.d/"+up) {
+		t.Errorf("a chart registry whose CA is nowhere: exit %d (want the helm bit 16), the TLS cause and where the CA goes in the summary:\n%s", code, out)
+	}
+
+	certsD := filepath.Join(home, ".config", "containers", "certs.d", up)
+	must(t, os.MkdirAll(certsD, 0o755))
+	must(t, os.WriteFile(filepath.Join(certsD, "ca.crt"), w.up.CAPEM(), 0o644))
+	w.images = append(w.images, example{Ref: up + "/apps/tls:v1", Repo: "apps/tls", Tag: "v1", Digest: img.Digest})
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/certsd"); code != 0 {
+		t.Fatalf("mirror-to-mirror with the CA in certs.d: exit %d", code)
+	}
+	w.assertMirrored(w.dst, "certsd")
+	assertChartServed(t, chartClient(t, w.dst, "", ""), w.dst.Host()+"/certsd/charts/tls:0.1.0", src, ch.Archive())
 }
 
 // assertChartDeploys does on the air-gapped side what `helm template

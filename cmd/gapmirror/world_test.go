@@ -28,6 +28,9 @@ type world struct {
 	authFile string
 	// upUser and upPassword push the fixtures to an upstream that wants credentials.
 	upUser, upPassword string
+	// srcTLSByConfig leaves --src-tls-verify off the command lines, so that
+	// registries.conf (insecure) and certs.d decide for the source side.
+	srcTLSByConfig bool
 }
 
 // example is one image pushed upstream and what the ISC calls it.
@@ -141,8 +144,13 @@ func (w *world) gapmirror(args ...string) (code int, stdout, stderr string) {
 func (w *world) gapmirrorCtx(ctx context.Context, args ...string) (code int, stdout, stderr string) {
 	w.t.Helper()
 	var out, errb bytes.Buffer
-	full := append([]string{args[0], "--src-tls-verify=false", "--dest-tls-verify=false", "--no-progress",
-		"--registries-conf", w.regsConf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache")}, args[1:]...)
+	full := []string{args[0]}
+	if !w.srcTLSByConfig {
+		full = append(full, "--src-tls-verify=false")
+	}
+	full = append(full, "--dest-tls-verify=false", "--no-progress",
+		"--registries-conf", w.regsConf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"))
+	full = append(full, args[1:]...)
 	if args[0] == "mirror" {
 		full = append(full[:1], append([]string{"--retry-delay", "20ms"}, full[1:]...)...)
 	}
