@@ -63,11 +63,6 @@ func (h *helmCharts) ociRepository(rp string, repo imageset.HelmRepository, path
 		r.Fail(chartFailure(whole, fmt.Errorf("an oci:// repository has no index listing its charts: name each chart (and version) under %s.charts", rp)))
 		return nil
 	}
-	client, err := h.t.chartRegistry(host)
-	if err != nil {
-		r.Fail(chartFailure(whole, err))
-		return nil
-	}
 	var out []*helmChart
 	for j, ch := range repo.Charts {
 		chp := fmt.Sprintf("%s.charts[%d]", rp, j)
@@ -76,6 +71,11 @@ func (h *helmCharts) ociRepository(rp string, repo imageset.HelmRepository, path
 			repo: repo.Name, url: "oci://" + base, paths: paths[j], name: ch.Name,
 			dest: strings.TrimPrefix(path.Join(srcPath, ch.Name), "/")}
 		ref := base + "/" + ch.Name
+		client, err := h.t.chartRegistry(host, ref)
+		if err != nil {
+			r.Fail(chartFailure(c, err))
+			continue
+		}
 		if ver == "" {
 			if ver, err = client.latest(ref); err != nil {
 				r.Fail(chartFailure(c, fmt.Errorf("%w: set %s.version", err, chp)))
@@ -110,10 +110,11 @@ func orLatest(v string) string {
 // chartTag is the OCI tag of a chart version: helm writes '+' as '_'.
 func chartTag(version string) string { return strings.ReplaceAll(version, "+", "_") }
 
-// chartRegistry reaches the charts of one registry host as the source
-// images are reached: credentials from the same auth file, TLS verified
-// with --src-cert-dir or certs.d unless --src-tls-verify=false or
-// registries.conf marks the registry insecure (which also allows plain HTTP).
+// chartRegistry reaches the charts of one repository (HOST/PATH/NAME) as
+// the source images are reached: credentials from the same auth file, TLS
+// verified with --src-cert-dir or certs.d unless --src-tls-verify=false or
+// the registries.conf entry of the repository (its longest matching prefix,
+// as for images) marks it insecure (which also allows plain HTTP).
 type chartRegistry struct {
 	host     string
 	insecure bool
@@ -122,12 +123,12 @@ type chartRegistry struct {
 	opts   []registry.ClientOption
 }
 
-func (t *Trip) chartRegistry(host string) (*chartRegistry, error) {
+func (t *Trip) chartRegistry(host, repo string) (*chartRegistry, error) {
 	sys := t.Upstream.SystemContext()
 	cr := &chartRegistry{host: host, insecure: t.Upstream.Insecure(), verify: t.Upstream.TLSVerify == types.OptionalBoolTrue}
 	// As for images: an explicit --src-tls-verify wins over registries.conf.
 	if t.Upstream.TLSVerify == types.OptionalBoolUndefined {
-		if reg, err := sysregistriesv2.FindRegistry(sys, host+"/x"); err != nil {
+		if reg, err := sysregistriesv2.FindRegistry(sys, repo); err != nil {
 			return nil, fmt.Errorf("registries.conf: %w", err)
 		} else if reg != nil && reg.Insecure {
 			cr.insecure = true

@@ -392,8 +392,9 @@ func TestAdditionalImageLayoutBadInput(t *testing.T) {
 // TestHelmOCIChartsInsecureByRegistriesConf: with no --src-tls-verify flag,
 // registries.conf decides for a chart registry as for images. A plain-HTTP
 // registry without an entry fails with that cause and its fix; marked
-// insecure it is reached; an explicit --src-tls-verify=true wins over the
-// entry, as in skopeo.
+// insecure (by host, or by a path prefix of the chart's repository) it is
+// reached; an explicit --src-tls-verify=true wins over the entry, as in
+// skopeo.
 func TestHelmOCIChartsInsecureByRegistriesConf(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.srcTLSByConfig = true
@@ -428,6 +429,14 @@ func TestHelmOCIChartsInsecureByRegistriesConf(t *testing.T) {
 	if code&16 == 0 || !strings.Contains(out, "server gave HTTP response to HTTPS client") {
 		t.Errorf("--src-tls-verify=true must win over registries.conf insecure: exit %d, summary:\n%s", code, out)
 	}
+
+	// An entry scoped to a path (prefix HOST/charts) covers the charts under it.
+	w.regsConf = filepath.Join(w.dir, "registries-prefix.conf")
+	must(t, os.WriteFile(w.regsConf, []byte(fmt.Sprintf("unqualified-search-registries = []\n[[registry]]\nlocation = %q\ninsecure = true\n", up+"/charts")), 0o644))
+	if code, _ := mirrorTo("prefix"); code != 0 {
+		t.Fatalf("mirror-to-mirror with a path-scoped insecure entry: exit %d", code)
+	}
+	assertChartServed(t, chartClient(t, w.dst, "", ""), w.dst.Host()+"/prefix/charts/plain:0.1.0", src, ch.Archive())
 }
 
 // TestHelmOCIChartsCertsD: with no TLS flag, the CA of a chart registry is
