@@ -181,6 +181,63 @@ func TestHelmOCICharts(t *testing.T) {
 	}
 }
 
+// TestHelmOCIChartPrune: a chart from an oci:// repository dropped from the
+// configuration is pruned with --prune: its artifact (tag and manifest)
+// and the image only it deployed leave the mirror; the image a kept chart
+// also deploys, and the kept chart, stay whole.
+func TestHelmOCIChartPrune(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	up := w.up.Host()
+	w.expectApp("common", "v1", 360)
+	w.expectApp("gone", "v1", 361)
+	common, only := w.images[0], w.images[1]
+	kept := helmtest.Pod("kept", "1.0.0", up+"/apps/common:v1")
+	dropped := helmtest.New("dropped", "2.0.0", "", map[string]string{"templates/pod.yaml": fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: dropped
+spec:
+  containers:
+  - name: only
+    image: %s/apps/gone:v1
+  - name: common
+    image: %s/apps/common:v1
+`, up, up)})
+	c := chartClient(t, w.up, "", "")
+	keptDigest := pushChart(t, c, up, "charts/stable", kept)
+	droppedDigest := pushChart(t, c, up, "charts/stable", dropped)
+	repo := func(charts ...string) string {
+		return fmt.Sprintf("  helm:\n    repositories:\n    - name: stable\n      url: oci://%s/charts/stable\n      charts:\n%s", up, strings.Join(charts, ""))
+	}
+	keptEntry, droppedEntry := "      - name: kept\n        version: 1.0.0\n", "      - name: dropped\n        version: 2.0.0\n"
+	ws := filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.writeISC("both.yaml", repo(keptEntry, droppedEntry)), "--workspace", "file://"+ws, dst); code != 0 {
+		t.Fatalf("mirror-to-mirror exit %d", code)
+	}
+	w.assertMirrored(w.dst, "m")
+	dstCharts := chartClient(t, w.dst, "", "")
+	assertChartServed(t, dstCharts, w.dst.Host()+"/m/charts/stable/dropped:2.0.0", droppedDigest, dropped.Archive())
+
+	code, out, _ := w.gapmirror("mirror", "-c", w.writeISC("kept.yaml", repo(keptEntry)), "--prune", "--workspace", "file://"+ws, dst)
+	if code != 0 {
+		t.Fatalf("mirror-to-mirror --prune exit %d:\n%s", code, out)
+	}
+	_, pruned := deletionFile(t, filepath.Join(ws, "working-dir", "prune", "*-pruned.json"))
+	if pruned.Outcome == nil || len(pruned.Outcome.Failed) != 0 || len(pruned.Outcome.Done) == 0 {
+		t.Fatalf("prune outcome: %+v", pruned.Outcome)
+	}
+	w.gone(w.dst, "m/charts/stable/dropped", "2.0.0", droppedDigest)
+	w.gone(w.dst, "m/"+only.Repo, only.Tag, only.Digest)
+	w.present(w.dst, "m/"+common.Repo, common.Tag, common.Digest)
+	w.present(w.dst, "m/charts/stable/kept", "1.0.0", keptDigest)
+	assertChartServed(t, dstCharts, w.dst.Host()+"/m/charts/stable/kept:1.0.0", keptDigest, kept.Archive())
+	list := readFile(t, filepath.Join(ws, "working-dir", "cluster-resources", chartsFile))
+	if strings.Contains(list, "dropped") || !strings.Contains(list, `"reference":"oci://`+w.dst.Host()+`/m/charts/stable/kept:1.0.0"`) {
+		t.Errorf("helm-charts.yaml after the prune must list kept only:\n%s", list)
+	}
+}
+
 // TestHelmOCIChartsTLSAuth pulls a chart from an oci:// repository served
 // over TLS (verified with --src-cert-dir) that wants credentials (basic
 // auth, and the bearer token flow), with the credentials of the same auth
