@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,13 +36,14 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 			continue
 		}
 		path := fmt.Sprintf("mirror.additionalImages[%d]", i)
+		at := l.at(cfg, path+".name")
 		top, abs, err := readLayout(dir)
 		if err != nil {
-			return fmt.Errorf("%s.name: %s: %w", path, ai.Name, err)
+			return fmt.Errorf("%s: %s: %w", at, ai.Name, err)
 		}
 		repo, tag := LayoutDestination(ai)
 		if b := r.Blocked(ai.Name, repo); b != "" {
-			return fmt.Errorf("%s.name: %s is blocked by %s: remove the image or the blocking rule", path, ai.Name, b)
+			return fmt.Errorf("%s: %s is blocked by %s: remove the image or the blocking rule", at, ai.Name, b)
 		}
 		img := imageset.Image{
 			Source:      "oci:" + abs + "@" + top.Digest.String(),
@@ -57,7 +59,12 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 			opts.Progress = nil
 			res := Copy(ctx, &imageset.Set{Images: []imageset.Image{img}}, &ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, l.store.Destination(), opts)
 			if len(res.Failed) > 0 {
-				return fmt.Errorf("%s.name: %s: the OCI layout %s is incomplete or damaged: %w; write it again (skopeo copy … oci:%s)", path, ai.Name, abs, res.Failed[0].Err, abs)
+				err := res.Failed[0].Err
+				if missing := (*MissingBlobError)(nil); errors.As(err, &missing) {
+					return fmt.Errorf("%s: %s: the OCI layout %s is incomplete: it lacks blob %s (%s), which its manifests name; %s",
+						at, ai.Name, abs, missing.Digest, layoutBlobs{dir: abs}.path(missing.Digest), rewriteLayout(abs))
+				}
+				return fmt.Errorf("%s: %s: the OCI layout %s is incomplete or damaged: %w; %s", at, ai.Name, abs, err, rewriteLayout(abs))
 			}
 			l.store.Tag(img.Destination, top)
 			if err := l.store.SaveIndex(); err != nil {
@@ -65,10 +72,33 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 			}
 		}
 		if err := r.Set.Add(img); err != nil {
-			return fmt.Errorf("%s: %w: give one of them another targetRepo or targetTag", path, err)
+			return fmt.Errorf("%s: %w: give one of them another targetRepo or targetTag", l.at(cfg, path), err)
 		}
 	}
 	return nil
+}
+
+// at is where a field is, as configuration errors say it: "file:line: path".
+func (l *layoutImages) at(cfg *imageset.ImageSetConfiguration, path string) string {
+	file := l.t.ConfigPath
+	if file == "" {
+		file = cfg.File()
+	}
+	switch line := cfg.Line(path); {
+	case file != "" && line > 0:
+		return fmt.Sprintf("%s:%d: %s", file, line, path)
+	case file != "":
+		return fmt.Sprintf("%s: %s", file, path)
+	}
+	return path
+}
+
+// layoutHint says what an oci: additional image must point at.
+const layoutHint = "point it at a directory holding oci-layout, index.json and blobs/ (one image), as `skopeo copy docker://IMAGE oci:DIR:TAG` writes it; a relative path is taken from the current directory"
+
+// rewriteLayout says how to make an incomplete layout whole again.
+func rewriteLayout(dir string) string {
+	return fmt.Sprintf("write the layout again (skopeo copy docker://IMAGE oci:%s:TAG), or copy it whole with its blobs/ directory", dir)
 }
 
 // readLayout finds the one image an OCI layout holds (a manifest or an
@@ -79,13 +109,13 @@ func readLayout(dir string) (ocispec.Descriptor, string, error) {
 		return ocispec.Descriptor{}, "", err
 	}
 	if fi, err := os.Stat(abs); err != nil {
-		return ocispec.Descriptor{}, "", fmt.Errorf("no OCI image layout at %s: %w", abs, err)
+		return ocispec.Descriptor{}, "", fmt.Errorf("no OCI image layout at %s (%w): %s", abs, err, layoutHint)
 	} else if !fi.IsDir() {
-		return ocispec.Descriptor{}, "", fmt.Errorf("%s is a file, not an OCI image layout directory (index.json, oci-layout, blobs/)", abs)
+		return ocispec.Descriptor{}, "", fmt.Errorf("%s is a file, not an OCI image layout directory: %s", abs, layoutHint)
 	}
 	data, err := os.ReadFile(filepath.Join(abs, ocispec.ImageIndexFile))
 	if err != nil {
-		return ocispec.Descriptor{}, "", fmt.Errorf("%s is not an OCI image layout (%w): point oci:// at a directory holding index.json, oci-layout and blobs/, as skopeo copy … oci:DIR writes it", abs, err)
+		return ocispec.Descriptor{}, "", fmt.Errorf("%s is not an OCI image layout (%w): %s", abs, err, layoutHint)
 	}
 	var idx ocispec.Index
 	if err := json.Unmarshal(data, &idx); err != nil {
@@ -107,7 +137,7 @@ func readLayout(dir string) (ocispec.Descriptor, string, error) {
 		return ocispec.Descriptor{}, "", fmt.Errorf("%s/index.json names manifest %q: %w", abs, top.Digest, err)
 	}
 	if _, err := os.Stat(layoutBlobs{dir: abs}.path(top.Digest)); err != nil {
-		return ocispec.Descriptor{}, "", fmt.Errorf("the OCI layout %s lacks the manifest %s its index.json names: the layout is incomplete", abs, top.Digest)
+		return ocispec.Descriptor{}, "", fmt.Errorf("the OCI layout %s is incomplete: it lacks the manifest %s its index.json names; %s", abs, top.Digest, rewriteLayout(abs))
 	}
 	top.Annotations, top.Platform = nil, nil
 	return top, abs, nil

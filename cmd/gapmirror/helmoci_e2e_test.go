@@ -423,8 +423,11 @@ func TestAdditionalImageTransports(t *testing.T) {
 	}
 }
 
-// TestAdditionalImageLayoutBadInput: a missing or malformed layout stops
-// the run with the field path, the directory and what to do.
+// TestAdditionalImageLayoutBadInput: a missing, malformed or incomplete
+// layout stops the run with the file, line and field path of the entry,
+// the directory, and what to do: what a layout is for a path that holds
+// none, which blob is missing and how to write the layout again for one
+// that is incomplete (not the advice for an incremental archive).
 func TestAdditionalImageLayoutBadInput(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	broken := filepath.Join(w.dir, "broken")
@@ -432,16 +435,38 @@ func TestAdditionalImageLayoutBadInput(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(broken, "index.json"), []byte("{not json"), 0o644))
 	empty := filepath.Join(w.dir, "empty")
 	must(t, os.MkdirAll(empty, 0o755))
-	for name, c := range map[string]struct{ layout, want string }{
-		"missing":   {filepath.Join(w.dir, "nowhere"), "no OCI image layout at"},
-		"not json":  {broken, "index.json is not an OCI index"},
-		"no index":  {empty, "is not an OCI image layout"},
-		"no digest": {"", "names no directory"},
+	good, partial := filepath.Join(w.dir, "good"), filepath.Join(w.dir, "partial")
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(370, 4<<10)}})
+	must(t, err)
+	must(t, imagebuilder.WriteLayout(good, "v1", img))
+	img, err = imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(371, 4<<10)}})
+	must(t, err)
+	must(t, imagebuilder.WriteLayout(partial, "v1", img))
+	layer := img.Layers[0].Digest
+	must(t, os.Remove(filepath.Join(partial, "blobs", "sha256", layer.Encoded())))
+	skopeo := "skopeo copy docker://IMAGE oci:"
+	for name, c := range map[string]struct {
+		layout string
+		want   []string
+	}{
+		"missing":   {filepath.Join(w.dir, "nowhere"), []string{"no OCI image layout at " + filepath.Join(w.dir, "nowhere"), "point it at a directory holding oci-layout, index.json and blobs/", skopeo + "DIR:TAG"}},
+		"a file":    {filepath.Join(broken, "index.json"), []string{"is a file, not an OCI image layout directory", skopeo + "DIR:TAG"}},
+		"not json":  {broken, []string{broken + "/index.json is not an OCI index"}},
+		"no index":  {empty, []string{empty + " is not an OCI image layout", skopeo + "DIR:TAG"}},
+		"no digest": {"", []string{`"oci://" names no directory`}},
+		"no blob": {partial, []string{"the OCI layout " + partial + " is incomplete: it lacks blob " + layer.String(),
+			filepath.Join(partial, "blobs", "sha256", layer.Encoded()), skopeo + partial + ":TAG"}},
 	} {
-		isc := w.writeISC("bad-"+strings.ReplaceAll(name, " ", "-")+".yaml", fmt.Sprintf("  additionalImages:\n  - name: oci://%s\n", c.layout))
+		// The bad layout is the second entry, after a good one: line 7.
+		isc := w.writeISC("bad-"+strings.ReplaceAll(name, " ", "-")+".yaml", fmt.Sprintf("  additionalImages:\n  - name: oci://%s\n    targetRepo: tools/good\n  - name: oci://%s\n", good, c.layout))
 		code, _, stderr := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/bad")
-		if code == 0 || !strings.Contains(stderr, "mirror.additionalImages[0]") || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "goroutine") {
-			t.Errorf("%s: exit %d, stderr:\n%s", name, code, stderr)
+		if code == 0 || !strings.Contains(stderr, "error: "+isc+":7: mirror.additionalImages[1].name: ") || strings.Contains(stderr, "goroutine") || strings.Contains(stderr, "earlier archive") {
+			t.Errorf("%s: exit %d, want the error located at %s:7: mirror.additionalImages[1].name, stderr:\n%s", name, code, isc, stderr)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: the error does not say %q:\n%s", name, want, stderr)
+			}
 		}
 	}
 }
