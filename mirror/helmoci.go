@@ -33,6 +33,7 @@ import (
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 	"go.podman.io/image/v5/types"
 	"helm.sh/helm/v3/pkg/registry"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
@@ -146,16 +147,26 @@ func (t *Trip) chartRegistry(host, repo string) (*chartRegistry, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsConf
 	hc := &http.Client{Transport: tr, Timeout: 5 * time.Minute}
-	cr.opts = append(cr.opts, registry.ClientOptHTTPClient(hc), registry.ClientOptWriter(nopWriter{}))
-	if sys.AuthFilePath != "" {
-		cr.opts = append(cr.opts, registry.ClientOptCredentialsFile(sys.AuthFilePath))
-	}
-	cred, err := config.GetCredentials(sys, host)
+	// The credentials are those containers/image gives the repository, as
+	// for the images: --src-creds, --src-no-creds (none), else the auth
+	// file's entry for the repository, a namespace of it or the host, and
+	// credential helpers; an identity token is the OAuth2 refresh token,
+	// --src-registry-token the bearer token itself. helm's own stores
+	// (~/.config/helm/registry, the docker config) are not read.
+	cred, err := config.GetCredentials(sys, repo)
 	if err != nil {
-		return nil, fmt.Errorf("reading the credentials for %s (--authfile): %w", host, err)
+		return nil, fmt.Errorf("reading the credentials for %s (--authfile): %w", repo, err)
 	}
-	if cred.Username != "" && cred.Password != "" {
-		cr.opts = append(cr.opts, registry.ClientOptBasicAuth(cred.Username, cred.Password))
+	authorizer := auth.Client{Client: hc, Cache: auth.NewCache(), Credential: auth.StaticCredential(host, auth.Credential{
+		Username: cred.Username, Password: cred.Password, RefreshToken: cred.IdentityToken, AccessToken: sys.DockerBearerRegistryToken})}
+	if ua := t.Upstream.UserAgent; ua != "" {
+		authorizer.SetUserAgent(ua)
+	}
+	cr.opts = append(cr.opts, registry.ClientOptHTTPClient(hc), registry.ClientOptAuthorizer(authorizer), registry.ClientOptWriter(nopWriter{}))
+	if sys.AuthFilePath != "" {
+		// Unused (the authorizer answers), but read by helm's client: the
+		// auth file rather than helm's own.
+		cr.opts = append(cr.opts, registry.ClientOptCredentialsFile(sys.AuthFilePath))
 	}
 	return cr, nil
 }

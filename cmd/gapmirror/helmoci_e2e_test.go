@@ -299,6 +299,78 @@ func testHelmOCIChartsTLSAuth(t *testing.T, opts registrytest.Options, user, pas
 	}
 }
 
+// TestHelmOCIChartsCredentials: a chart registry using the bearer token
+// flow is reached with the credentials the source images get: an identity
+// token (OAuth2 refresh token) from the auth file, --src-registry-token (a
+// bearer token sent as is), --src-creds; and with --src-no-creds it is
+// asked anonymously even though the auth file has an account for it. No
+// token or password reaches the output.
+func TestHelmOCIChartsCredentials(t *testing.T) {
+	const refresh = "chartRefresh-4x"
+	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush,
+		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{
+			{Username: "reader", Password: upPull, Actions: []string{"pull"}},
+			{Username: "robot", Password: "unused-" + refresh, RefreshToken: refresh, Actions: []string{"pull"}}}}})
+	up := w.up.Host()
+	ch := helmtest.New("private", "0.1.0", "", map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: private\ndata: {}\n"})
+	src := pushChart(t, chartClient(t, w.up, "pusher", upPush), up, "charts", ch)
+	isc := w.writeISC("helm-creds.yaml", fmt.Sprintf("  helm:\n    repositories:\n    - name: private\n      url: oci://%s/charts\n      charts:\n      - name: private\n        version: 0.1.0\n", up))
+	dst := chartClient(t, w.dst, "", "")
+	var output strings.Builder
+	mirrorTo := func(prefix string, extra ...string) int {
+		t.Helper()
+		args := append([]string{"mirror", "-c", isc, "--src-tls-verify=true", "--src-cert-dir", w.up.CertsDir(), "--workspace", "file://" + filepath.Join(w.dir, "ws-"+prefix)}, extra...)
+		code, out, stderr := w.gapmirror(append(args, "docker://"+w.dst.Host()+"/"+prefix)...)
+		output.WriteString(out + stderr)
+		return code
+	}
+
+	w.setAuth(login{up, "robot", "", refresh})
+	if code := mirrorTo("identity"); code != 0 {
+		t.Errorf("an identity token in the auth file: exit %d", code)
+	}
+	assertChartServed(t, dst, w.dst.Host()+"/identity/charts/private:0.1.0", src, ch.Archive())
+
+	// A token the token server issued to reader for the chart's repository.
+	req, err := http.NewRequest(http.MethodGet, w.up.TokenRealm()+"?service=registrytest&scope=repository:charts/private:pull", nil)
+	must(t, err)
+	req.SetBasicAuth("reader", upPull)
+	resp, err := w.up.Client().Do(req)
+	must(t, err)
+	var tok struct {
+		Token string `json:"token"`
+	}
+	must(t, json.NewDecoder(resp.Body).Decode(&tok))
+	resp.Body.Close()
+	if tok.Token == "" {
+		t.Fatalf("the token server issued no token (%s)", resp.Status)
+	}
+	w.setAuth()
+	if code := mirrorTo("token", "--src-registry-token", tok.Token); code != 0 {
+		t.Errorf("--src-registry-token: exit %d", code)
+	}
+	assertChartServed(t, dst, w.dst.Host()+"/token/charts/private:0.1.0", src, ch.Archive())
+
+	if code := mirrorTo("creds", "--src-creds", "reader:"+upPull); code != 0 {
+		t.Errorf("--src-creds: exit %d", code)
+	}
+	assertChartServed(t, dst, w.dst.Host()+"/creds/charts/private:0.1.0", src, ch.Archive())
+
+	w.setAuth(login{up, "reader", upPull, ""})
+	if code := mirrorTo("anonymous", "--src-no-creds"); code&16 == 0 {
+		t.Errorf("--src-no-creds with an account in the auth file: exit %d, want the helm bit 16 (the chart asked for anonymously)", code)
+	}
+	if _, err := w.dst.ManifestDigest("anonymous/charts/private", "0.1.0"); err == nil {
+		t.Errorf("--src-no-creds: the chart was pulled with the auth file's account")
+	}
+
+	for _, secret := range []string{refresh, tok.Token, upPull} {
+		if strings.Contains(output.String(), secret) {
+			t.Errorf("the output shows a secret (%.8s…)", secret)
+		}
+	}
+}
+
 // TestHelmChartsRefusedByMirror: a mirror that refuses OCI artifacts gets
 // the images; the charts are reported once, with its answer, and stay in
 // working-dir/helm.
