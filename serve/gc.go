@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 
-	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/storage"
 	"github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/distribution/distribution/v3/registry/storage/driver/factory"
@@ -51,19 +50,11 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 		return res, err
 	}
 	defer unlock()
-	name, params := "filesystem", map[string]any{"rootdirectory": root}
-	if opts.RegistryConfig != "" {
-		f, err := os.Open(opts.RegistryConfig)
-		if err != nil {
-			return res, fmt.Errorf("--registry-config: %w", err)
-		}
-		cfg, err := configuration.Parse(f)
-		f.Close()
-		if err != nil {
-			return res, fmt.Errorf("--registry-config %s: %w", opts.RegistryConfig, err)
-		}
-		name, params = cfg.Storage.Type(), cfg.Storage.Parameters()
+	cfg, _, err := parseConfiguration(root, opts.RegistryConfig)
+	if err != nil {
+		return res, err
 	}
+	name, params := cfg.Storage.Type(), cfg.Storage.Parameters()
 	d, err := factory.Create(ctx, name, params)
 	if err != nil {
 		return res, fmt.Errorf("opening the %s storage: %w", name, err)

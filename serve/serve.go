@@ -8,6 +8,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/handlers"
+	"go.yaml.in/yaml/v3"
 
 	// Storage drivers a --registry-config may name (and clouddrivers.go).
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
@@ -210,37 +212,26 @@ func (s *Server) start(ctx context.Context) error {
 // configuration is the registry's configuration: opts.RegistryConfig's,
 // or filesystem storage under the root; with this package's auth, deletes
 // on, and image indexes accepted without all their platforms (gapmirror
-// mirrors chosen platforms of an index).
+// mirrors chosen platforms of an index). Both go through
+// configuration.Parse, so that every default it sets applies (the catalog's
+// and tag list's page limits: left at zero, /v2/_catalog lists nothing)
+// and so do distribution's REGISTRY_* environment overrides.
 func (s *Server) configuration() (*configuration.Configuration, error) {
-	opts := s.opts
-	var cfg *configuration.Configuration
-	if opts.RegistryConfig != "" {
-		f, err := os.Open(opts.RegistryConfig)
-		if err != nil {
-			return nil, fmt.Errorf("--registry-config: %w", err)
+	cfg, source, err := parseConfiguration(s.opts.Root, s.opts.RegistryConfig)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Auth) > 0 {
+		what := "remove the auth section"
+		if s.opts.RegistryConfig == "" {
+			what = "unset the REGISTRY_AUTH* environment variables"
 		}
-		defer f.Close()
-		if cfg, err = configuration.Parse(f); err != nil {
-			return nil, fmt.Errorf("--registry-config %s: %w", opts.RegistryConfig, err)
-		}
-		if len(cfg.Auth) > 0 {
-			return nil, fmt.Errorf("--registry-config %s: auth (%s): gapmirror serve does the auth itself: remove the auth section and use --htpasswd", opts.RegistryConfig, cfg.Auth.Type())
-		}
-		if _, ok := cfg.Storage["delete"]; !ok {
-			cfg.Storage["delete"] = configuration.Parameters{"enabled": true}
-		}
-		if cfg.Validation.Manifests.Indexes.Platforms == "" {
-			cfg.Validation.Manifests.Indexes.Platforms = "none"
-		}
-	} else {
-		cfg = &configuration.Configuration{}
-		cfg.Version = configuration.MajorMinorVersion(0, 1)
-		cfg.Storage = configuration.Storage{
-			"filesystem": configuration.Parameters{"rootdirectory": opts.Root},
-			"delete":     configuration.Parameters{"enabled": true},
-			"cache":      configuration.Parameters{"blobdescriptor": "inmemory"},
-			"redirect":   configuration.Parameters{"disable": true},
-		}
+		return nil, fmt.Errorf("%s: auth (%s): gapmirror serve does the auth itself: %s and use --htpasswd", source, cfg.Auth.Type(), what)
+	}
+	if _, ok := cfg.Storage["delete"]; !ok {
+		cfg.Storage["delete"] = configuration.Parameters{"enabled": true}
+	}
+	if cfg.Validation.Manifests.Indexes.Platforms == "" {
 		cfg.Validation.Manifests.Indexes.Platforms = "none"
 	}
 	if cfg.HTTP.Secret == "" {
@@ -252,11 +243,49 @@ func (s *Server) configuration() (*configuration.Configuration, error) {
 		cfg.HTTP.Secret = hex.EncodeToString(secret)
 	}
 	params := configuration.Parameters{"pushpassword": s.pushPassword}
-	if opts.Htpasswd != "" {
-		params["htpasswd"] = opts.Htpasswd
+	if s.opts.Htpasswd != "" {
+		params["htpasswd"] = s.opts.Htpasswd
 	}
 	cfg.Auth = configuration.Auth{accessControllerName: params}
 	return cfg, nil
+}
+
+// parseConfiguration reads the distribution configuration file file, or
+// makes the default one (filesystem storage under root), and says which
+// in source, for messages.
+func parseConfiguration(root, file string) (cfg *configuration.Configuration, source string, err error) {
+	var data []byte
+	if file != "" {
+		source = "--registry-config " + file
+		if data, err = os.ReadFile(file); err != nil {
+			return nil, source, fmt.Errorf("--registry-config: %w", err)
+		}
+	} else {
+		source = "the default registry configuration"
+		if data, err = defaultConfiguration(root); err != nil {
+			return nil, source, err
+		}
+	}
+	if cfg, err = configuration.Parse(bytes.NewReader(data)); err != nil {
+		return nil, source, fmt.Errorf("%s: %w", source, err)
+	}
+	return cfg, source, nil
+}
+
+// defaultConfiguration is the configuration file of a registry without
+// --registry-config: filesystem storage under root, blob descriptors cached
+// in memory, clients fetching blobs from the registry itself.
+func defaultConfiguration(root string) ([]byte, error) {
+	return yaml.Marshal(map[string]any{
+		"version": "0.1",
+		"storage": map[string]any{
+			"filesystem": map[string]any{"rootdirectory": root},
+			"delete":     map[string]any{"enabled": true},
+			"cache":      map[string]any{"blobdescriptor": "inmemory"},
+			"redirect":   map[string]any{"disable": true},
+		},
+		"validation": map[string]any{"manifests": map[string]any{"indexes": map[string]any{"platforms": "none"}}},
+	})
 }
 
 // newApp builds the registry application, turning its construction panics
