@@ -109,6 +109,14 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if opts.PlainHTTP && opts.TLSCert != "" {
 		return nil, errors.New("--plain-http serves without TLS: leave out --tls-cert and --tls-key, or --plain-http")
 	}
+	if len(opts.TLSSANs) > 0 {
+		switch {
+		case opts.PlainHTTP:
+			return nil, errors.New("--tls-san names hosts in the certificate gapmirror generates, and --plain-http serves without TLS: leave out --tls-san, or --plain-http")
+		case opts.TLSCert != "":
+			return nil, fmt.Errorf("--tls-san names hosts in the certificate gapmirror generates, not in --tls-cert %s: leave out --tls-san and have the names put in your certificate, or leave out --tls-cert and --tls-key", opts.TLSCert)
+		}
+	}
 	if opts.Htpasswd != "" {
 		// distribution would make the file up, with a random user it logs.
 		if _, err := os.Stat(opts.Htpasswd); err != nil {

@@ -189,3 +189,54 @@ func TestServerCatalog(t *testing.T) {
 		t.Errorf("tags of apps/one: %q", tags.Tags)
 	}
 }
+
+// TestServerCertificateNames: a registry on a specific address serves a
+// certificate that clients reaching it by this machine's host name verify
+// with ca.crt; --tls-san with --plain-http or --tls-cert is refused.
+func TestServerCertificateNames(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	srv, err := New(context.Background(), Options{Root: root, Address: "127.0.0.1:0", TLSSANs: []string{"mirror.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	ca, err := os.ReadFile(srv.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	addr := strings.TrimPrefix(srv.URL(), "https://")
+	for _, name := range []string{host, "mirror.example", "localhost", "127.0.0.1"} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Errorf("TLS to %s as %s: %v", addr, name, err)
+			continue
+		}
+		_ = conn.Close()
+	}
+
+	for _, tc := range []struct {
+		opts Options
+		want []string
+	}{
+		{Options{PlainHTTP: true}, []string{"--tls-san", "--plain-http", "leave out"}},
+		{Options{TLSCert: filepath.Join(root, "tls", serverCertFile), TLSKey: filepath.Join(root, "tls", serverKeyFile)}, []string{"--tls-san", "--tls-cert", "leave out"}},
+	} {
+		tc.opts.Root, tc.opts.Address, tc.opts.TLSSANs = filepath.Join(t.TempDir(), "new"), "127.0.0.1:0", []string{"mirror.example"}
+		_, err := New(context.Background(), tc.opts)
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("--tls-san with %+v: %v, want it refused saying %q", tc.opts, err, want)
+			}
+		}
+	}
+}

@@ -62,7 +62,7 @@ See docs/serve.md.`,
 	fl.StringVar(&f.opts.Hostname, "hostname", "", "the name clients use for the registry (in the certificate, the cluster resources and the --from push); default the --address host, or this machine's host name on 0.0.0.0")
 	fl.StringVar(&f.opts.TLSCert, "tls-cert", "", "certificate (PEM, with its chain) to serve instead of the generated one; with --tls-key")
 	fl.StringVar(&f.opts.TLSKey, "tls-key", "", "key of --tls-cert (PEM)")
-	fl.StringSliceVar(&f.opts.TLSSANs, "tls-san", nil, "more host names or IP addresses for the generated certificate (repeatable)")
+	fl.StringSliceVar(&f.opts.TLSSANs, "tls-san", nil, "more host names or IP addresses for the generated certificate (repeatable; not with --tls-cert or --plain-http)")
 	fl.BoolVar(&f.opts.PlainHTTP, "plain-http", false, "serve without TLS: for tests on loopback only; clients must be told the registry is insecure")
 	fl.StringVar(&f.opts.Htpasswd, "htpasswd", "", "htpasswd file (bcrypt entries, see 'gapmirror serve htpasswd'): require basic auth; its users may pull, push and delete")
 	fl.StringVar(&f.opts.RegistryConfig, "registry-config", "", "distribution configuration file (storage on S3, Azure, GCS..., redis, middleware); its http and auth sections are replaced by the flags")
