@@ -84,73 +84,104 @@ type Server struct {
 	unlock       func()
 }
 
-// New starts the registry; it answers once New returns. Stop it with Shutdown.
+// New starts the registry; it answers once New returns. Stop it with
+// Shutdown. Every input (root, address, certificate, htpasswd file,
+// configuration) is checked before anything is created under the root.
 func New(ctx context.Context, opts Options) (*Server, error) {
-	if opts.Root == "" {
-		return nil, errors.New("serve: no root directory: give --root DIR")
+	s := &Server{served: make(chan struct{})}
+	if err := s.check(&opts); err != nil {
+		return nil, err
 	}
-	root, err := filepath.Abs(opts.Root)
+	s.opts = opts
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	s.pushPassword = hex.EncodeToString(secret)
+	cfg, err := s.configuration()
 	if err != nil {
 		return nil, err
 	}
-	opts.Root = root
-	if opts.Address == "" {
-		opts.Address = DefaultAddress
-	}
-	if _, _, err := net.SplitHostPort(opts.Address); err != nil {
-		return nil, fmt.Errorf("--address %q: use HOST:PORT, e.g. %s or 0.0.0.0:5000: %w", opts.Address, DefaultAddress, err)
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the root directory: %w", err)
-	}
-	if (opts.TLSCert == "") != (opts.TLSKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither to use the CA gapmirror makes under ROOT/tls")
-	}
-	if opts.PlainHTTP && opts.TLSCert != "" {
-		return nil, errors.New("--plain-http serves without TLS: leave out --tls-cert and --tls-key, or --plain-http")
-	}
-	if len(opts.TLSSANs) > 0 {
-		switch {
-		case opts.PlainHTTP:
-			return nil, errors.New("--tls-san names hosts in the certificate gapmirror generates, and --plain-http serves without TLS: leave out --tls-san, or --plain-http")
-		case opts.TLSCert != "":
-			return nil, fmt.Errorf("--tls-san names hosts in the certificate gapmirror generates, not in --tls-cert %s: leave out --tls-san and have the names put in your certificate, or leave out --tls-cert and --tls-key", opts.TLSCert)
-		}
-	}
-	if opts.Htpasswd != "" {
-		// distribution would make the file up, with a random user it logs.
-		if _, err := os.Stat(opts.Htpasswd); err != nil {
-			return nil, fmt.Errorf("--htpasswd %s: %w (add users with: gapmirror serve htpasswd --file %s USER)", opts.Htpasswd, err, opts.Htpasswd)
-		}
-		if opts.Htpasswd, err = filepath.Abs(opts.Htpasswd); err != nil {
-			return nil, err
-		}
-	}
-	unlock, err := lockRoot(root)
+	ln, err := net.Listen("tcp", opts.Address)
 	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w (another registry there? choose another --address)", opts.Address, err)
+	}
+	if err := os.MkdirAll(opts.Root, 0o755); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("--root %s: %w", opts.Root, err)
+	}
+	if s.unlock, err = lockRoot(opts.Root); err != nil {
+		_ = ln.Close()
 		return nil, err
 	}
-	s := &Server{opts: opts, served: make(chan struct{}), unlock: unlock}
-	if err := s.start(ctx); err != nil {
-		unlock()
+	if err := s.start(ctx, ln, cfg); err != nil {
+		_ = ln.Close()
+		s.unlock()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Server) start(ctx context.Context) error {
-	opts := s.opts
-	addr := opts.Address
-	host, _, err := net.SplitHostPort(addr)
+// check validates opts (making paths absolute) and loads --tls-cert,
+// creating nothing.
+func (s *Server) check(opts *Options) error {
+	if opts.Root == "" {
+		return errors.New("serve: no root directory: give --root DIR")
+	}
+	root, err := filepath.Abs(opts.Root)
 	if err != nil {
 		return err
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return err
+	opts.Root = root
+	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+		return fmt.Errorf("--root %s is a file, not a directory: give the directory of the registry's storage (made if missing)", root)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("--root %s: %w", root, err)
 	}
-	s.pushPassword = hex.EncodeToString(secret)
-	cfg, err := s.configuration()
+	if opts.Address == "" {
+		opts.Address = DefaultAddress
+	}
+	if _, _, err := net.SplitHostPort(opts.Address); err != nil {
+		return fmt.Errorf("--address %q: use HOST:PORT, e.g. %s or 0.0.0.0:5000: %w", opts.Address, DefaultAddress, err)
+	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together: give both, or neither to use the CA gapmirror makes under ROOT/tls")
+	}
+	if opts.PlainHTTP && opts.TLSCert != "" {
+		return errors.New("--plain-http serves without TLS: leave out --tls-cert and --tls-key, or --plain-http")
+	}
+	if len(opts.TLSSANs) > 0 {
+		switch {
+		case opts.PlainHTTP:
+			return errors.New("--tls-san names hosts in the certificate gapmirror generates, and --plain-http serves without TLS: leave out --tls-san, or --plain-http")
+		case opts.TLSCert != "":
+			return fmt.Errorf("--tls-san names hosts in the certificate gapmirror generates, not in --tls-cert %s: leave out --tls-san and have the names put in your certificate, or leave out --tls-cert and --tls-key", opts.TLSCert)
+		}
+	}
+	if opts.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(opts.TLSCert, opts.TLSKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", opts.TLSCert, opts.TLSKey, err)
+		}
+		s.cert = &cert
+	}
+	if opts.Htpasswd != "" {
+		// distribution would make the file up, with a random user it logs.
+		if _, err := os.Stat(opts.Htpasswd); err != nil {
+			return fmt.Errorf("--htpasswd %s: %w (add users with: gapmirror serve htpasswd --file %s USER)", opts.Htpasswd, err, opts.Htpasswd)
+		}
+		if opts.Htpasswd, err = filepath.Abs(opts.Htpasswd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start serves on ln: the registry's name, TLS (generating the
+// certificate under ROOT/tls unless one was given) and the application.
+func (s *Server) start(ctx context.Context, ln net.Listener, cfg *configuration.Configuration) error {
+	opts := s.opts
+	host, _, err := net.SplitHostPort(opts.Address)
 	if err != nil {
 		return err
 	}
@@ -160,18 +191,12 @@ func (s *Server) start(ctx context.Context) error {
 	} else {
 		quietRegistryLogs()
 	}
-
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w (another registry there? choose another --address)", addr, err)
-	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	name := opts.Hostname
 	if name == "" {
 		name = host
 		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 			if name, err = os.Hostname(); err != nil {
-				_ = ln.Close()
 				return fmt.Errorf("no --hostname given and this machine's host name is unknown: %w", err)
 			}
 		}
@@ -179,29 +204,21 @@ func (s *Server) start(ctx context.Context) error {
 	s.name = net.JoinHostPort(name, port)
 
 	if !opts.PlainHTTP {
-		var cert tls.Certificate
-		if opts.TLSCert != "" {
-			cert, err = tls.LoadX509KeyPair(opts.TLSCert, opts.TLSKey)
-			if err != nil {
-				_ = ln.Close()
-				return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", opts.TLSCert, opts.TLSKey, err)
-			}
-		} else {
+		if s.cert == nil {
 			names, ips := hostNames(host, append([]string{name}, opts.TLSSANs...))
 			dir := filepath.Join(opts.Root, "tls")
-			if cert, err = generatedCertificate(dir, names, ips); err != nil {
-				_ = ln.Close()
+			cert, err := generatedCertificate(dir, names, ips)
+			if err != nil {
 				return fmt.Errorf("TLS under %s: %w", dir, err)
 			}
+			s.cert = &cert
 			s.caFile = filepath.Join(dir, CAFile)
 		}
-		s.cert = &cert
-		s.server.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		s.server.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12}
 	}
 
 	app, err := newApp(ctx, cfg)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	s.app = app

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/mirror"
 	"github.com/gapmirror/gapmirror/serve"
 )
@@ -79,9 +81,11 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if f.parallelImages < 1 || f.parallelImages > 64 {
 		return fmt.Errorf("--parallel-images %d: use 1 to 64", f.parallelImages)
 	}
-	var archiveDir string
+	// Every input is checked before the registry creates anything under
+	// --root or prints how to trust it.
+	var push *pushInputs
 	if f.from != "" {
-		if archiveDir, err = fileURL("--from", f.from); err != nil {
+		if push, err = checkPushInputs(g, f.from); err != nil {
 			return err
 		}
 	} else if f.prefix != "" || f.prune || f.skipPredCheck {
@@ -118,8 +122,8 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 
 	fmt.Fprintf(out, "serving docker://%s (%s), storage under %s\n", srv.Name(), srv.URL(), f.opts.Root)
 	printTrust(out, srv)
-	if archiveDir != "" {
-		if err := pushArchive(ctx, cmd, g, f, srv, archiveDir); err != nil {
+	if push != nil {
+		if err := pushArchive(ctx, cmd, g, log, f, srv, push); err != nil {
 			return err
 		}
 	}
@@ -141,17 +145,35 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	return nil
 }
 
-// pushArchive is disk-to-mirror from archiveDir to the served registry, with
-// the push credential of this process.
-func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *serveFlags, srv *serve.Server, archiveDir string) error {
-	log, err := g.logger(g.stderr)
+// pushInputs is what serve --from needs besides the registry.
+type pushInputs struct {
+	archiveDir, storeDir string
+	upstream             mirror.RegistryOptions
+}
+
+// checkPushInputs checks --from (a directory holding an archive) and the
+// global flags the push uses.
+func checkPushInputs(g *globalFlags, from string) (*pushInputs, error) {
+	dir, err := fileURL("--from", from)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	storeDir, err := g.storeDir()
-	if err != nil {
-		return err
+	if _, err := archive.List(dir); err != nil {
+		return nil, fmt.Errorf("--from %s: %w", from, err)
 	}
+	p := &pushInputs{archiveDir: dir}
+	if p.storeDir, err = g.storeDir(); err != nil {
+		return nil, err
+	}
+	if p.upstream, err = g.upstream(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// pushArchive is disk-to-mirror from the archive directory to the served
+// registry, with the push credential of this process.
+func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *slog.Logger, f *serveFlags, srv *serve.Server, p *pushInputs) error {
 	creds, err := os.MkdirTemp("", "gapmirror-serve-push-")
 	if err != nil {
 		return err
@@ -169,14 +191,10 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 	}
 	dest := mirror.RegistryOptions{AuthFile: authFile, CertDir: certDir, TLSVerify: verify,
 		RegistriesConf: g.registriesConf, UserAgent: "gapmirror/" + version}
-	up, err := g.upstream()
-	if err != nil {
-		return err
-	}
 	trip := &mirror.Trip{
-		Upstream:    up,
+		Upstream:    p.upstream,
 		Mirror:      dest,
-		StoreDir:    storeDir,
+		StoreDir:    p.storeDir,
 		Log:         log,
 		Out:         cmd.OutOrStdout(),
 		ToolVersion: version,
@@ -191,7 +209,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 	if p := strings.Trim(f.prefix, "/"); p != "" {
 		root += "/" + p
 	}
-	report, err := trip.DiskToMirror(ctx, archiveDir, root)
+	report, err := trip.DiskToMirror(ctx, p.archiveDir, root)
 	if err != nil {
 		return err
 	}
@@ -201,7 +219,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 		// the next serve --from pushes what is missing.
 		return fmt.Errorf("%w (the registry stops; run serve --from again to push what is missing)", err)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "point clusters at the registry: oc apply -f %s\n", filepath.Join(archiveDir, mirror.WorkingDir, "cluster-resources"))
+	fmt.Fprintf(cmd.OutOrStdout(), "point clusters at the registry: oc apply -f %s\n", filepath.Join(p.archiveDir, mirror.WorkingDir, "cluster-resources"))
 	return nil
 }
 

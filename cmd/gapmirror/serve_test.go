@@ -411,3 +411,52 @@ func TestServeInterruptedPush(t *testing.T) {
 	}
 	w.pullAll(addr, filepath.Join(root, "tls"), w.images)
 }
+
+// TestServeBadInputCreatesNothing: serve checks every input (--from and
+// its archive, --root, --address, --tls-cert, --htpasswd, --registry-config)
+// before it creates the root, its TLS files or its lock, or prints how to
+// trust a CA; each refusal names the flag.
+func TestServeBadInputCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	empty, file := filepath.Join(dir, "empty"), filepath.Join(dir, "file")
+	must(t, os.Mkdir(empty, 0o755))
+	must(t, os.WriteFile(file, []byte("not a directory\n"), 0o644))
+	badConf := filepath.Join(dir, "registry.yml")
+	must(t, os.WriteFile(badConf, []byte("version: 0.1\nstorage: [\n"), 0o644))
+	root := filepath.Join(dir, "srv")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"missing --from", []string{"--root", root, "--from", "file://" + filepath.Join(dir, "usb")}, []string{"--from file://" + filepath.Join(dir, "usb"), "no such file"}},
+		{"no archive in --from", []string{"--root", root, "--from", "file://" + empty}, []string{"--from file://" + empty, "no gapmirror archive"}},
+		{"--root is a file", []string{"--root", file}, []string{"--root " + file + " is a file"}},
+		{"bad --address", []string{"--root", root, "--address", "5000"}, []string{"--address", "HOST:PORT"}},
+		{"missing --tls-cert", []string{"--root", root, "--tls-cert", filepath.Join(dir, "c.crt"), "--tls-key", filepath.Join(dir, "c.key")}, []string{"--tls-cert " + filepath.Join(dir, "c.crt")}},
+		{"missing --htpasswd", []string{"--root", root, "--htpasswd", filepath.Join(dir, "htpasswd")}, []string{"--htpasswd " + filepath.Join(dir, "htpasswd"), "gapmirror serve htpasswd"}},
+		{"bad --registry-config", []string{"--root", root, "--registry-config", badConf}, []string{"--registry-config " + badConf}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"serve", "--no-progress", "--cache-dir", filepath.Join(dir, "cache"), "--address", "127.0.0.1:0"}, tc.args...)
+			code, stdout, stderr := runPlain(t, args...)
+			if code != 1 {
+				t.Errorf("exit %d, want 1", code)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, stderr)
+				}
+			}
+			if stdout != "" {
+				t.Errorf("printed before refusing:\n%s", stdout)
+			}
+			if _, err := os.Stat(root); !os.IsNotExist(err) {
+				t.Errorf("%s was created (%v)", root, err)
+			}
+			if data, _ := os.ReadFile(file); string(data) != "not a directory\n" {
+				t.Errorf("%s changed: %q", file, data)
+			}
+		})
+	}
+}
