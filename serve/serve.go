@@ -58,8 +58,9 @@ type Options struct {
 	TLSSANs []string
 	// PlainHTTP serves without TLS.
 	PlainHTTP bool
-	// Htpasswd is an htpasswd file (bcrypt entries); empty: anonymous users
-	// may read and only this process's push (PushCredentials) may write.
+	// Htpasswd is an htpasswd file (bcrypt entries); empty: ROOT/htpasswd
+	// when it is there, else anonymous users may read and only this
+	// process's push (PushCredentials) may write.
 	Htpasswd string
 	// RegistryConfig is a distribution configuration file; its storage,
 	// validation, middleware, redis, notifications... are used as written.
@@ -165,6 +166,11 @@ func (s *Server) check(opts *Options) error {
 		}
 		s.cert = &cert
 	}
+	if opts.Htpasswd == "" {
+		if fi, err := os.Stat(RootHtpasswd(root)); err == nil && fi.Mode().IsRegular() {
+			opts.Htpasswd = RootHtpasswd(root)
+		}
+	}
 	if opts.Htpasswd != "" {
 		// distribution would make the file up, with a random user it logs.
 		if _, err := os.Stat(opts.Htpasswd); err != nil {
@@ -172,6 +178,9 @@ func (s *Server) check(opts *Options) error {
 		}
 		if opts.Htpasswd, err = filepath.Abs(opts.Htpasswd); err != nil {
 			return err
+		}
+		if err := checkHtpasswd(opts.Htpasswd); err != nil {
+			return fmt.Errorf("--htpasswd: %w", err)
 		}
 	}
 	return nil
@@ -334,6 +343,10 @@ func (s *Server) URL() string {
 	}
 	return "https://" + s.name
 }
+
+// Htpasswd is the htpasswd file whose users the registry wants (--htpasswd,
+// or ROOT/htpasswd when it is there); empty: anonymous users may read.
+func (s *Server) Htpasswd() string { return s.opts.Htpasswd }
 
 // CAFile is the generated CA clients must trust; empty with --tls-cert or plain HTTP.
 func (s *Server) CAFile() string { return s.caFile }

@@ -136,3 +136,48 @@ func TestSetPassword(t *testing.T) {
 		t.Error("empty password accepted")
 	}
 }
+
+// TestCheckHtpasswd: bcrypt entries (and comments, blank lines) pass; any
+// other hash, a line without a hash or a file without users is refused
+// naming the file and line (and user).
+func TestCheckHtpasswd(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	if err := SetPassword(good, "alice", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(good, append([]byte("# users\n\n"), entry...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkHtpasswd(good); err != nil {
+		t.Errorf("bcrypt entries refused: %v", err)
+	}
+	for _, tc := range []struct {
+		body string
+		want []string
+	}{
+		{string(entry) + "bob:$apr1$9Cv/OMGj$ox/CVna9EPX4B25GEg6y9.\n", []string{"line 2", `user "bob"`, "($apr1$)", "not bcrypt"}},
+		{"carol:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n", []string{"line 1", `user "carol"`, "({SHA})"}},
+		{"dave:ab01FAX.bQRSU\n", []string{"line 1", `user "dave"`, "(crypt or plain text)"}},
+		{"# nobody\n", []string{"holds no users"}},
+		{"erin\n", []string{"line 1", "not USER:HASH"}},
+	} {
+		path := filepath.Join(dir, "bad")
+		if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := checkHtpasswd(path)
+		for _, want := range append(tc.want, path) {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: %v, want it refused saying %q", tc.body, err, want)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "ox/CVna9") {
+			t.Errorf("the error shows the hash: %v", err)
+		}
+	}
+}

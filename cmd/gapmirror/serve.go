@@ -42,11 +42,12 @@ as disk-to-mirror does (records, predecessor checks and cluster resources in the
 directory's working-dir), then keeps serving; /v2/ answers while the push runs.
 
 TLS is on by default: a CA and a server certificate are made once under DIR/tls and reused; the
-CA is printed with how to trust it. Without --htpasswd anonymous users may pull and only the
-serving process may push; with it, users of that file may pull, push and delete.
+CA is printed with how to trust it. Without --htpasswd (and no DIR/htpasswd, see 'gapmirror serve
+htpasswd') anonymous users may pull and only the serving process may push; with it, users of that
+file may pull, push and delete.
 See docs/serve.md.`,
 		Example: `  gapmirror serve --root /srv/mirror --from file:///media/usb --address 0.0.0.0:5000
-  gapmirror serve htpasswd --file /srv/mirror/htpasswd admin < password.txt
+  gapmirror serve htpasswd --root /srv/mirror admin < password.txt
   gapmirror serve gc --root /srv/mirror`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -66,7 +67,7 @@ See docs/serve.md.`,
 	fl.StringVar(&f.opts.TLSKey, "tls-key", "", "key of --tls-cert (PEM)")
 	fl.StringSliceVar(&f.opts.TLSSANs, "tls-san", nil, "more host names or IP addresses for the generated certificate (repeatable; not with --tls-cert or --plain-http)")
 	fl.BoolVar(&f.opts.PlainHTTP, "plain-http", false, "serve without TLS: for tests on loopback only; clients must be told the registry is insecure")
-	fl.StringVar(&f.opts.Htpasswd, "htpasswd", "", "htpasswd file (bcrypt entries, see 'gapmirror serve htpasswd'): require basic auth; its users may pull, push and delete")
+	fl.StringVar(&f.opts.Htpasswd, "htpasswd", "", "htpasswd file (bcrypt entries, see 'gapmirror serve htpasswd'): require basic auth; its users may pull, push and delete; default DIR/htpasswd when it is there")
 	fl.StringVar(&f.opts.RegistryConfig, "registry-config", "", "distribution configuration file (storage on S3, Azure, GCS..., redis, middleware); its http and auth sections are replaced by the flags")
 	fl.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	cmd.AddCommand(newServeHtpasswdCommand(), newServeGCCommand())
@@ -121,6 +122,9 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	defer stop()
 
 	fmt.Fprintf(out, "serving docker://%s (%s), storage under %s\n", srv.Name(), srv.URL(), f.opts.Root)
+	if h := srv.Htpasswd(); h != "" {
+		fmt.Fprintf(out, "basic auth: users of %s (add them with: gapmirror serve htpasswd --file %s USER)\n", h, h)
+	}
 	printTrust(out, srv)
 	if push != nil {
 		if err := pushArchive(ctx, cmd, g, log, f, srv, push); err != nil {
@@ -240,15 +244,30 @@ func printTrust(w io.Writer, srv *serve.Server) {
 }
 
 func newServeHtpasswdCommand() *cobra.Command {
-	var file string
+	var file, root string
 	cmd := &cobra.Command{
-		Use:   "htpasswd --file FILE USER",
-		Short: "Add a user (or change their password) in an htpasswd file for serve --htpasswd; the password is read from standard input",
-		Args:  cobra.ExactArgs(1),
+		Use:   "htpasswd --root DIR USER | htpasswd --file FILE USER",
+		Short: "Add a user (or change their password) for serve; the password is read from standard input",
+		Long: `gapmirror serve htpasswd adds USER to the registry's htpasswd file (bcrypt), or changes their
+password, reading the password from the first line of standard input. With --root DIR the file is
+DIR/htpasswd, which gapmirror serve --root DIR uses without --htpasswd; --file names another file
+(for serve --htpasswd FILE). A running registry sees changes to its file at once.`,
+		Example: `  gapmirror serve htpasswd --root /srv/mirror admin < password.txt
+  gapmirror serve htpasswd --file /etc/gapmirror/htpasswd admin`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if file == "" {
-				return errors.New("--file: give the htpasswd file to add the user to (made if missing)")
+			switch {
+			case file != "" && root != "":
+				return errors.New("--root and --file both name the htpasswd file: give --root DIR (for DIR/htpasswd) or --file FILE")
+			case root != "":
+				if err := os.MkdirAll(root, 0o755); err != nil {
+					return fmt.Errorf("--root %s: %w", root, err)
+				}
+				file = serve.RootHtpasswd(root)
+			case file == "":
+				return errors.New("which htpasswd file? give --root DIR (the serve root: writes DIR/htpasswd, which gapmirror serve --root DIR then uses) or --file FILE (for serve --htpasswd FILE)")
 			}
+			_, statErr := os.Stat(file)
 			line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
 			if err != nil && !errors.Is(err, io.EOF) {
 				return fmt.Errorf("reading the password from standard input: %w", err)
@@ -256,11 +275,16 @@ func newServeHtpasswdCommand() *cobra.Command {
 			if err := serve.SetPassword(file, args[0], strings.TrimRight(line, "\r\n")); err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: user %s set (a running serve --htpasswd %s sees it at once)\n", file, args[0], file)
+			if root != "" && statErr != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: user %s set; gapmirror serve --root %s now asks for users of this file (restart a registry running there)\n", file, args[0], root)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: user %s set (a registry running with this file sees it at once)\n", file, args[0])
+			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&file, "file", "", "the htpasswd file (required)")
+	cmd.Flags().StringVar(&root, "root", "", "the serve root DIR: the file is DIR/htpasswd (made if missing)")
+	cmd.Flags().StringVar(&file, "file", "", "the htpasswd file (made if missing), for serve --htpasswd FILE")
 	return cmd
 }
 

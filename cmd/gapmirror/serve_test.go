@@ -282,12 +282,7 @@ func TestServeHtpasswd(t *testing.T) {
 	}
 	setPassword := func(password string) {
 		t.Helper()
-		var out, errb bytes.Buffer
-		cmd := newRootCommand(&errb)
-		cmd.SetArgs([]string{"serve", "htpasswd", "--file", pw, "alice"})
-		cmd.SetIn(strings.NewReader(password + "\n"))
-		cmd.SetOut(&out)
-		if err := cmd.Execute(); err != nil {
+		if _, err := serveHtpasswd(password+"\n", "--file", pw, "alice"); err != nil {
 			t.Fatalf("serve htpasswd: %v", err)
 		}
 	}
@@ -329,6 +324,77 @@ func TestServeHtpasswd(t *testing.T) {
 	}
 	if got := httpStatus(t, c, http.MethodHead, manifest, "alice", "n3w"); got != http.StatusOK {
 		t.Errorf("new password: %d, want 200", got)
+	}
+}
+
+// serveHtpasswd runs gapmirror serve htpasswd ARGS with stdin as its
+// standard input.
+func serveHtpasswd(stdin string, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	cmd := newRootCommand(&errb)
+	cmd.SetArgs(append([]string{"serve", "htpasswd"}, args...))
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// TestServeHtpasswdRoot: serve htpasswd --root DIR USER writes
+// DIR/htpasswd, which serve --root DIR then uses without --htpasswd (it
+// says so, and anonymous users are refused); without --root or --file the
+// command says what to give; an entry that is not bcrypt stops serve at
+// start, naming the file, line and user, instead of failing every request.
+func TestServeHtpasswdRoot(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	root := filepath.Join(w.dir, "srv")
+	if _, err := serveHtpasswd("pw\n", "alice"); err == nil || !strings.Contains(err.Error(), "give --root DIR") || !strings.Contains(err.Error(), "--file FILE") {
+		t.Errorf("serve htpasswd without a file: %v", err)
+	}
+	if _, err := serveHtpasswd("pw\n", "--root", root, "--file", filepath.Join(w.dir, "h"), "alice"); err == nil || !strings.Contains(err.Error(), "--root DIR (for DIR/htpasswd) or --file FILE") {
+		t.Errorf("serve htpasswd with --root and --file: %v", err)
+	}
+	out, err := serveHtpasswd("s3cret\n", "--root", root, "alice")
+	must(t, err)
+	file := filepath.Join(root, "htpasswd")
+	if !strings.Contains(out, "gapmirror serve --root "+root+" now asks for users of this file") {
+		t.Errorf("serve htpasswd --root says: %s", out)
+	}
+	if data, _ := os.ReadFile(file); !strings.HasPrefix(string(data), "alice:$2") {
+		t.Errorf("%s is not a bcrypt entry for alice: %q", file, data)
+	}
+	addr := freeAddress(t)
+	s := w.serve("--root", root, "--address", addr)
+	if s.code != 0 {
+		t.Fatalf("serve: exit %d", s.code)
+	}
+	if !strings.Contains(s.out.String(), "basic auth: users of "+file) {
+		t.Errorf("serve does not say it uses %s:\n%s", file, s.out)
+	}
+	c := caClient(t, filepath.Join(root, "tls", "ca.crt"))
+	for _, tc := range []struct {
+		user, password string
+		want           int
+	}{{"", "", 401}, {"alice", "wrong", 401}, {"alice", "s3cret", 200}} {
+		if got := httpStatus(t, c, http.MethodGet, "https://"+addr+"/v2/_catalog", tc.user, tc.password); got != tc.want {
+			t.Errorf("GET /v2/_catalog as %q/%q: %d, want %d", tc.user, tc.password, got, tc.want)
+		}
+	}
+	s.stop()
+
+	// An apr1 (MD5) entry, as htpasswd -m or openssl passwd -apr1 make:
+	// distribution would start and then refuse every request of bob.
+	data, err := os.ReadFile(file)
+	must(t, err)
+	must(t, os.WriteFile(file, append(append([]byte("# team\n"), data...), "bob:$apr1$9Cv/OMGj$ox/CVna9EPX4B25GEg6y9.\n"...), 0o600))
+	code, stdout, stderr := w.gapmirror("serve", "--root", root, "--address", addr)
+	for _, want := range []string{file + " line 3", `user "bob"`, "$apr1$", "not bcrypt", "gapmirror serve htpasswd --file " + file + " bob"} {
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("serve with an apr1 entry: exit %d, stderr does not say %q:\n%s", code, want, stderr)
+		}
+	}
+	if stdout != "" {
+		t.Errorf("serve printed before refusing:\n%s", stdout)
 	}
 }
 
