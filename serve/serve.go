@@ -197,9 +197,8 @@ func (s *Server) start(ctx context.Context, ln net.Listener, cfg *configuration.
 	s.server = &http.Server{ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	if opts.Debug {
 		s.server.ErrorLog = log.New(os.Stderr, "serve: ", log.LstdFlags)
-	} else {
-		quietRegistryLogs()
 	}
+	registryLogs(opts.Debug)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	name := opts.Hostname
 	if name == "" {

@@ -70,7 +70,7 @@ See docs/serve.md.`,
 	fl.StringVar(&f.opts.Htpasswd, "htpasswd", "", "htpasswd file (bcrypt entries, see 'gapmirror serve htpasswd'): require basic auth; its users may pull, push and delete; default DIR/htpasswd when it is there")
 	fl.StringVar(&f.opts.RegistryConfig, "registry-config", "", "distribution configuration file (storage on S3, Azure, GCS..., redis, middleware); its http and auth sections are replaced by the flags")
 	fl.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
-	cmd.AddCommand(newServeHtpasswdCommand(), newServeGCCommand())
+	cmd.AddCommand(newServeHtpasswdCommand(), newServeGCCommand(g))
 	return cmd
 }
 
@@ -288,18 +288,30 @@ DIR/htpasswd, which gapmirror serve --root DIR uses without --htpasswd; --file n
 	return cmd
 }
 
-func newServeGCCommand() *cobra.Command {
+func newServeGCCommand(g *globalFlags) *cobra.Command {
 	var o serve.GCOptions
 	cmd := &cobra.Command{
 		Use:   "gc --root DIR",
 		Short: "Delete the blobs no image references any more (distribution's mark-and-sweep); the registry must be stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Debug = g.logLevel == "debug"
 			res, err := serve.CollectGarbage(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "garbage collection: %d blobs before, %d after: %d deleted\n", res.BlobsBefore, res.BlobsAfter, res.BlobsBefore-res.BlobsAfter)
+			out := cmd.OutOrStdout()
+			if res.NothingPushed {
+				fmt.Fprintf(out, "garbage collection: nothing was pushed to %s yet: nothing to collect\n", o.Root)
+				return nil
+			}
+			untagged := ""
+			if o.RemoveUntagged {
+				untagged = fmt.Sprintf("; %d untagged manifests deleted", res.ManifestsBefore-res.ManifestsAfter)
+			}
+			fmt.Fprintf(out, "garbage collection: %d of %d blobs deleted, %s freed%s; %d blobs (%s) remain\n",
+				res.BlobsBefore-res.BlobsAfter, res.BlobsBefore, mirror.HumanBytes(res.BytesBefore-res.BytesAfter),
+				untagged, res.BlobsAfter, mirror.HumanBytes(res.BytesAfter))
 			return nil
 		},
 	}

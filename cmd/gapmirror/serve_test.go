@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +20,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/directory"
 	"go.podman.io/image/v5/docker"
@@ -25,6 +29,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/mirror"
 )
 
 // served is a gapmirror serve running in-process.
@@ -260,7 +265,7 @@ func TestServeFromArchive(t *testing.T) {
 	}
 	s.stop()
 	code, gcOut, _ := w.gapmirror("serve", "gc", "--root", root)
-	if code != 0 || strings.Contains(gcOut, " 0 deleted") || !strings.Contains(gcOut, "deleted") {
+	if code != 0 || strings.Contains(gcOut, ": 0 of") || strings.Contains(gcOut, " 0 B freed") || !strings.Contains(gcOut, "blobs deleted") {
 		t.Errorf("gc after prune: exit %d, %s", code, gcOut)
 	}
 	s = w.serve("--root", root, "--address", addr)
@@ -524,5 +529,164 @@ func TestServeBadInputCreatesNothing(t *testing.T) {
 				t.Errorf("%s changed: %q", file, data)
 			}
 		})
+	}
+}
+
+// servedBlobs adds to into the manifest repo@d of the served registry and
+// every blob and manifest it references (an index's images too), with
+// their sizes, reading as user.
+func servedBlobs(t *testing.T, c *http.Client, base, repo string, d digest.Digest, user, password string, into map[digest.Digest]int64) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/v2/"+repo+"/manifests/"+d.String(), nil)
+	must(t, err)
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json")
+	req.SetBasicAuth(user, password)
+	resp, err := c.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	must(t, err)
+	if resp.StatusCode != http.StatusOK || digest.FromBytes(data) != d {
+		t.Fatalf("GET %s@%s: %d, digest %s", repo, d, resp.StatusCode, digest.FromBytes(data))
+	}
+	into[d] = int64(len(data))
+	var m struct {
+		Manifests []ocispec.Descriptor `json:"manifests"`
+		Config    ocispec.Descriptor   `json:"config"`
+		Layers    []ocispec.Descriptor `json:"layers"`
+	}
+	must(t, json.Unmarshal(data, &m))
+	for _, child := range m.Manifests {
+		servedBlobs(t, c, base, repo, child.Digest, user, password, into)
+	}
+	for _, b := range append(m.Layers, m.Config) {
+		if b.Digest != "" {
+			into[b.Digest] = b.Size
+		}
+	}
+}
+
+// TestServeDeleteThenGC: against a served registry with --htpasswd users
+// (credentials in the auth file, the served CA as --dest-cert-dir),
+// mirror-to-mirror, then delete --generate and --delete-yaml-file (whose
+// output points at serve gc); with the registry stopped serve gc deletes
+// exactly the blobs only the deleted images used and says how many bytes
+// it freed; served again, the kept images pull whole and the deleted ones
+// are gone.
+func TestServeDeleteThenGC(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(4, 64<<10)
+	im := w.images
+	// 0 app-00, 1 app-01 (deleted); 2 tool-02, 3 app-03 (index, by digest only) kept.
+	root, pw, ws := filepath.Join(w.dir, "srv"), filepath.Join(w.dir, "htpasswd"), filepath.Join(w.dir, "ws")
+	if _, err := serveHtpasswd("s3cret\n", "--file", pw, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddress(t)
+	s := w.serve("--root", root, "--address", addr, "--htpasswd", pw)
+	if s.code != 0 {
+		t.Fatalf("serve: exit %d", s.code)
+	}
+	must(t, os.WriteFile(w.authFile, []byte(`{"auths":{"`+addr+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))+`"}}}`), 0o600))
+	tlsDir := filepath.Join(root, "tls")
+	verified := []string{"--dest-tls-verify=true", "--dest-cert-dir", tlsDir}
+	dst := "docker://" + addr + "/mirror"
+	if code, _, _ := w.gapmirror(append([]string{"mirror", "-c", w.isc(""), "--workspace", "file://" + ws, dst}, verified...)...); code != 0 {
+		t.Fatal("mirror-to-mirror into the served registry failed")
+	}
+	c := caClient(t, filepath.Join(tlsDir, "ca.crt"))
+	base := "https://" + addr
+	deleted, kept := map[digest.Digest]int64{}, map[digest.Digest]int64{}
+	for i, ex := range im {
+		into := kept
+		if i < 2 {
+			into = deleted
+		}
+		servedBlobs(t, c, base, "mirror/"+ex.Repo, ex.Digest, "alice", "s3cret", into)
+	}
+	var freed int64
+	n := 0
+	for d, size := range deleted {
+		if _, ok := kept[d]; !ok {
+			freed += size
+			n++
+		}
+	}
+	if n < 4 {
+		t.Fatalf("the deleted images have %d blobs of their own: the check below would prove little", n)
+	}
+
+	disc := w.disc("disc.yaml", "  additionalImages:\n  - name: "+im[0].Ref+"\n  - name: "+im[1].Ref+"\n")
+	code, stdout, _ := w.gapmirror(append([]string{"delete", "-c", disc, "--generate", "--workspace", "file://" + ws, dst}, verified...)...)
+	plan := filepath.Join(ws, "working-dir", "delete", "delete-images.yaml")
+	if code != 0 || !strings.Contains(stdout, "nothing was deleted") {
+		t.Fatalf("delete --generate: exit %d", code)
+	}
+	code, stdout, _ = w.gapmirror(append([]string{"delete", "--delete-yaml-file", plan, dst}, verified...)...)
+	if code != 0 || !strings.Contains(stdout, "gapmirror serve gc --root") {
+		t.Fatalf("delete --delete-yaml-file: exit %d, or no word of serve gc:\n%s", code, stdout)
+	}
+	for _, ex := range im[:2] {
+		if got := httpStatus(t, c, http.MethodHead, base+"/v2/mirror/"+ex.Repo+"/manifests/"+ex.Digest.String(), "alice", "s3cret"); got != http.StatusNotFound {
+			t.Errorf("deleted %s: HEAD %d, want 404", ex.Repo, got)
+		}
+	}
+	if s.stop() != 0 {
+		t.Fatal("serve did not stop cleanly")
+	}
+
+	code, gcOut, gcErr := w.gapmirror("serve", "gc", "--root", root)
+	want := fmt.Sprintf("garbage collection: %d of ", n)
+	if code != 0 || !strings.Contains(gcOut, want) || !strings.Contains(gcOut, " blobs deleted, "+mirror.HumanBytes(freed)+" freed;") {
+		t.Errorf("serve gc: exit %d, want %q… %s freed:\n%s", code, want, mirror.HumanBytes(freed), gcOut)
+	}
+	if strings.Contains(gcOut+gcErr, "Deleting blob") {
+		t.Errorf("serve gc logged every blob outside debug:\n%s\n%s", gcOut, gcErr)
+	}
+	code, gcOut, _ = w.gapmirror("serve", "gc", "--root", root)
+	if code != 0 || !strings.Contains(gcOut, ": 0 of ") || !strings.Contains(gcOut, " 0 B freed") {
+		t.Errorf("second serve gc: exit %d:\n%s", code, gcOut)
+	}
+
+	s = w.serve("--root", root, "--address", addr, "--htpasswd", pw)
+	if s.code != 0 {
+		t.Fatalf("serve again: exit %d", s.code)
+	}
+	kept2 := []example{}
+	for _, ex := range im[2:] {
+		ex.Repo = "mirror/" + ex.Repo
+		kept2 = append(kept2, ex)
+	}
+	w.pullAll(addr, tlsDir, kept2)
+	for d := range deleted {
+		if _, ok := kept[d]; ok {
+			continue
+		}
+		if got := httpStatus(t, c, http.MethodHead, base+"/v2/mirror/"+im[0].Repo+"/blobs/"+d.String(), "alice", "s3cret"); got != http.StatusNotFound {
+			t.Errorf("blob %s of a deleted image: HEAD %d after gc, want 404", d, got)
+		}
+	}
+}
+
+// TestServeGCRoots: serve gc on a root served but never pushed to says
+// there is nothing to collect; pointed at a directory that is no serve
+// root it is refused, naming --root, and leaves no lock file there.
+func TestServeGCRoots(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	root := filepath.Join(w.dir, "srv")
+	s := w.serve("--root", root, "--address", freeAddress(t))
+	if s.code != 0 || s.stop() != 0 {
+		t.Fatalf("serve: exit %d", s.code)
+	}
+	code, out, stderr := w.gapmirror("serve", "gc", "--root", root)
+	if code != 0 || !strings.Contains(out, "nothing was pushed to "+root+" yet: nothing to collect") {
+		t.Errorf("gc of a root never pushed to: exit %d\n%s%s", code, out, stderr)
+	}
+	code, _, stderr = w.gapmirror("serve", "gc", "--root", w.dir)
+	if code != 1 || !strings.Contains(stderr, "--root "+w.dir+" does not look like a gapmirror serve root") {
+		t.Errorf("gc of a directory that is no root: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "serve.lock")); !os.IsNotExist(err) {
+		t.Errorf("gc left serve.lock in %s (%v)", w.dir, err)
 	}
 }
