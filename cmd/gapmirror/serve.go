@@ -175,6 +175,10 @@ func checkPushInputs(g *globalFlags, from string) (*pushInputs, error) {
 	return p, nil
 }
 
+// servePushProgress wraps the progress of serve --from's push (tests hold
+// the push at an image with it).
+var servePushProgress = func(p mirror.Progress) mirror.Progress { return p }
+
 // pushArchive is disk-to-mirror from the archive directory to the served
 // registry, with the push credential of this process.
 func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *slog.Logger, f *serveFlags, srv *serve.Server, p *pushInputs) error {
@@ -204,7 +208,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *s
 		ToolVersion: version,
 		Copy: mirror.Options{ // layers, retries and their delay: the copy's defaults
 			ParallelImages: f.parallelImages,
-			Progress:       g.progress(log),
+			Progress:       servePushProgress(g.progress(log)),
 		},
 		SkipPredecessorCheck: f.skipPredCheck,
 		Prune:                f.prune,

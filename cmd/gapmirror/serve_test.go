@@ -27,6 +27,7 @@ import (
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/mirror"
@@ -441,95 +442,110 @@ func TestServeRegistryConfig(t *testing.T) {
 	}
 }
 
-// TestServeInterruptedPush: /v2/ answers during the --from push; SIGINT
-// while serve --from pushes stops the push and the registry; the next serve --from pushes what is missing and
-// every image is there, complete.
+// heldPush is the progress of serve --from's push, holding the copy at the
+// first image it completes until release is closed.
+type heldPush struct {
+	mirror.Progress
+	mu      sync.Mutex
+	phase   string
+	held    chan struct{} // closed when the copy is held
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *heldPush) Phase(name string, images int, total mirror.Totals) {
+	h.mu.Lock()
+	h.phase = name
+	h.mu.Unlock()
+	h.Progress.Phase(name, images, total)
+}
+
+func (h *heldPush) ImageDone(img imageset.Image, skipped bool, err error) {
+	h.Progress.ImageDone(img, skipped, err)
+	h.mu.Lock()
+	copying := h.phase == "copying"
+	h.mu.Unlock()
+	if copying && !skipped && err == nil {
+		h.once.Do(func() {
+			close(h.held)
+			<-h.release
+		})
+	}
+}
+
+// TestServeInterruptedPush: the registry answers (/v2/, the catalog of what
+// is pushed so far) while its --from push is provably under way (held
+// after its first image: not "ready" yet); SIGINT then stops the push and
+// the registry with a failure; the next serve --from pushes what is
+// missing and every image is there, complete.
 func TestServeInterruptedPush(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(12, 512<<10)
+	w.pushFleet(12, 64<<10)
 	archiveDir, root := filepath.Join(w.dir, "archive"), filepath.Join(w.dir, "srv")
 	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
+	hold := &heldPush{held: make(chan struct{}), release: make(chan struct{})}
+	defer func(f func(mirror.Progress) mirror.Progress) { servePushProgress = f }(servePushProgress)
+	servePushProgress = func(p mirror.Progress) mirror.Progress { hold.Progress = p; return hold }
+	released := false
+	defer func() {
+		if !released {
+			close(hold.release)
+		}
+	}()
+
 	addr := freeAddress(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	done := make(chan int, 1)
 	args := []string{"serve", "--no-progress", "--registries-conf", w.regsConf, "--cache-dir", filepath.Join(w.dir, "cache"),
 		"--root", root, "--address", addr, "--from", "file://" + archiveDir, "--parallel-images", "1"}
 	go func() { done <- run(ctx, args, out, errb) }()
-	for !strings.Contains(errb.String(), "pushing archive") {
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited (%d) before pushing:\n%s\n%s", code, out, errb)
-		case <-time.After(time.Millisecond):
-		}
+	select {
+	case <-hold.held:
+	case code := <-done:
+		t.Fatalf("serve exited (%d) before pushing an image:\n%s\n%s", code, out, errb)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no image pushed after 2 minutes:\n%s\n%s", out, errb)
 	}
-	// The registry answers while it pushes into itself.
-	if got := httpStatus(t, caClient(t, filepath.Join(root, "tls", "ca.crt")), http.MethodGet, "https://"+addr+"/v2/", "", ""); got != http.StatusUnauthorized {
+	// The push is under way, held after its first image: the registry answers.
+	c := caClient(t, filepath.Join(root, "tls", "ca.crt"))
+	if got := httpStatus(t, c, http.MethodGet, "https://"+addr+"/v2/", "", ""); got != http.StatusUnauthorized {
 		t.Errorf("GET /v2/ during the push: %d, want 401 (a challenge for clients that push)", got)
 	}
-	time.Sleep(100 * time.Millisecond) // into the push, usually
+	resp, err := c.Get("https://" + addr + "/v2/_catalog")
+	must(t, err)
+	var catalog struct{ Repositories []string }
+	must(t, json.NewDecoder(resp.Body).Decode(&catalog))
+	_ = resp.Body.Close()
+	if len(catalog.Repositories) == 0 || len(catalog.Repositories) >= len(w.images) {
+		t.Errorf("catalog during the push lists %q: want the repositories pushed so far, some but not all", catalog.Repositories)
+	}
+	if strings.Contains(out.String(), "ready: ") {
+		t.Fatalf("serve says ready while its push is held:\n%s", out)
+	}
+	// SIGINT during the push.
 	cancel()
+	close(hold.release)
+	released = true
 	code := <-done
 	t.Logf("interrupted serve → exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
-	if code == 0 {
-		t.Log("the push finished before the interrupt: the rerun below only checks the registry")
+	if code == 0 || strings.Contains(out.String(), "ready: ") {
+		t.Errorf("serve interrupted during its push: exit %d, want a failure and no ready", code)
 	}
+	servePushProgress = func(p mirror.Progress) mirror.Progress { return p }
 	s := w.serve("--root", root, "--address", addr, "--from", "file://"+archiveDir)
 	if s.code != 0 {
 		t.Fatalf("serve --from after the interrupt: exit %d", s.code)
 	}
-	w.pullAll(addr, filepath.Join(root, "tls"), w.images)
-}
-
-// TestServeBadInputCreatesNothing: serve checks every input (--from and
-// its archive, --root, --address, --tls-cert, --htpasswd, --registry-config)
-// before it creates the root, its TLS files or its lock, or prints how to
-// trust a CA; each refusal names the flag.
-func TestServeBadInputCreatesNothing(t *testing.T) {
-	dir := t.TempDir()
-	empty, file := filepath.Join(dir, "empty"), filepath.Join(dir, "file")
-	must(t, os.Mkdir(empty, 0o755))
-	must(t, os.WriteFile(file, []byte("not a directory\n"), 0o644))
-	badConf := filepath.Join(dir, "registry.yml")
-	must(t, os.WriteFile(badConf, []byte("version: 0.1\nstorage: [\n"), 0o644))
-	root := filepath.Join(dir, "srv")
-	for _, tc := range []struct {
-		name string
-		args []string
-		want []string
-	}{
-		{"missing --from", []string{"--root", root, "--from", "file://" + filepath.Join(dir, "usb")}, []string{"--from file://" + filepath.Join(dir, "usb"), "no such file"}},
-		{"no archive in --from", []string{"--root", root, "--from", "file://" + empty}, []string{"--from file://" + empty, "no gapmirror archive"}},
-		{"--root is a file", []string{"--root", file}, []string{"--root " + file + " is a file"}},
-		{"bad --address", []string{"--root", root, "--address", "5000"}, []string{"--address", "HOST:PORT"}},
-		{"missing --tls-cert", []string{"--root", root, "--tls-cert", filepath.Join(dir, "c.crt"), "--tls-key", filepath.Join(dir, "c.key")}, []string{"--tls-cert " + filepath.Join(dir, "c.crt")}},
-		{"missing --htpasswd", []string{"--root", root, "--htpasswd", filepath.Join(dir, "htpasswd")}, []string{"--htpasswd " + filepath.Join(dir, "htpasswd"), "gapmirror serve htpasswd"}},
-		{"bad --registry-config", []string{"--root", root, "--registry-config", badConf}, []string{"--registry-config " + badConf}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"serve", "--no-progress", "--cache-dir", filepath.Join(dir, "cache"), "--address", "127.0.0.1:0"}, tc.args...)
-			code, stdout, stderr := runPlain(t, args...)
-			if code != 1 {
-				t.Errorf("exit %d, want 1", code)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("stderr does not say %q:\n%s", want, stderr)
-				}
-			}
-			if stdout != "" {
-				t.Errorf("printed before refusing:\n%s", stdout)
-			}
-			if _, err := os.Stat(root); !os.IsNotExist(err) {
-				t.Errorf("%s was created (%v)", root, err)
-			}
-			if data, _ := os.ReadFile(file); string(data) != "not a directory\n" {
-				t.Errorf("%s changed: %q", file, data)
-			}
-		})
+	// One image at a time, held after the first: the interrupt stopped the
+	// push there.
+	if !strings.Contains(s.out.String(), "12 images: 11 copied, 1 already at the destination") {
+		t.Errorf("the rerun does not push exactly what the interrupted push left out:\n%s", s.out)
 	}
+	w.pullAll(addr, filepath.Join(root, "tls"), w.images)
 }
 
 // servedBlobs adds to into the manifest repo@d of the served registry and
