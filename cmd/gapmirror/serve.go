@@ -99,7 +99,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 			}
 		}
 	}
-	f.opts.Debug = g.logLevel == "debug"
+	f.opts.Debug = registryDebug(g)
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()
 	srv, err := serve.New(ctx, f.opts)
@@ -231,6 +231,13 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *s
 	return nil
 }
 
+// registryDebug: --log-level debug (or trace) lets the registry log every
+// request, and gc every blob it deletes.
+func registryDebug(g *globalFlags) bool {
+	lvl, err := parseLevel(g.logLevel)
+	return err == nil && lvl <= slog.LevelDebug
+}
+
 // printTrust says where the generated CA is and how clients trust it.
 func printTrust(w io.Writer, srv *serve.Server) {
 	ca := srv.CAFile()
@@ -299,14 +306,18 @@ func newServeGCCommand(g *globalFlags) *cobra.Command {
 		Short: "Delete the blobs no image references any more (distribution's mark-and-sweep); the registry must be stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Debug = g.logLevel == "debug"
+			o.Debug = registryDebug(g)
 			res, err := serve.CollectGarbage(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if res.NothingPushed {
-				fmt.Fprintf(out, "garbage collection: nothing was pushed to %s yet: nothing to collect\n", o.Root)
+				where := o.Root
+				if o.RegistryConfig != "" {
+					where = "the storage of --registry-config " + o.RegistryConfig
+				}
+				fmt.Fprintf(out, "garbage collection: nothing was pushed to %s yet: nothing to collect\n", where)
 				return nil
 			}
 			untagged := ""
