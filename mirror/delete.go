@@ -492,7 +492,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	}
 	fmt.Fprintf(d.Out, "delete: %d of %d deletes done at %s, %d failed, %d skipped; record in %s\n", len(out.Done), len(l.Actions), root, len(out.Failed), len(out.Skipped), rep.File)
 	if len(out.Done) > 0 {
-		fmt.Fprintf(d.Out, "the registry frees the space of deleted manifests' layers only when its garbage collection runs (distribution: registry garbage-collect --delete-untagged)\n")
+		fmt.Fprintf(d.Out, "the registry frees the space of deleted manifests' layers only when its garbage collection runs (gapmirror serve: stop it and run gapmirror serve gc --root DIR; distribution: registry garbage-collect --delete-untagged)\n")
 	}
 	switch {
 	case xerr != nil:

@@ -355,7 +355,7 @@ func (r *Report) printPrune(w io.Writer) {
 		for _, f := range p.Outcome.Failed {
 			fmt.Fprintf(w, "FAILED %s: %s\n", f.Action, f.Error)
 		}
-		fmt.Fprintf(w, "the registry frees the space of deleted manifests' layers only when its garbage collection runs (distribution: registry garbage-collect --delete-untagged)\n")
+		fmt.Fprintf(w, "the registry frees the space of deleted manifests' layers only when its garbage collection runs (gapmirror serve: stop it and run gapmirror serve gc --root DIR; distribution: registry garbage-collect --delete-untagged)\n")
 	}
 }
 

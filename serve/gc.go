@@ -7,8 +7,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
-	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/storage"
 	"github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/distribution/distribution/v3/registry/storage/driver/factory"
@@ -21,19 +21,44 @@ type GCOptions struct {
 	// RemoveUntagged also deletes manifests no tag reaches (and not
 	// referenced by an index that a tag reaches).
 	RemoveUntagged bool
+	// Debug lets distribution log every blob, link and manifest it deletes.
+	Debug bool
 }
 
 // GCResult is what a collection found.
 type GCResult struct {
 	// BlobsBefore and BlobsAfter count the blobs (layers, configs,
-	// manifests) in storage around the sweep.
+	// manifests) in storage around the sweep; BytesBefore and BytesAfter
+	// add up their sizes.
 	BlobsBefore, BlobsAfter int
+	BytesBefore, BytesAfter int64
+	// ManifestsBefore and ManifestsAfter count the manifests the
+	// repositories hold (revisions: one per repository a manifest is in).
+	ManifestsBefore, ManifestsAfter int
+	// NothingPushed: the storage holds no repository, so there was nothing
+	// to collect.
+	NothingPushed bool
 }
+
+// Storage paths of distribution's layout, under the driver's root.
+const (
+	registryDir = "/docker/registry/v2"
+	// blobsDir keeps blob data: blobs/sha256/ab/abcd…/data.
+	blobsDir = registryDir + "/blobs"
+	// reposDir keeps the repositories: their manifest revisions, tags and
+	// layer links; made by the first push.
+	reposDir = registryDir + "/repositories"
+)
+
+// rootEntries are what a gapmirror serve makes under its root (and the
+// htpasswd file serve htpasswd --root writes).
+var rootEntries = []string{"docker", "tls", lockFile, HtpasswdFile}
 
 // CollectGarbage deletes the blobs no manifest references, with
 // distribution's mark-and-sweep. The registry must not be running on the
 // same storage (pushes under way would lose blobs): the root's lock keeps
-// a gapmirror serve on the same root out.
+// a gapmirror serve on the same root out. A root that does not exist or
+// holds no repository yet has nothing to collect.
 func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	var res GCResult
 	if opts.Root == "" {
@@ -43,27 +68,27 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if _, err := os.Stat(root); err != nil {
-		return res, fmt.Errorf("--root: %w", err)
+	cfg, _, err := parseConfiguration(root, opts.RegistryConfig)
+	if err != nil {
+		return res, err
+	}
+	switch exists, err := checkGCRoot(root); {
+	case err != nil:
+		return res, err
+	case !exists && opts.RegistryConfig == "":
+		res.NothingPushed = true // and nothing to make a lock in
+		return res, nil
+	case !exists:
+		return res, fmt.Errorf("--root %s does not exist: give the --root the registry serves with (it holds the lock that keeps gc off a running registry)", root)
 	}
 	unlock, err := lockRoot(root)
 	if err != nil {
 		return res, err
 	}
 	defer unlock()
-	name, params := "filesystem", map[string]any{"rootdirectory": root}
-	if opts.RegistryConfig != "" {
-		f, err := os.Open(opts.RegistryConfig)
-		if err != nil {
-			return res, fmt.Errorf("--registry-config: %w", err)
-		}
-		cfg, err := configuration.Parse(f)
-		f.Close()
-		if err != nil {
-			return res, fmt.Errorf("--registry-config %s: %w", opts.RegistryConfig, err)
-		}
-		name, params = cfg.Storage.Type(), cfg.Storage.Parameters()
-	}
+	// distribution logs every blob it deletes: only in debug.
+	registryLogs(opts.Debug)
+	name, params := cfg.Storage.Type(), cfg.Storage.Parameters()
 	d, err := factory.Create(ctx, name, params)
 	if err != nil {
 		return res, fmt.Errorf("opening the %s storage: %w", name, err)
@@ -72,29 +97,96 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if res.BlobsBefore, err = countBlobs(ctx, d); err != nil {
+	if res.BlobsBefore, res.BytesBefore, err = countBlobs(ctx, d); err != nil {
 		return res, err
+	}
+	if res.ManifestsBefore, err = countManifests(ctx, d); err != nil {
+		return res, err
+	}
+	if _, err := d.Stat(ctx, reposDir); err != nil {
+		if errors.As(err, new(driver.PathNotFoundError)) {
+			// Nothing was pushed (distribution's mark fails on the missing directory).
+			res.NothingPushed = true
+			res.BlobsAfter, res.BytesAfter, res.ManifestsAfter = res.BlobsBefore, res.BytesBefore, res.ManifestsBefore
+			return res, nil
+		}
+		return res, fmt.Errorf("reading the %s storage: %w", name, err)
 	}
 	if err := storage.MarkAndSweep(ctx, d, reg, storage.GCOpts{RemoveUntagged: opts.RemoveUntagged, Quiet: true}); err != nil {
 		return res, fmt.Errorf("garbage collection: %w", err)
 	}
-	res.BlobsAfter, err = countBlobs(ctx, d)
+	if res.BlobsAfter, res.BytesAfter, err = countBlobs(ctx, d); err != nil {
+		return res, err
+	}
+	res.ManifestsAfter, err = countManifests(ctx, d)
 	return res, err
 }
 
-// blobsDir is where distribution keeps blob data: blobs/sha256/ab/abcd…/data.
-const blobsDir = "/docker/registry/v2/blobs"
+// checkGCRoot reports whether root exists, and refuses a root that is a
+// file, or a directory with content none of which a serve made (so that gc
+// pointed at the wrong directory leaves no lock file there).
+func checkGCRoot(root string) (bool, error) {
+	entries, err := os.ReadDir(root)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		if fi, serr := os.Stat(root); serr == nil && !fi.IsDir() {
+			return true, fmt.Errorf("--root %s is a file, not a directory: give the --root the registry serves with", root)
+		}
+		return true, fmt.Errorf("--root %s: %w", root, err)
+	}
+	if len(entries) == 0 {
+		return true, nil
+	}
+	var names []string
+	for _, e := range entries {
+		for _, want := range rootEntries {
+			if e.Name() == want {
+				return true, nil
+			}
+		}
+		if len(names) < 3 {
+			names = append(names, e.Name())
+		}
+	}
+	return true, fmt.Errorf("--root %s does not look like a gapmirror serve root (it holds %s…, and none of %s): give the --root the registry serves with", root, strings.Join(names, ", "), strings.Join(rootEntries, ", "))
+}
 
-func countBlobs(ctx context.Context, d driver.StorageDriver) (int, error) {
-	n := 0
-	err := d.Walk(ctx, blobsDir, func(fi driver.FileInfo) error {
+// countBlobs counts the blobs in storage and adds up their sizes.
+func countBlobs(ctx context.Context, d driver.StorageDriver) (n int, size int64, err error) {
+	err = d.Walk(ctx, blobsDir, func(fi driver.FileInfo) error {
 		if !fi.IsDir() && path.Base(fi.Path()) == "data" {
+			n++
+			size += fi.Size()
+		}
+		return nil
+	})
+	if errors.As(err, new(driver.PathNotFoundError)) {
+		return 0, 0, nil
+	}
+	return n, size, err
+}
+
+// countManifests counts the manifest revisions of every repository:
+// repositories/NAME/_manifests/revisions/sha256/HEX/link.
+func countManifests(ctx context.Context, d driver.StorageDriver) (int, error) {
+	n := 0
+	err := d.Walk(ctx, reposDir, func(fi driver.FileInfo) error {
+		p := fi.Path()
+		if fi.IsDir() {
+			// Layer links and uploads hold no manifests.
+			if b := path.Base(p); b == "_layers" || b == "_uploads" {
+				return driver.ErrSkipDir
+			}
+			return nil
+		}
+		if path.Base(p) == "link" && strings.Contains(p, "/_manifests/revisions/") {
 			n++
 		}
 		return nil
 	})
-	var notFound driver.PathNotFoundError
-	if errors.As(err, &notFound) {
+	if errors.As(err, new(driver.PathNotFoundError)) {
 		return 0, nil
 	}
 	return n, err

@@ -2,25 +2,30 @@ package serve
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 )
 
 // The registry logs through the standard logrus logger: a line per request,
 // and an error line for every 404 (a push asking whether a blob is there
-// is one). Its entries carry the "go.version" field; outside Options.Debug
-// only those that say the registry itself failed (a 5xx answer, or an
-// error not about a request) get through.
+// is one); garbage collection a line per blob, link and manifest it deletes.
+// Its entries carry the "go.version" field; outside debug (Options.Debug,
+// GCOptions.Debug) only those that say the registry itself failed (a 5xx
+// answer, or an error not about a request) get through.
 const registryLogField = "go.version"
 
-var installLogFilter sync.Once
+var (
+	installLogFilter sync.Once
+	registryVerbose  atomic.Bool
+)
 
 type registryLogFilter struct {
 	next logrus.Formatter
 }
 
 func (f registryLogFilter) Format(e *logrus.Entry) ([]byte, error) {
-	if _, fromRegistry := e.Data[registryLogField]; fromRegistry && !serious(e) {
+	if _, fromRegistry := e.Data[registryLogField]; fromRegistry && !registryVerbose.Load() && !serious(e) {
 		return nil, nil
 	}
 	return f.next.Format(e)
@@ -38,8 +43,10 @@ func serious(e *logrus.Entry) bool {
 	return true
 }
 
-// quietRegistryLogs installs the filter (once, for the process).
-func quietRegistryLogs() {
+// registryLogs lets every registry entry through (verbose), or only the
+// serious ones; it installs the filter once, for the process.
+func registryLogs(verbose bool) {
+	registryVerbose.Store(verbose)
 	installLogFilter.Do(func() {
 		std := logrus.StandardLogger()
 		next := std.Formatter

@@ -8,6 +8,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/handlers"
+	"go.yaml.in/yaml/v3"
 
 	// Storage drivers a --registry-config may name (and clouddrivers.go).
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
@@ -56,8 +58,9 @@ type Options struct {
 	TLSSANs []string
 	// PlainHTTP serves without TLS.
 	PlainHTTP bool
-	// Htpasswd is an htpasswd file (bcrypt entries); empty: anonymous users
-	// may read and only this process's push (PushCredentials) may write.
+	// Htpasswd is an htpasswd file (bcrypt entries); empty: ROOT/htpasswd
+	// when it is there, else anonymous users may read and only this
+	// process's push (PushCredentials) may write.
 	Htpasswd string
 	// RegistryConfig is a distribution configuration file; its storage,
 	// validation, middleware, redis, notifications... are used as written.
@@ -82,86 +85,126 @@ type Server struct {
 	unlock       func()
 }
 
-// New starts the registry; it answers once New returns. Stop it with Shutdown.
+// New starts the registry; it answers once New returns. Stop it with
+// Shutdown. Every input (root, address, certificate, htpasswd file,
+// configuration) is checked before anything is created under the root.
 func New(ctx context.Context, opts Options) (*Server, error) {
-	if opts.Root == "" {
-		return nil, errors.New("serve: no root directory: give --root DIR")
+	s := &Server{served: make(chan struct{})}
+	if err := s.check(&opts); err != nil {
+		return nil, err
 	}
-	root, err := filepath.Abs(opts.Root)
+	s.opts = opts
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	s.pushPassword = hex.EncodeToString(secret)
+	cfg, err := s.configuration()
 	if err != nil {
 		return nil, err
 	}
-	opts.Root = root
-	if opts.Address == "" {
-		opts.Address = DefaultAddress
-	}
-	if _, _, err := net.SplitHostPort(opts.Address); err != nil {
-		return nil, fmt.Errorf("--address %q: use HOST:PORT, e.g. %s or 0.0.0.0:5000: %w", opts.Address, DefaultAddress, err)
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the root directory: %w", err)
-	}
-	if (opts.TLSCert == "") != (opts.TLSKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither to use the CA gapmirror makes under ROOT/tls")
-	}
-	if opts.PlainHTTP && opts.TLSCert != "" {
-		return nil, errors.New("--plain-http serves without TLS: leave out --tls-cert and --tls-key, or --plain-http")
-	}
-	if opts.Htpasswd != "" {
-		// distribution would make the file up, with a random user it logs.
-		if _, err := os.Stat(opts.Htpasswd); err != nil {
-			return nil, fmt.Errorf("--htpasswd %s: %w (add users with: gapmirror serve htpasswd --file %s USER)", opts.Htpasswd, err, opts.Htpasswd)
-		}
-		if opts.Htpasswd, err = filepath.Abs(opts.Htpasswd); err != nil {
-			return nil, err
-		}
-	}
-	unlock, err := lockRoot(root)
+	ln, err := net.Listen("tcp", opts.Address)
 	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w (another registry there? choose another --address)", opts.Address, err)
+	}
+	if err := os.MkdirAll(opts.Root, 0o755); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("--root %s: %w", opts.Root, err)
+	}
+	if s.unlock, err = lockRoot(opts.Root); err != nil {
+		_ = ln.Close()
 		return nil, err
 	}
-	s := &Server{opts: opts, served: make(chan struct{}), unlock: unlock}
-	if err := s.start(ctx); err != nil {
-		unlock()
+	if err := s.start(ctx, ln, cfg); err != nil {
+		_ = ln.Close()
+		s.unlock()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Server) start(ctx context.Context) error {
-	opts := s.opts
-	addr := opts.Address
-	host, _, err := net.SplitHostPort(addr)
+// check validates opts (making paths absolute) and loads --tls-cert,
+// creating nothing.
+func (s *Server) check(opts *Options) error {
+	if opts.Root == "" {
+		return errors.New("serve: no root directory: give --root DIR")
+	}
+	root, err := filepath.Abs(opts.Root)
 	if err != nil {
 		return err
 	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return err
+	opts.Root = root
+	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+		return fmt.Errorf("--root %s is a file, not a directory: give the directory of the registry's storage (made if missing)", root)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("--root %s: %w", root, err)
 	}
-	s.pushPassword = hex.EncodeToString(secret)
-	cfg, err := s.configuration()
+	if opts.Address == "" {
+		opts.Address = DefaultAddress
+	}
+	if _, _, err := net.SplitHostPort(opts.Address); err != nil {
+		return fmt.Errorf("--address %q: use HOST:PORT, e.g. %s or 0.0.0.0:5000: %w", opts.Address, DefaultAddress, err)
+	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together: give both, or neither to use the CA gapmirror makes under ROOT/tls")
+	}
+	if opts.PlainHTTP && opts.TLSCert != "" {
+		return errors.New("--plain-http serves without TLS: leave out --tls-cert and --tls-key, or --plain-http")
+	}
+	if len(opts.TLSSANs) > 0 {
+		switch {
+		case opts.PlainHTTP:
+			return errors.New("--tls-san names hosts in the certificate gapmirror generates, and --plain-http serves without TLS: leave out --tls-san, or --plain-http")
+		case opts.TLSCert != "":
+			return fmt.Errorf("--tls-san names hosts in the certificate gapmirror generates, not in --tls-cert %s: leave out --tls-san and have the names put in your certificate, or leave out --tls-cert and --tls-key", opts.TLSCert)
+		}
+	}
+	if opts.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(opts.TLSCert, opts.TLSKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", opts.TLSCert, opts.TLSKey, err)
+		}
+		s.cert = &cert
+	}
+	if opts.Htpasswd == "" {
+		if fi, err := os.Stat(RootHtpasswd(root)); err == nil && fi.Mode().IsRegular() {
+			opts.Htpasswd = RootHtpasswd(root)
+		}
+	}
+	if opts.Htpasswd != "" {
+		// distribution would make the file up, with a random user it logs.
+		if _, err := os.Stat(opts.Htpasswd); err != nil {
+			return fmt.Errorf("--htpasswd %s: %w (add users with: gapmirror serve htpasswd --file %s USER)", opts.Htpasswd, err, opts.Htpasswd)
+		}
+		if opts.Htpasswd, err = filepath.Abs(opts.Htpasswd); err != nil {
+			return err
+		}
+		if err := checkHtpasswd(opts.Htpasswd); err != nil {
+			return fmt.Errorf("--htpasswd: %w", err)
+		}
+	}
+	return nil
+}
+
+// start serves on ln: the registry's name, TLS (generating the
+// certificate under ROOT/tls unless one was given) and the application.
+func (s *Server) start(ctx context.Context, ln net.Listener, cfg *configuration.Configuration) error {
+	opts := s.opts
+	host, _, err := net.SplitHostPort(opts.Address)
 	if err != nil {
 		return err
 	}
 	s.server = &http.Server{ReadHeaderTimeout: 30 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	if opts.Debug {
 		s.server.ErrorLog = log.New(os.Stderr, "serve: ", log.LstdFlags)
-	} else {
-		quietRegistryLogs()
 	}
-
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w (another registry there? choose another --address)", addr, err)
-	}
+	registryLogs(opts.Debug)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	name := opts.Hostname
 	if name == "" {
 		name = host
 		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 			if name, err = os.Hostname(); err != nil {
-				_ = ln.Close()
 				return fmt.Errorf("no --hostname given and this machine's host name is unknown: %w", err)
 			}
 		}
@@ -169,29 +212,21 @@ func (s *Server) start(ctx context.Context) error {
 	s.name = net.JoinHostPort(name, port)
 
 	if !opts.PlainHTTP {
-		var cert tls.Certificate
-		if opts.TLSCert != "" {
-			cert, err = tls.LoadX509KeyPair(opts.TLSCert, opts.TLSKey)
-			if err != nil {
-				_ = ln.Close()
-				return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", opts.TLSCert, opts.TLSKey, err)
-			}
-		} else {
+		if s.cert == nil {
 			names, ips := hostNames(host, append([]string{name}, opts.TLSSANs...))
 			dir := filepath.Join(opts.Root, "tls")
-			if cert, err = generatedCertificate(dir, names, ips); err != nil {
-				_ = ln.Close()
+			cert, err := generatedCertificate(dir, names, ips)
+			if err != nil {
 				return fmt.Errorf("TLS under %s: %w", dir, err)
 			}
+			s.cert = &cert
 			s.caFile = filepath.Join(dir, CAFile)
 		}
-		s.cert = &cert
-		s.server.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		s.server.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*s.cert}, MinVersion: tls.VersionTLS12}
 	}
 
 	app, err := newApp(ctx, cfg)
 	if err != nil {
-		_ = ln.Close()
 		return err
 	}
 	s.app = app
@@ -210,37 +245,26 @@ func (s *Server) start(ctx context.Context) error {
 // configuration is the registry's configuration: opts.RegistryConfig's,
 // or filesystem storage under the root; with this package's auth, deletes
 // on, and image indexes accepted without all their platforms (gapmirror
-// mirrors chosen platforms of an index).
+// mirrors chosen platforms of an index). Both go through
+// configuration.Parse, so that every default it sets applies (the catalog's
+// and tag list's page limits: left at zero, /v2/_catalog lists nothing)
+// and so do distribution's REGISTRY_* environment overrides.
 func (s *Server) configuration() (*configuration.Configuration, error) {
-	opts := s.opts
-	var cfg *configuration.Configuration
-	if opts.RegistryConfig != "" {
-		f, err := os.Open(opts.RegistryConfig)
-		if err != nil {
-			return nil, fmt.Errorf("--registry-config: %w", err)
+	cfg, source, err := parseConfiguration(s.opts.Root, s.opts.RegistryConfig)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Auth) > 0 {
+		what := "remove the auth section"
+		if s.opts.RegistryConfig == "" {
+			what = "unset the REGISTRY_AUTH* environment variables"
 		}
-		defer f.Close()
-		if cfg, err = configuration.Parse(f); err != nil {
-			return nil, fmt.Errorf("--registry-config %s: %w", opts.RegistryConfig, err)
-		}
-		if len(cfg.Auth) > 0 {
-			return nil, fmt.Errorf("--registry-config %s: auth (%s): gapmirror serve does the auth itself: remove the auth section and use --htpasswd", opts.RegistryConfig, cfg.Auth.Type())
-		}
-		if _, ok := cfg.Storage["delete"]; !ok {
-			cfg.Storage["delete"] = configuration.Parameters{"enabled": true}
-		}
-		if cfg.Validation.Manifests.Indexes.Platforms == "" {
-			cfg.Validation.Manifests.Indexes.Platforms = "none"
-		}
-	} else {
-		cfg = &configuration.Configuration{}
-		cfg.Version = configuration.MajorMinorVersion(0, 1)
-		cfg.Storage = configuration.Storage{
-			"filesystem": configuration.Parameters{"rootdirectory": opts.Root},
-			"delete":     configuration.Parameters{"enabled": true},
-			"cache":      configuration.Parameters{"blobdescriptor": "inmemory"},
-			"redirect":   configuration.Parameters{"disable": true},
-		}
+		return nil, fmt.Errorf("%s: auth (%s): gapmirror serve does the auth itself: %s and use --htpasswd", source, cfg.Auth.Type(), what)
+	}
+	if _, ok := cfg.Storage["delete"]; !ok {
+		cfg.Storage["delete"] = configuration.Parameters{"enabled": true}
+	}
+	if cfg.Validation.Manifests.Indexes.Platforms == "" {
 		cfg.Validation.Manifests.Indexes.Platforms = "none"
 	}
 	if cfg.HTTP.Secret == "" {
@@ -252,11 +276,49 @@ func (s *Server) configuration() (*configuration.Configuration, error) {
 		cfg.HTTP.Secret = hex.EncodeToString(secret)
 	}
 	params := configuration.Parameters{"pushpassword": s.pushPassword}
-	if opts.Htpasswd != "" {
-		params["htpasswd"] = opts.Htpasswd
+	if s.opts.Htpasswd != "" {
+		params["htpasswd"] = s.opts.Htpasswd
 	}
 	cfg.Auth = configuration.Auth{accessControllerName: params}
 	return cfg, nil
+}
+
+// parseConfiguration reads the distribution configuration file file, or
+// makes the default one (filesystem storage under root), and says which
+// in source, for messages.
+func parseConfiguration(root, file string) (cfg *configuration.Configuration, source string, err error) {
+	var data []byte
+	if file != "" {
+		source = "--registry-config " + file
+		if data, err = os.ReadFile(file); err != nil {
+			return nil, source, fmt.Errorf("--registry-config: %w", err)
+		}
+	} else {
+		source = "the default registry configuration"
+		if data, err = defaultConfiguration(root); err != nil {
+			return nil, source, err
+		}
+	}
+	if cfg, err = configuration.Parse(bytes.NewReader(data)); err != nil {
+		return nil, source, fmt.Errorf("%s: %w", source, err)
+	}
+	return cfg, source, nil
+}
+
+// defaultConfiguration is the configuration file of a registry without
+// --registry-config: filesystem storage under root, blob descriptors cached
+// in memory, clients fetching blobs from the registry itself.
+func defaultConfiguration(root string) ([]byte, error) {
+	return yaml.Marshal(map[string]any{
+		"version": "0.1",
+		"storage": map[string]any{
+			"filesystem": map[string]any{"rootdirectory": root},
+			"delete":     map[string]any{"enabled": true},
+			"cache":      map[string]any{"blobdescriptor": "inmemory"},
+			"redirect":   map[string]any{"disable": true},
+		},
+		"validation": map[string]any{"manifests": map[string]any{"indexes": map[string]any{"platforms": "none"}}},
+	})
 }
 
 // newApp builds the registry application, turning its construction panics
@@ -280,6 +342,10 @@ func (s *Server) URL() string {
 	}
 	return "https://" + s.name
 }
+
+// Htpasswd is the htpasswd file whose users the registry wants (--htpasswd,
+// or ROOT/htpasswd when it is there); empty: anonymous users may read.
+func (s *Server) Htpasswd() string { return s.opts.Htpasswd }
 
 // CAFile is the generated CA clients must trust; empty with --tls-cert or plain HTTP.
 func (s *Server) CAFile() string { return s.caFile }

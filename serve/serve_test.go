@@ -64,26 +64,40 @@ func TestGeneratedCertificate(t *testing.T) {
 	}
 }
 
+// TestHostNames: the certificate names the listening host or address,
+// this machine's host name whatever the address, the interface addresses
+// on 0.0.0.0, loopback and the extra names.
 func TestHostNames(t *testing.T) {
-	names, ips := hostNames("0.0.0.0", []string{"mirror.example", "10.1.2.3"})
-	host, _ := os.Hostname()
-	for _, want := range []string{host, "mirror.example", "localhost"} {
-		if !slices.Contains(names, want) {
-			t.Errorf("names %v lack %s", names, want)
-		}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{"10.1.2.3", "127.0.0.1", "::1"} {
-		found := false
-		for _, ip := range ips {
-			found = found || ip.Equal(net.ParseIP(want))
+	for _, tc := range []struct {
+		host         string
+		extra        []string
+		names, addrs []string
+	}{
+		{"0.0.0.0", []string{"mirror.example", "10.1.2.3"}, []string{host, "mirror.example", "localhost"}, []string{"10.1.2.3", "127.0.0.1", "::1"}},
+		{"192.0.2.7", nil, []string{host, "localhost"}, []string{"192.0.2.7", "127.0.0.1", "::1"}},
+		{"127.0.0.1", nil, []string{host, "localhost"}, []string{"127.0.0.1", "::1"}},
+		{"mirror.example", nil, []string{"mirror.example", host, "localhost"}, []string{"127.0.0.1", "::1"}},
+	} {
+		names, ips := hostNames(tc.host, tc.extra)
+		for _, want := range tc.names {
+			if !slices.Contains(names, want) {
+				t.Errorf("%s: names %v lack %s", tc.host, names, want)
+			}
 		}
-		if !found {
-			t.Errorf("addresses %v lack %s", ips, want)
+		for _, want := range tc.addrs {
+			if !slices.ContainsFunc(ips, net.ParseIP(want).Equal) {
+				t.Errorf("%s: addresses %v lack %s", tc.host, ips, want)
+			}
 		}
-	}
-	for _, ip := range ips {
-		if ip.IsUnspecified() {
-			t.Errorf("addresses %v hold the unspecified address", ips)
+		if slices.ContainsFunc(ips, net.IP.IsUnspecified) {
+			t.Errorf("%s: addresses %v hold the unspecified address", tc.host, ips)
+		}
+		if tc.host == "0.0.0.0" && names[0] != "mirror.example" {
+			t.Errorf("the certificate's first name (its common name) is %s, want the --hostname mirror.example", names[0])
 		}
 	}
 }
@@ -120,5 +134,50 @@ func TestSetPassword(t *testing.T) {
 	}
 	if err := SetPassword(path, "carol", ""); err == nil {
 		t.Error("empty password accepted")
+	}
+}
+
+// TestCheckHtpasswd: bcrypt entries (and comments, blank lines) pass; any
+// other hash, a line without a hash or a file without users is refused
+// naming the file and line (and user).
+func TestCheckHtpasswd(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	if err := SetPassword(good, "alice", "s3cret"); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(good, append([]byte("# users\n\n"), entry...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkHtpasswd(good); err != nil {
+		t.Errorf("bcrypt entries refused: %v", err)
+	}
+	for _, tc := range []struct {
+		body string
+		want []string
+	}{
+		{string(entry) + "bob:$apr1$9Cv/OMGj$ox/CVna9EPX4B25GEg6y9.\n", []string{"line 2", `user "bob"`, "($apr1$)", "not bcrypt"}},
+		{"carol:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n", []string{"line 1", `user "carol"`, "({SHA})"}},
+		{"dave:ab01FAX.bQRSU\n", []string{"line 1", `user "dave"`, "(crypt or plain text)"}},
+		{"# nobody\n", []string{"holds no users"}},
+		{"erin\n", []string{"line 1", "not USER:HASH"}},
+	} {
+		path := filepath.Join(dir, "bad")
+		if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := checkHtpasswd(path)
+		for _, want := range append(tc.want, path) {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: %v, want it refused saying %q", tc.body, err, want)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "ox/CVna9") {
+			t.Errorf("the error shows the hash: %v", err)
+		}
 	}
 }

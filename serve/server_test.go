@@ -6,12 +6,16 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 )
 
 // TestServerOwnCertificate: with --tls-cert the push credentials trust
@@ -103,6 +107,136 @@ func TestServerOwnCertificate(t *testing.T) {
 	} {
 		if got := do(tc.method, tc.path, tc.auth); got != tc.want {
 			t.Errorf("%s %s (auth %.12q): %d, want %d", tc.method, tc.path, tc.auth, got, tc.want)
+		}
+	}
+}
+
+// startPlain starts a plain HTTP registry on loopback under a new root.
+func startPlain(t *testing.T, opts Options) *Server {
+	t.Helper()
+	if opts.Root == "" {
+		opts.Root = t.TempDir()
+	}
+	opts.Address, opts.PlainHTTP = "127.0.0.1:0", true
+	srv, err := New(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return srv
+}
+
+// getJSON GETs url anonymously into v and returns the Link header.
+func getJSON(t *testing.T, url string, v any) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.Header.Get("Link")
+}
+
+// TestServerCatalog: with the default configuration /v2/_catalog lists
+// the repositories pushed, page by page with ?n=, and tag lists work
+// (distribution's page limits apply as with a configuration file).
+func TestServerCatalog(t *testing.T) {
+	srv := startPlain(t, Options{})
+	target := imagebuilder.Target{URL: srv.URL(), Username: PushUser, Password: srv.pushPassword}
+	repos := []string{"apps/one", "apps/two", "tools/three"}
+	for i, repo := range repos {
+		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(uint64(i+1), 2048)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tag := range []string{"v1", "v2"} {
+			if err := imagebuilder.Push(context.Background(), target, repo, tag, img); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var catalog struct{ Repositories []string }
+	getJSON(t, srv.URL()+"/v2/_catalog", &catalog)
+	if !slices.Equal(catalog.Repositories, repos) {
+		t.Errorf("/v2/_catalog lists %q, want %q", catalog.Repositories, repos)
+	}
+	catalog.Repositories = nil
+	link := getJSON(t, srv.URL()+"/v2/_catalog?n=2", &catalog)
+	if !slices.Equal(catalog.Repositories, repos[:2]) || !strings.Contains(link, "last=apps%2Ftwo") && !strings.Contains(link, "last=apps/two") {
+		t.Errorf("/v2/_catalog?n=2 lists %q (Link %q), want %q and a link to the next page", catalog.Repositories, link, repos[:2])
+	}
+	catalog.Repositories = nil
+	getJSON(t, srv.URL()+"/v2/_catalog?n=10&last=apps/two", &catalog)
+	if !slices.Equal(catalog.Repositories, repos[2:]) {
+		t.Errorf("second page lists %q, want %q", catalog.Repositories, repos[2:])
+	}
+	var tags struct{ Tags []string }
+	getJSON(t, srv.URL()+"/v2/apps/one/tags/list?n=10", &tags)
+	if !slices.Equal(tags.Tags, []string{"v1", "v2"}) {
+		t.Errorf("tags of apps/one: %q", tags.Tags)
+	}
+}
+
+// TestServerCertificateNames: a registry on a specific address serves a
+// certificate that clients reaching it by this machine's host name verify
+// with ca.crt; --tls-san with --plain-http or --tls-cert is refused.
+func TestServerCertificateNames(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	srv, err := New(context.Background(), Options{Root: root, Address: "127.0.0.1:0", TLSSANs: []string{"mirror.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	ca, err := os.ReadFile(srv.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	addr := strings.TrimPrefix(srv.URL(), "https://")
+	for _, name := range []string{host, "mirror.example", "localhost", "127.0.0.1"} {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Errorf("TLS to %s as %s: %v", addr, name, err)
+			continue
+		}
+		_ = conn.Close()
+	}
+
+	for _, tc := range []struct {
+		opts Options
+		want []string
+	}{
+		{Options{PlainHTTP: true}, []string{"--tls-san", "--plain-http", "leave out"}},
+		{Options{TLSCert: filepath.Join(root, "tls", serverCertFile), TLSKey: filepath.Join(root, "tls", serverKeyFile)}, []string{"--tls-san", "--tls-cert", "leave out"}},
+	} {
+		tc.opts.Root, tc.opts.Address, tc.opts.TLSSANs = filepath.Join(t.TempDir(), "new"), "127.0.0.1:0", []string{"mirror.example"}
+		_, err := New(context.Background(), tc.opts)
+		for _, want := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("--tls-san with %+v: %v, want it refused saying %q", tc.opts, err, want)
+			}
 		}
 	}
 }

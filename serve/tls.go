@@ -179,8 +179,10 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 }
 
 // hostNames are the names and addresses a certificate for a registry
-// listening on host must carry: host itself (or, on all addresses, this
-// machine's name and interface addresses), localhost and loopback, and extra.
+// listening on host must carry: host itself (a name, or a specific
+// address), extra, this machine's host name (clients on other hosts use
+// it, whichever of the machine's addresses the registry listens on), on all
+// addresses also the interface addresses, and localhost and loopback.
 func hostNames(host string, extra []string) ([]string, []net.IP) {
 	var names []string
 	var ips []net.IP
@@ -197,10 +199,13 @@ func hostNames(host string, extra []string) ([]string, []net.IP) {
 		}
 	}
 	add(host)
+	for _, s := range extra {
+		add(s)
+	}
+	if h, err := os.Hostname(); err == nil {
+		add(h)
+	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		if h, err := os.Hostname(); err == nil {
-			add(h)
-		}
 		if addrs, err := net.InterfaceAddrs(); err == nil {
 			for _, a := range addrs {
 				if n, ok := a.(*net.IPNet); ok {
@@ -208,9 +213,6 @@ func hostNames(host string, extra []string) ([]string, []net.IP) {
 				}
 			}
 		}
-	}
-	for _, s := range extra {
-		add(s)
 	}
 	add("localhost")
 	add("127.0.0.1")

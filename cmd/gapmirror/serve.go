@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/mirror"
 	"github.com/gapmirror/gapmirror/serve"
 )
@@ -40,11 +42,12 @@ as disk-to-mirror does (records, predecessor checks and cluster resources in the
 directory's working-dir), then keeps serving; /v2/ answers while the push runs.
 
 TLS is on by default: a CA and a server certificate are made once under DIR/tls and reused; the
-CA is printed with how to trust it. Without --htpasswd anonymous users may pull and only the
-serving process may push; with it, users of that file may pull, push and delete.
+CA is printed with how to trust it. Without --htpasswd (and no DIR/htpasswd, see 'gapmirror serve
+htpasswd') anonymous users may pull and only the serving process may push; with it, users of that
+file may pull, push and delete.
 See docs/serve.md.`,
 		Example: `  gapmirror serve --root /srv/mirror --from file:///media/usb --address 0.0.0.0:5000
-  gapmirror serve htpasswd --file /srv/mirror/htpasswd admin < password.txt
+  gapmirror serve htpasswd --root /srv/mirror admin < password.txt
   gapmirror serve gc --root /srv/mirror`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,12 +65,12 @@ See docs/serve.md.`,
 	fl.StringVar(&f.opts.Hostname, "hostname", "", "the name clients use for the registry (in the certificate, the cluster resources and the --from push); default the --address host, or this machine's host name on 0.0.0.0")
 	fl.StringVar(&f.opts.TLSCert, "tls-cert", "", "certificate (PEM, with its chain) to serve instead of the generated one; with --tls-key")
 	fl.StringVar(&f.opts.TLSKey, "tls-key", "", "key of --tls-cert (PEM)")
-	fl.StringSliceVar(&f.opts.TLSSANs, "tls-san", nil, "more host names or IP addresses for the generated certificate (repeatable)")
+	fl.StringSliceVar(&f.opts.TLSSANs, "tls-san", nil, "more host names or IP addresses for the generated certificate (repeatable; not with --tls-cert or --plain-http)")
 	fl.BoolVar(&f.opts.PlainHTTP, "plain-http", false, "serve without TLS: for tests on loopback only; clients must be told the registry is insecure")
-	fl.StringVar(&f.opts.Htpasswd, "htpasswd", "", "htpasswd file (bcrypt entries, see 'gapmirror serve htpasswd'): require basic auth; its users may pull, push and delete")
+	fl.StringVar(&f.opts.Htpasswd, "htpasswd", "", "htpasswd file (bcrypt entries, see 'gapmirror serve htpasswd'): require basic auth; its users may pull, push and delete; default DIR/htpasswd when it is there")
 	fl.StringVar(&f.opts.RegistryConfig, "registry-config", "", "distribution configuration file (storage on S3, Azure, GCS..., redis, middleware); its http and auth sections are replaced by the flags")
 	fl.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
-	cmd.AddCommand(newServeHtpasswdCommand(), newServeGCCommand())
+	cmd.AddCommand(newServeHtpasswdCommand(), newServeGCCommand(g))
 	return cmd
 }
 
@@ -79,9 +82,11 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	if f.parallelImages < 1 || f.parallelImages > 64 {
 		return fmt.Errorf("--parallel-images %d: use 1 to 64", f.parallelImages)
 	}
-	var archiveDir string
+	// Every input is checked before the registry creates anything under
+	// --root or prints how to trust it.
+	var push *pushInputs
 	if f.from != "" {
-		if archiveDir, err = fileURL("--from", f.from); err != nil {
+		if push, err = checkPushInputs(g, f.from); err != nil {
 			return err
 		}
 	} else if f.prefix != "" || f.prune || f.skipPredCheck {
@@ -94,7 +99,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 			}
 		}
 	}
-	f.opts.Debug = g.logLevel == "debug"
+	f.opts.Debug = registryDebug(g)
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()
 	srv, err := serve.New(ctx, f.opts)
@@ -117,9 +122,12 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	defer stop()
 
 	fmt.Fprintf(out, "serving docker://%s (%s), storage under %s\n", srv.Name(), srv.URL(), f.opts.Root)
+	if h := srv.Htpasswd(); h != "" {
+		fmt.Fprintf(out, "basic auth: users of %s (add them with: gapmirror serve htpasswd --file %s USER)\n", h, h)
+	}
 	printTrust(out, srv)
-	if archiveDir != "" {
-		if err := pushArchive(ctx, cmd, g, f, srv, archiveDir); err != nil {
+	if push != nil {
+		if err := pushArchive(ctx, cmd, g, log, f, srv, push); err != nil {
 			return err
 		}
 	}
@@ -141,17 +149,39 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 	return nil
 }
 
-// pushArchive is disk-to-mirror from archiveDir to the served registry, with
-// the push credential of this process.
-func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *serveFlags, srv *serve.Server, archiveDir string) error {
-	log, err := g.logger(g.stderr)
+// pushInputs is what serve --from needs besides the registry.
+type pushInputs struct {
+	archiveDir, storeDir string
+	upstream             mirror.RegistryOptions
+}
+
+// checkPushInputs checks --from (a directory holding an archive) and the
+// global flags the push uses.
+func checkPushInputs(g *globalFlags, from string) (*pushInputs, error) {
+	dir, err := fileURL("--from", from)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	storeDir, err := g.storeDir()
-	if err != nil {
-		return err
+	if _, err := archive.List(dir); err != nil {
+		return nil, fmt.Errorf("--from %s: %w", from, err)
 	}
+	p := &pushInputs{archiveDir: dir}
+	if p.storeDir, err = g.storeDir(); err != nil {
+		return nil, err
+	}
+	if p.upstream, err = g.upstream(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// servePushProgress wraps the progress of serve --from's push (tests hold
+// the push at an image with it).
+var servePushProgress = func(p mirror.Progress) mirror.Progress { return p }
+
+// pushArchive is disk-to-mirror from the archive directory to the served
+// registry, with the push credential of this process.
+func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *slog.Logger, f *serveFlags, srv *serve.Server, p *pushInputs) error {
 	creds, err := os.MkdirTemp("", "gapmirror-serve-push-")
 	if err != nil {
 		return err
@@ -169,20 +199,16 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 	}
 	dest := mirror.RegistryOptions{AuthFile: authFile, CertDir: certDir, TLSVerify: verify,
 		RegistriesConf: g.registriesConf, UserAgent: "gapmirror/" + version}
-	up, err := g.upstream()
-	if err != nil {
-		return err
-	}
 	trip := &mirror.Trip{
-		Upstream:    up,
+		Upstream:    p.upstream,
 		Mirror:      dest,
-		StoreDir:    storeDir,
+		StoreDir:    p.storeDir,
 		Log:         log,
 		Out:         cmd.OutOrStdout(),
 		ToolVersion: version,
 		Copy: mirror.Options{ // layers, retries and their delay: the copy's defaults
 			ParallelImages: f.parallelImages,
-			Progress:       g.progress(log),
+			Progress:       servePushProgress(g.progress(log)),
 		},
 		SkipPredecessorCheck: f.skipPredCheck,
 		Prune:                f.prune,
@@ -191,7 +217,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 	if p := strings.Trim(f.prefix, "/"); p != "" {
 		root += "/" + p
 	}
-	report, err := trip.DiskToMirror(ctx, archiveDir, root)
+	report, err := trip.DiskToMirror(ctx, p.archiveDir, root)
 	if err != nil {
 		return err
 	}
@@ -201,8 +227,15 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 		// the next serve --from pushes what is missing.
 		return fmt.Errorf("%w (the registry stops; run serve --from again to push what is missing)", err)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "point clusters at the registry: oc apply -f %s\n", filepath.Join(archiveDir, mirror.WorkingDir, "cluster-resources"))
+	fmt.Fprintf(cmd.OutOrStdout(), "point clusters at the registry: oc apply -f %s\n", filepath.Join(p.archiveDir, mirror.WorkingDir, "cluster-resources"))
 	return nil
+}
+
+// registryDebug: --log-level debug (or trace) lets the registry log every
+// request, and gc every blob it deletes.
+func registryDebug(g *globalFlags) bool {
+	lvl, err := parseLevel(g.logLevel)
+	return err == nil && lvl <= slog.LevelDebug
 }
 
 // printTrust says where the generated CA is and how clients trust it.
@@ -222,15 +255,30 @@ func printTrust(w io.Writer, srv *serve.Server) {
 }
 
 func newServeHtpasswdCommand() *cobra.Command {
-	var file string
+	var file, root string
 	cmd := &cobra.Command{
-		Use:   "htpasswd --file FILE USER",
-		Short: "Add a user (or change their password) in an htpasswd file for serve --htpasswd; the password is read from standard input",
-		Args:  cobra.ExactArgs(1),
+		Use:   "htpasswd --root DIR USER | htpasswd --file FILE USER",
+		Short: "Add a user (or change their password) for serve; the password is read from standard input",
+		Long: `gapmirror serve htpasswd adds USER to the registry's htpasswd file (bcrypt), or changes their
+password, reading the password from the first line of standard input. With --root DIR the file is
+DIR/htpasswd, which gapmirror serve --root DIR uses without --htpasswd; --file names another file
+(for serve --htpasswd FILE). A running registry sees changes to its file at once.`,
+		Example: `  gapmirror serve htpasswd --root /srv/mirror admin < password.txt
+  gapmirror serve htpasswd --file /etc/gapmirror/htpasswd admin`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if file == "" {
-				return errors.New("--file: give the htpasswd file to add the user to (made if missing)")
+			switch {
+			case file != "" && root != "":
+				return errors.New("--root and --file both name the htpasswd file: give --root DIR (for DIR/htpasswd) or --file FILE")
+			case root != "":
+				if err := os.MkdirAll(root, 0o755); err != nil {
+					return fmt.Errorf("--root %s: %w", root, err)
+				}
+				file = serve.RootHtpasswd(root)
+			case file == "":
+				return errors.New("which htpasswd file? give --root DIR (the serve root: writes DIR/htpasswd, which gapmirror serve --root DIR then uses) or --file FILE (for serve --htpasswd FILE)")
 			}
+			_, statErr := os.Stat(file)
 			line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
 			if err != nil && !errors.Is(err, io.EOF) {
 				return fmt.Errorf("reading the password from standard input: %w", err)
@@ -238,26 +286,47 @@ func newServeHtpasswdCommand() *cobra.Command {
 			if err := serve.SetPassword(file, args[0], strings.TrimRight(line, "\r\n")); err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: user %s set (a running serve --htpasswd %s sees it at once)\n", file, args[0], file)
+			if root != "" && statErr != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: user %s set; gapmirror serve --root %s now asks for users of this file (restart a registry running there)\n", file, args[0], root)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: user %s set (a registry running with this file sees it at once)\n", file, args[0])
+			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&file, "file", "", "the htpasswd file (required)")
+	cmd.Flags().StringVar(&root, "root", "", "the serve root DIR: the file is DIR/htpasswd (made if missing)")
+	cmd.Flags().StringVar(&file, "file", "", "the htpasswd file (made if missing), for serve --htpasswd FILE")
 	return cmd
 }
 
-func newServeGCCommand() *cobra.Command {
+func newServeGCCommand(g *globalFlags) *cobra.Command {
 	var o serve.GCOptions
 	cmd := &cobra.Command{
 		Use:   "gc --root DIR",
 		Short: "Delete the blobs no image references any more (distribution's mark-and-sweep); the registry must be stopped",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Debug = registryDebug(g)
 			res, err := serve.CollectGarbage(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "garbage collection: %d blobs before, %d after: %d deleted\n", res.BlobsBefore, res.BlobsAfter, res.BlobsBefore-res.BlobsAfter)
+			out := cmd.OutOrStdout()
+			if res.NothingPushed {
+				where := o.Root
+				if o.RegistryConfig != "" {
+					where = "the storage of --registry-config " + o.RegistryConfig
+				}
+				fmt.Fprintf(out, "garbage collection: nothing was pushed to %s yet: nothing to collect\n", where)
+				return nil
+			}
+			untagged := ""
+			if o.RemoveUntagged {
+				untagged = fmt.Sprintf("; %d untagged manifests deleted", res.ManifestsBefore-res.ManifestsAfter)
+			}
+			fmt.Fprintf(out, "garbage collection: %d of %d blobs deleted, %s freed%s; %d blobs (%s) remain\n",
+				res.BlobsBefore-res.BlobsAfter, res.BlobsBefore, mirror.HumanBytes(res.BytesBefore-res.BytesAfter),
+				untagged, res.BlobsAfter, mirror.HumanBytes(res.BytesAfter))
 			return nil
 		},
 	}

@@ -5,7 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,14 +20,17 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/directory"
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/mirror"
 )
 
 // served is a gapmirror serve running in-process.
@@ -260,7 +266,7 @@ func TestServeFromArchive(t *testing.T) {
 	}
 	s.stop()
 	code, gcOut, _ := w.gapmirror("serve", "gc", "--root", root)
-	if code != 0 || strings.Contains(gcOut, " 0 deleted") || !strings.Contains(gcOut, "deleted") {
+	if code != 0 || strings.Contains(gcOut, ": 0 of") || strings.Contains(gcOut, " 0 B freed") || !strings.Contains(gcOut, "blobs deleted") {
 		t.Errorf("gc after prune: exit %d, %s", code, gcOut)
 	}
 	s = w.serve("--root", root, "--address", addr)
@@ -282,12 +288,7 @@ func TestServeHtpasswd(t *testing.T) {
 	}
 	setPassword := func(password string) {
 		t.Helper()
-		var out, errb bytes.Buffer
-		cmd := newRootCommand(&errb)
-		cmd.SetArgs([]string{"serve", "htpasswd", "--file", pw, "alice"})
-		cmd.SetIn(strings.NewReader(password + "\n"))
-		cmd.SetOut(&out)
-		if err := cmd.Execute(); err != nil {
+		if _, err := serveHtpasswd(password+"\n", "--file", pw, "alice"); err != nil {
 			t.Fatalf("serve htpasswd: %v", err)
 		}
 	}
@@ -332,6 +333,77 @@ func TestServeHtpasswd(t *testing.T) {
 	}
 }
 
+// serveHtpasswd runs gapmirror serve htpasswd ARGS with stdin as its
+// standard input.
+func serveHtpasswd(stdin string, args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	cmd := newRootCommand(&errb)
+	cmd.SetArgs(append([]string{"serve", "htpasswd"}, args...))
+	cmd.SetIn(strings.NewReader(stdin))
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// TestServeHtpasswdRoot: serve htpasswd --root DIR USER writes
+// DIR/htpasswd, which serve --root DIR then uses without --htpasswd (it
+// says so, and anonymous users are refused); without --root or --file the
+// command says what to give; an entry that is not bcrypt stops serve at
+// start, naming the file, line and user, instead of failing every request.
+func TestServeHtpasswdRoot(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	root := filepath.Join(w.dir, "srv")
+	if _, err := serveHtpasswd("pw\n", "alice"); err == nil || !strings.Contains(err.Error(), "give --root DIR") || !strings.Contains(err.Error(), "--file FILE") {
+		t.Errorf("serve htpasswd without a file: %v", err)
+	}
+	if _, err := serveHtpasswd("pw\n", "--root", root, "--file", filepath.Join(w.dir, "h"), "alice"); err == nil || !strings.Contains(err.Error(), "--root DIR (for DIR/htpasswd) or --file FILE") {
+		t.Errorf("serve htpasswd with --root and --file: %v", err)
+	}
+	out, err := serveHtpasswd("s3cret\n", "--root", root, "alice")
+	must(t, err)
+	file := filepath.Join(root, "htpasswd")
+	if !strings.Contains(out, "gapmirror serve --root "+root+" now asks for users of this file") {
+		t.Errorf("serve htpasswd --root says: %s", out)
+	}
+	if data, _ := os.ReadFile(file); !strings.HasPrefix(string(data), "alice:$2") {
+		t.Errorf("%s is not a bcrypt entry for alice: %q", file, data)
+	}
+	addr := freeAddress(t)
+	s := w.serve("--root", root, "--address", addr)
+	if s.code != 0 {
+		t.Fatalf("serve: exit %d", s.code)
+	}
+	if !strings.Contains(s.out.String(), "basic auth: users of "+file) {
+		t.Errorf("serve does not say it uses %s:\n%s", file, s.out)
+	}
+	c := caClient(t, filepath.Join(root, "tls", "ca.crt"))
+	for _, tc := range []struct {
+		user, password string
+		want           int
+	}{{"", "", 401}, {"alice", "wrong", 401}, {"alice", "s3cret", 200}} {
+		if got := httpStatus(t, c, http.MethodGet, "https://"+addr+"/v2/_catalog", tc.user, tc.password); got != tc.want {
+			t.Errorf("GET /v2/_catalog as %q/%q: %d, want %d", tc.user, tc.password, got, tc.want)
+		}
+	}
+	s.stop()
+
+	// An apr1 (MD5) entry, as htpasswd -m or openssl passwd -apr1 make:
+	// distribution would start and then refuse every request of bob.
+	data, err := os.ReadFile(file)
+	must(t, err)
+	must(t, os.WriteFile(file, append(append([]byte("# team\n"), data...), "bob:$apr1$9Cv/OMGj$ox/CVna9EPX4B25GEg6y9.\n"...), 0o600))
+	code, stdout, stderr := w.gapmirror("serve", "--root", root, "--address", addr)
+	for _, want := range []string{file + " line 3", `user "bob"`, "$apr1$", "not bcrypt", "gapmirror serve htpasswd --file " + file + " bob"} {
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("serve with an apr1 entry: exit %d, stderr does not say %q:\n%s", code, want, stderr)
+		}
+	}
+	if stdout != "" {
+		t.Errorf("serve printed before refusing:\n%s", stdout)
+	}
+}
+
 // TestServeRegistryConfig: --registry-config passes a distribution
 // configuration through (here the inmemory storage driver: nothing lands
 // under the root but TLS files), and one with an auth section is refused.
@@ -370,44 +442,267 @@ func TestServeRegistryConfig(t *testing.T) {
 	}
 }
 
-// TestServeInterruptedPush: /v2/ answers during the --from push; SIGINT
-// while serve --from pushes stops the push and the registry; the next serve --from pushes what is missing and
-// every image is there, complete.
+// heldPush is the progress of serve --from's push, holding the copy at the
+// first image it completes until release is closed.
+type heldPush struct {
+	mirror.Progress
+	mu      sync.Mutex
+	phase   string
+	held    chan struct{} // closed when the copy is held
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *heldPush) Phase(name string, images int, total mirror.Totals) {
+	h.mu.Lock()
+	h.phase = name
+	h.mu.Unlock()
+	h.Progress.Phase(name, images, total)
+}
+
+func (h *heldPush) ImageDone(img imageset.Image, skipped bool, err error) {
+	h.Progress.ImageDone(img, skipped, err)
+	h.mu.Lock()
+	copying := h.phase == "copying"
+	h.mu.Unlock()
+	if copying && !skipped && err == nil {
+		h.once.Do(func() {
+			close(h.held)
+			<-h.release
+		})
+	}
+}
+
+// TestServeInterruptedPush: the registry answers (/v2/, the catalog of what
+// is pushed so far) while its --from push is provably under way (held
+// after its first image: not "ready" yet); SIGINT then stops the push and
+// the registry with a failure; the next serve --from pushes what is
+// missing and every image is there, complete.
 func TestServeInterruptedPush(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(12, 512<<10)
+	w.pushFleet(12, 64<<10)
 	archiveDir, root := filepath.Join(w.dir, "archive"), filepath.Join(w.dir, "srv")
 	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
+	hold := &heldPush{held: make(chan struct{}), release: make(chan struct{})}
+	defer func(f func(mirror.Progress) mirror.Progress) { servePushProgress = f }(servePushProgress)
+	servePushProgress = func(p mirror.Progress) mirror.Progress { hold.Progress = p; return hold }
+	released := false
+	defer func() {
+		if !released {
+			close(hold.release)
+		}
+	}()
+
 	addr := freeAddress(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	out, errb := &syncBuffer{}, &syncBuffer{}
 	done := make(chan int, 1)
 	args := []string{"serve", "--no-progress", "--registries-conf", w.regsConf, "--cache-dir", filepath.Join(w.dir, "cache"),
 		"--root", root, "--address", addr, "--from", "file://" + archiveDir, "--parallel-images", "1"}
 	go func() { done <- run(ctx, args, out, errb) }()
-	for !strings.Contains(errb.String(), "pushing archive") {
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited (%d) before pushing:\n%s\n%s", code, out, errb)
-		case <-time.After(time.Millisecond):
-		}
+	select {
+	case <-hold.held:
+	case code := <-done:
+		t.Fatalf("serve exited (%d) before pushing an image:\n%s\n%s", code, out, errb)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no image pushed after 2 minutes:\n%s\n%s", out, errb)
 	}
-	// The registry answers while it pushes into itself.
-	if got := httpStatus(t, caClient(t, filepath.Join(root, "tls", "ca.crt")), http.MethodGet, "https://"+addr+"/v2/", "", ""); got != http.StatusUnauthorized {
+	// The push is under way, held after its first image: the registry answers.
+	c := caClient(t, filepath.Join(root, "tls", "ca.crt"))
+	if got := httpStatus(t, c, http.MethodGet, "https://"+addr+"/v2/", "", ""); got != http.StatusUnauthorized {
 		t.Errorf("GET /v2/ during the push: %d, want 401 (a challenge for clients that push)", got)
 	}
-	time.Sleep(100 * time.Millisecond) // into the push, usually
+	resp, err := c.Get("https://" + addr + "/v2/_catalog")
+	must(t, err)
+	var catalog struct{ Repositories []string }
+	must(t, json.NewDecoder(resp.Body).Decode(&catalog))
+	_ = resp.Body.Close()
+	if len(catalog.Repositories) == 0 || len(catalog.Repositories) >= len(w.images) {
+		t.Errorf("catalog during the push lists %q: want the repositories pushed so far, some but not all", catalog.Repositories)
+	}
+	if strings.Contains(out.String(), "ready: ") {
+		t.Fatalf("serve says ready while its push is held:\n%s", out)
+	}
+	// SIGINT during the push.
 	cancel()
+	close(hold.release)
+	released = true
 	code := <-done
 	t.Logf("interrupted serve → exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errb)
-	if code == 0 {
-		t.Log("the push finished before the interrupt: the rerun below only checks the registry")
+	if code == 0 || strings.Contains(out.String(), "ready: ") {
+		t.Errorf("serve interrupted during its push: exit %d, want a failure and no ready", code)
 	}
+	servePushProgress = func(p mirror.Progress) mirror.Progress { return p }
 	s := w.serve("--root", root, "--address", addr, "--from", "file://"+archiveDir)
 	if s.code != 0 {
 		t.Fatalf("serve --from after the interrupt: exit %d", s.code)
 	}
+	// One image at a time, held after the first: the interrupt stopped the
+	// push there.
+	if !strings.Contains(s.out.String(), "12 images: 11 copied, 1 already at the destination") {
+		t.Errorf("the rerun does not push exactly what the interrupted push left out:\n%s", s.out)
+	}
 	w.pullAll(addr, filepath.Join(root, "tls"), w.images)
+}
+
+// servedBlobs adds to into the manifest repo@d of the served registry and
+// every blob and manifest it references (an index's images too), with
+// their sizes, reading as user.
+func servedBlobs(t *testing.T, c *http.Client, base, repo string, d digest.Digest, user, password string, into map[digest.Digest]int64) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+"/v2/"+repo+"/manifests/"+d.String(), nil)
+	must(t, err)
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json")
+	req.SetBasicAuth(user, password)
+	resp, err := c.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	must(t, err)
+	if resp.StatusCode != http.StatusOK || digest.FromBytes(data) != d {
+		t.Fatalf("GET %s@%s: %d, digest %s", repo, d, resp.StatusCode, digest.FromBytes(data))
+	}
+	into[d] = int64(len(data))
+	var m struct {
+		Manifests []ocispec.Descriptor `json:"manifests"`
+		Config    ocispec.Descriptor   `json:"config"`
+		Layers    []ocispec.Descriptor `json:"layers"`
+	}
+	must(t, json.Unmarshal(data, &m))
+	for _, child := range m.Manifests {
+		servedBlobs(t, c, base, repo, child.Digest, user, password, into)
+	}
+	for _, b := range append(m.Layers, m.Config) {
+		if b.Digest != "" {
+			into[b.Digest] = b.Size
+		}
+	}
+}
+
+// TestServeDeleteThenGC: against a served registry with --htpasswd users
+// (credentials in the auth file, the served CA as --dest-cert-dir),
+// mirror-to-mirror, then delete --generate and --delete-yaml-file (whose
+// output points at serve gc); with the registry stopped serve gc deletes
+// exactly the blobs only the deleted images used and says how many bytes
+// it freed; served again, the kept images pull whole and the deleted ones
+// are gone.
+func TestServeDeleteThenGC(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(4, 64<<10)
+	im := w.images
+	// 0 app-00, 1 app-01 (deleted); 2 tool-02, 3 app-03 (index, by digest only) kept.
+	root, pw, ws := filepath.Join(w.dir, "srv"), filepath.Join(w.dir, "htpasswd"), filepath.Join(w.dir, "ws")
+	if _, err := serveHtpasswd("s3cret\n", "--file", pw, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddress(t)
+	s := w.serve("--root", root, "--address", addr, "--htpasswd", pw)
+	if s.code != 0 {
+		t.Fatalf("serve: exit %d", s.code)
+	}
+	must(t, os.WriteFile(w.authFile, []byte(`{"auths":{"`+addr+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))+`"}}}`), 0o600))
+	tlsDir := filepath.Join(root, "tls")
+	verified := []string{"--dest-tls-verify=true", "--dest-cert-dir", tlsDir}
+	dst := "docker://" + addr + "/mirror"
+	if code, _, _ := w.gapmirror(append([]string{"mirror", "-c", w.isc(""), "--workspace", "file://" + ws, dst}, verified...)...); code != 0 {
+		t.Fatal("mirror-to-mirror into the served registry failed")
+	}
+	c := caClient(t, filepath.Join(tlsDir, "ca.crt"))
+	base := "https://" + addr
+	deleted, kept := map[digest.Digest]int64{}, map[digest.Digest]int64{}
+	for i, ex := range im {
+		into := kept
+		if i < 2 {
+			into = deleted
+		}
+		servedBlobs(t, c, base, "mirror/"+ex.Repo, ex.Digest, "alice", "s3cret", into)
+	}
+	var freed int64
+	n := 0
+	for d, size := range deleted {
+		if _, ok := kept[d]; !ok {
+			freed += size
+			n++
+		}
+	}
+	if n < 4 {
+		t.Fatalf("the deleted images have %d blobs of their own: the check below would prove little", n)
+	}
+
+	disc := w.disc("disc.yaml", "  additionalImages:\n  - name: "+im[0].Ref+"\n  - name: "+im[1].Ref+"\n")
+	code, stdout, _ := w.gapmirror(append([]string{"delete", "-c", disc, "--generate", "--workspace", "file://" + ws, dst}, verified...)...)
+	plan := filepath.Join(ws, "working-dir", "delete", "delete-images.yaml")
+	if code != 0 || !strings.Contains(stdout, "nothing was deleted") {
+		t.Fatalf("delete --generate: exit %d", code)
+	}
+	code, stdout, _ = w.gapmirror(append([]string{"delete", "--delete-yaml-file", plan, dst}, verified...)...)
+	if code != 0 || !strings.Contains(stdout, "gapmirror serve gc --root") {
+		t.Fatalf("delete --delete-yaml-file: exit %d, or no word of serve gc:\n%s", code, stdout)
+	}
+	for _, ex := range im[:2] {
+		if got := httpStatus(t, c, http.MethodHead, base+"/v2/mirror/"+ex.Repo+"/manifests/"+ex.Digest.String(), "alice", "s3cret"); got != http.StatusNotFound {
+			t.Errorf("deleted %s: HEAD %d, want 404", ex.Repo, got)
+		}
+	}
+	if s.stop() != 0 {
+		t.Fatal("serve did not stop cleanly")
+	}
+
+	code, gcOut, gcErr := w.gapmirror("serve", "gc", "--root", root)
+	want := fmt.Sprintf("garbage collection: %d of ", n)
+	if code != 0 || !strings.Contains(gcOut, want) || !strings.Contains(gcOut, " blobs deleted, "+mirror.HumanBytes(freed)+" freed;") {
+		t.Errorf("serve gc: exit %d, want %q… %s freed:\n%s", code, want, mirror.HumanBytes(freed), gcOut)
+	}
+	if strings.Contains(gcOut+gcErr, "Deleting blob") {
+		t.Errorf("serve gc logged every blob outside debug:\n%s\n%s", gcOut, gcErr)
+	}
+	code, gcOut, _ = w.gapmirror("serve", "gc", "--root", root)
+	if code != 0 || !strings.Contains(gcOut, ": 0 of ") || !strings.Contains(gcOut, " 0 B freed") {
+		t.Errorf("second serve gc: exit %d:\n%s", code, gcOut)
+	}
+
+	s = w.serve("--root", root, "--address", addr, "--htpasswd", pw)
+	if s.code != 0 {
+		t.Fatalf("serve again: exit %d", s.code)
+	}
+	kept2 := []example{}
+	for _, ex := range im[2:] {
+		ex.Repo = "mirror/" + ex.Repo
+		kept2 = append(kept2, ex)
+	}
+	w.pullAll(addr, tlsDir, kept2)
+	for d := range deleted {
+		if _, ok := kept[d]; ok {
+			continue
+		}
+		if got := httpStatus(t, c, http.MethodHead, base+"/v2/mirror/"+im[0].Repo+"/blobs/"+d.String(), "alice", "s3cret"); got != http.StatusNotFound {
+			t.Errorf("blob %s of a deleted image: HEAD %d after gc, want 404", d, got)
+		}
+	}
+}
+
+// TestServeGCRoots: serve gc on a root served but never pushed to says
+// there is nothing to collect; pointed at a directory that is no serve
+// root it is refused, naming --root, and leaves no lock file there.
+func TestServeGCRoots(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	root := filepath.Join(w.dir, "srv")
+	s := w.serve("--root", root, "--address", freeAddress(t))
+	if s.code != 0 || s.stop() != 0 {
+		t.Fatalf("serve: exit %d", s.code)
+	}
+	code, out, stderr := w.gapmirror("serve", "gc", "--root", root)
+	if code != 0 || !strings.Contains(out, "nothing was pushed to "+root+" yet: nothing to collect") {
+		t.Errorf("gc of a root never pushed to: exit %d\n%s%s", code, out, stderr)
+	}
+	code, _, stderr = w.gapmirror("serve", "gc", "--root", w.dir)
+	if code != 1 || !strings.Contains(stderr, "--root "+w.dir+" does not look like a gapmirror serve root") {
+		t.Errorf("gc of a directory that is no root: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "serve.lock")); !os.IsNotExist(err) {
+		t.Errorf("gc left serve.lock in %s (%v)", w.dir, err)
+	}
 }
