@@ -620,6 +620,10 @@ func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll f
 		}
 	}
 	seedLocations(mrec, dst)
+	// Blobs the records place in an image's repository are taken to be
+	// there without asking; the manifest PUT finds any the registry lost,
+	// and they are sent again from src.
+	dst.resendFrom(src, t.Log)
 	rep.Result = copyAll()
 	t.chartsRefused(rep)
 	for d, repo := range rep.Result.Locations {
