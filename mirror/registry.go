@@ -815,9 +815,11 @@ func (r *Registry) resendTrusted(ctx context.Context, c *registryapi.Client, rep
 		return false, refused
 	}
 	for _, b := range suspects {
+		// Errors wrap what went wrong here, so that it decides whether the
+		// copy tries again; the refusal is told in words.
 		has, err := c.HasBlob(ctx, repo, b.Digest)
 		if err != nil {
-			return false, errors.Join(refused, err)
+			return false, fmt.Errorf("the registry refused the manifest (%v); asking about blob %s, which the workspace records place there: %w", refused, b.Digest, err)
 		}
 		if has {
 			r.put(repo, b.Digest)
@@ -827,7 +829,7 @@ func (r *Registry) resendTrusted(ctx context.Context, c *registryapi.Client, rep
 			log.Warn("the mirror lost a blob the workspace records place there: sending it again", "image", r.Name(img), "blob", b.Digest, "size", b.Size)
 		}
 		if err := r.sendFrom(ctx, c, src, repo, img, b); err != nil {
-			return false, fmt.Errorf("%w; sending again blob %s, which the workspace records place there: %w", refused, b.Digest, err)
+			return false, fmt.Errorf("the registry refused the manifest (%v) and lacks blob %s, which the workspace records place there; sending it again: %w", refused, b.Digest, err)
 		}
 		sent = true
 	}
