@@ -243,19 +243,29 @@ func (sl *Slot) Done() {
 	sl.done, sl.busy = true, false
 	sl.s.freed.Broadcast()
 	if j := sl.s.journal; j != nil {
-		line, _ := json.Marshal(journalEntry{Digest: sl.d, Chunk: filepath.Base(sl.chunk.path), Offset: sl.off, Size: sl.size}) // cannot fail: plain struct
-		_, _ = j.Write(append(line, '\n'))                                                                                      // advice for Recover, which checks every blob
+		line, _ := json.Marshal(journalEntry{FormatVersion: JournalFormat, Digest: sl.d, Chunk: filepath.Base(sl.chunk.path), Offset: sl.off, Size: sl.size}) // cannot fail: plain struct
+		_, _ = j.Write(append(line, '\n'))                                                                                                                    // advice for Recover, which checks every blob
 	}
 	sl.s.mu.Unlock()
 	sl.s.startWriteback(sl.chunk.f, sl.off, sl.size)
 }
 
+// JournalFormat is the format of the staging journal lines this gapmirror
+// writes and the newest Recover reads; a line without one (written before
+// lines had it) is format 1. Recover checks every blob a journal lists
+// against its digest, so a misread line could only cost a download; the
+// version is there so that a newer layout is refused by name instead of
+// silently recovering nothing. Each line carries it, not a first line, so
+// that a journal holding a line means a blob staged whole.
+const JournalFormat = 1
+
 // journalEntry is a line of a staging journal.
 type journalEntry struct {
-	Digest digest.Digest `json:"digest"`
-	Chunk  string        `json:"chunk"` // the staged chunk file's name in the archive directory
-	Offset int64         `json:"offset"`
-	Size   int64         `json:"size"`
+	FormatVersion int           `json:"formatVersion,omitempty"`
+	Digest        digest.Digest `json:"digest"`
+	Chunk         string        `json:"chunk"` // the staged chunk file's name in the archive directory
+	Offset        int64         `json:"offset"`
+	Size          int64         `json:"size"`
 }
 
 // Release gives the slot up without marking it done: a later Reserve of
@@ -408,7 +418,11 @@ func recoverJournal(dir, journal, into string) ([]Salvaged, error) {
 	byChunk := map[string][]journalEntry{}
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		var e journalEntry
-		if json.Unmarshal(line, &e) != nil || validDigest(e.Digest) != nil || e.Offset < 0 || e.Size < 0 ||
+		err := json.Unmarshal(line, &e)
+		if err == nil && e.FormatVersion > JournalFormat {
+			return nil, fmt.Errorf("staging journal %s was written by a newer gapmirror (format %d, this one reads up to %d): its blobs are not kept and are downloaded again", journal, e.FormatVersion, JournalFormat)
+		}
+		if err != nil || validDigest(e.Digest) != nil || e.Offset < 0 || e.Size < 0 ||
 			e.Chunk != filepath.Base(e.Chunk) || !strings.HasSuffix(e.Chunk, stagedSuffix) || !partialRE.MatchString(e.Chunk) {
 			continue // a torn last line, or not ours
 		}

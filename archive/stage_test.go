@@ -383,3 +383,62 @@ func checkKept(t *testing.T, kept []Salvaged, store *memStore, dir string) {
 		}
 	}
 }
+
+// TestStagingJournalFormat: each journal line carries its format; lines
+// without one (written before lines had it) are read as format 1 and their
+// blobs kept; a journal with a line of a newer format is refused by name,
+// nothing kept from it.
+func TestStagingJournalFormat(t *testing.T) {
+	stageKilled := func() (dir, journal string, store *memStore, blobs []Blob) {
+		dir = t.TempDir()
+		store, blobs = newStore(21, 3000, 5000)
+		st, err := Stage(dir, testTime, WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stageAll(t, st, store, blobs, nil)
+		st.mu.Lock()
+		journal = st.journal.Name()
+		st.mu.Unlock()
+		return dir, journal, store, blobs // never committed nor aborted: killed
+	}
+	rewrite := func(path string, edit func(line string) string) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		for i, l := range lines {
+			if !strings.HasPrefix(l, `{"formatVersion":1,"digest":"sha256:`) {
+				t.Fatalf("journal line %q does not start with its format", l)
+			}
+			lines[i] = edit(l)
+		}
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dir, journal, store, blobs := stageKilled()
+	rewrite(journal, func(l string) string { return strings.Replace(l, `"formatVersion":1,`, "", 1) })
+	into := filepath.Join(t.TempDir(), "salvage")
+	kept, err := Recover(dir, into)
+	if err != nil || len(kept) != len(blobs) {
+		t.Fatalf("a journal whose lines have no format: kept %d of %d blobs, %v", len(kept), len(blobs), err)
+	}
+	checkKept(t, kept, store, into)
+
+	dir, journal, _, _ = stageKilled()
+	first := true
+	rewrite(journal, func(l string) string {
+		if first {
+			first = false
+			return strings.Replace(l, `"formatVersion":1,`, `"formatVersion":2,`, 1)
+		}
+		return l
+	})
+	kept, err = Recover(dir, filepath.Join(t.TempDir(), "salvage"))
+	if err == nil || !strings.Contains(err.Error(), filepath.Base(journal)) || !strings.Contains(err.Error(), "newer gapmirror") || len(kept) != 0 {
+		t.Errorf("a newer journal: kept %d blobs, error %v; want none kept and the journal named", len(kept), err)
+	}
+}

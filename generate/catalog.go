@@ -40,8 +40,12 @@ type Catalog struct {
 	Image string
 	// Digest is the mirrored catalog's manifest digest (sha256:…).
 	Digest string
-	// TemplatePath is a CatalogSource YAML (targetCatalogSourceTemplate)
-	// whose other fields the generated CatalogSource keeps; empty for none.
+	// Template is a CatalogSource YAML (targetCatalogSourceTemplate) whose
+	// other fields the generated CatalogSource keeps; nil for none. A run
+	// passes the copy its Plan carries, so nothing is read from disk.
+	Template []byte
+	// TemplatePath names the template in messages. When Template is nil,
+	// the template is read from this file (empty: no template).
 	TemplatePath string
 	// Origin is the catalog as the configuration names it; only for messages.
 	Origin string
@@ -72,8 +76,8 @@ type clusterCatalog struct {
 }
 
 // CatalogsFromSet returns one Catalog for every operator catalog image of
-// set as mirrored under root, sorted by image. Callers add Name and
-// TemplatePath from the configuration, matching on Origin.
+// set as mirrored under root, sorted by image. Callers add a Template
+// (gapmirror's run: the one its Plan carries for the catalog's digest).
 func CatalogsFromSet(set *imageset.Set, root string) ([]Catalog, error) {
 	if set == nil {
 		return nil, nil
@@ -94,7 +98,7 @@ func CatalogsFromSet(set *imageset.Set, root string) ([]Catalog, error) {
 }
 
 // CatalogSource returns the file cs-<name>.yaml holding the CatalogSource for
-// c, built on c.TemplatePath when set.
+// c, built on its template when it has one.
 func CatalogSource(c Catalog, meta Meta) (Files, error) {
 	ref, err := parseCatalogImage(c)
 	if err != nil {
@@ -116,8 +120,14 @@ func CatalogSource(c Catalog, meta Meta) (Files, error) {
 	}
 
 	var data []byte
-	if c.TemplatePath != "" {
-		data, err = catalogSourceFromTemplate(c.TemplatePath, name, image, meta)
+	if c.Template != nil || c.TemplatePath != "" {
+		raw := c.Template
+		if raw == nil {
+			if raw, err = os.ReadFile(c.TemplatePath); err != nil {
+				return nil, fmt.Errorf("CatalogSource template (targetCatalogSourceTemplate): %w", err)
+			}
+		}
+		data, err = catalogSourceFromTemplate(raw, c.TemplatePath, name, image, meta)
 		if err != nil {
 			return nil, err
 		}
@@ -261,16 +271,12 @@ func toLabel(s string) string {
 // copied from a live cluster must not carry them.
 var serverSetMetadata = []string{"creationTimestamp", "resourceVersion", "uid", "generation", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
 
-// catalogSourceFromTemplate renders the CatalogSource in the template file
-// path with name, image, sourceType grpc and, when it has none, the
-// openshift-marketplace namespace; every other field is kept.
-func catalogSourceFromTemplate(path, name, image string, meta Meta) ([]byte, error) {
+// catalogSourceFromTemplate renders the CatalogSource in the template raw
+// (named path in messages) with name, image, sourceType grpc and, when it
+// has none, the openshift-marketplace namespace; every other field is kept.
+func catalogSourceFromTemplate(raw []byte, path, name, image string, meta Meta) ([]byte, error) {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("CatalogSource template %s (targetCatalogSourceTemplate): %s", path, fmt.Sprintf(format, args...))
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("CatalogSource template (targetCatalogSourceTemplate): %w", err)
 	}
 	docs := splitDocuments(raw)
 	if len(docs) != 1 {

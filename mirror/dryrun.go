@@ -91,17 +91,10 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) err
 	r.rep.DryRun = fig
 
 	// The cluster resources of a run in which every image arrives, made
-	// in dry-run/ (with the catalog templates they are built on) so the
-	// workspace a real run trusts stays as it was.
+	// in dry-run/ so the workspace a real run trusts stays as it was. They
+	// come from the plan alone, catalog templates included.
 	dry := &run{t: t, ws: workspace{r.ws.path("dry-run")}, plan: r.plan,
 		rep: &Report{Mode: r.rep.Mode, Set: set, Resolution: r.rep.Resolution, Result: &Result{Skipped: set.Images}}}
-	for _, f := range r.plan.Files {
-		if strings.HasPrefix(f.Name, "catalog-templates/") {
-			if err := writeWorkingFile(dry.ws.dir, f.Name, f.data); err != nil {
-				return err
-			}
-		}
-	}
 	if err := dry.generate(dst.Root()); err != nil {
 		return err
 	}

@@ -314,7 +314,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		}
 		// Render it once now: a bad template must stop the run before
 		// anything is copied, not after.
-		probe := generate.Catalog{Name: "template-check", Image: "registry.invalid/template/check:v1", TemplatePath: oc.TargetCatalogSourceTemplate}
+		probe := generate.Catalog{Name: "template-check", Image: "registry.invalid/template/check:v1", Template: template, TemplatePath: oc.TargetCatalogSourceTemplate}
 		if _, err := generate.CatalogSource(probe, generate.Meta{}); err != nil {
 			return fmt.Errorf("%s.targetCatalogSourceTemplate: %w", path, err)
 		}

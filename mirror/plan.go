@@ -254,6 +254,7 @@ func (t *Trip) plan(ctx context.Context, up *Registry, store *Store, ws string) 
 		return nil, nil, nil, fmt.Errorf("--retry-failed %s was written by a newer gapmirror (format %d): retry with that version", t.RetryFailed, ff.FormatVersion)
 	}
 	plan = &Plan{Set: ff.Set}
+	fromRecord := false
 	if ff.Run != "" {
 		// The failure file sits in <workspace>/failed, the record it
 		// names in the same workspace.
@@ -269,8 +270,14 @@ func (t *Trip) plan(ctx context.Context, up *Registry, store *Store, ws string) 
 		case rec.Plan == nil || rec.Plan.Set == nil:
 			return nil, nil, nil, fmt.Errorf("--retry-failed %s: the run record %s holds no plan", t.RetryFailed, fws.path(ff.Run))
 		default:
-			plan = rec.Plan
+			plan, fromRecord = rec.Plan, true
 		}
+	}
+	if !fromRecord {
+		// A format-1 failure file, or one away from its record: the
+		// release signatures the workspace kept become the plan's, so
+		// that generate needs nothing but the plan.
+		keptSignatures(plan, ws)
 	}
 	if plan.Config == "" && t.Config != nil {
 		// An older record has no configuration: the one given with -c.

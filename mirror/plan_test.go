@@ -2,6 +2,8 @@ package mirror
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
 // A run record and failure file as gapmirror wrote them before the record
@@ -167,5 +170,94 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 	}
 	if _, err := ws.runRecord("runs/" + filepath.Base(runs[0])); err == nil || !strings.Contains(err.Error(), "newer gapmirror") {
 		t.Errorf("a newer record: %v", err)
+	}
+}
+
+// TestGenerateReadsThePlanOnly: the cluster resources come from the plan
+// and the copy's result, never from the workspace: a CatalogSource
+// template and release signatures the workspace holds (a later run may
+// have replaced them) are not read, the plan's are used; a plan made from
+// a format-1 failure file, which carries no files, is given the
+// signatures the workspace kept when it is made.
+func TestGenerateReadsThePlanOnly(t *testing.T) {
+	const (
+		catalogDigest = "sha256:4444444444444444444444444444444444444444444444444444444444444444"
+		relA          = "sha256:5555555555555555555555555555555555555555555555555555555555555555"
+		relB          = "sha256:6666666666666666666666666666666666666666666666666666666666666666"
+	)
+	ws := workspace{t.TempDir()}
+	set := &imageset.Set{FormatVersion: imageset.SetFormatVersion, Images: []imageset.Image{
+		{Source: "quay.io/ops/index@" + catalogDigest, Origin: "quay.io/ops/index:v1", Digest: catalogDigest, Destination: "ops/index:v1", Kind: imageset.KindOperatorCatalog},
+		{Source: "quay.io/ocp/release@" + relA, Origin: "quay.io/ocp/release:4.18.1-x86_64", Digest: relA, Destination: "ocp/release:4.18.1-x86_64", Kind: imageset.KindRelease},
+		{Source: "quay.io/ocp/release@" + relB, Origin: "quay.io/ocp/release:4.18.2-x86_64", Digest: relB, Destination: "ocp/release:4.18.2-x86_64", Kind: imageset.KindRelease},
+	}}
+	template := "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nspec:\n  displayName: %s\n"
+	// What the workspace holds: another template, signatures of both releases.
+	if err := writeWorkingFile(ws.dir, templateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the workspace"))); err != nil {
+		t.Fatal(err)
+	}
+	for _, rd := range []string{relA, relB} {
+		if err := release.SaveSignatures(ws.path(releaseSignaturesDir), rd, [][]byte{[]byte("workspace signature of " + rd)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := &Plan{Set: set}
+	plan.addFile(templateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the plan")))
+	plan.addFile(signatureExtra(relA, 1), []byte("plan signature of "+relA))
+
+	generated := func(plan *Plan) map[string]string {
+		t.Helper()
+		rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: &imageset.Resolution{}, Result: &Result{Copied: set.Images}}
+		dir := filepath.Join(t.TempDir(), "cluster-resources")
+		r := &run{t: stampedTrip(), ws: ws, plan: plan, rep: rep}
+		if err := r.generateInto(dir, "registry.example:5000/m"); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, p := range rep.ClusterResources {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[filepath.Base(p)] = string(data)
+		}
+		return out
+	}
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+	files := generated(plan)
+	cs := files["cs-index-v1.yaml"]
+	if !strings.Contains(cs, "displayName: From the plan") || strings.Contains(cs, "From the workspace") {
+		t.Errorf("the CatalogSource is not built on the plan's template:\n%s", cs)
+	}
+	sigs := files["signature-configmap.yaml"]
+	if !strings.Contains(sigs, b64("plan signature of "+relA)) || strings.Contains(sigs, b64("workspace signature of "+relA)) || strings.Contains(sigs, b64("workspace signature of "+relB)) {
+		t.Errorf("the signature ConfigMaps hold other than the plan's signatures:\n%s", sigs)
+	}
+	if _, err := os.Stat(ws.path("cluster-resources")); err == nil {
+		t.Error("generateInto wrote into the workspace's cluster-resources")
+	}
+
+	// A format-1 failure file: the plan is its Set, given the kept signatures.
+	setJSON, err := set.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := `{"formatVersion": 1, "mode": "mirror-to-mirror", "set": ` + string(setJSON) + `, "failed": [{"image": "ocp/release:4.18.2-x86_64", "error": "boom"}]}`
+	if err := writeWorkingFile(ws.dir, "failed/old.json", []byte(failed)); err != nil {
+		t.Fatal(err)
+	}
+	tr := stampedTrip()
+	tr.RetryFailed = ws.path("failed", "old.json")
+	old, todo, _, err := tr.plan(context.Background(), nil, nil, ws.dir)
+	if err != nil || len(todo.Images) != 1 {
+		t.Fatalf("--retry-failed with a format-1 failure file: %v, %v", err, todo)
+	}
+	if kept, err := old.signatures(); err != nil || len(kept) != 2 || string(kept[relB][0]) != "workspace signature of "+relB {
+		t.Errorf("the format-1 plan's signatures: %q, %v; want the two the workspace kept", kept, err)
+	}
+	sigs = generated(old)["signature-configmap.yaml"]
+	if !strings.Contains(sigs, b64("workspace signature of "+relA)) || !strings.Contains(sigs, b64("workspace signature of "+relB)) {
+		t.Errorf("the format-1 retry's signature ConfigMaps:\n%s", sigs)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -122,6 +124,10 @@ type deletionRecord struct {
 	Outcome       *prune.Outcome `json:"outcome,omitempty"`
 }
 
+// dryRunPreview is where a dry run writes its prune preview (a real run
+// without --prune writes prune/<time>-preview.json).
+var dryRunPreview = []string{"dry-run", "prune-preview.json"}
+
 // pruneMirror runs after a copy into the mirror (and remember): when the
 // run mirrored the whole image set, it works out what
 // earlier runs pushed that the set no longer holds, then deletes it
@@ -140,6 +146,14 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 	}
 	pr := &PruneReport{Executed: t.Prune && !t.DryRun, Skipped: why}
 	rep.Prune = pr
+	if t.DryRun {
+		// A dry run's preview goes with its plan into dry-run/, the one
+		// place a dry run writes: an earlier dry run's is not left to be
+		// taken for this one's.
+		if err := os.Remove(w.path(dryRunPreview...)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
 	if why != "" {
 		return nil
 	}
@@ -168,6 +182,10 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 	pr.Plan = plan
 	drec := deletionRecord{FormatVersion: recordFormat, Kind: "prune-preview", Mirror: dst.Root(), Time: t.now(), ToolVersion: t.ToolVersion, Plan: plan}
 	name := drec.Time.Format("20060102T150405.000Z")
+	if t.DryRun {
+		pr.File = w.path(dryRunPreview...)
+		return w.write(drec, dryRunPreview...)
+	}
 	if !pr.Executed {
 		pr.File = w.path("prune", name+"-preview.json")
 		return w.write(drec, "prune", name+"-preview.json")

@@ -118,6 +118,14 @@ type Registry struct {
 	known    map[digest.Digest]string // a repository holding the blob (earlier runs, this run)
 	have     map[string]bool          // repo@digest this run put or found there
 	sessions map[string]string        // repo@digest → upload opened by a mount the registry could not do
+	// trusted are the blobs (repo@digest) HasBlob took to be there on the
+	// workspace's records alone, without asking; resend is where the run
+	// reads blobs, to send one of them after all when a manifest PUT says
+	// the registry lost it (see resendFrom, PutManifest). Without resend,
+	// HasBlob asks.
+	trusted map[string]bool
+	resend  Source
+	log     *slog.Logger
 
 	// The tags of repositories this run pushes several images into and no
 	// earlier run of the workspace pushed to: one listing answers all their
@@ -146,7 +154,7 @@ type listedTags struct {
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
 		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{},
-		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{},
+		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{}, trusted: map[string]bool{},
 		expect: map[string]int{}, tags: map[string]*listedTags{}, knownRepos: map[string]bool{}}
 }
 
@@ -589,11 +597,13 @@ const headBlobLimit = 1 << 20
 
 // HasBlob implements Destination. Through the run's client for the
 // mirror: a blob this run put or found in the repository is there (no
-// request); one a repository of the run or of the workspace's records
-// holds is mounted from there (one POST, trusted only on 201; the upload
-// the registry opens instead serves PutBlob); a large unknown blob gets a
-// HEAD; a small one is reported absent and sent. Elsewhere containers/image
-// HEADs and mounts.
+// request), and so is one the workspace's records place in the repository
+// when the run can send it again (resendFrom): the manifest PUT, which the
+// registry refuses while a blob it references is missing, is the check;
+// one another repository of the run or of the records holds is mounted
+// from there (one POST, trusted only on 201; the upload the registry opens
+// instead serves PutBlob); a large unknown blob gets a HEAD; a small one is
+// reported absent and sent. Elsewhere containers/image HEADs and mounts.
 func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (bool, error) {
 	if c, repo := r.pushClient(img); c != nil {
 		key := repo + "@" + desc.Digest.String()
@@ -619,6 +629,15 @@ func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec
 			}
 			return false, nil
 		case from == repo:
+			r.mu.Lock()
+			resend := r.resend != nil
+			if resend {
+				r.trusted[key] = true
+			}
+			r.mu.Unlock()
+			if resend {
+				return true, nil
+			}
 			return r.HeadBlob(ctx, img, desc)
 		case desc.Size >= headBlobLimit && !r.unlisted(repo):
 			// A large blob may be there already (another tool pushed
@@ -660,6 +679,7 @@ func (r *Registry) HeadBlob(ctx context.Context, img imageset.Image, desc ocispe
 func (r *Registry) put(repo string, d digest.Digest) {
 	r.mu.Lock()
 	r.have[repo+"@"+d.String()] = true
+	delete(r.trusted, repo+"@"+d.String())
 	if _, ok := r.known[d]; !ok {
 		r.known[d] = repo
 	}
@@ -719,7 +739,19 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 				ref = tagged.Tag()
 			}
 		}
-		if err := c.PutManifest(ctx, repo, ref, desc.MediaType, data); err != nil {
+		err := c.PutManifest(ctx, repo, ref, desc.MediaType, data)
+		if refusedManifest(err) {
+			// Blobs taken to be there on the records alone may be gone
+			// (the registry was restored, or cleaned): distribution
+			// answers MANIFEST_BLOB_UNKNOWN, others in words of their
+			// own, so any refusal has them checked. The missing ones are
+			// sent, then the manifest again.
+			var sent bool
+			if sent, err = r.resendTrusted(ctx, c, repo, img, data, err); sent {
+				err = c.PutManifest(ctx, repo, ref, desc.MediaType, data)
+			}
+		}
+		if err != nil {
 			return explain(err, r.Name(img))
 		}
 		return nil
@@ -735,6 +767,97 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 	if err := dst.PutManifest(ctx, data, instance); err != nil {
 		return r.explain(err, img)
 	}
+	return nil
+}
+
+// resendFrom lets HasBlob trust the workspace's records of which blobs a
+// repository holds: src is where the run reads img's blobs, to send one
+// after all that the registry turns out to have lost. log hears of that.
+func (r *Registry) resendFrom(src Source, log *slog.Logger) {
+	r.mu.Lock()
+	r.resend, r.log = src, log
+	r.mu.Unlock()
+}
+
+// refusedManifest reports a registry's refusal of a manifest PUT for its
+// content (4xx other than authentication, permission and rate limits).
+func refusedManifest(err error) bool {
+	var e *registryapi.Error
+	if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
+		return false
+	}
+	return e.Status != http.StatusUnauthorized && e.Status != http.StatusForbidden && e.Status != http.StatusTooManyRequests
+}
+
+// resendTrusted sends into repo the blobs of the image manifest data that
+// HasBlob trusted the records for and that the registry does not have
+// (one HEAD each), after the registry refused the manifest (refused).
+// sent is false, with refused as the error, when no such blob was missing:
+// the refusal is about something else.
+func (r *Registry) resendTrusted(ctx context.Context, c *registryapi.Client, repo string, img imageset.Image, data []byte, refused error) (sent bool, err error) {
+	if isIndex(mediaTypeOf(data)) {
+		return false, refused
+	}
+	blobs, err := blobsOf(data)
+	if err != nil {
+		return false, refused
+	}
+	r.mu.Lock()
+	src, log := r.resend, r.log
+	var suspects []ocispec.Descriptor
+	for _, b := range blobs {
+		if r.trusted[repo+"@"+b.Digest.String()] {
+			suspects = append(suspects, b)
+		}
+	}
+	r.mu.Unlock()
+	if src == nil || len(suspects) == 0 {
+		return false, refused
+	}
+	for _, b := range suspects {
+		// Errors wrap what went wrong here, so that it decides whether the
+		// copy tries again; the refusal is told in words.
+		has, err := c.HasBlob(ctx, repo, b.Digest)
+		if err != nil {
+			return false, fmt.Errorf("the registry refused the manifest (%v); asking about blob %s, which the workspace records place there: %w", refused, b.Digest, err)
+		}
+		if has {
+			r.put(repo, b.Digest)
+			continue
+		}
+		if log != nil {
+			log.Warn("the mirror lost a blob the workspace records place there: sending it again", "image", r.Name(img), "blob", b.Digest, "size", b.Size)
+		}
+		if err := r.sendFrom(ctx, c, src, repo, img, b); err != nil {
+			return false, fmt.Errorf("the registry refused the manifest (%v) and lacks blob %s, which the workspace records place there; sending it again: %w", refused, b.Digest, err)
+		}
+		sent = true
+	}
+	if !sent {
+		return false, refused
+	}
+	return true, nil
+}
+
+// sendFrom uploads blob b of img from src into repo, verified against its
+// digest as it is read.
+func (r *Registry) sendFrom(ctx context.Context, c *registryapi.Client, src Source, repo string, img imageset.Image, b ocispec.Descriptor) error {
+	rc, err := src.Blob(ctx, img, b)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	vr := &verifyingReader{r: rc, desc: b, v: b.Digest.Verifier(), progress: nopProgress{}}
+	if err := c.PutBlob(ctx, repo, b.Digest, b.Size, vr, ""); err != nil {
+		if vr.err != nil {
+			return vr.err
+		}
+		return err
+	}
+	if vr.n != b.Size || !vr.v.Verified() {
+		return &DigestError{Digest: b.Digest, Msg: "the destination accepted a blob that was not read whole"}
+	}
+	r.put(repo, b.Digest)
 	return nil
 }
 

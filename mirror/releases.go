@@ -499,8 +499,8 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 }
 
 // releaseSignatures returns the signatures of the release images that
-// reached the mirror: those the plan carries, else those an earlier run
-// saved in the workspace (a plan from an older record carries none).
+// reached the mirror, from the plan alone (a plan from an older record is
+// given the workspace's when it is made: see keptSignatures).
 func (r *run) releaseSignatures(done *imageset.Set) (map[string][][]byte, error) {
 	have, err := r.plan.signatures()
 	if err != nil {
@@ -515,11 +515,32 @@ func (r *run) releaseSignatures(done *imageset.Set) (map[string][][]byte, error)
 			out[img.Digest] = s
 			continue
 		}
-		if s, err := release.SignatureDir(r.ws.path(releaseSignaturesDir)).Signatures(context.Background(), img.Digest); err == nil && len(s) > 0 {
-			out[img.Digest] = s
-			continue
-		}
 		r.t.Log.Warn("no signature for a mirrored release: clusters that verify releases will refuse to update to it", "release", img.Destination, "digest", img.Digest)
 	}
 	return out, nil
+}
+
+// keptSignatures gives a plan made from a Set alone (a format-1 failure
+// file, or one moved away from its run record) the signatures an earlier
+// run kept in the workspace ws for the Set's releases, as plan files: the
+// plan then carries them into the archive, the record and the cluster
+// resources like a plan that resolution made. A release without kept
+// signatures gets none (generate warns of it).
+func keptSignatures(plan *Plan, ws string) {
+	if ws == "" {
+		return
+	}
+	dir := release.SignatureDir(filepath.Join(ws, releaseSignaturesDir))
+	for _, img := range plan.Set.Images {
+		if img.Kind != imageset.KindRelease {
+			continue
+		}
+		sigs, err := dir.Signatures(context.Background(), img.Digest)
+		if err != nil {
+			continue
+		}
+		for i, s := range sigs {
+			plan.addFile(signatureExtra(img.Digest, i+1), s)
+		}
+	}
 }

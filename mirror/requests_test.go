@@ -173,6 +173,9 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 // and for copyPlanned, the trips' way in, whose planning pass makes the
 // existence checks: per image exactly one manifest PUT and its blobs, and
 // no manifest HEAD in a repository the catalog or its tag list answers.
+// A new tag in a repository the workspace's records know sends no blob
+// HEAD for the blobs they place there (TestLostBlobIsSentAgain: when the
+// registry lost one).
 func TestPushRequestFloor(t *testing.T) {
 	t.Run("Copy", func(t *testing.T) { pushRequestFloor(t, Copy) })
 	t.Run("copyPlanned", func(t *testing.T) { pushRequestFloor(t, copyPlanned) })
@@ -297,6 +300,42 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 		t.Fatalf("rerun: %v, %d skipped", res.Err(), len(res.Skipped))
 	}
 	checkCounts(t, "no-change rerun", onD2M, map[string]int{"GET ping": 1, "HEAD manifest": n})
+
+	// A new tag in a repository the records know, sharing the base layer
+	// they place there: the records answer for the base (no blob HEAD; the
+	// manifest PUT is the check), the new config and layer go up, and the
+	// new tag costs its one manifest HEAD.
+	newer, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{base, imagebuilder.RandomLayer(299, 8<<10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := locs[newer.Layers[0].Digest]
+	if known == "" {
+		t.Fatal("the records place the base layer nowhere")
+	}
+	if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: up.URL()}, known, "v9", newer); err != nil {
+		t.Fatal(err)
+	}
+	added := imageset.Image{Source: up.Host() + "/" + known + "@" + newer.Digest.String(), Origin: up.Host() + "/" + known + ":v9",
+		Digest: newer.Digest.String(), Destination: known + ":v9", Kind: imageset.KindAdditional}
+	if res := copyAll(ctx, &imageset.Set{Images: []imageset.Image{added}}, NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
+		t.Fatal(res.Err())
+	}
+	mir5, err := NewMirror(d2m.Host()+"/m", testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mir5.KnownLocations(locs)
+	src5 := &ArchiveSource{Archive: store, Name: "store", Mirror: mir5}
+	mir5.resendFrom(src5, nil)
+	onD2M.n = map[string]int{}
+	if res := copyAll(ctx, &imageset.Set{Images: []imageset.Image{added}}, src5, mir5, Options{}); res.Err() != nil || len(res.Copied) != 1 {
+		t.Fatalf("a new tag in a known repository: %v", res.Err())
+	}
+	checkCounts(t, "a new tag in a known repository", onD2M, map[string]int{"GET ping": 1, "HEAD manifest": 1, "POST blob": 2, "PUT blob": 2, "PUT manifest": 1})
+	if d, err := d2m.ManifestDigest("m/"+known, "v9"); err != nil || d != newer.Digest {
+		t.Errorf("%s:v9 at the mirror: %s, %v", known, d, err)
+	}
 }
 
 // onlyManifests is an incremental archive that carries the image manifests

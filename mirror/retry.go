@@ -189,7 +189,8 @@ func hasCode(err error, code errcode.ErrorCode) bool {
 	return false
 }
 
-// transient: dropped connections, timeouts, 5xx and 429 answers.
+// transient: dropped connections, timeouts, 5xx and 429 answers, and what
+// the registry client marks to be sent again (Retry).
 func transient(err error) bool {
 	var status docker.UnexpectedHTTPStatusError
 	if errors.As(err, &status) {
@@ -197,7 +198,7 @@ func transient(err error) bool {
 	}
 	var pe *registryapi.Error
 	if errors.As(err, &pe) {
-		return pe.Status == http.StatusTooManyRequests || pe.Status >= 500
+		return pe.Retry || pe.Status == http.StatusTooManyRequests || pe.Status >= 500
 	}
 	var ec errcode.Error
 	if errors.As(err, &ec) {

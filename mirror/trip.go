@@ -620,6 +620,10 @@ func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll f
 		}
 	}
 	seedLocations(mrec, dst)
+	// Blobs the records place in an image's repository are taken to be
+	// there without asking; the manifest PUT finds any the registry lost,
+	// and they are sent again from src.
+	dst.resendFrom(src, t.Log)
 	rep.Result = copyAll()
 	t.chartsRefused(rep)
 	for d, repo := range rep.Result.Locations {
@@ -810,22 +814,27 @@ func (r *run) generateInto(dir, root string) error {
 		return fmt.Errorf("generating cluster resources: %w", err)
 	}
 	// Templates by catalog digest (the last catalog image of a digest wins),
-	// from the copies keep wrote into the workspace.
-	templates := map[string]string{}
+	// as the plan carries them: never the copies keep wrote into the
+	// workspace, which a later run may have replaced.
+	type template struct {
+		name string
+		data []byte
+	}
+	templates := map[string]template{}
 	for _, img := range done.Images {
 		if img.Kind != imageset.KindOperatorCatalog {
 			continue
 		}
 		name := templateExtra(img.OriginalDestination())
-		if _, ok := plan.file(name); ok {
-			templates[img.Digest] = r.ws.path(filepath.FromSlash(name))
+		if data, ok := plan.file(name); ok {
+			templates[img.Digest] = template{name, append([]byte{}, data...)} // never nil: a template, however empty
 		} else {
-			templates[img.Digest] = ""
+			templates[img.Digest] = template{}
 		}
 	}
 	for i := range catalogs {
 		if tp, ok := templates[catalogs[i].Digest]; ok {
-			catalogs[i].TemplatePath = tp
+			catalogs[i].Template, catalogs[i].TemplatePath = tp.data, tp.name
 		}
 	}
 	sigs, err := r.releaseSignatures(done)

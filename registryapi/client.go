@@ -3,7 +3,7 @@
 // transport that pings /v2/ once and keeps a bearer token per scope (renewed
 // before it expires and again on a 401).
 //
-// Tag listing (paged), manifest HEAD and GET, and deletes are
+// Tag listing (paged), the catalog, manifest HEAD and GET, and deletes are
 // go-containerregistry's remote package, run over that transport. What this
 // package keeps of its own, and why:
 //   - the authentication transport: go-containerregistry's pings for every
@@ -19,8 +19,17 @@
 //   - blob reads that resume an interrupted transfer with an HTTP range;
 //   - manifest PUTs that only PUT (remote.Put also maintains referrers
 //     fallback tags, which the copy must not add to a mirror);
-//   - a HEAD that falls back to a GET when a registry leaves out
-//     Docker-Content-Digest.
+//   - a manifest HEAD that falls back to a GET when a registry leaves out
+//     Docker-Content-Digest;
+//   - a blob HEAD (HasBlob, push.go): go-containerregistry has one only
+//     inside a remote.Layer (partial.Exists), a layer object built per call
+//     around that one request; this is the same HEAD through the send and
+//     answer the uploads beside it use, so its errors carry the same hints;
+//   - the push check (CheckPush, checkpush.go): an upload started and its
+//     session cancelled with a DELETE, over the run's transport.
+//     remote.CheckPushPermission builds an authenticating transport of its
+//     own from a keychain (a second /v2/ ping and token exchange) and
+//     cancels the session in a goroutine nobody waits for.
 //
 // Credentials, certificates and TLS settings come from the same containers
 // configuration as containers/image (auth file, certs.d, TLS verify), which

@@ -117,7 +117,8 @@ func (c *Client) PutBlob(ctx context.Context, repo string, d digest.Digest, size
 
 // startUpload opens an upload session in repo and returns its location,
 // or "" when the blob was stored by a single POST. It tries that form once
-// per registry, with a small blob, and remembers the answer.
+// per registry, with a small blob, and remembers the answer until the
+// registry answers one with a session after all (see singlePost).
 func (c *Client) startUpload(ctx context.Context, repo string, d digest.Digest, size int64, r *io.Reader) (string, error) {
 	post := c.url("/v2/" + repo + "/blobs/uploads/")
 	state := c.single.Load()
@@ -148,15 +149,7 @@ func (c *Client) startUpload(ctx context.Context, repo string, d digest.Digest, 
 		drain(resp)
 		c.single.Store(-1) // some registries refuse the form outright: the two-step one it is
 	} else if state == 1 {
-		resp, err := c.send(ctx, http.MethodPost, post+"?digest="+url.QueryEscape(d.String()), nil, *r, size)
-		if err != nil {
-			return "", c.wrap(err)
-		}
-		if resp.StatusCode != http.StatusCreated {
-			return "", c.answer(resp, http.MethodPost)
-		}
-		drain(resp)
-		return "", nil
+		return c.singlePost(ctx, post, d, size, r)
 	}
 	resp, err := c.send(ctx, http.MethodPost, post, nil, nil, 0)
 	if err != nil {
@@ -168,6 +161,59 @@ func (c *Client) startUpload(ctx context.Context, repo string, d digest.Digest, 
 	loc, err := uploadLocation(resp)
 	drain(resp)
 	return loc, err
+}
+
+// singlePost stores blob d with one POST, on a registry that took that
+// form before, and returns "" when it did. A registry may still open an
+// upload session instead (202: it takes the form only for some blobs, or
+// the instances behind its address differ): the session's location is
+// returned and the PUT sends the body there, and the two-step form is used
+// from then on. So that the body can be sent again, a small blob is kept in
+// memory; a large one is streamed, and when the registry has read some of
+// it before answering 202 it cannot be sent again from here: the error
+// says so and asks for a retry, which reads the blob afresh.
+func (c *Client) singlePost(ctx context.Context, post string, d digest.Digest, size int64, r *io.Reader) (string, error) {
+	body := &countingReader{r: *r}
+	small := size <= singlePostLimit
+	if small {
+		data, err := io.ReadAll(io.LimitReader(*r, size+1))
+		if err != nil {
+			return "", err
+		}
+		*r = bytes.NewReader(data)
+		body, size = &countingReader{r: bytes.NewReader(data)}, int64(len(data))
+	}
+	resp, err := c.send(ctx, http.MethodPost, post+"?digest="+url.QueryEscape(d.String()), nil, body, size)
+	if err != nil {
+		return "", c.wrap(err)
+	}
+	switch resp.StatusCode {
+	case http.StatusCreated:
+		drain(resp)
+		return "", nil
+	case http.StatusAccepted:
+		c.single.Store(-1)
+		loc, err := uploadLocation(resp)
+		drain(resp)
+		if err != nil || small || body.n == 0 {
+			return loc, err
+		}
+		return "", &Error{Method: http.MethodPost, URL: redact(resp.Request.URL), Status: resp.StatusCode, Retry: true,
+			Body: fmt.Sprintf("the registry opened an upload session instead of storing blob %s from this request, after reading %d of its bytes: it is sent again in two requests (POST, then PUT)", d, body.n)}
+	}
+	return "", c.answer(resp, http.MethodPost)
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // PutManifest stores data (of media type mt) in repo under ref, a tag or

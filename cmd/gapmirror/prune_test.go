@@ -157,7 +157,14 @@ func TestPruneMirrorToMirror(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "dry run") || !strings.Contains(stdout, "prune preview") {
 		t.Fatalf("dry run: exit %d", code)
 	}
-	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-preview.json"))
+	// Its preview is with its plan in dry-run/; prune/ holds what real runs did.
+	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
+	if dry.Kind != "prune-preview" {
+		t.Errorf("the dry run's preview is a %q record", dry.Kind)
+	}
+	if previews, _ := filepath.Glob(filepath.Join(w.dir, "ws", "working-dir", "prune", "*")); len(previews) > 0 {
+		t.Errorf("the dry run wrote into working-dir/prune: %v", previews)
+	}
 	w.present(w.dst, "m2m/"+im[2].Repo, "v1", im[2].Digest)
 	code, stdout, _ = w.gapmirror("mirror", "-c", isc2, "--workspace", ws, dst)
 	if code != 0 || !strings.Contains(stdout, "prune preview") || !strings.Contains(stdout, "--prune") {

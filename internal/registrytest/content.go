@@ -108,6 +108,17 @@ func (r *Registry) Blob(repo string, d digest.Digest) ([]byte, error) {
 	return data, nil
 }
 
+// DeleteBlob unlinks blob d from repo (DELETE /v2/<repo>/blobs/<d>), so the
+// repository no longer holds it: what a registry restored from an older
+// backup, or cleaned behind gapmirror's back, has lost.
+func (r *Registry) DeleteBlob(repo string, d digest.Digest) error {
+	rec := r.do(http.MethodDelete, "/v2/"+repo+"/blobs/"+d.String(), nil)
+	if rec.Code != http.StatusAccepted {
+		return answerError(fmt.Sprintf("deleting blob %s in %s", d, repo), rec)
+	}
+	return nil
+}
+
 // Catalog lists the registry's repositories, sorted.
 func (r *Registry) Catalog() ([]string, error) {
 	var repos []string
