@@ -49,6 +49,7 @@ func TestFaultCampaign(t *testing.T) {
 	t.Logf("campaign seed %d (GAPMIRROR_CAMPAIGN_SEED=%d replays it)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
+	began := time.Now()
 	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 3, false)
 	w.pushFleet(4, 32<<10)
 	fleet := w.images
@@ -83,7 +84,10 @@ func TestFaultCampaign(t *testing.T) {
 	}
 	faultsOff := func() { w.up.SetWrap(nil); w.dst.SetWrap(nil) }
 
+	t.Logf("the world is ready after %v", time.Since(began).Round(time.Millisecond))
+	began = time.Now()
 	bin := buildBinary(t)
+	t.Logf("gapmirror built in %v", time.Since(began).Round(time.Millisecond))
 	global := []string{"--src-tls-verify=false", "--dest-tls-verify=false", "--no-progress", "--registries-conf", w.regsConf,
 		"--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"), "--retry-delay", "20ms"}
 	out, ws := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "ws")
@@ -95,6 +99,7 @@ func TestFaultCampaign(t *testing.T) {
 		t.Helper()
 		faultsOn()
 		cmd := exec.Command(bin, append(append(append([]string{"mirror"}, global...), args...), w.flags()...)...)
+		start := time.Now()
 		must(t, cmd.Start())
 		k.arm(cmd, at)
 		done := make(chan error, 1)
@@ -119,7 +124,8 @@ func TestFaultCampaign(t *testing.T) {
 		if err := unfinished(); err != nil {
 			t.Fatalf("%s was killed at its blob request %d, yet %v", name, at, err)
 		}
-		t.Logf("%s killed at its blob request %d", name, at)
+		t.Logf("%s killed at its blob request %d, %v after it started", name, at, time.Since(start).Round(time.Millisecond))
+		start = time.Now()
 		code, stdout, _ := w.run(append([]string{"mirror"}, args...)...)
 		if code != 0 {
 			t.Fatalf("%s rerun under faults: exit %d", name, code)
@@ -133,7 +139,7 @@ func TestFaultCampaign(t *testing.T) {
 			retries += n
 		}
 		k.mu.Lock()
-		t.Logf("%s rerun: %d blob requests", name, k.seen)
+		t.Logf("%s rerun: %d blob requests in %v", name, k.seen, time.Since(start).Round(time.Millisecond))
 		k.mu.Unlock()
 		faultsOff()
 	}
