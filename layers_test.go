@@ -16,18 +16,19 @@ const module = "github.com/gapmirror/gapmirror/"
 // allowedImports is docs/architecture.md's table: the gapmirror packages
 // each production package may import.
 var allowedImports = map[string][]string{
-	"imageset/spelling": nil,
-	"imageset/catalog":  {"imageset/spelling"},
-	"imageset/release":  {"imageset/spelling"},
-	"imageset/helm":     nil,
-	"imageset":          {"imageset/helm", "imageset/spelling"},
-	"registryapi":       nil,
-	"archive":           {"imageset"},
-	"generate":          {"imageset"},
-	"prune":             {"registryapi"},
-	"mirror":            {"archive", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi"},
-	"serve":             nil,
-	"cmd/gapmirror":     {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve"},
+	"imageset/spelling":   nil,
+	"imageset/yamlbudget": nil,
+	"imageset/catalog":    {"imageset/spelling", "imageset/yamlbudget"},
+	"imageset/release":    {"imageset/spelling"},
+	"imageset/helm":       nil,
+	"imageset":            {"imageset/helm", "imageset/spelling", "imageset/yamlbudget"},
+	"registryapi":         nil,
+	"archive":             {"imageset"},
+	"generate":            {"imageset"},
+	"prune":               {"registryapi"},
+	"mirror":              {"archive", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi"},
+	"serve":               nil,
+	"cmd/gapmirror":       {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

@@ -165,7 +165,7 @@ func (s *Staging) Reserve(d digest.Digest, size int64) (*Slot, error) {
 		return nil, err
 	}
 	at := c.used
-	if _, err := c.f.WriteAt(hdr, at); err != nil {
+	if _, err := writeAt(c.f, hdr, at); err != nil {
 		return nil, NoSpace(fmt.Errorf("writing into %s: %w", filepath.Base(c.path), err), s.dir, entry, true)
 	}
 	c.used += entry
@@ -205,7 +205,7 @@ func (s *Staging) chunkFor(d digest.Digest, size, entry int64) (*stagedChunk, er
 	}
 	block := append(hdr, marker...)
 	block = append(block, make([]byte, padded(int64(len(marker)))-int64(len(marker)))...)
-	if _, err := f.WriteAt(block, 0); err != nil {
+	if _, err := writeAt(f, block, 0); err != nil {
 		f.Close()
 		os.Remove(p)
 		return nil, NoSpace(fmt.Errorf("writing %s: %w", SeqChunkName(s.seq, n), err), s.dir, used, true)
@@ -288,7 +288,7 @@ func (w *slotWriter) Write(p []byte) (int, error) {
 	if int64(len(p)) > w.end-w.off {
 		return 0, fmt.Errorf("blob %s: more data than its size", w.d)
 	}
-	n, err := w.f.WriteAt(p, w.off)
+	n, err := writeAt(w.f, p, w.off)
 	w.off += int64(n)
 	if err != nil {
 		return n, NoSpace(fmt.Errorf("writing blob %s into the archive: %w", w.d, err), w.s.dir, w.end-w.off+int64(n), true)
@@ -547,7 +547,7 @@ func (w *writer) finishStaged(c *stagedChunk) error {
 	if size != c.used+trailerSize {
 		return fmt.Errorf("internal error: %s planned at %d bytes, staged %d", name, size, c.used+trailerSize)
 	}
-	if _, err := c.f.WriteAt(make([]byte, trailerSize), c.used); err != nil {
+	if _, err := writeAt(c.f, make([]byte, trailerSize), c.used); err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	if err := c.f.Sync(); err != nil {

@@ -343,7 +343,7 @@ func (w *writer) create(n int) (*chunkFile, error) {
 		w.temps = map[int]string{}
 	}
 	w.temps[n] = p
-	bw := bufio.NewWriterSize(f, 1<<20)
+	bw := bufio.NewWriterSize(FileWriter(f), 1<<20)
 	hc := &hashCounter{h: sha256.New()}
 	return &chunkFile{f: f, bw: bw, hash: hc, tw: tar.NewWriter(io.MultiWriter(bw, hc))}, nil
 }

@@ -1,25 +1,64 @@
 package imageset
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
 
 // configSeeds adds the configuration fixtures, and inputs meant to hurt
-// (aliases that multiply, deep nesting), to f.
-func configSeeds(f *testing.F, pattern string) {
+// (aliases that multiply, through the fields the decoder follows and through
+// merge keys; deep nesting), to f. kind and section are the configuration's
+// kind and content section (mirror or delete).
+func configSeeds(f *testing.F, pattern, kind, section string) {
 	files, _ := filepath.Glob(filepath.Join("..", "testdata", "config", pattern))
 	for _, p := range files {
 		if data, err := os.ReadFile(p); err == nil {
 			f.Add(data)
 		}
 	}
-	f.Add([]byte("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n  - name: registry.example/a:1\n"))
-	f.Add([]byte("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"))
+	f.Add([]byte("kind: " + kind + "\napiVersion: mirror.openshift.io/v2alpha1\n" + section + ":\n  additionalImages:\n  - name: registry.example/a:1\n"))
+	// Both refused by the decoder's alias budget (TestAliasBombRefused).
+	f.Add(aliasBomb(kind, section, 300))
+	f.Add(mergeBomb(kind, section, 24, 6))
 	f.Add([]byte(strings.Repeat("[", 5000)))
+}
+
+// aliasBomb is a configuration of kind whose section nests aliases through
+// operators, packages and channels: fanout aliases at each level stand for
+// about fanout³ channels, written in a few KiB (fanout 300: 27 million
+// channels in 4 KiB). Line 7 holds the packages of the first operator, the
+// first of them anchored and the others aliases of it; each "- *o" that
+// follows is on a line of its own.
+func aliasBomb(kind, section string, fanout int) []byte {
+	refs := func(name string) string {
+		return strings.TrimSuffix(strings.Repeat("*"+name+",", fanout), ",")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "kind: %s\napiVersion: mirror.openshift.io/v2alpha1\n%s:\n  operators:\n", kind, section)
+	fmt.Fprintf(&b, "  - &o\n    catalog: registry.example/catalog:1\n")
+	fmt.Fprintf(&b, "    packages: [&p {name: p, channels: [&c {name: stable},%s]},%s]\n", refs("c"), refs("p"))
+	b.WriteString(strings.Repeat("  - *o\n", fanout))
+	return []byte(b.String())
+}
+
+// mergeBomb is a configuration of kind whose release channels merge
+// mappings that merge mappings (<<: [*m0, *m0, …]), levels deep: the
+// decoder would visit fanout^levels mappings for one channel.
+func mergeBomb(kind, section string, fanout, levels int) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kind: %s\napiVersion: mirror.openshift.io/v2alpha1\n%s:\n  platform:\n    channels:\n", kind, section)
+	fmt.Fprintf(&b, "    - &m0 {name: stable-4.18}\n")
+	for l := 1; l <= levels; l++ {
+		refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*m%d, ", l-1), fanout), ", ")
+		fmt.Fprintf(&b, "    - &m%d {<<: [%s], name: stable-4.%d}\n", l, refs, 18+l)
+	}
+	return []byte(b.String())
 }
 
 // parsed runs parse on data and fails on a hang; panics fail the fuzzer.
@@ -37,7 +76,7 @@ func parsed(t *testing.T, data []byte, parse func([]byte) error) {
 }
 
 func FuzzParseImageSetConfiguration(f *testing.F) {
-	configSeeds(f, "isc-*.yaml")
+	configSeeds(f, "isc-*.yaml", ImageSetConfigurationKind, "mirror")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parsed(t, data, func(b []byte) error {
 			c, err := ParseImageSetConfiguration(b, "isc.yaml")
@@ -51,7 +90,7 @@ func FuzzParseImageSetConfiguration(f *testing.F) {
 }
 
 func FuzzParseDeleteImageSetConfiguration(f *testing.F) {
-	configSeeds(f, "disc*.yaml")
+	configSeeds(f, "disc*.yaml", DeleteImageSetConfigurationKind, "delete")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parsed(t, data, func(b []byte) error {
 			_, err := ParseDeleteImageSetConfiguration(b, "disc.yaml")
@@ -78,5 +117,139 @@ func TestConfigTooLarge(t *testing.T) {
 	_, err := ParseImageSetConfiguration(data, "big.yaml")
 	if err == nil || !strings.Contains(err.Error(), "big.yaml") || !strings.Contains(err.Error(), "right file") {
 		t.Fatalf("10 MB configuration: %v", err)
+	}
+}
+
+// TestConfigTooLargeRefusedBeforeReading: a configuration file larger than
+// 4 MiB is refused by its size, before it is read (a sparse terabyte here:
+// reading it would take minutes and the memory of the machine).
+func TestConfigTooLargeRefusedBeforeReading(t *testing.T) {
+	for _, load := range []struct {
+		kind string
+		load func(string) error
+	}{
+		{ImageSetConfigurationKind, func(p string) error { _, err := LoadImageSetConfiguration(p); return err }},
+		{DeleteImageSetConfigurationKind, func(p string) error { _, err := LoadDeleteImageSetConfiguration(p); return err }},
+	} {
+		path := filepath.Join(t.TempDir(), "huge.yaml")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(1 << 40); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		start := time.Now()
+		err = load.load(path)
+		var errs FieldErrors
+		if !errors.As(err, &errs) || len(errs) != 1 || errs[0].File != path ||
+			!strings.Contains(errs[0].Msg, "file is 1099511627776 bytes, more than a "+load.kind+" can be (4194304)") {
+			t.Errorf("%s: a 1 TiB file: %v", load.kind, err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("%s: refusing a 1 TiB file took %v: was it read?", load.kind, took)
+		}
+	}
+}
+
+// TestAliasBombRefused: a 4 KiB configuration whose aliases nest through
+// mirror.operators, packages and channels stands for 27 million channels
+// (such a file took 33 s and 1.1 GiB before the decoder had a budget). It is
+// refused early, within a bound of time and memory, naming the file, the line
+// and the field path of the outermost alias being expanded (here a package
+// of the first operator: each already stands for 300 channels); so are merge
+// keys that merge merges, and the same in a DeleteImageSetConfiguration,
+// through the files' loaders. These are the fuzz targets' seeds meant to hurt.
+func TestAliasBombRefused(t *testing.T) {
+	cases := []struct {
+		name, kind string
+		data       []byte
+		line       int
+		path       string
+	}{
+		{"operators", ImageSetConfigurationKind, aliasBomb(ImageSetConfigurationKind, "mirror", 300), 7, "mirror.operators[0].packages["},
+		{"delete operators", DeleteImageSetConfigurationKind, aliasBomb(DeleteImageSetConfigurationKind, "delete", 300), 7, "delete.operators[0].packages["},
+		// 24^6 = 191 million merges. Lines 7 to 12 are &m1 to &m6, each
+		// merging 24 of the one before: &m4 is the first whose merges
+		// (24³ mappings) exceed the allowance.
+		{"merge keys", ImageSetConfigurationKind, mergeBomb(ImageSetConfigurationKind, "mirror", 24, 6), 10, "mirror.platform.channels[4]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if len(c.data) > 4500 {
+				t.Fatalf("the bomb is %d bytes, meant to be at most about 4 KiB", len(c.data))
+			}
+			path := filepath.Join(t.TempDir(), "bomb.yaml")
+			if err := os.WriteFile(path, c.data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			var err error
+			if c.kind == ImageSetConfigurationKind {
+				_, err = LoadImageSetConfiguration(path)
+			} else {
+				_, err = LoadDeleteImageSetConfiguration(path)
+			}
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			allocated := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%d bytes refused in %v, %d MiB allocated: %v", len(c.data), took, allocated>>20, err)
+
+			var errs FieldErrors
+			if !errors.As(err, &errs) || len(errs) != 1 {
+				t.Fatalf("want one FieldError, got %v", err)
+			}
+			e := errs[0]
+			if e.File != path || !strings.HasPrefix(e.Path, c.path) || !strings.Contains(e.Msg, "alias bomb") ||
+				!strings.Contains(e.Msg, fmt.Sprintf("aliases may add at most %d", configAliasNodes)) {
+				t.Errorf("error = %v; want %s, a path under %s and the alias budget", e, path, c.path)
+			}
+			if e.Line != c.line {
+				t.Errorf("error at line %d, want %d (the first alias that expands past the budget): %v", e.Line, c.line, e)
+			}
+			// Generous for a loaded 2-core machine: the refusal costs
+			// about configAliasNodes node visits, tenths of a second.
+			if took > 5*time.Second || allocated > 256<<20 {
+				t.Errorf("refusing took %v and %d MiB: the budget does not stop the expansion early", took, allocated>>20)
+			}
+		})
+	}
+}
+
+// TestLiteralNodesAreNotAliases: a configuration that writes out more nodes
+// than the alias allowance, without aliases (35,000 additional images, over
+// 105,000 nodes), loads: only nodes reached through aliases count against it.
+// Reusing a list through aliases within the allowance loads too.
+func TestLiteralNodesAreNotAliases(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(iscHeader + "mirror:\n  additionalImages:\n")
+	for i := range 35_000 {
+		fmt.Fprintf(&b, "  - name: registry.example/app-%d:1\n", i)
+	}
+	c, err := ParseImageSetConfiguration([]byte(b.String()), "big.yaml")
+	if err != nil {
+		t.Fatalf("35,000 additional images written out: %.500v", err)
+	}
+	if len(c.Mirror.AdditionalImages) != 35_000 {
+		t.Fatalf("got %d additional images", len(c.Mirror.AdditionalImages))
+	}
+
+	doc := iscHeader + "mirror:\n  operators:\n  - catalog: registry.example/catalog:v4.17\n    packages: &pkgs\n"
+	for i := range 500 {
+		doc += fmt.Sprintf("    - name: p%d\n      channels: [{name: stable}, {name: fast}]\n", i)
+	}
+	for _, v := range []string{"v4.18", "v4.19", "v4.20"} {
+		doc += "  - catalog: registry.example/catalog:" + v + "\n    packages: *pkgs\n"
+	}
+	c, err = ParseImageSetConfiguration([]byte(doc), "reuse.yaml")
+	if err != nil {
+		t.Fatalf("a package list reused by three more catalogs: %.500v", err)
+	}
+	if n := len(c.Mirror.Operators); n != 4 || len(c.Mirror.Operators[3].Packages) != 500 || c.Mirror.Operators[3].Packages[499].Channels[1].Name != "fast" {
+		t.Fatalf("operators = %d, last = %+v", n, c.Mirror.Operators[n-1].Packages[:1])
 	}
 }

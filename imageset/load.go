@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gapmirror/gapmirror/imageset/spelling"
+	"github.com/gapmirror/gapmirror/imageset/yamlbudget"
 )
 
 // FieldError is one problem in a configuration file, located by file, line
@@ -59,11 +60,36 @@ func (es FieldErrors) Error() string {
 
 // LoadImageSetConfiguration reads, strictly decodes and validates an ImageSetConfiguration file.
 func LoadImageSetConfiguration(path string) (*ImageSetConfiguration, error) {
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path, ImageSetConfigurationKind)
 	if err != nil {
-		return nil, fmt.Errorf("reading image set configuration: %w", err)
+		return nil, err
 	}
 	return ParseImageSetConfiguration(data, path)
+}
+
+// readConfig reads a configuration file, refusing one larger than
+// maxConfigBytes before reading it whole (by its size, or while reading
+// when it has none, as a pipe).
+func readConfig(path, kind string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", kind, err)
+	}
+	defer f.Close()
+	tooLarge := func(size string) error {
+		return FieldErrors{{File: path, Msg: fmt.Sprintf("file is %s bytes, more than a %s can be (%d): is it the right file?", size, kind, maxConfigBytes)}}
+	}
+	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() && info.Size() > maxConfigBytes {
+		return nil, tooLarge(strconv.FormatInt(info.Size(), 10))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", kind, path, err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, tooLarge("over " + strconv.Itoa(maxConfigBytes))
+	}
+	return data, nil
 }
 
 // ParseImageSetConfiguration strictly decodes and validates an ImageSetConfiguration;
@@ -84,9 +110,9 @@ func ParseImageSetConfiguration(data []byte, filename string) (*ImageSetConfigur
 
 // LoadDeleteImageSetConfiguration reads, strictly decodes and validates a DeleteImageSetConfiguration file.
 func LoadDeleteImageSetConfiguration(path string) (*DeleteImageSetConfiguration, error) {
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path, DeleteImageSetConfigurationKind)
 	if err != nil {
-		return nil, fmt.Errorf("reading delete image set configuration: %w", err)
+		return nil, err
 	}
 	return ParseDeleteImageSetConfiguration(data, path)
 }
@@ -194,7 +220,8 @@ func decodeDocument(data []byte, filename string, spec documentSpec, out any) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	d := &decoder{src: &source{file: filename, lines: map[string]int{"": root.Line}}, misplaced: spec.misplaced}
+	d := &decoder{src: &source{file: filename, lines: map[string]int{"": root.Line}}, misplaced: spec.misplaced, budget: yamlbudget.New(configAliasNodes)}
+	d.budget.Add(root)
 	if root.Kind != yaml.MappingNode {
 		d.fail(root, "", "expected a mapping with kind, apiVersion and %s, got %s", spec.section, describe(root))
 		return nil, nil, d.errs
@@ -225,8 +252,17 @@ func decodeDocument(data []byte, filename string, spec documentSpec, out any) (*
 		d.fail(root, spec.section, "missing: a %s needs a %s: section", spec.kind, spec.section)
 	}
 	d.decode(root, reflect.ValueOf(out).Elem(), "")
+	if d.expanded != nil {
+		return nil, nil, FieldErrors{*d.expanded}
+	}
 	return d.src, d.errs, nil
 }
+
+// configAliasNodes is how many nodes aliases may add to a configuration (a
+// hand-written one reuses a list of packages or channels a few times) before
+// the file is refused as an alias bomb, early: decoding and validating cost
+// microseconds per node.
+const configAliasNodes = 100_000
 
 // maxConfigBytes bounds a configuration file: a hand-written one is a few
 // KiB; a mistaken one (an archive, a catalog) is refused before parsing.
@@ -323,6 +359,32 @@ type decoder struct {
 	src       *source
 	misplaced map[string]string
 	errs      FieldErrors
+
+	budget *yamlbudget.Budget
+	// alias is the outermost alias being followed and aliasPath its field
+	// path, where an expansion that exceeds the budget is reported.
+	alias     *yaml.Node
+	aliasPath string
+	// expanded is set once the budget is exceeded; decoding stops there.
+	expanded *FieldError
+}
+
+// spend charges nodes visits to the budget; once it is exceeded it records
+// the error (at the outermost alias being followed, else at n) and returns
+// false, as it does for every later call.
+func (d *decoder) spend(n *yaml.Node, path string, nodes int) bool {
+	if d.expanded != nil {
+		return false
+	}
+	err := d.budget.Spend(nodes)
+	if err == nil {
+		return true
+	}
+	if d.alias != nil {
+		n, path = d.alias, d.aliasPath
+	}
+	d.expanded = &FieldError{File: d.src.file, Line: n.Line, Path: path, Msg: err.Error()}
+	return false
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
@@ -334,6 +396,13 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 }
 
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.AliasNode && d.alias == nil {
+		d.alias, d.aliasPath = n, path
+		defer func() { d.alias = nil }()
+	}
+	if !d.spend(n, path, 1) {
+		return
+	}
 	n = resolve(n)
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		v.SetZero()
@@ -398,7 +467,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	}
 	fields := fieldsOf(v.Type())
 	seen := map[string]int{}
-	for _, kv := range mappingPairs(n) {
+	for _, kv := range d.mappingPairs(n, path) {
 		k, val := kv[0], kv[1]
 		if k.Kind != yaml.ScalarNode {
 			d.fail(k, path, "expected a field name, got %s", describe(k))
@@ -429,19 +498,31 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 }
 
 // mappingPairs returns the key/value pairs of a mapping, expanding YAML merge
-// keys (<<: *anchor); explicit keys win over merged ones.
-func mappingPairs(n *yaml.Node) [][2]*yaml.Node {
+// keys (<<: *anchor); explicit keys win over merged ones. Each merged mapping
+// is charged to the budget (merges of merges multiply like aliases).
+func (d *decoder) mappingPairs(n *yaml.Node, path string) [][2]*yaml.Node {
 	var explicit, merged [][2]*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-			sources := []*yaml.Node{resolve(v)}
-			if sources[0].Kind == yaml.SequenceNode {
-				sources = sources[0].Content
+			sources := []*yaml.Node{v}
+			if r := resolve(v); r.Kind == yaml.SequenceNode {
+				sources = r.Content
 			}
 			for _, s := range sources {
-				if s = resolve(s); s.Kind == yaml.MappingNode {
-					merged = append(merged, mappingPairs(s)...)
+				outer := s.Kind == yaml.AliasNode && d.alias == nil
+				if outer {
+					d.alias, d.aliasPath = s, path
+				}
+				ok := d.spend(s, path, 1)
+				if r := resolve(s); ok && r.Kind == yaml.MappingNode {
+					merged = append(merged, d.mappingPairs(r, path)...)
+				}
+				if outer {
+					d.alias = nil
+				}
+				if !ok || d.expanded != nil {
+					return nil
 				}
 			}
 			continue

@@ -1,9 +1,8 @@
-//go:build linux
-
 package mirror
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,46 +12,104 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/imageset"
 )
 
 // TestRecordOnFullDisk: a workspace record that does not fit leaves the
 // record it would replace as it was, no temporary file, and an error
-// naming the record and the bytes it needs.
+// naming the record and the bytes it needs: on a real full disk (a small
+// tmpfs, with root) and on an injected one (archive.SetWriteFault).
 func TestRecordOnFullDisk(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "ws")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	for _, disk := range []string{"tmpfs", "injected"} {
+		t.Run(disk, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ws")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ws := workspace{dir}
+			rec := archiveRecord{Seq: 1, ID: "a"}
+			var fill func()
+			switch disk {
+			case "tmpfs":
+				if err := mountTmpfs(dir, "64k"); err != nil {
+					t.Skipf("cannot mount a small tmpfs to fill up (%v): this case needs root (CAP_SYS_ADMIN)", err)
+				}
+				t.Cleanup(func() { _ = unmount(dir) })
+				fill = func() {}
+			case "injected":
+				// Room for the first record, not for a big one.
+				fill = func() {
+					t.Cleanup(archive.SetWriteFault(func(path string, n int) error {
+						if strings.HasPrefix(path, dir+string(filepath.Separator)) && n > 64<<10 {
+							return syscall.ENOSPC
+						}
+						return nil
+					}))
+				}
+			}
+			if err := ws.saveArchive(rec); err != nil {
+				t.Fatal(err)
+			}
+			before, err := os.ReadFile(ws.path("archives", "a.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fill()
+			for i := 0; i < 2000; i++ { // a record of every blob of a big archive
+				rec.Blobs = append(rec.Blobs, digest.FromString(strings.Repeat("x", i)))
+			}
+			err = ws.saveArchive(rec)
+			var ns *archive.NoSpaceError
+			if !errors.As(err, &ns) || ns.Path != ws.path("archives", "a.json") || ns.Need < 2000*71 {
+				t.Fatalf("saving a record on a full disk: %v, want a NoSpaceError naming the record and its size", err)
+			}
+			if !strings.Contains(err.Error(), "a.json") || !strings.Contains(err.Error(), "KiB is still needed") {
+				t.Errorf("error does not say where and how much: %v", err)
+			}
+			after, _ := os.ReadFile(ws.path("archives", "a.json"))
+			if string(after) != string(before) {
+				t.Error("the record was damaged by the failed write")
+			}
+			entries, _ := os.ReadDir(ws.path("archives"))
+			if len(entries) != 1 {
+				t.Errorf("files left beside the record: %v", entries)
+			}
+		})
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("cannot mount a small tmpfs to fill up (%v): this test needs root (CAP_SYS_ADMIN)", err)
+}
+
+// TestNoSpaceNamesTheDiskThatFilled: the images that failed for want of
+// space are summed up per disk, the archive directory's or the store's,
+// each named with the bytes its blobs still need (a blob failing for two
+// images counted once), in the order the disks filled.
+func TestNoSpaceNamesTheDiskThatFilled(t *testing.T) {
+	archiveDir, store := "/data/out", "/data/out/cache/store" // the store may lie inside the archive directory
+	enospc := &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}
+	fail := func(path string, need int64, what string) Failure {
+		return Failure{Image: imageset.Image{Destination: what}, Err: fmt.Errorf("image %s: %w", what, archive.NoSpace(fmt.Errorf("writing blob %s: %w", what, enospc), path, need, true))}
 	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	ws := workspace{dir}
-	rec := archiveRecord{Seq: 1, ID: "a"}
-	if err := ws.saveArchive(rec); err != nil {
-		t.Fatal(err)
+	res := &Result{Failed: []Failure{
+		fail(store+"/blobs/sha256/aa", 2048, "manifest-a"),
+		fail(archiveDir, 1<<20, "layer-b"),
+		fail(archiveDir, 1<<20, "layer-b"), // the same blob, for another image
+		fail(store+"/blobs/sha256/cc", 1024, "manifest-c"),
+		{Image: imageset.Image{Destination: "d"}, Err: errors.New("manifest unknown")},
+	}}
+	err := noSpace(res, archiveDir, store)
+	if err == nil {
+		t.Fatal("no error")
 	}
-	before, err := os.ReadFile(ws.path("archives", "a.json"))
-	if err != nil {
-		t.Fatal(err)
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], "no space left on the device of "+store+": at least 3 KiB is still needed there") ||
+		!strings.HasPrefix(lines[1], "no space left on the device of "+archiveDir+": at least 1 MiB is still needed there") {
+		t.Errorf("error:\n%v", err)
 	}
-	for i := 0; i < 2000; i++ { // a record of every blob of a big archive
-		rec.Blobs = append(rec.Blobs, digest.FromString(strings.Repeat("x", i)))
-	}
-	err = ws.saveArchive(rec)
 	var ns *archive.NoSpaceError
-	if !errors.As(err, &ns) || ns.Path != ws.path("archives", "a.json") || ns.Need < 2000*71 {
-		t.Fatalf("saving a record on a full disk: %v, want a NoSpaceError naming the record and its size", err)
+	if !errors.As(err, &ns) || !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("the error is not a NoSpaceError wrapping ENOSPC: %#v", err)
 	}
-	if !strings.Contains(err.Error(), "a.json") || !strings.Contains(err.Error(), "KiB is still needed") {
-		t.Errorf("error does not say where and how much: %v", err)
-	}
-	after, _ := os.ReadFile(ws.path("archives", "a.json"))
-	if string(after) != string(before) {
-		t.Error("the record was damaged by the failed write")
-	}
-	entries, _ := os.ReadDir(ws.path("archives"))
-	if len(entries) != 1 {
-		t.Errorf("files left beside the record: %v", entries)
+	if err := noSpace(&Result{Failed: res.Failed[4:]}, archiveDir, store); err != nil {
+		t.Errorf("no image failed for space, yet: %v", err)
 	}
 }

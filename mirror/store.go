@@ -200,7 +200,7 @@ func (s *Store) Put(d digest.Digest, size int64, r io.Reader) error {
 	}
 	defer os.Remove(tmp.Name())
 	v := d.Verifier()
-	n, err := io.Copy(io.MultiWriter(tmp, v), r)
+	n, err := io.Copy(io.MultiWriter(archive.FileWriter(tmp), v), r)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -382,7 +382,7 @@ func writeFile(path string, data []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
+	if _, err := archive.FileWriter(tmp).Write(data); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -229,7 +229,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		kept := r.salvage(stage, store)
 		return rep, fmt.Errorf("interrupted: %w (run again to resume: %d blobs already downloaded are kept for it)", ctx.Err(), kept)
 	}
-	if err := noSpace(rep.Result, dir); err != nil {
+	if err := noSpace(rep.Result, dir, store.Dir()); err != nil {
 		return rep, err
 	}
 	// The archive carries what is complete; failed images are reported and

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,10 +26,16 @@ import (
 // releases with the update graph, additional images, a helm chart's
 // images) through registries that fail 5 % of requests with 500, 2 % with
 // 429 and Retry-After, and reset 1 % of connections half-way through a
-// body. Each trip (mirror-to-disk, disk-to-mirror, mirror-to-mirror) is
-// first killed with SIGKILL at a random point, then run again under the
-// same faults; every image of the set then is at the mirror by digest,
-// with every blob, and the summaries count the retries. The seed is logged; GAPMIRROR_CAMPAIGN_SEED replays it.
+// body. Each trip (mirror-to-disk, disk-to-mirror, mirror-to-mirror) runs
+// as a child process that is killed with SIGKILL when its Nth blob request
+// reaches a registry (N random, within the first third of what the trip
+// asks for; the request is never answered), so every trip is killed
+// mid-run: the test checks the process died of the signal and that the
+// trip had not completed (no archive; images of the set still missing at
+// the mirror). Each is then run again under the same faults; every image
+// of the set then is at the mirror by digest, with every blob, and the
+// summaries count the retries. The seed is logged;
+// GAPMIRROR_CAMPAIGN_SEED replays it.
 func TestFaultCampaign(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -42,6 +49,7 @@ func TestFaultCampaign(t *testing.T) {
 	t.Logf("campaign seed %d (GAPMIRROR_CAMPAIGN_SEED=%d replays it)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
+	began := time.Now()
 	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 3, false)
 	w.pushFleet(4, 32<<10)
 	fleet := w.images
@@ -69,49 +77,55 @@ func TestFaultCampaign(t *testing.T) {
 		return f
 	}
 	upFaults, dstFaults := newFaults(rng.Uint64()), newFaults(rng.Uint64())
-	slow := func(next http.Handler) http.Handler { // long enough runs to kill them part-way
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if strings.Contains(r.URL.Path, "/blobs/") {
-				time.Sleep(15 * time.Millisecond)
-			}
-			next.ServeHTTP(rw, r)
-		})
-	}
+	k := &killer{}
 	faultsOn := func() {
-		w.up.SetWrap(registrytest.Chain(upFaults.Wrap, slow))
-		w.dst.SetWrap(registrytest.Chain(dstFaults.Wrap, slow))
+		w.up.SetWrap(registrytest.Chain(k.wrap, upFaults.Wrap))
+		w.dst.SetWrap(registrytest.Chain(k.wrap, dstFaults.Wrap))
 	}
 	faultsOff := func() { w.up.SetWrap(nil); w.dst.SetWrap(nil) }
 
+	t.Logf("the world is ready after %v", time.Since(began).Round(time.Millisecond))
+	began = time.Now()
 	bin := buildBinary(t)
+	t.Logf("gapmirror built in %v", time.Since(began).Round(time.Millisecond))
 	global := []string{"--src-tls-verify=false", "--dest-tls-verify=false", "--no-progress", "--registries-conf", w.regsConf,
 		"--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"), "--retry-delay", "20ms"}
 	out, ws := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "ws")
 	retries := 0
-	trip := func(name string, args ...string) {
+	// trip runs one trip as a child process killed at its at-th blob
+	// request; unfinished reports whether the killed run left the trip
+	// undone. Then it runs the trip again in-process, under the same faults.
+	trip := func(name string, at int, unfinished func() error, args ...string) {
 		t.Helper()
 		faultsOn()
-		kill := time.Duration(50+rng.IntN(700)) * time.Millisecond // trips here take about 0.5-1.5 s
 		cmd := exec.Command(bin, append(append(append([]string{"mirror"}, global...), args...), w.flags()...)...)
-		var first bytes.Buffer
-		cmd.Stdout = &first
+		start := time.Now()
 		must(t, cmd.Start())
+		k.arm(cmd, at)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
+		var err error
 		select {
-		case err := <-done:
-			// Too fast to kill: its own summary counts the faults it met.
-			t.Logf("%s ended (%v) before the kill at %v", name, err, kill)
-			if i := strings.Index(first.String(), "retries: "); i >= 0 {
-				var n int
-				fmt.Sscanf(first.String()[i:], "retries: %d", &n)
-				retries += n
-			}
-		case <-time.After(kill):
-			must(t, cmd.Process.Signal(syscall.SIGKILL))
-			<-done
-			t.Logf("%s killed after %v", name, kill)
+		case err = <-done:
+		case <-time.After(60 * time.Second):
+			// The fallback: a run stuck before its at-th blob request.
+			t.Errorf("%s made fewer than %d blob requests in 60 s: killed by the clock", name, at)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			err = <-done
 		}
+		requests, killed := k.disarm()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || !exit.Sys().(syscall.WaitStatus).Signaled() || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("%s was not killed (it ended with %v after %d blob requests, before its kill point %d): lower the kill point", name, err, requests, at)
+		}
+		if !killed {
+			t.Fatalf("%s was killed, but not at its blob request %d", name, at)
+		}
+		if err := unfinished(); err != nil {
+			t.Fatalf("%s was killed at its blob request %d, yet %v", name, at, err)
+		}
+		t.Logf("%s killed at its blob request %d, %v after it started", name, at, time.Since(start).Round(time.Millisecond))
+		start = time.Now()
 		code, stdout, _ := w.run(append([]string{"mirror"}, args...)...)
 		if code != 0 {
 			t.Fatalf("%s rerun under faults: exit %d", name, code)
@@ -124,10 +138,34 @@ func TestFaultCampaign(t *testing.T) {
 			fmt.Sscanf(stdout[i:], "retries: %d", &n)
 			retries += n
 		}
+		k.mu.Lock()
+		t.Logf("%s rerun: %d blob requests in %v", name, k.seen, time.Since(start).Round(time.Millisecond))
+		k.mu.Unlock()
 		faultsOff()
 	}
+	// killAt is a random blob request among the first third of those a
+	// trip of the campaign asks for: whole trips ask for about 60
+	// (mirror-to-disk), 150 (disk-to-mirror) and 200 (mirror-to-mirror).
+	killAt := func(third int) int { return 1 + rng.IntN(third) }
+	noArchive := func() error {
+		if chunks, _ := filepath.Glob(filepath.Join(out, "mirror_*.tar")); len(chunks) > 0 {
+			return fmt.Errorf("it wrote an archive: %v", chunks)
+		}
+		return nil
+	}
+	// missing: the trip left images of the set out of the mirror.
+	missing := func(prefix string) func() error {
+		return func() error {
+			for _, img := range archiveOf(t, out).Set.Images {
+				if got, err := w.dst.ManifestDigest(prefix+"/"+img.DestinationRepo(), img.DestinationTag()); err != nil || got.String() != img.Digest {
+					return nil
+				}
+			}
+			return fmt.Errorf("every image of the set is at the mirror under %s", prefix)
+		}
+	}
 
-	trip("mirror-to-disk", "-c", isc, "file://"+out)
+	trip("mirror-to-disk", killAt(20), noArchive, "-c", isc, "file://"+out)
 	set := archiveOf(t, out).Set
 	kinds := map[imageset.Kind]int{}
 	for _, img := range set.Images {
@@ -137,9 +175,9 @@ func TestFaultCampaign(t *testing.T) {
 	if len(kinds) < 4 {
 		t.Errorf("the campaign's set lacks a kind of image: %v", kinds)
 	}
-	trip("disk-to-mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/d")
+	trip("disk-to-mirror", killAt(30), missing("d"), "--from", "file://"+out, "docker://"+w.dst.Host()+"/d")
 	verifySet(w.world, "d", set)
-	trip("mirror-to-mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	trip("mirror-to-mirror", killAt(50), missing("m"), "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
 	verifySet(w.world, "m", set)
 
 	for _, side := range []struct {
@@ -172,4 +210,49 @@ func verifySet(w *world, prefix string, set *imageset.Set) {
 		}
 		w.assertComplete(w.dst, repo, digest.Digest(img.Digest))
 	}
+}
+
+// killer kills a trip's child process when its at-th blob request reaches
+// a registry (through either registry's wrap), before answering it.
+type killer struct {
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	at     int
+	seen   int // blob requests since arm
+	killed bool
+}
+
+// arm counts blob requests from now on and kills cmd at the at-th.
+func (k *killer) arm(cmd *exec.Cmd, at int) {
+	k.mu.Lock()
+	k.cmd, k.at, k.seen, k.killed = cmd, at, 0, false
+	k.mu.Unlock()
+}
+
+// disarm stops killing; it returns the blob requests seen since arm and
+// whether the process was killed at its at-th.
+func (k *killer) disarm() (requests int, killed bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	requests, killed = k.seen, k.killed
+	k.cmd, k.seen = nil, 0
+	return requests, killed
+}
+
+func (k *killer) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/blobs/") {
+			k.mu.Lock()
+			k.seen++
+			kill := k.cmd != nil && !k.killed && k.seen >= k.at
+			if kill {
+				k.killed = k.cmd.Process.Signal(syscall.SIGKILL) == nil
+			}
+			k.mu.Unlock()
+			if kill {
+				panic(http.ErrAbortHandler) // the killed run gets no answer
+			}
+		}
+		next.ServeHTTP(rw, r)
+	})
 }

@@ -5,11 +5,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/opencontainers/go-digest"
 )
 
 // tmpfs mounts a tmpfs of size (e.g. "256k") on a new directory, or skips
@@ -18,12 +19,18 @@ import (
 func tmpfs(t *testing.T, size string) (dir string, resize func(size string)) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "small")
+	return dir, tmpfsAt(t, dir, size)
+}
+
+// tmpfsAt is tmpfs on dir, created if needed.
+func tmpfsAt(t *testing.T, dir, size string) (resize func(size string)) {
+	t.Helper()
 	must(t, os.MkdirAll(dir, 0o755))
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
 		t.Skipf("cannot mount a small tmpfs to fill up (%v): this test needs root (CAP_SYS_ADMIN)", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir, func(size string) {
+	return func(size string) {
 		must(t, syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, "size="+size))
 	}
 }
@@ -43,24 +50,42 @@ func leftovers(t *testing.T, dir string, parts ...string) []string {
 	return out
 }
 
-// TestFullDisk: the store, then the archive directory, fills up during
-// mirror-to-disk: the error names the path and the bytes still needed, no
-// half-written blob or chunk is left for the next run, and the run after
-// space is freed completes an archive that mirrors every image. Blobs
-// stream straight into the archive; the store holds the manifests.
+// TestFullDisk: real full disks (small tmpfs mounts; root only, skipped
+// otherwise; TestNoSpaceInjected covers the same without root) during
+// mirror-to-disk through the CLI. The store's disk has room for its
+// metadata and the catalog's manifests and small blobs, not for the
+// catalog's base layer, so the store's blob write runs out mid-blob; then
+// the archive directory's disk fills while blobs stream into the chunks;
+// then the workspace's archives/ record does not fit. Each run fails naming
+// the path and the bytes still needed there, leaves no half-written blob,
+// chunk or record, and the run after the space is freed completes an
+// archive that mirrors every image by digest.
 func TestFullDisk(t *testing.T) {
-	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(6, 256<<10)
-	isc := w.isc("")
+	w, isc := newDiskWorld(t)
+	verified := func(out, prefix string) {
+		t.Helper()
+		if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/"+prefix); code != 0 {
+			t.Fatalf("disk-to-mirror of %s failed", out)
+		}
+		verifySet(w, prefix, archiveOf(t, out).Set)
+	}
 
-	// The store's disk is too small even for the manifests.
-	cache, grow := tmpfs(t, "4k")
+	// The store: 512 KiB, less than the catalog's base layer alone.
+	cache, grow := tmpfs(t, "512k")
+	store := filepath.Join(cache, ".gapmirror", "store")
 	out := filepath.Join(w.dir, "out")
 	code, _, stderr := w.gapmirror("mirror", "--cache-dir", cache, "-c", isc, "file://"+out)
-	if code != 1 || !strings.Contains(stderr, "no space left on the device of "+filepath.Join(cache, ".gapmirror", "store")) {
-		t.Fatalf("store disk full: exit %d, stderr:\n%s", code, stderr)
+	m := storeBlobFull.FindStringSubmatch(stderr)
+	if code != 1 || m == nil || !strings.HasPrefix(m[1], store) {
+		t.Fatalf("store disk full: exit %d, want an error naming a blob of %s and the bytes it needs:\n%s", code, store, stderr)
 	}
-	if left := leftovers(t, filepath.Join(cache, ".gapmirror", "store", "ingest"), ""); len(left) > 0 {
+	if blob, err := w.up.Blob("redhat/redhat-operator-index", digest.NewDigestFromEncoded(digest.SHA256, m[2])); err != nil || len(blob) < catalogBaseLayer {
+		t.Errorf("the blob that did not fit is not the catalog's base layer (%d bytes, %v)", len(blob), err)
+	}
+	if _, err := os.Stat(m[1]); err == nil {
+		t.Errorf("the blob that did not fit is in the store: %s", m[1])
+	}
+	if left := leftovers(t, filepath.Join(store, "ingest"), ""); len(left) > 0 {
 		t.Errorf("half-written files left in the store: %v", left)
 	}
 	if chunks := leftovers(t, out, "mirror_"); len(chunks) > 0 {
@@ -70,12 +95,14 @@ func TestFullDisk(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "--cache-dir", cache, "-c", isc, "file://"+out); code != 0 {
 		t.Fatal("m2d after freeing space failed")
 	}
+	verified(out, "store")
 
 	// The archive's disk is too small for the blobs streaming into it (a
-	// new workspace: nothing was carried from there yet).
+	// new store: nothing is linked from the first archive).
 	small, growOut := tmpfs(t, "400k")
-	code, _, stderr = w.gapmirror("mirror", "--cache-dir", cache, "-c", isc, "file://"+small)
-	if code != 1 || !strings.Contains(stderr, "no space left on the device of "+small) || !strings.Contains(stderr, "still needed") {
+	cache2 := filepath.Join(w.dir, "cache2")
+	code, _, stderr = w.gapmirror("mirror", "--cache-dir", cache2, "-c", isc, "file://"+small)
+	if code != 1 || !strings.Contains(stderr, "no space left on the device of "+small+": at least ") || !strings.Contains(stderr, "still needed") {
 		t.Fatalf("archive disk full: exit %d, stderr:\n%s", code, stderr)
 	}
 	if left := leftovers(t, small, "mirror_"); len(left) > 0 {
@@ -85,11 +112,31 @@ func TestFullDisk(t *testing.T) {
 		t.Errorf("the failed archive was recorded as written: %v", recs)
 	}
 	growOut("64m")
-	if code, _, _ := w.gapmirror("mirror", "--cache-dir", cache, "-c", isc, "file://"+small); code != 0 {
+	if code, _, _ := w.gapmirror("mirror", "--cache-dir", cache2, "-c", isc, "file://"+small); code != 0 {
 		t.Fatal("m2d to the archive disk after freeing space failed")
 	}
-	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+small, "docker://"+w.dst.Host()+"/full"); code != 0 {
-		t.Fatal("d2m failed")
+	verified(small, "archive")
+
+	// The workspace's records: a one-page tmpfs on working-dir/archives,
+	// filled up; the archive's record does not fit.
+	out = filepath.Join(w.dir, "records")
+	records := filepath.Join(out, "working-dir", "archives")
+	tmpfsAt(t, records, "4k")
+	filler := filepath.Join(records, "filler")
+	must(t, os.WriteFile(filler, make([]byte, 4096), 0o644))
+	code, _, stderr = w.gapmirror("mirror", "--cache-dir", cache2, "-c", isc, "file://"+out)
+	if code != 1 || !regexp.MustCompile(`no space left on the device of `+regexp.QuoteMeta(records)+`/\S+\.json: \d+(\.\d)? (B|KiB) is still needed there`).MatchString(stderr) {
+		t.Fatalf("workspace disk full: exit %d, want an error naming the record and its size:\n%s", code, stderr)
 	}
-	w.assertMirrored(w.dst, "full")
+	if left := leftovers(t, records, ".json"); len(left) > 0 {
+		t.Errorf("records (or temporary ones) left: %v", left)
+	}
+	if chunks := leftovers(t, out, "mirror_"); len(chunks) > 0 {
+		t.Errorf("chunks of an archive the workspace does not know of were left: %v", chunks)
+	}
+	must(t, os.Remove(filler))
+	if code, _, _ := w.gapmirror("mirror", "--cache-dir", cache2, "-c", isc, "file://"+out); code != 0 {
+		t.Fatal("m2d after freeing the workspace's space failed")
+	}
+	verified(out, "records")
 }

@@ -50,6 +50,20 @@ func (l *blobLog) wrap(next http.Handler) http.Handler {
 	})
 }
 
+// reset forgets what was served and serves without delay from now on.
+func (l *blobLog) reset() {
+	l.mu.Lock()
+	l.served, l.delay = map[digest.Digest]int{}, 0
+	l.mu.Unlock()
+}
+
+// count is how many times blob d was served.
+func (l *blobLog) count(d digest.Digest) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.served[d]
+}
+
 // TestKilledRunResumes kills a mirror-to-disk run with SIGKILL half-way;
 // the rerun completes, fetches no blob the killed run had staged whole (its
 // journal lists them; each is checked before it is kept), and the archive
@@ -99,9 +113,7 @@ func TestKilledRunResumes(t *testing.T) {
 		t.Fatalf("a killed run left archive chunks: %v", chunks)
 	}
 
-	log.mu.Lock()
-	log.served, log.delay = map[digest.Digest]int{}, 0
-	log.mu.Unlock()
+	log.reset()
 	code, stdout, _ := w.gapmirror("mirror", "-c", isc, "file://"+out)
 	var images, copied, there, built, failed int
 	fmt.Sscanf(stdout[strings.Index(stdout, "mirror-to-disk: "):], "mirror-to-disk: %d images: %d copied, %d already at the destination, %d built by gapmirror, %d failed", &images, &copied, &there, &built, &failed)

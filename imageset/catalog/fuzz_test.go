@@ -26,6 +26,7 @@ func FuzzLoadFS(f *testing.F) {
 		}
 	}
 	f.Add("catalog.json", []byte(`{"schema":"olm.package","name":"a"}{"schema":"olm.bundle","package":"a","name":"a.v1","properties":[{"type":"olm.bundle.object","value":{"ref":"../../etc/passwd"}}]}`))
+	f.Add("catalog.yaml", catalogAliasBomb(30, 5)) // refused by the alias budget (TestLoadRefusesAliasBomb)
 	f.Add("x", []byte("{\"schema\":\"olm.channel\",\"package\":\"a\",\"name\":\"c\",\"entries\":[{\"name\":\"a.v1\",\"replaces\":\"a.v1\"}]}"))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
 		if name == "" || len(name) > 64 || !fstestValid(name) {

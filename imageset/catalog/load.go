@@ -249,7 +249,7 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 // readYAML reads a multi-document YAML stream.
 func (r *blobReader) readYAML(data []byte, file string) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	conv := &yamlConverter{}
+	conv := newYAMLConverter()
 	for {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
@@ -268,6 +268,7 @@ func (r *blobReader) readYAML(data []byte, file string) error {
 		if len(doc.Content) == 0 {
 			continue
 		}
+		conv.budget.Add(&doc)
 		n := resolveAlias(doc.Content[0])
 		pos := Position{File: file, Line: n.Line, Offset: -1}
 		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {

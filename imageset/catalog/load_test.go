@@ -4,13 +4,17 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
+	"github.com/gapmirror/gapmirror/imageset/yamlbudget"
 	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
@@ -411,4 +415,59 @@ func lineOf(text, sub string) int {
 		return -1
 	}
 	return strings.Count(text[:i], "\n") + 1
+}
+
+// catalogAliasBomb is a catalog file whose bundle carries levels of lists,
+// each fanout aliases of the one before (30 and 5: 24 million nodes in
+// under 1 KiB); the bundle starts on line 5.
+func catalogAliasBomb(fanout, levels int) []byte {
+	var b strings.Builder
+	b.WriteString("schema: olm.package\nname: p\ndefaultChannel: stable\n---\n")
+	b.WriteString("schema: olm.bundle\npackage: p\nname: p.v1.0.0\nimage: example.com/p:1\n")
+	fmt.Fprintf(&b, "x-l0: &l0 [%sx]\n", strings.Repeat("x,", fanout-1))
+	for l := 1; l <= levels; l++ {
+		fmt.Fprintf(&b, "x-l%d: &l%d [%s*l%d]\n", l, l, strings.Repeat(fmt.Sprintf("*l%d,", l-1), fanout-1), l-1)
+	}
+	return []byte(b.String())
+}
+
+// TestLoadRefusesAliasBomb: a catalog file whose aliases stand for 24
+// million nodes (1.6 s and 600 MiB per file when each file could expand to
+// 50 million) is refused once aliases add yamlbudget.AliasNodes nodes,
+// naming the file and the blob; a file that reuses lists through aliases
+// within that loads.
+func TestLoadRefusesAliasBomb(t *testing.T) {
+	bomb := catalogAliasBomb(30, 5)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	_, err := LoadFS(fstest.MapFS{"p/c.yaml": {Data: bomb}}, ".")
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d bytes refused in %v, %d MiB allocated: %v", len(bomb), took, allocated>>20, err)
+	var se *SourceError
+	if !errors.As(err, &se) || se.Pos.File != "p/c.yaml" || se.Pos.Line != 5 || !strings.Contains(err.Error(), "alias bomb") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("aliases may add at most %d", yamlbudget.AliasNodes)) {
+		t.Fatalf("want an alias bomb refused at p/c.yaml:5, got %v", err)
+	}
+	if took > 5*time.Second || allocated > 256<<20 {
+		t.Errorf("refusing took %v and %d MiB: the budget does not stop the expansion early", took, allocated>>20)
+	}
+
+	reuse := "schema: olm.package\nname: p\ndefaultChannel: stable\n---\n" +
+		"schema: olm.channel\npackage: p\nname: stable\nentries: [{name: p.v1.0.0}, {name: p.v1.1.0, replaces: p.v1.0.0}]\n"
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		reuse += "---\nschema: olm.bundle\npackage: p\nname: p.v" + v + "\nimage: example.com/p:" + v + "\n" +
+			"x-notes: &notes [" + strings.Repeat("{a: b, c: [d, e]},", 1000) + "{}]\nx-again: [*notes, *notes, *notes]\n" +
+			"properties: [{type: olm.package, value: {packageName: p, version: \"" + v + "\"}}]\n"
+	}
+	c, err := LoadFS(fstest.MapFS{"p/c.yaml": {Data: []byte(reuse)}}, ".")
+	if err != nil {
+		t.Fatalf("lists reused through aliases within the allowance: %v", err)
+	}
+	if n := len(c.Package("p").Bundles); n != 2 {
+		t.Fatalf("%d bundles", n)
+	}
 }

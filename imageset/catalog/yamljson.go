@@ -8,16 +8,21 @@ import (
 	"unicode/utf8"
 
 	yaml "go.yaml.in/yaml/v3"
-)
 
-// maxYAMLNodes bounds how many nodes one YAML document may expand to through
-// aliases, so that a hostile document cannot blow up memory.
-const maxYAMLNodes = 50_000_000
+	"github.com/gapmirror/gapmirror/imageset/yamlbudget"
+)
 
 // yamlConverter turns YAML nodes into JSON the way sigs.k8s.io/yaml does:
 // keys become strings, merge keys are expanded, scalars keep their YAML type.
+// Every node converted, and every mapping merged, is charged to budget, so
+// that aliases cannot expand a hostile file past what it holds plus
+// yamlbudget.AliasNodes.
 type yamlConverter struct {
-	budget int
+	budget *yamlbudget.Budget
+}
+
+func newYAMLConverter() *yamlConverter {
+	return &yamlConverter{budget: yamlbudget.New(yamlbudget.AliasNodes)}
 }
 
 // fields converts a mapping node into the top-level fields of a blob.
@@ -76,6 +81,9 @@ func (c *yamlConverter) eachPair(n *yaml.Node, fn func(key string, v *yaml.Node)
 			return fmt.Errorf("line %d: a merge key needs a mapping or a list of mappings", m.Line)
 		}
 		for _, src := range sources {
+			if err := c.budget.Spend(1); err != nil {
+				return fmt.Errorf("line %d: %w", src.Line, err)
+			}
 			src = resolveAlias(src)
 			if src.Kind != yaml.MappingNode {
 				return fmt.Errorf("line %d: a merge key needs a mapping or a list of mappings", src.Line)
@@ -109,9 +117,11 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 
 // appendJSON appends the JSON form of n to buf.
 func (c *yamlConverter) appendJSON(buf []byte, n *yaml.Node, depth int) ([]byte, error) {
-	c.budget++
-	if c.budget > maxYAMLNodes || depth > 10_000 {
-		return nil, fmt.Errorf("line %d: document too large or too deeply nested (aliases?)", n.Line)
+	if err := c.budget.Spend(1); err != nil {
+		return nil, fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	if depth > 10_000 {
+		return nil, fmt.Errorf("line %d: document nested more than 10000 levels deep (aliases?)", n.Line)
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:

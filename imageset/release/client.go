@@ -228,7 +228,7 @@ func LoadGraph(dir, channel, arch string) (*Graph, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, GraphFileName(channel, arch))
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, maxGraphBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no saved update graph for channel %s (arch %s): %s does not exist; run mirror-to-disk with this channel first so the archive carries it: %w",
 			channel, arch, path, ErrGraphNotSaved)

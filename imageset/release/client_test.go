@@ -229,6 +229,21 @@ func TestSaveAndLoadGraph(t *testing.T) {
 	if err := release.SaveGraph(dir, &release.Graph{Channel: "../x", Arch: "amd64"}); err == nil {
 		t.Error("SaveGraph accepted a channel name that escapes the directory")
 	}
+
+	// A saved graph larger than any update service serves (64 MiB; a
+	// sparse 1 TiB file here) is refused by its size, not read.
+	huge := filepath.Join(dir, "amd64-stable-4.20.json")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	_, err = release.LoadGraph(dir, "stable-4.20", "amd64")
+	if err == nil {
+		t.Fatal("a 1 TiB saved graph was loaded")
+	}
+	mustContain(t, err.Error(), huge, "1099511627776 bytes, more than the 67108864", "remove it")
 }
 
 // A plan made from graphs saved during a connected run is identical when

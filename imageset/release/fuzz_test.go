@@ -69,6 +69,7 @@ func FuzzSignature(f *testing.F) {
 	}
 	f.Add(good)
 	f.Add(good[:len(good)/2])
+	f.Add(compressedSignatureBomb(f, key.KeyID(), 1<<20)) // refused by its size (TestSignatureDecompressionBomb)
 	if other, err := releasetest.NewKey("other"); err == nil {
 		if sig, err := other.SignRelease(digest, "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64"); err == nil {
 			f.Add(sig)

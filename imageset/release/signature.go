@@ -125,6 +125,28 @@ func (s *SignatureStore) fetch(ctx context.Context, client *http.Client, loc str
 	return data, true, nil
 }
 
+// readBounded reads a file of at most limit bytes: a larger one is refused
+// by its size before it is read, or once limit bytes are read when it has
+// no size. It returns the error of os.Open as is.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() && info.Size() > limit {
+		return nil, fmt.Errorf("the file is %d bytes, more than the %d it may be: gapmirror did not write it; remove it", info.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("the file is more than the %d bytes it may be: gapmirror did not write it; remove it", limit)
+	}
+	return data, nil
+}
+
 // SignatureDir is a directory laid out like a signature store
 // (<dir>/sha256=<hex>/signature-<N>), written by SaveSignatures; it lets
 // later runs and the air-gapped side read signatures without the network.
@@ -143,7 +165,7 @@ func (d SignatureDir) Signatures(_ context.Context, digest string) ([][]byte, er
 	var out [][]byte
 	for n := 1; n <= MaxSignatures; n++ {
 		path := filepath.Join(d.Location(digest), fmt.Sprintf("signature-%d", n))
-		data, err := os.ReadFile(path)
+		data, err := readBounded(path, maxSignatureBytes)
 		if errors.Is(err, fs.ErrNotExist) {
 			break
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -365,6 +366,10 @@ func parseSignedPayload(contents []byte) (signedCritical, error) {
 // it also returns the identity a verified signature names.
 func (k *Keyring) checkOne(data []byte, digest string, accept []string) (Signature, string) {
 	s := Signature{Data: data}
+	if err := checkMessageSize(data); err != nil {
+		s.Problem = "is malformed: " + err.Error()
+		return s, ""
+	}
 	_, shortID, err := k.mech.UntrustedSignatureContents(data)
 	if err != nil {
 		s.Problem = fmt.Sprintf("is malformed: not an OpenPGP signed message (%v)", err)
@@ -404,6 +409,27 @@ func (k *Keyring) checkOne(data []byte, digest string, accept []string) (Signatu
 	}
 	s.Verified, s.Fingerprint = true, fp
 	return s, c.Identity.DockerReference
+}
+
+// maxSignedPayloadBytes bounds what the OpenPGP message of a signature may
+// hold once decompressed (a simple-signing payload is a few hundred bytes).
+const maxSignedPayloadBytes = 64 << 10
+
+// checkMessageSize refuses an OpenPGP message whose body decompresses to
+// more than maxSignedPayloadBytes, reading no further than that: the
+// signing mechanism reads the body whole, so a compressed message of a
+// few KiB could take GiBs of memory. A message it cannot read is left to
+// the mechanism to diagnose.
+func checkMessageSize(data []byte) error {
+	md, err := openpgp.ReadMessage(bytes.NewReader(data), openpgp.EntityList{}, nil, nil)
+	if err != nil {
+		return nil
+	}
+	n, _ := io.Copy(io.Discard, io.LimitReader(md.UnverifiedBody, maxSignedPayloadBytes+1))
+	if n > maxSignedPayloadBytes {
+		return fmt.Errorf("its OpenPGP message decompresses to more than %d KiB (a release signature signs a payload of under 1 KiB)", maxSignedPayloadBytes>>10)
+	}
+	return nil
 }
 
 // knowsKeyID reports whether a 16-hex-digit key ID belongs to a trusted key

@@ -1,13 +1,20 @@
 package release_test
 
 import (
+	"bytes"
+	"crypto"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
@@ -267,6 +274,18 @@ func TestSignatureDirRoundTrip(t *testing.T) {
 	if v.Status != release.StatusVerified || v.Index != 2 {
 		t.Errorf("status %s index %d %s", v.Status, v.Index, v.Reason)
 	}
+
+	// A signature file larger than any store serves (1 MiB; a sparse 1 TiB
+	// one here) is refused by its size, not read.
+	huge := filepath.Join(release.SignatureDir(dir).Location(r.Digest), "signature-1")
+	if err := os.Truncate(huge, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	_, err = release.SignatureDir(dir).Signatures(ctx, r.Digest)
+	if err == nil {
+		t.Fatal("a 1 TiB signature file was read")
+	}
+	mustContain(t, err.Error(), huge, "1099511627776 bytes, more than the 1048576", "remove it")
 }
 
 func TestLoadKeyring(t *testing.T) {
@@ -335,5 +354,86 @@ func TestTrustedKeyPaths(t *testing.T) {
 		}
 	} else if err == nil || !strings.Contains(err.Error(), "--release-signature-key") {
 		t.Errorf("no key anywhere: %v %v", got, err)
+	}
+}
+
+// compressedSignatureBomb is an OpenPGP message a signature reader takes
+// for a signed one (a one-pass signature packet by keyID, then literal
+// data) whose literal data is size zero bytes, zlib-compressed: about a
+// thousandth of size on the wire.
+func compressedSignatureBomb(t testing.TB, keyID string, size int64) []byte {
+	t.Helper()
+	id, err := strconv.ParseUint(keyID, 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	cw, err := packet.SerializeCompressed(nopCloser{&buf}, packet.CompressionZLIB, &packet.CompressionConfig{Level: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := &packet.OnePassSignature{Version: 3, SigType: packet.SigTypeBinary, Hash: crypto.SHA256, PubKeyAlgo: packet.PubKeyAlgoEdDSA, KeyId: id, IsLast: true}
+	if err := ops.Serialize(cw); err != nil {
+		t.Fatal(err)
+	}
+	lw, err := packet.SerializeLiteral(nopCloser{cw}, true, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(lw, zeros{}, size); err != nil {
+		t.Fatal(err)
+	}
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestSignatureDecompressionBomb: a "signature" of 16 KiB that decompresses
+// to 16 MiB (a 1 MiB one, what the store may serve, to a GiB; an archive's
+// signature files were not bounded at all) is refused as malformed without
+// being decompressed whole, whether it claims the trusted key or another; a
+// real signature next to it still verifies. Before the check, containers/image
+// read the 16 MiB body whole, allocating about 70 MiB.
+func TestSignatureDecompressionBomb(t *testing.T) {
+	key := newKey(t, "bomb")
+	kr, err := release.NewKeyring(key.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testRelease("4.18.1")
+	good, err := key.SignRelease(r.Digest, releaseRepo+":4.18.1-x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keyID := range []string{key.KeyID(), "0123456789ABCDEF"} {
+		bomb := compressedSignatureBomb(t, keyID, 16<<20)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		v := kr.Check(r, [][]byte{bomb, good})
+		runtime.ReadMemStats(&after)
+		allocated := after.TotalAlloc - before.TotalAlloc
+		t.Logf("key %s: %d bytes, %d MiB allocated checking it: %s", keyID, len(bomb), allocated>>20, v.Signatures[0].Problem)
+		if v.Err() != nil || v.Index != 2 {
+			t.Errorf("key %s: the real signature next to the bomb: %v (index %d)", keyID, v.Err(), v.Index)
+		}
+		if p := v.Signatures[0].Problem; v.Signatures[0].Verified || !strings.Contains(p, "decompresses to more than 64 KiB") {
+			t.Errorf("key %s: the bomb: %q", keyID, p)
+		}
+		if allocated > 8<<20 {
+			t.Errorf("key %s: checking a %d KiB signature allocated %d MiB: it was decompressed whole", keyID, len(bomb)>>10, allocated>>20)
+		}
 	}
 }
