@@ -120,7 +120,7 @@ var causes = map[string]Cause{
 	CauseAuth:        {Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"},
 	CauseNotFound:    {Kind: CauseNotFound, Fix: "the image, tag or repository does not exist there: check the name in the configuration"},
 	CauseUnreachable: {Kind: CauseUnreachable, Fix: "the registry is unreachable: check the host name, port and network (and HTTP(S)_PROXY); run again once it answers"},
-	CauseTransient:   {Kind: CauseTransient, Fix: "the registry or network failed for a while; run again (--retry-failed FILE retries just these)"},
+	CauseTransient:   {Kind: CauseTransient, Fix: "the registry or network failed for a while; run again"},
 	CauseOther:       {Kind: CauseOther},
 }
 
@@ -141,6 +141,10 @@ func Classify(err error) Cause {
 	var stopped *StoppedError
 	if errors.As(err, &stopped) {
 		return Classify(stopped.Err)
+	}
+	var missing *MissingError
+	if errors.As(err, &missing) {
+		return missing.cause()
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return causes[CauseInterrupted]

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,6 +186,191 @@ func TestRetryFailedUnresolved(t *testing.T) {
 	}
 	if !strings.Contains(out, "1 failed") || !strings.Contains(out, "apps/nowhere:v1") || !strings.Contains(out, "still missing") {
 		t.Errorf("the retry does not report the image still missing:\n%s\n%s", out, errOut)
+	}
+}
+
+// TestNeverResolvedIsNotRetried: a source registry failing at the registry
+// level (plain HTTP to an HTTPS client) for 8 images is one grouped cause,
+// recorded with its kind and registry, and the advice is to run the
+// configuration again, not --retry-failed, which cannot copy images that
+// never resolved; --retry-failed of that file (the registry since fixed)
+// reports the 8 as one grouped "still missing" cause, names each image
+// once, exits non-zero and does not advise --retry-failed again.
+func TestNeverResolvedIsNotRetried(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(9, 4<<10)
+	var entries []entry
+	for _, ex := range w.images[:8] { // by tag: each needs the registry to resolve
+		entries = append(entries, entry{name: ex.Ref})
+	}
+	isc := w.iscOf("tagged.yaml", entries...)
+	ws := filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	retryAdvice := regexp.MustCompile(`--retry-failed \S+\.json`)
+	head := "FAILED 8 images at " + w.up.Host() + " (plain-http)"
+	code, out, errOut := w.gapmirror("mirror", "-c", isc, "--src-tls-verify=true", "--workspace", "file://"+ws, dst)
+	if code != 8 {
+		t.Fatalf("exit %d, want 8", code)
+	}
+	if n := strings.Count(out, "FAILED "); n != 1 || !strings.Contains(out, head+": ") {
+		t.Errorf("want one grouped cause %q, got %d FAILED lines", head, n)
+	}
+	if m := retryAdvice.FindString(out + errOut); m != "" || !strings.Contains(out, "once fixed, run the configuration again") {
+		t.Errorf("images that never resolved: advice %q, or not to run the configuration again", m)
+	}
+	failed, _ := filepath.Glob(filepath.Join(ws, "working-dir", "failed", "*.json"))
+	if len(failed) != 1 || !strings.Contains(out, failed[0]) {
+		t.Fatalf("the failure file %v is not named", failed)
+	}
+	var ff struct {
+		Failed []struct{ Image, Cause, Host string }
+	}
+	must(t, json.Unmarshal([]byte(readFile(t, failed[0])), &ff))
+	if len(ff.Failed) != 8 {
+		t.Fatalf("%d failure records, want 8", len(ff.Failed))
+	}
+	for _, f := range ff.Failed {
+		if f.Cause != "plain-http" || f.Host != w.up.Host() {
+			t.Errorf("%s recorded with cause %q at %q, want plain-http at %s", f.Image, f.Cause, f.Host, w.up.Host())
+		}
+	}
+
+	code, out, errOut = w.gapmirror("mirror", "--retry-failed", failed[0], "--workspace", "file://"+ws, dst)
+	all := out + errOut
+	if code != 8 {
+		t.Errorf("--retry-failed of images never resolved: exit %d, want 8", code)
+	}
+	if n := strings.Count(out, "FAILED "); n != 1 || !strings.Contains(out, head+", still missing: the run that wrote "+failed[0]) {
+		t.Errorf("want one grouped still-missing cause %q, got %d FAILED lines", head, n)
+	}
+	if !strings.Contains(out, "8 images: 0 copied, 0 already at the destination, 0 built by gapmirror, 8 failed") {
+		t.Errorf("the counts do not say the 8 images failed")
+	}
+	named := 0
+	for _, ex := range w.images[:8] {
+		n := strings.Count(all, ex.Ref)
+		if n > 1 {
+			t.Errorf("%s named %d times, want once", ex.Ref, n)
+		}
+		named += n
+	}
+	if named != 5 || !strings.Contains(out, " and 3 more\n") {
+		t.Errorf("%d of the 8 images named, want five and 3 more", named)
+	}
+	if n := strings.Count(all, "pass --src-tls-verify=false"); n != 1 {
+		t.Errorf("the fix said %d times, want once", n)
+	}
+	if m := retryAdvice.FindString(all); m != "" || !strings.Contains(out, "once fixed, run the configuration again") || strings.Contains(out, "stopped at once") {
+		t.Errorf("a retry of images never resolved: advice %q, or not to run the configuration again, or says they were stopped", m)
+	}
+}
+
+// TestPushRefusedSaidOnce: a mirror that reads anonymously but wants
+// credentials for pushes (an nginx limit_except in front of it) refuses
+// the copy of two releases after an earlier run mirrored other images:
+// one grouped unauthorized cause whose fix is said once in all the output
+// (not again in the heading or the error line), each image named once
+// although components the releases share go to two destinations each, and
+// the held IDMS/ITMS warning naming five images and how many more, not
+// the whole list again.
+func TestPushRefusedSaidOnce(t *testing.T) {
+	cases := []struct {
+		name, fix string
+		login     *login
+	}{
+		{name: "no credentials", fix: "podman login"},
+		{name: "wrong password", fix: "check the credentials for this registry", login: &login{user: "alice", password: "wrong-Pa55"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 6, false)
+			w.pushFleet(2, 4<<10)
+			if c.login != nil {
+				c.login.host = w.dst.Host()
+				w.setAuth(*c.login)
+			}
+			ws := "file://" + filepath.Join(w.dir, "ws")
+			dst := "docker://" + w.dst.Host() + "/m"
+			if code, _, _ := w.run("mirror", "-c", w.isc(""), "--workspace", ws, dst); code != 0 {
+				t.Fatalf("the first run: exit %d", code)
+			}
+			w.dst.SetWrap(func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodGet && r.Method != http.MethodHead {
+						rw.Header().Set("WWW-Authenticate", `Basic realm="mirror"`)
+						rw.Header().Set("Content-Type", "application/json")
+						rw.WriteHeader(http.StatusUnauthorized)
+						_, _ = rw.Write([]byte(`{"errors":[{"code":"UNAUTHORIZED","message":"authentication required","detail":null}]}`))
+						return
+					}
+					next.ServeHTTP(rw, r)
+				})
+			})
+			var body strings.Builder
+			body.WriteString("  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n  additionalImages:\n")
+			for _, ex := range w.images {
+				body.WriteString("  - name: " + ex.Ref + "\n")
+			}
+			code, out, errOut := w.run("mirror", "-c", w.writeISC("releases.yaml", body.String()), "--workspace", ws, dst)
+			all := out + errOut
+			if code == 0 {
+				t.Fatalf("exit 0 with every push refused")
+			}
+			head := regexp.MustCompile(`FAILED (\d+) images at ` + regexp.QuoteMeta(w.dst.Host()) + ` \(unauthorized\): `)
+			if n := strings.Count(out, "FAILED "); n != 1 || !head.MatchString(out) {
+				t.Fatalf("want one grouped unauthorized cause at %s, got %d FAILED lines", w.dst.Host(), n)
+			}
+			if n := strings.Count(all, c.fix); n != 1 {
+				t.Errorf("the fix (%q) said %d times, want once", c.fix, n)
+			}
+			if n := strings.Count(all, "--authfile"); n != 1 {
+				t.Errorf("--authfile named %d times, want once (in the fix)", n)
+			}
+			// The images: two releases and their components, the two thirds
+			// 4.18.2 shares with 4.18.1 mirrored twice (one destination per
+			// release) but named once.
+			distinct := map[string]bool{}
+			for _, p := range w.payloads {
+				distinct[p.PullSpec()] = true
+				for _, comp := range p.Components {
+					distinct[comp.Image] = true
+				}
+			}
+			images, _ := strconv.Atoi(head.FindStringSubmatch(out)[1])
+			list := regexp.MustCompile(`(?m)^  (\S+[^\n]*) and (\d+) more; (\d+) more failures are these at other destinations$`).FindStringSubmatch(out)
+			if list == nil {
+				t.Fatalf("no list of five images, how many more, and how many failures are the same images again")
+			}
+			names := strings.Split(list[1], ", ")
+			more, _ := strconv.Atoi(list[2])
+			again, _ := strconv.Atoi(list[3])
+			if len(names) != 5 || len(names)+more != len(distinct) || images != len(distinct)+again || images != 14 {
+				t.Errorf("FAILED %d images naming %d, %d more and %d again; want 14 (2 releases and 12 components), the %d distinct images named once", images, len(names), more, again, len(distinct))
+			}
+			if !strings.Contains(out, "0 copied, 2 already at the destination, 0 built by gapmirror, 14 failed") {
+				t.Errorf("the counts do not say the 14 images failed")
+			}
+			for _, n := range names {
+				if !distinct[n] {
+					t.Errorf("%s listed, which is not one of the releases' images", n)
+				}
+			}
+			held := regexp.MustCompile(`(?m)^IDMS/ITMS left as the earlier run wrote them: applying new ones would drop the mirror of (\d+) failed images: (.*) and (\d+) more; once they are mirrored, the next run rewrites them$`).FindStringSubmatch(out)
+			if held == nil {
+				t.Fatalf("no held IDMS/ITMS warning naming five images and how many more")
+			}
+			heldNames := strings.Split(held[2], ", ")
+			total, _ := strconv.Atoi(held[1])
+			heldMore, _ := strconv.Atoi(held[3])
+			if len(heldNames) != 5 || total != len(distinct) || 5+heldMore != total {
+				t.Errorf("held warning: %d failed images, %d named and %d more; want %d, five named", total, len(heldNames), heldMore, len(distinct))
+			}
+			for i, n := range heldNames {
+				if !distinct[n] || slices.Contains(heldNames[:i], n) {
+					t.Errorf("held warning names %s: not a release image, or twice", n)
+				}
+			}
+		})
 	}
 }
 
