@@ -53,9 +53,9 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 			Why:         []string{path},
 		}
 		if l.store != nil {
-			opts := l.t.Copy
-			opts.Progress = nil
-			res := Copy(ctx, &imageset.Set{Images: []imageset.Image{img}}, &ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, l.store.Destination(), opts)
+			// Planned, with its own planning and copying lines: a layout
+			// image may be large.
+			res := copyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, &ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, l.store.Destination(), l.t.Copy)
 			if len(res.Failed) > 0 {
 				return fmt.Errorf("%s.name: %s: the OCI layout %s is incomplete or damaged: %w; write it again (skopeo copy … oci:%s)", path, ai.Name, abs, res.Failed[0].Err, abs)
 			}

@@ -522,6 +522,71 @@ func TestProgressLines(t *testing.T) {
 	}
 }
 
+// TestNestedCopyProgress: the copies resolution needs, the catalog image
+// into the local store and the graph image's base, each show a planning
+// line and then copying lines whose total is fixed from the first (the
+// planning pass, not a total that grows as manifests are read) and reaches
+// it; the resolving phase then resumes and ends last.
+func TestNestedCopyProgress(t *testing.T) {
+	defer func(d time.Duration) { lineEvery = d }(lineEvery)
+	lineEvery = 40 * time.Millisecond
+	w, isc := retryWorld(t)
+	w.up.SetWrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if strings.Contains(r.URL.Path, "/catalogs/index/blobs/") || strings.Contains(r.URL.Path, "/ubi9/ubi/blobs/") {
+				time.Sleep(100 * time.Millisecond) // longer than a line's interval
+			}
+			h.ServeHTTP(rw, r)
+		})
+	})
+	code, _, stderr := w.run("mirror", "-c", isc, "file://"+filepath.Join(w.dir, "disk"))
+	if code != 0 {
+		t.Fatalf("mirror-to-disk: exit %d", code)
+	}
+	end := strings.Index(stderr, " INFO  resolving, took ")
+	if end < 0 {
+		t.Fatalf("no end of the resolving phase")
+	}
+	// The nested copies, in order: a planning line, then copying lines.
+	var copies [][]status
+	planned := false
+	for _, s := range parseStatus(t, stderr[:end]) {
+		switch s.phase {
+		case "planning":
+			planned = true
+		case "copying":
+			if planned {
+				copies = append(copies, nil)
+				planned = false
+			}
+			if len(copies) == 0 {
+				t.Fatalf("copying lines before any planning line: %+v", s)
+			}
+			copies[len(copies)-1] = append(copies[len(copies)-1], s)
+		}
+	}
+	if len(copies) != 2 {
+		t.Fatalf("%d nested copies with a planning line while resolving, want 2 (the catalog, the graph image base)", len(copies))
+	}
+	for i, lines := range copies {
+		first, last := lines[0], lines[len(lines)-1]
+		if len(lines) < 2 || first.imagesTotal != 1 || first.totalB == 0 {
+			t.Errorf("nested copy %d: %d copying lines, the first %+v; want a line every interval, for 1 image of known size", i, len(lines), first)
+		}
+		for _, s := range lines {
+			if s.total != first.total || s.imagesTotal != first.imagesTotal {
+				t.Errorf("nested copy %d: the total changed from %s to %s", i, first.total, s.total)
+			}
+		}
+		if last.done != last.total || last.images != 1 {
+			t.Errorf("nested copy %d: the last line does not reach its total: %+v", i, last)
+		}
+	}
+	if rest := parseStatus(t, stderr[end:]); len(rest) == 0 || rest[0].phase != "resolving" {
+		t.Errorf("the resolving phase does not end after the nested copies")
+	}
+}
+
 // TestFailureWording: a mistyped tag is a failure no retry fixes: it is
 // said once, grouped under its cause, without advice to rerun; a dry run
 // says nothing was copied; a flaky registry's retries are counted on the
