@@ -189,6 +189,80 @@ func TestRetryFailedUnresolved(t *testing.T) {
 	}
 }
 
+// TestDeleteKeepsItsLog: delete has a workspace, so like a mirror run it
+// keeps its full debug log in working-dir/logs whatever the terminal
+// shows, and names it at the end: --generate's has each delete it plans,
+// --delete-yaml-file's each delete it did; a --dry-run keeps its log in
+// working-dir/dry-run/logs; an info terminal shows no debug line.
+func TestDeleteKeepsItsLog(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 4<<10)
+	ws := filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+ws, dst); code != 0 {
+		t.Fatalf("m2m: exit %d", code)
+	}
+	gone := "m/" + w.images[0].Repo + "@" + w.images[0].Digest.String() // as a delete names it
+	disc := w.disc("disc.yaml", "  additionalImages:\n  - name: "+w.images[0].Ref+"\n")
+	plan := filepath.Join(ws, "working-dir", "delete", "delete-images.yaml")
+	logs := filepath.Join(ws, "working-dir", "logs")
+	newLog := func(name, dir, errOut string, seen map[string]bool) string {
+		t.Helper()
+		all, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		var fresh []string
+		for _, l := range all {
+			if !seen[l] {
+				fresh = append(fresh, l)
+				seen[l] = true
+			}
+		}
+		if len(fresh) != 1 || !strings.Contains(errOut, "INFO  the full log of this run path="+fresh[0]) {
+			t.Fatalf("%s: new logs %v in %s, or the path not printed at the end:\n%s", name, fresh, dir, errOut)
+		}
+		if strings.Contains(errOut, " DEBUG ") {
+			t.Errorf("%s: debug lines on an info terminal", name)
+		}
+		data := readFile(t, fresh[0])
+		for _, line := range strings.Split(strings.TrimSpace(data), "\n") {
+			if _, err := time.Parse(time.RFC3339, strings.SplitN(line, " ", 2)[0]); err != nil {
+				t.Errorf("%s: a log line without an RFC 3339 time: %q", name, line)
+			}
+		}
+		return data
+	}
+	seen := map[string]bool{}
+	mirrorLogs, _ := filepath.Glob(filepath.Join(logs, "*.log"))
+	for _, l := range mirrorLogs {
+		seen[l] = true
+	}
+
+	code, _, errOut := w.gapmirror("delete", "-c", disc, "--generate", "--workspace", "file://"+ws, dst)
+	if code != 0 {
+		t.Fatalf("delete --generate: exit %d", code)
+	}
+	if data := newLog("delete --generate", logs, errOut, seen); !strings.Contains(data, " DEBUG delete planned action=") || !strings.Contains(data, gone) ||
+		!strings.Contains(data, " INFO  delete plan written path="+plan) {
+		t.Errorf("the --generate log lacks the planned deletes of %s or the plan:\n%s", gone, data)
+	}
+
+	code, _, errOut = w.gapmirror("delete", "--delete-yaml-file", plan, "--dry-run", dst)
+	if code != 0 {
+		t.Fatalf("delete --dry-run: exit %d", code)
+	}
+	if data := newLog("delete --dry-run", filepath.Join(ws, "working-dir", "dry-run", "logs"), errOut, seen); !strings.Contains(data, " DEBUG would delete action=") {
+		t.Errorf("the dry run's log lacks what it would delete:\n%s", data)
+	}
+
+	code, _, errOut = w.gapmirror("delete", "--delete-yaml-file", plan, dst)
+	if code != 0 {
+		t.Fatalf("delete --delete-yaml-file: exit %d", code)
+	}
+	if data := newLog("delete --delete-yaml-file", logs, errOut, seen); !strings.Contains(data, " DEBUG deleted action=") || !strings.Contains(data, gone) ||
+		!strings.Contains(data, " INFO  deletes done ") {
+		t.Errorf("the delete log lacks the deletes of %s:\n%s", gone, data)
+	}
+}
+
 // TestNeverResolvedIsNotRetried: a source registry failing at the registry
 // level (plain HTTP to an HTTPS client) for 8 images is one grouped cause,
 // recorded with its kind and registry, and the advice is to run the
