@@ -449,7 +449,8 @@ func TestPushRefusedSaidOnce(t *testing.T) {
 }
 
 // TestAuthFileMissing: a named auth file that does not exist is an error
-// naming it (flag or $REGISTRY_AUTH_FILE), not an anonymous pull.
+// naming it (flag or $REGISTRY_AUTH_FILE), not an anonymous pull, for the
+// commands that contact registries; describe, which contacts none, runs.
 func TestAuthFileMissing(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(1, 4<<10)
@@ -465,6 +466,21 @@ func TestAuthFileMissing(t *testing.T) {
 	code = run(context.Background(), []string{"list", "operators", "--catalog", w.images[0].Ref}, &out, &errb)
 	if code == 0 || !strings.Contains(errb.String(), "$REGISTRY_AUTH_FILE "+missing) {
 		t.Errorf("$REGISTRY_AUTH_FILE missing: exit %d\n%s", code, errb.String())
+	}
+
+	// describe reads a directory and contacts no registry: a missing auth
+	// file, named either way, is none of its business.
+	disk := filepath.Join(w.dir, "disk")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+disk); code != 0 {
+		t.Fatalf("mirror-to-disk: exit %d", code)
+	}
+	for _, args := range [][]string{{"describe", "file://" + disk}, {"describe", "--authfile", missing, "file://" + disk}} {
+		out.Reset()
+		errb.Reset()
+		code = run(context.Background(), args, &out, &errb)
+		if code != 0 || !strings.Contains(out.String(), "intact: every chunk and blob verified") {
+			t.Errorf("%s with $REGISTRY_AUTH_FILE=%s: exit %d\n%s%s", strings.Join(args, " "), missing, code, out.String(), errb.String())
+		}
 	}
 }
 

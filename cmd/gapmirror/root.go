@@ -170,9 +170,6 @@ func (g *globalFlags) runLogger(ws, mode string) (*slog.Logger, *runLog, error) 
 	if g.quiet {
 		lvl = slog.LevelError
 	}
-	if err := g.checkAuthFile(); err != nil {
-		return nil, nil, err
-	}
 	var w io.Writer = g.stderr
 	if g.bar() {
 		g.term = mirror.NewTerminal(g.stderr)
@@ -193,6 +190,8 @@ func (g *globalFlags) runLogger(ws, mode string) (*slog.Logger, *runLog, error) 
 
 // checkAuthFile refuses an --authfile (or $REGISTRY_AUTH_FILE) that does
 // not exist: containers/image would pull anonymously and fail much later.
+// Only commands that contact registries ask (side): describe reads a
+// directory and needs none.
 func (g *globalFlags) checkAuthFile() error {
 	p, from := g.authFile, "--authfile"
 	if p == "" {
@@ -218,6 +217,9 @@ func (g *globalFlags) bar() bool {
 
 // side returns one side's registry options; verify is its --*-tls-verify.
 func (g *globalFlags) side(verify types.OptionalBool, certDir string, creds *credentialFlags, name string) (mirror.RegistryOptions, error) {
+	if err := g.checkAuthFile(); err != nil {
+		return mirror.RegistryOptions{}, err
+	}
 	if verify == types.OptionalBoolUndefined {
 		verify = g.tlsVerify
 	}
