@@ -450,7 +450,8 @@ func TestPushRefusedSaidOnce(t *testing.T) {
 
 // TestAuthFileMissing: a named auth file that does not exist is an error
 // naming it (flag or $REGISTRY_AUTH_FILE), not an anonymous pull, for the
-// commands that contact registries; describe, which contacts none, runs.
+// commands that contact registries; describe and serve --from, which
+// contact none, run.
 func TestAuthFileMissing(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(1, 4<<10)
@@ -481,6 +482,11 @@ func TestAuthFileMissing(t *testing.T) {
 		if code != 0 || !strings.Contains(out.String(), "intact: every chunk and blob verified") {
 			t.Errorf("%s with $REGISTRY_AUTH_FILE=%s: exit %d\n%s%s", strings.Join(args, " "), missing, code, out.String(), errb.String())
 		}
+	}
+	// Nor does serve --from: it pushes the archive into the registry it
+	// serves, with credentials of its own.
+	if s := w.serve("--root", filepath.Join(w.dir, "served"), "--address", freeAddress(t), "--from", "file://"+disk); s.code != 0 || !strings.Contains(s.out.String(), "1 image: 1 copied") {
+		t.Errorf("serve --from with $REGISTRY_AUTH_FILE=%s: exit %d\n%s%s", missing, s.code, s.out, s.errb)
 	}
 }
 

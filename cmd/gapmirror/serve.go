@@ -169,7 +169,10 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, f *ser
 	}
 	dest := mirror.RegistryOptions{AuthFile: authFile, CertDir: certDir, TLSVerify: verify,
 		RegistriesConf: g.registriesConf, UserAgent: "gapmirror/" + version}
-	up, err := g.upstream()
+	// The push reads the archive and writes to the served registry with
+	// the credentials above: no upstream is contacted, so the auth file
+	// is not checked.
+	up, err := g.side(g.srcTLSVerify, g.srcCertDir, &g.src, "src")
 	if err != nil {
 		return err
 	}
