@@ -516,12 +516,16 @@ func stillUnresolved(all []failureRecord, missing map[string]bool, file string) 
 		}
 		// The recorded error names the image and ends with the fix of its
 		// cause, which the summary says on lines of their own.
-		answer := strings.TrimPrefix(f.Error, f.Image+": ")
-		if fix := causeOf(f.Cause).Fix; fix != "" {
-			answer = strings.ReplaceAll(answer, " ("+fix+")", "")
+		me := &MissingError{File: file, Kind: f.Cause, Host: f.Host, Answer: strings.TrimPrefix(f.Error, f.Image+": ")}
+		if me.Host == "" && me.Answer != f.Error {
+			// A file from before hosts were kept: the error is the
+			// registry's answer about the image's own reference.
+			me.Host = refHost(f.Image)
 		}
-		out = append(out, imageset.Unresolved{Origin: f.Image, Kind: kind,
-			Err: &MissingError{File: file, Kind: f.Cause, Host: f.Host, Answer: answer}})
+		if fix := me.cause().Fix; fix != "" {
+			me.Answer = strings.ReplaceAll(me.Answer, " ("+fix+")", "")
+		}
+		out = append(out, imageset.Unresolved{Origin: f.Image, Kind: kind, Err: me})
 	}
 	return out
 }

@@ -337,6 +337,22 @@ func TestNeverResolvedIsNotRetried(t *testing.T) {
 	if m := retryAdvice.FindString(all); m != "" || !strings.Contains(out, "once fixed, run the configuration again") || strings.Contains(out, "stopped at once") {
 		t.Errorf("a retry of images never resolved: advice %q, or not to run the configuration again, or says they were stopped", m)
 	}
+
+	// A failure file an older gapmirror wrote, without cause and host:
+	// the same one group, from the recorded errors.
+	var old map[string]any
+	must(t, json.Unmarshal([]byte(readFile(t, failed[0])), &old))
+	for _, f := range old["failed"].([]any) {
+		delete(f.(map[string]any), "cause")
+		delete(f.(map[string]any), "host")
+	}
+	data, err := json.Marshal(old)
+	must(t, err)
+	must(t, os.WriteFile(failed[0], data, 0o644))
+	code, out, _ = w.gapmirror("mirror", "--retry-failed", failed[0], "--workspace", "file://"+ws, dst)
+	if n := strings.Count(out, "FAILED "); code != 8 || n != 1 || !strings.Contains(out, head+", still missing") || strings.Count(out, "pass --src-tls-verify=false") != 1 {
+		t.Errorf("a failure file without causes: exit %d, %d FAILED lines; want 8 and one grouped still-missing cause with its fix once", code, n)
+	}
 }
 
 // TestPushRefusedSaidOnce: a mirror that reads anonymously but wants
