@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -72,6 +73,16 @@ type Delete struct {
 	// DeleteSignatures adds to the plan the recorded sigstore signatures of
 	// the images it deletes (oc-mirror's --delete-signatures).
 	DeleteSignatures bool
+	// Log gets each planned, done, failed and skipped delete at debug
+	// level (the run's log file keeps them); nil: none.
+	Log *slog.Logger
+}
+
+func (d *Delete) log() *slog.Logger {
+	if d.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Log
 }
 
 func (d *Delete) now() time.Time {
@@ -186,6 +197,13 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 			return "", nil, err
 		}
 	}
+	for _, a := range plan.Actions {
+		d.log().Debug("delete planned", "action", a.String())
+	}
+	for _, k := range plan.Kept {
+		d.log().Debug("kept", "image", k.Image+"@"+k.Digest, "why", k.Why)
+	}
+	d.log().Info("delete plan written", "path", path, "mirror", root, "images", len(items), "deletes", len(plan.Actions), "kept", len(plan.Kept))
 	PrintPlan(d.Out, plan)
 	if sigsLeft > 0 {
 		fmt.Fprintf(d.Out, "%d sigstore signatures of these images stay at the mirror: generate the plan again with --delete-signatures to delete them too\n", sigsLeft)
@@ -465,6 +483,12 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	}
 	rep := &DeleteReport{Plan: run, DryRun: dryRun}
 	if dryRun {
+		for _, a := range run.Actions {
+			d.log().Debug("would delete", "action", a.String())
+		}
+		for _, s := range skipped {
+			d.log().Debug("would skip", "action", s.Action.String(), "why", s.Error)
+		}
 		PrintPlan(d.Out, run)
 		for _, s := range skipped {
 			fmt.Fprintf(d.Out, "  skip            %s: %s\n", s.Action, s.Error)
@@ -475,6 +499,16 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	out, xerr := prune.Execute(ctx, reg, run, d.Out)
 	out.Skipped = append(out.Skipped, skipped...)
 	rep.Outcome = out
+	for _, a := range out.Done {
+		d.log().Debug("deleted", "action", a.String())
+	}
+	for _, f := range out.Failed {
+		d.log().Debug("delete failed", "action", f.Action.String(), "error", f.Error)
+	}
+	for _, s := range out.Skipped {
+		d.log().Debug("delete skipped", "action", s.Action.String(), "why", s.Error)
+	}
+	d.log().Info("deletes done", "mirror", root, "plan", planPath, "done", len(out.Done), "failed", len(out.Failed), "skipped", len(out.Skipped))
 	drec := deletionRecord{FormatVersion: recordFormat, Kind: "delete", Mirror: root, Time: d.now(), ToolVersion: d.ToolVersion, Plan: run, Outcome: out}
 	rep.File = w.path("delete", drec.Time.Format("20060102T150405.000Z")+"-deleted.json")
 	if err := w.write(drec, "delete", filepath.Base(rep.File)); err != nil {

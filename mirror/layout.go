@@ -55,9 +55,9 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 			Why:         []string{path},
 		}
 		if l.store != nil {
-			opts := l.t.Copy
-			opts.Progress = nil
-			res := Copy(ctx, &imageset.Set{Images: []imageset.Image{img}}, &ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, l.store.Destination(), opts)
+			// Planned, with its own planning and copying lines: a layout
+			// image may be large.
+			res := copyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, &ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, l.store.Destination(), l.t.Copy)
 			if len(res.Failed) > 0 {
 				err := res.Failed[0].Err
 				if missing := (*MissingBlobError)(nil); errors.As(err, &missing) {

@@ -127,10 +127,12 @@ func FetchCatalog(ctx context.Context, ref string, up *Registry, store *Store, o
 	return &CatalogImage{Origin: ref, Named: named, Digest: d, Blobs: store}, nil
 }
 
-// copyIntoStore copies one image into the store unless it is there already.
+// copyIntoStore copies one image into the store unless it is there already,
+// planned: a catalog image can take minutes, so it shows its planning and
+// copying lines (nested in the resolving phase), the total fixed from the
+// first.
 func copyIntoStore(ctx context.Context, img imageset.Image, src Source, store *Store, opts Options) error {
-	opts.Progress = nil // one catalog image is not worth a progress bar of its own
-	res := Copy(ctx, &imageset.Set{Images: []imageset.Image{img}}, src, store.Destination(), opts)
+	res := copyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, src, store.Destination(), opts)
 	if len(res.Failed) > 0 {
 		return fmt.Errorf("cannot copy catalog %s into the local store %s: %w", img.Origin, store.Dir(), res.Failed[0].Err)
 	}

@@ -28,10 +28,16 @@ func (t *Trip) holdMirrorSets(files generate.Files, dir string, in generate.Inpu
 	return keep, nil
 }
 
+// printHeldMirrorSets says why the IDMS/ITMS were not rewritten; the
+// failed images are listed in full under FAILED, so a few names suffice.
 func (r *Report) printHeldMirrorSets(w io.Writer) {
 	if len(r.MirrorSetsHeldBy) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "IDMS/ITMS left as the earlier run wrote them: applying new ones would drop the mirror of %d failed images: %s; once they are mirrored (--retry-failed), the next run rewrites them\n",
-		len(r.MirrorSetsHeldBy), strings.Join(r.MirrorSetsHeldBy, ", "))
+	list, more := r.MirrorSetsHeldBy, ""
+	if len(list) > 5 {
+		list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
+	}
+	fmt.Fprintf(w, "IDMS/ITMS left as the earlier run wrote them: applying new ones would drop the mirror of %s: %s%s; once they are mirrored, the next run rewrites them\n",
+		plural(len(r.MirrorSetsHeldBy), "failed image"), strings.Join(list, ", "), more)
 }

@@ -471,7 +471,8 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	}
 	base := imageset.Image{Source: reference.TrimNamed(named).String() + "@" + bd.String(), Origin: named.String(), Digest: bd.String(),
 		Destination: "gapmirror-graph-base:" + imageset.DigestTag(bd), Kind: imageset.KindReleaseGraph}
-	res := Copy(ctx, &imageset.Set{Images: []imageset.Image{base}}, c.up, c.store.Destination(), c.t.Copy)
+	// Planned, so its progress has its total from the first frame.
+	res := copyPlanned(ctx, &imageset.Set{Images: []imageset.Image{base}}, c.up, c.store.Destination(), c.t.Copy)
 	if err := res.Err(); err != nil {
 		return fmt.Errorf("mirror.platform.graph: copying the graph image base %s into the local store: %w", baseRef, err)
 	}

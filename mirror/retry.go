@@ -108,6 +108,30 @@ type Cause struct {
 	Fix string
 }
 
+// causes are the cause of each kind, with its fix: Classify's answers, and
+// what a failure file's recorded kind stands for.
+var causes = map[string]Cause{
+	CauseInterrupted: {Kind: CauseInterrupted, Fix: "run again to resume"},
+	CauseSignature:   {Kind: CauseSignature, Fix: "have the image signed, or fix the signature policy / trusted keys, and run again"},
+	CauseScheme:      {Kind: CauseScheme, Registry: true, Fix: "the registry speaks plain HTTP: pass --src-tls-verify=false (source) or --dest-tls-verify=false (mirror), or mark it insecure in registries.conf"},
+	CauseTLS:         {Kind: CauseTLS, Registry: true, Fix: "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"},
+	CauseDNS:         {Kind: CauseDNS, Registry: true, Fix: "the registry's host name does not resolve: check the name (and DNS, HTTP(S)_PROXY)"},
+	CauseDenied:      {Kind: CauseDenied, Fix: "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"},
+	CauseAuth:        {Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"},
+	CauseNotFound:    {Kind: CauseNotFound, Fix: "the image, tag or repository does not exist there: check the name in the configuration"},
+	CauseUnreachable: {Kind: CauseUnreachable, Fix: "the registry is unreachable: check the host name, port and network (and HTTP(S)_PROXY); run again once it answers"},
+	CauseTransient:   {Kind: CauseTransient, Fix: "the registry or network failed for a while; run again"},
+	CauseOther:       {Kind: CauseOther},
+}
+
+// causeOf is the cause of kind ("" and unknown kinds: CauseOther).
+func causeOf(kind string) Cause {
+	if c, ok := causes[kind]; ok {
+		return c
+	}
+	return causes[CauseOther]
+}
+
 // Classify decides, once, whether err is worth retrying, whether it stops
 // its registry, and what fixes it.
 func Classify(err error) Cause {
@@ -118,11 +142,15 @@ func Classify(err error) Cause {
 	if errors.As(err, &stopped) {
 		return Classify(stopped.Err)
 	}
+	var missing *MissingError
+	if errors.As(err, &missing) {
+		return missing.cause()
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return Cause{Kind: CauseInterrupted, Fix: "run again to resume"}
+		return causes[CauseInterrupted]
 	}
 	if errors.Is(err, ErrPolicyRefused) || errors.Is(err, release.ErrReleaseNotVerified) {
-		return Cause{Kind: CauseSignature, Fix: "have the image signed, or fix the signature policy / trusted keys, and run again"}
+		return causes[CauseSignature]
 	}
 	msg := err.Error()
 	low := strings.ToLower(msg)
@@ -131,37 +159,40 @@ func Classify(err error) Cause {
 		return Cause{Kind: CauseTransient, Fix: "content arrived damaged; run again (the retries were spent)"}
 	}
 	switch {
-	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
-		return Cause{Kind: CauseScheme, Registry: true, Fix: "the registry speaks plain HTTP: pass --src-tls-verify=false (source) or --dest-tls-verify=false (mirror)"}
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"),
+		// A plain-HTTP server's answer read as a TLS record (crypto/tls's
+		// RecordHeaderError): not a certificate problem.
+		strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return causes[CauseScheme]
 	case strings.Contains(low, "tls handshake timeout") || strings.Contains(low, "i/o timeout"):
 		return Cause{Kind: CauseTransient, Fix: "the registry did not answer in time; run again"}
 	case strings.Contains(msg, "x509:") || strings.Contains(low, "certificate") || strings.Contains(low, "tls: "):
-		return Cause{Kind: CauseTLS, Registry: true, Fix: "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"}
+		return causes[CauseTLS]
 	case strings.Contains(msg, "no such host"):
-		return Cause{Kind: CauseDNS, Registry: true, Fix: "the registry's host name does not resolve: check the name (and DNS, HTTP(S)_PROXY)"}
+		return causes[CauseDNS]
 	}
 	var pe *registryapi.Error
 	if errors.As(err, &pe) && pe.Denied {
-		return Cause{Kind: CauseDenied, Fix: "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"}
+		return causes[CauseDenied]
 	}
 	var unauthorized docker.ErrUnauthorizedForCredentials
 	if errors.As(err, &unauthorized) || errors.Is(err, registryapi.ErrNoCredentials) || hasStatus(err, http.StatusUnauthorized) || hasCode(err, errcode.ErrorCodeUnauthorized) ||
 		strings.Contains(low, "unauthorized") || strings.Contains(low, "authentication required") {
-		return Cause{Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"}
+		return causes[CauseAuth]
 	}
 	if hasStatus(err, http.StatusForbidden) || hasCode(err, errcode.ErrorCodeDenied) || strings.Contains(low, "denied") {
-		return Cause{Kind: CauseDenied, Fix: "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"}
+		return causes[CauseDenied]
 	}
 	if isNotFound(err) || strings.Contains(low, "manifest unknown") || strings.Contains(low, "name unknown") {
-		return Cause{Kind: CauseNotFound, Fix: "the image, tag or repository does not exist there: check the name in the configuration"}
+		return causes[CauseNotFound]
 	}
 	if strings.Contains(msg, "connection refused") {
-		return Cause{Kind: CauseUnreachable, Fix: "the registry is unreachable: check the host name, port and network (and HTTP(S)_PROXY); run again once it answers"}
+		return causes[CauseUnreachable]
 	}
 	if transient(err) {
-		return Cause{Kind: CauseTransient, Fix: "the registry or network failed for a while; run again (--retry-failed FILE retries just these)"}
+		return causes[CauseTransient]
 	}
-	return Cause{Kind: CauseOther}
+	return causes[CauseOther]
 }
 
 func hasStatus(err error, code int) bool {

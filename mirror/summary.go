@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // Summary prints what the trip did: one set of figures, then each failure
@@ -141,35 +144,79 @@ type failureGroup struct {
 	cause  Cause
 	where  string // registry host, when known
 	answer string // the registry's answer (or the error) of the first
+	count  int    // failures: an image mirrored to two places fails twice
 	images []string
+	// missing is the failure file whose run never resolved these images
+	// (a --retry-failed run cannot copy them), else "".
+	missing string
+	// unresolved: some of the images never resolved to a digest, so only
+	// running the configuration again can mirror them.
+	unresolved bool
 }
+
+// answerOf is err as a FAILED heading says it, and the registry it came
+// from when known: without the advice RegistryError and the registry
+// client add, as the fix of its cause has a line of its own.
+func answerOf(err error) (where, answer string) {
+	var me *MissingError
+	if errors.As(err, &me) {
+		return me.Host, me.Answer
+	}
+	answer = Message(err)
+	var re *RegistryError
+	if errors.As(err, &re) {
+		where = re.Host()
+		if re == err {
+			answer = Message(re.Err)
+		} else if fix := Classify(re.Err).Fix; fix != "" {
+			answer = strings.ReplaceAll(answer, " ("+fix+")", "")
+		}
+	}
+	if Classify(err).Fix != "" {
+		var pe *registryapi.Error
+		if errors.As(err, &pe) && pe.Hint != "" {
+			answer = strings.ReplaceAll(answer, " ("+pe.Hint+")", "")
+		}
+		answer = clientAdvice.ReplaceAllString(answer, "")
+	}
+	return where, answer
+}
+
+// clientAdvice is the advice registryapi's errors carry besides Hint (no
+// credentials, a token refused).
+var clientAdvice = regexp.MustCompile(`: log in \(podman login \S+\) or pass --authfile(: no credentials configured)?| \(check the credentials for \S+ in --authfile\)| \(check --authfile\)`)
 
 // failures groups the run's failures by cause and registry, in the order
 // first met (resolution first).
 func (r *Report) failures() []*failureGroup {
 	var groups []*failureGroup
 	byKey := map[string]*failureGroup{}
-	add := func(name string, err error) {
+	add := func(name string, err error, unresolved bool) {
 		cause := Classify(err)
-		where, answer := "", Message(err)
-		var re *RegistryError
-		if errors.As(err, &re) {
-			where = re.Host()
+		where, answer := answerOf(err)
+		missing := ""
+		var me *MissingError
+		if errors.As(err, &me) {
+			missing = me.File
 		}
-		if errors.As(err, &re) && re == err {
-			answer = Message(re.Err) // the fix has a line of its own
-		}
-		key := cause.Kind + "\x00" + where
+		// Images a retry could not try stay apart from those it tried.
+		key := cause.Kind + "\x00" + where + "\x00" + missing
 		if where == "" || cause.Kind == CauseOther {
 			key += "\x00" + answer // unlike causes stay apart
 		}
 		g := byKey[key]
 		if g == nil {
-			g = &failureGroup{cause: cause, where: where, answer: answer}
+			g = &failureGroup{cause: cause, where: where, answer: answer, missing: missing}
 			byKey[key] = g
 			groups = append(groups, g)
 		}
-		g.images = append(g.images, name)
+		g.unresolved = g.unresolved || unresolved
+		g.count++
+		// An image mirrored to several places (a component several
+		// releases share) is named once.
+		if !slices.Contains(g.images, name) {
+			g.images = append(g.images, name)
+		}
 	}
 	if r.Resolution != nil {
 		for _, f := range r.Resolution.Failed {
@@ -177,7 +224,7 @@ func (r *Report) failures() []*failureGroup {
 			if f.Why != "" {
 				name += " (" + f.Why + ")"
 			}
-			add(name, f.Err)
+			add(name, f.Err, !f.NotImage)
 		}
 	}
 	if r.Result != nil {
@@ -191,49 +238,69 @@ func (r *Report) failures() []*failureGroup {
 			if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), f.Image.Origin+" (") {
 				err = inner
 			}
-			add(name, err)
+			add(name, err, false)
 		}
 	}
 	return groups
 }
 
 // printFailures prints each cause once: count, where, the registry's
-// answer, the fix, up to five images; then where the full list is.
+// answer, the fix, up to five images; then where the full list is and
+// what mirrors them: --retry-failed when every one resolved and failed for
+// a cause that passes, else running the configuration again.
 func (r *Report) printFailures(w io.Writer) {
 	groups := r.failures()
 	if len(groups) == 0 {
 		return
 	}
-	transient := false
+	retry, unresolved := true, false
 	for _, g := range groups {
 		where := ""
 		if g.where != "" {
 			where = " at " + g.where
 		}
-		what := "images"
-		if len(g.images) == 1 {
-			what = "image"
+		what, them := "images", "them"
+		if g.count == 1 {
+			what, them = "image", "it"
 		}
-		fmt.Fprintf(w, "FAILED %d %s%s (%s): %s\n", len(g.images), what, where, g.cause.Kind, g.answer)
+		if g.missing != "" {
+			fmt.Fprintf(w, "FAILED %d %s%s (%s), still missing: the run that wrote %s never resolved %s to a digest, so --retry-failed cannot copy %s; it failed with: %s\n",
+				g.count, what, where, g.cause.Kind, g.missing, them, them, g.answer)
+		} else {
+			fmt.Fprintf(w, "FAILED %d %s%s (%s): %s\n", g.count, what, where, g.cause.Kind, g.answer)
+		}
 		if g.cause.Fix != "" {
 			fmt.Fprintf(w, "  fix: %s\n", g.cause.Fix)
 		}
-		if g.cause.Registry && len(g.images) > 1 {
+		if g.cause.Registry && g.count > 1 && g.missing == "" {
 			fmt.Fprintf(w, "  every image of %s stopped at once: no retry fixes this\n", g.where)
 		}
 		list, more := g.images, ""
 		if len(list) > 5 {
 			list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
 		}
+		switch twice := g.count - len(g.images); {
+		case twice == 1:
+			more += "; 1 more failure is one of these at another destination"
+		case twice > 1:
+			more += fmt.Sprintf("; %d more failures are these at other destinations", twice)
+		}
 		fmt.Fprintf(w, "  %s%s\n", strings.Join(list, ", "), more)
-		transient = transient || g.cause.Kind == CauseTransient || g.cause.Kind == CauseUnreachable
+		unresolved = unresolved || g.unresolved
+		retry = retry && !g.unresolved && (g.cause.Kind == CauseTransient || g.cause.Kind == CauseUnreachable)
 	}
 	r.printAdvice(w)
+	again := "run the configuration again"
+	if r.Mode == "disk-to-mirror" {
+		again = "run disk-to-mirror again"
+	}
 	switch {
-	case r.FailedFile != "" && transient:
+	case r.FailedFile != "" && retry:
 		fmt.Fprintf(w, "full list: %s; retry exactly these: --retry-failed %s\n", r.FailedFile, r.FailedFile)
+	case r.FailedFile != "" && unresolved:
+		fmt.Fprintf(w, "full list: %s; once fixed, %s: images that never resolved to a digest are not for --retry-failed\n", r.FailedFile, again)
 	case r.FailedFile != "":
-		fmt.Fprintf(w, "full list: %s; once fixed, --retry-failed %s copies just these\n", r.FailedFile, r.FailedFile)
+		fmt.Fprintf(w, "full list: %s; once fixed, %s\n", r.FailedFile, again)
 	case r.Result == nil:
 		fmt.Fprintf(w, "dry run: nothing was copied; fix the above and run again\n")
 	}
@@ -326,9 +393,6 @@ func (r *Report) Err() error {
 		}
 	}
 	sort.Strings(fe.Causes)
-	if len(groups) == 1 {
-		fe.Fix = groups[0].cause.Fix
-	}
 	return fe
 }
 
@@ -342,18 +406,14 @@ type FailedError struct {
 	// DryRun: nothing was copied. Mirrored: images that did make it.
 	DryRun   bool
 	Mirrored int
-	// Fix is what to do, when every failure has the same cause.
-	Fix string
 }
 
-// Error is one line: the details were printed once, grouped, above.
+// Error is one line: the details and the fixes were printed once,
+// grouped, above.
 func (e *FailedError) Error() string {
 	causes := ""
 	if len(e.Causes) > 0 {
 		causes = " (" + strings.Join(e.Causes, ", ") + ")"
-	}
-	if e.Fix != "" {
-		causes += ": " + e.Fix
 	}
 	what := "images or charts"
 	if len(e.Errs) == 1 {
@@ -399,10 +459,47 @@ func unresolvedRecords(res *imageset.Resolution) []failureRecord {
 	var out []failureRecord
 	for _, f := range res.Failed {
 		if !f.NotImage {
-			out = append(out, failureRecord{Image: f.Origin, Error: Message(f.Err), Unresolved: true, Kind: f.Kind})
+			rec := newFailureRecord(f.Origin, f.Err)
+			rec.Unresolved, rec.Kind = true, f.Kind
+			out = append(out, rec)
 		}
 	}
 	return out
+}
+
+// newFailureRecord is the failure file's entry for image failing with err:
+// the error in full, and its cause and registry, so that a --retry-failed
+// run reports the images it cannot copy under the cause they failed for.
+func newFailureRecord(image string, err error) failureRecord {
+	var me *MissingError
+	if errors.As(err, &me) {
+		// Still missing from an earlier run: what that run was told.
+		return failureRecord{Image: image, Error: me.Answer, Cause: me.cause().Kind, Host: me.Host}
+	}
+	where, _ := answerOf(err)
+	return failureRecord{Image: image, Error: Message(err), Cause: Classify(err).Kind, Host: where}
+}
+
+// MissingError is an image a --retry-failed run cannot copy: the run that
+// wrote File never resolved it to a digest. Kind and Host are the cause
+// that run recorded, so the summary groups these images as it did then.
+type MissingError struct {
+	File   string // the failure file
+	Kind   string // Classify's kind then; "" in files written before kinds were kept
+	Host   string // the registry that failed then, when known
+	Answer string // what it failed with
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("still missing: the run that wrote %s never resolved it to a digest, so --retry-failed cannot copy it: %s", e.File, e.Answer)
+}
+
+// cause is the recorded cause, or (an older file) the answer's.
+func (e *MissingError) cause() Cause {
+	if e.Kind != "" {
+		return causeOf(e.Kind)
+	}
+	return Classify(errors.New(e.Answer))
 }
 
 // stillUnresolved are the entries of a failure file --retry-failed cannot
@@ -417,8 +514,18 @@ func stillUnresolved(all []failureRecord, missing map[string]bool, file string) 
 		if kind == "" {
 			kind = imageset.KindAdditional
 		}
-		out = append(out, imageset.Unresolved{Origin: f.Image, Kind: kind,
-			Err: fmt.Errorf("still missing: the run that wrote %s never resolved it to a digest, so --retry-failed cannot copy it (%s); run the whole configuration again once that is fixed", file, f.Error)})
+		// The recorded error names the image and ends with the fix of its
+		// cause, which the summary says on lines of their own.
+		me := &MissingError{File: file, Kind: f.Cause, Host: f.Host, Answer: strings.TrimPrefix(f.Error, f.Image+": ")}
+		if me.Host == "" && me.Answer != f.Error {
+			// A file from before hosts were kept: the error is the
+			// registry's answer about the image's own reference.
+			me.Host = refHost(f.Image)
+		}
+		if fix := me.cause().Fix; fix != "" {
+			me.Answer = strings.ReplaceAll(me.Answer, " ("+fix+")", "")
+		}
+		out = append(out, imageset.Unresolved{Origin: f.Image, Kind: kind, Err: me})
 	}
 	return out
 }

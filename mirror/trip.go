@@ -909,6 +909,11 @@ type failureRecord struct {
 	// configured); --retry-failed cannot copy it.
 	Unresolved bool          `json:"unresolved,omitempty"`
 	Kind       imageset.Kind `json:"kind,omitempty"`
+	// Cause is Classify's kind of the failure and Host the registry that
+	// failed, when known: a --retry-failed run groups the images it cannot
+	// copy by them. Older readers ignore both (no format change).
+	Cause string `json:"cause,omitempty"`
+	Host  string `json:"host,omitempty"`
 }
 
 // runRecord reads the run record name (relative to the workspace) with the
@@ -948,7 +953,7 @@ func (r *run) record() error {
 			rec.Skipped = append(rec.Skipped, i.Destination)
 		}
 		for _, f := range res.Failed {
-			rec.Failed = append(rec.Failed, failureRecord{Image: f.Image.Destination, Error: Message(f.Err)})
+			rec.Failed = append(rec.Failed, newFailureRecord(f.Image.Destination, f.Err))
 		}
 		rec.Bytes, rec.Blobs = res.Bytes, res.Blobs
 		sort.Strings(rec.Copied)

@@ -104,11 +104,11 @@ func TestAuthFailure(t *testing.T) {
 	// Push with credentials; gapmirror has none yet.
 	w.pushFleetAuth(2, "alice", "s3cret")
 	isc := w.isc("")
-	code, _, stderr := w.gapmirror("mirror", "-c", isc, "file://"+filepath.Join(w.dir, "a"))
-	if code != 8 || !strings.Contains(stderr, "credentials") {
-		t.Errorf("no credentials: exit %d (want 8), stderr:\n%s", code, stderr)
+	code, stdout, stderr := w.gapmirror("mirror", "-c", isc, "file://"+filepath.Join(w.dir, "a"))
+	if code != 8 || !strings.Contains(stdout, "credentials") {
+		t.Errorf("no credentials: exit %d (want 8), stdout:\n%s", code, stdout)
 	}
-	if strings.Contains(stderr, "s3cret") {
+	if strings.Contains(stdout+stderr, "s3cret") {
 		t.Errorf("password logged")
 	}
 	auth := `{"auths":{"` + w.up.Host() + `":{"auth":"YWxpY2U6czNjcmV0"}}}` // alice:s3cret

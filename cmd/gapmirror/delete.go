@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -57,9 +59,20 @@ collection runs.`,
 	return cmd
 }
 
-func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string) error {
-	if _, err := g.logger(g.stderr); err != nil {
+func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string) (err error) {
+	mode, ws := deleteWorkspace(f)
+	log, rl, err := g.runLogger(ws, mode)
+	if err != nil {
 		return err
+	}
+	if rl != nil {
+		defer func() {
+			if err != nil {
+				log.Debug("run failed", "error", mirror.Message(err))
+			}
+			log.Info("the full log of this run", "path", rl.Path)
+			rl.Close()
+		}()
 	}
 	if !strings.HasPrefix(target, "docker://") {
 		return fmt.Errorf("destination %q: delete works on a mirror registry, docker://HOST[:PORT][/PREFIX]", target)
@@ -68,7 +81,7 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 	if err != nil {
 		return err
 	}
-	d := &mirror.Delete{Mirror: mo, Out: cmd.OutOrStdout(), ToolVersion: version, DeleteSignatures: f.deleteSigs}
+	d := &mirror.Delete{Mirror: mo, Out: cmd.OutOrStdout(), ToolVersion: version, DeleteSignatures: f.deleteSigs, Log: log}
 	root := strings.TrimPrefix(target, "docker://")
 	switch {
 	case f.generate && f.deleteYAML != "":
@@ -114,4 +127,38 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 	default:
 		return fmt.Errorf("delete needs --generate (with -c and --workspace) to write a plan, or --delete-yaml-file to execute one")
 	}
+}
+
+// deleteWorkspace is where a delete keeps its log, as a mirror run does:
+// the working-dir of --workspace (--generate) or of the workspace the plan
+// was generated from (--delete-yaml-file; a --dry-run's in its dry-run
+// directory, as it writes nothing else). "" when there is none yet: a
+// mistyped --workspace is not made into one.
+func deleteWorkspace(f *deleteFlags) (mode, ws string) {
+	switch {
+	case f.generate && f.deleteYAML == "":
+		d, err := fileURL("--workspace", f.workspace)
+		if err != nil {
+			return "", ""
+		}
+		mode, ws = "delete-generate", filepath.Join(d, mirror.WorkingDir)
+		if filepath.Base(d) == mirror.WorkingDir {
+			ws = d
+		}
+	case f.deleteYAML != "" && !f.generate:
+		l, err := mirror.LoadDeleteList(f.deleteYAML)
+		if err != nil {
+			return "", ""
+		}
+		mode, ws = "delete", l.Workspace
+	default:
+		return "", ""
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return "", ""
+	}
+	if f.dryRun {
+		ws = filepath.Join(ws, "dry-run")
+	}
+	return mode, ws
 }

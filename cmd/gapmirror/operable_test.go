@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,8 +189,285 @@ func TestRetryFailedUnresolved(t *testing.T) {
 	}
 }
 
+// TestDeleteKeepsItsLog: delete has a workspace, so like a mirror run it
+// keeps its full debug log in working-dir/logs whatever the terminal
+// shows, and names it at the end: --generate's has each delete it plans,
+// --delete-yaml-file's each delete it did; a --dry-run keeps its log in
+// working-dir/dry-run/logs; an info terminal shows no debug line.
+func TestDeleteKeepsItsLog(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 4<<10)
+	ws := filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+ws, dst); code != 0 {
+		t.Fatalf("m2m: exit %d", code)
+	}
+	gone := "m/" + w.images[0].Repo + "@" + w.images[0].Digest.String() // as a delete names it
+	disc := w.disc("disc.yaml", "  additionalImages:\n  - name: "+w.images[0].Ref+"\n")
+	plan := filepath.Join(ws, "working-dir", "delete", "delete-images.yaml")
+	logs := filepath.Join(ws, "working-dir", "logs")
+	newLog := func(name, dir, errOut string, seen map[string]bool) string {
+		t.Helper()
+		all, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		var fresh []string
+		for _, l := range all {
+			if !seen[l] {
+				fresh = append(fresh, l)
+				seen[l] = true
+			}
+		}
+		if len(fresh) != 1 || !strings.Contains(errOut, "INFO  the full log of this run path="+fresh[0]) {
+			t.Fatalf("%s: new logs %v in %s, or the path not printed at the end:\n%s", name, fresh, dir, errOut)
+		}
+		if strings.Contains(errOut, " DEBUG ") {
+			t.Errorf("%s: debug lines on an info terminal", name)
+		}
+		data := readFile(t, fresh[0])
+		for _, line := range strings.Split(strings.TrimSpace(data), "\n") {
+			if _, err := time.Parse(time.RFC3339, strings.SplitN(line, " ", 2)[0]); err != nil {
+				t.Errorf("%s: a log line without an RFC 3339 time: %q", name, line)
+			}
+		}
+		return data
+	}
+	seen := map[string]bool{}
+	mirrorLogs, _ := filepath.Glob(filepath.Join(logs, "*.log"))
+	for _, l := range mirrorLogs {
+		seen[l] = true
+	}
+
+	code, _, errOut := w.gapmirror("delete", "-c", disc, "--generate", "--workspace", "file://"+ws, dst)
+	if code != 0 {
+		t.Fatalf("delete --generate: exit %d", code)
+	}
+	if data := newLog("delete --generate", logs, errOut, seen); !strings.Contains(data, " DEBUG delete planned action=") || !strings.Contains(data, gone) ||
+		!strings.Contains(data, " INFO  delete plan written path="+plan) {
+		t.Errorf("the --generate log lacks the planned deletes of %s or the plan:\n%s", gone, data)
+	}
+
+	code, _, errOut = w.gapmirror("delete", "--delete-yaml-file", plan, "--dry-run", dst)
+	if code != 0 {
+		t.Fatalf("delete --dry-run: exit %d", code)
+	}
+	if data := newLog("delete --dry-run", filepath.Join(ws, "working-dir", "dry-run", "logs"), errOut, seen); !strings.Contains(data, " DEBUG would delete action=") {
+		t.Errorf("the dry run's log lacks what it would delete:\n%s", data)
+	}
+
+	code, _, errOut = w.gapmirror("delete", "--delete-yaml-file", plan, dst)
+	if code != 0 {
+		t.Fatalf("delete --delete-yaml-file: exit %d", code)
+	}
+	if data := newLog("delete --delete-yaml-file", logs, errOut, seen); !strings.Contains(data, " DEBUG deleted action=") || !strings.Contains(data, gone) ||
+		!strings.Contains(data, " INFO  deletes done ") {
+		t.Errorf("the delete log lacks the deletes of %s:\n%s", gone, data)
+	}
+}
+
+// TestNeverResolvedIsNotRetried: a source registry failing at the registry
+// level (plain HTTP to an HTTPS client) for 8 images is one grouped cause,
+// recorded with its kind and registry, and the advice is to run the
+// configuration again, not --retry-failed, which cannot copy images that
+// never resolved; --retry-failed of that file (the registry since fixed)
+// reports the 8 as one grouped "still missing" cause, names each image
+// once, exits non-zero and does not advise --retry-failed again.
+func TestNeverResolvedIsNotRetried(t *testing.T) {
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(9, 4<<10)
+	var entries []entry
+	for _, ex := range w.images[:8] { // by tag: each needs the registry to resolve
+		entries = append(entries, entry{name: ex.Ref})
+	}
+	isc := w.iscOf("tagged.yaml", entries...)
+	ws := filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	retryAdvice := regexp.MustCompile(`--retry-failed \S+\.json`)
+	head := "FAILED 8 images at " + w.up.Host() + " (plain-http)"
+	code, out, errOut := w.gapmirror("mirror", "-c", isc, "--src-tls-verify=true", "--workspace", "file://"+ws, dst)
+	if code != 8 {
+		t.Fatalf("exit %d, want 8", code)
+	}
+	if n := strings.Count(out, "FAILED "); n != 1 || !strings.Contains(out, head+": ") {
+		t.Errorf("want one grouped cause %q, got %d FAILED lines", head, n)
+	}
+	if m := retryAdvice.FindString(out + errOut); m != "" || !strings.Contains(out, "once fixed, run the configuration again") {
+		t.Errorf("images that never resolved: advice %q, or not to run the configuration again", m)
+	}
+	failed, _ := filepath.Glob(filepath.Join(ws, "working-dir", "failed", "*.json"))
+	if len(failed) != 1 || !strings.Contains(out, failed[0]) {
+		t.Fatalf("the failure file %v is not named", failed)
+	}
+	var ff struct {
+		Failed []struct{ Image, Cause, Host string }
+	}
+	must(t, json.Unmarshal([]byte(readFile(t, failed[0])), &ff))
+	if len(ff.Failed) != 8 {
+		t.Fatalf("%d failure records, want 8", len(ff.Failed))
+	}
+	for _, f := range ff.Failed {
+		if f.Cause != "plain-http" || f.Host != w.up.Host() {
+			t.Errorf("%s recorded with cause %q at %q, want plain-http at %s", f.Image, f.Cause, f.Host, w.up.Host())
+		}
+	}
+
+	code, out, errOut = w.gapmirror("mirror", "--retry-failed", failed[0], "--workspace", "file://"+ws, dst)
+	all := out + errOut
+	if code != 8 {
+		t.Errorf("--retry-failed of images never resolved: exit %d, want 8", code)
+	}
+	if n := strings.Count(out, "FAILED "); n != 1 || !strings.Contains(out, head+", still missing: the run that wrote "+failed[0]) {
+		t.Errorf("want one grouped still-missing cause %q, got %d FAILED lines", head, n)
+	}
+	if !strings.Contains(out, "8 images: 0 copied, 0 already at the destination, 0 built by gapmirror, 8 failed") {
+		t.Errorf("the counts do not say the 8 images failed")
+	}
+	named := 0
+	for _, ex := range w.images[:8] {
+		n := strings.Count(all, ex.Ref)
+		if n > 1 {
+			t.Errorf("%s named %d times, want once", ex.Ref, n)
+		}
+		named += n
+	}
+	if named != 5 || !strings.Contains(out, " and 3 more\n") {
+		t.Errorf("%d of the 8 images named, want five and 3 more", named)
+	}
+	if n := strings.Count(all, "pass --src-tls-verify=false"); n != 1 {
+		t.Errorf("the fix said %d times, want once", n)
+	}
+	if m := retryAdvice.FindString(all); m != "" || !strings.Contains(out, "once fixed, run the configuration again") || strings.Contains(out, "stopped at once") {
+		t.Errorf("a retry of images never resolved: advice %q, or not to run the configuration again, or says they were stopped", m)
+	}
+
+	// A failure file an older gapmirror wrote, without cause and host:
+	// the same one group, from the recorded errors.
+	var old map[string]any
+	must(t, json.Unmarshal([]byte(readFile(t, failed[0])), &old))
+	for _, f := range old["failed"].([]any) {
+		delete(f.(map[string]any), "cause")
+		delete(f.(map[string]any), "host")
+	}
+	data, err := json.Marshal(old)
+	must(t, err)
+	must(t, os.WriteFile(failed[0], data, 0o644))
+	code, out, _ = w.gapmirror("mirror", "--retry-failed", failed[0], "--workspace", "file://"+ws, dst)
+	if n := strings.Count(out, "FAILED "); code != 8 || n != 1 || !strings.Contains(out, head+", still missing") || strings.Count(out, "pass --src-tls-verify=false") != 1 {
+		t.Errorf("a failure file without causes: exit %d, %d FAILED lines; want 8 and one grouped still-missing cause with its fix once", code, n)
+	}
+}
+
+// TestPushRefusedSaidOnce: a mirror that reads anonymously but wants
+// credentials for pushes (an nginx limit_except in front of it) refuses
+// the copy of two releases after an earlier run mirrored other images:
+// one grouped unauthorized cause whose fix is said once in all the output
+// (not again in the heading or the error line), each image named once
+// although components the releases share go to two destinations each, and
+// the held IDMS/ITMS warning naming five images and how many more, not
+// the whole list again.
+func TestPushRefusedSaidOnce(t *testing.T) {
+	cases := []struct {
+		name, fix string
+		login     *login
+	}{
+		{name: "no credentials", fix: "podman login"},
+		{name: "wrong password", fix: "check the credentials for this registry", login: &login{user: "alice", password: "wrong-Pa55"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 6, false)
+			w.pushFleet(2, 4<<10)
+			if c.login != nil {
+				c.login.host = w.dst.Host()
+				w.setAuth(*c.login)
+			}
+			ws := "file://" + filepath.Join(w.dir, "ws")
+			dst := "docker://" + w.dst.Host() + "/m"
+			if code, _, _ := w.run("mirror", "-c", w.isc(""), "--workspace", ws, dst); code != 0 {
+				t.Fatalf("the first run: exit %d", code)
+			}
+			w.dst.SetWrap(func(next http.Handler) http.Handler {
+				return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodGet && r.Method != http.MethodHead {
+						rw.Header().Set("WWW-Authenticate", `Basic realm="mirror"`)
+						rw.Header().Set("Content-Type", "application/json")
+						rw.WriteHeader(http.StatusUnauthorized)
+						_, _ = rw.Write([]byte(`{"errors":[{"code":"UNAUTHORIZED","message":"authentication required","detail":null}]}`))
+						return
+					}
+					next.ServeHTTP(rw, r)
+				})
+			})
+			var body strings.Builder
+			body.WriteString("  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n  additionalImages:\n")
+			for _, ex := range w.images {
+				body.WriteString("  - name: " + ex.Ref + "\n")
+			}
+			code, out, errOut := w.run("mirror", "-c", w.writeISC("releases.yaml", body.String()), "--workspace", ws, dst)
+			all := out + errOut
+			if code == 0 {
+				t.Fatalf("exit 0 with every push refused")
+			}
+			head := regexp.MustCompile(`FAILED (\d+) images at ` + regexp.QuoteMeta(w.dst.Host()) + ` \(unauthorized\): `)
+			if n := strings.Count(out, "FAILED "); n != 1 || !head.MatchString(out) {
+				t.Fatalf("want one grouped unauthorized cause at %s, got %d FAILED lines", w.dst.Host(), n)
+			}
+			if n := strings.Count(all, c.fix); n != 1 {
+				t.Errorf("the fix (%q) said %d times, want once", c.fix, n)
+			}
+			if n := strings.Count(all, "--authfile"); n != 1 {
+				t.Errorf("--authfile named %d times, want once (in the fix)", n)
+			}
+			// The images: two releases and their components, the two thirds
+			// 4.18.2 shares with 4.18.1 mirrored twice (one destination per
+			// release) but named once.
+			distinct := map[string]bool{}
+			for _, p := range w.payloads {
+				distinct[p.PullSpec()] = true
+				for _, comp := range p.Components {
+					distinct[comp.Image] = true
+				}
+			}
+			images, _ := strconv.Atoi(head.FindStringSubmatch(out)[1])
+			list := regexp.MustCompile(`(?m)^  (\S+[^\n]*) and (\d+) more; (\d+) more failures are these at other destinations$`).FindStringSubmatch(out)
+			if list == nil {
+				t.Fatalf("no list of five images, how many more, and how many failures are the same images again")
+			}
+			names := strings.Split(list[1], ", ")
+			more, _ := strconv.Atoi(list[2])
+			again, _ := strconv.Atoi(list[3])
+			if len(names) != 5 || len(names)+more != len(distinct) || images != len(distinct)+again || images != 14 {
+				t.Errorf("FAILED %d images naming %d, %d more and %d again; want 14 (2 releases and 12 components), the %d distinct images named once", images, len(names), more, again, len(distinct))
+			}
+			if !strings.Contains(out, "0 copied, 2 already at the destination, 0 built by gapmirror, 14 failed") {
+				t.Errorf("the counts do not say the 14 images failed")
+			}
+			for _, n := range names {
+				if !distinct[n] {
+					t.Errorf("%s listed, which is not one of the releases' images", n)
+				}
+			}
+			held := regexp.MustCompile(`(?m)^IDMS/ITMS left as the earlier run wrote them: applying new ones would drop the mirror of (\d+) failed images: (.*) and (\d+) more; once they are mirrored, the next run rewrites them$`).FindStringSubmatch(out)
+			if held == nil {
+				t.Fatalf("no held IDMS/ITMS warning naming five images and how many more")
+			}
+			heldNames := strings.Split(held[2], ", ")
+			total, _ := strconv.Atoi(held[1])
+			heldMore, _ := strconv.Atoi(held[3])
+			if len(heldNames) != 5 || total != len(distinct) || 5+heldMore != total {
+				t.Errorf("held warning: %d failed images, %d named and %d more; want %d, five named", total, len(heldNames), heldMore, len(distinct))
+			}
+			for i, n := range heldNames {
+				if !distinct[n] || slices.Contains(heldNames[:i], n) {
+					t.Errorf("held warning names %s: not a release image, or twice", n)
+				}
+			}
+		})
+	}
+}
+
 // TestAuthFileMissing: a named auth file that does not exist is an error
-// naming it (flag or $REGISTRY_AUTH_FILE), not an anonymous pull.
+// naming it (flag or $REGISTRY_AUTH_FILE), not an anonymous pull, for the
+// commands that contact registries; describe and serve --from, which
+// contact none, run.
 func TestAuthFileMissing(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(1, 4<<10)
@@ -204,6 +483,26 @@ func TestAuthFileMissing(t *testing.T) {
 	code = run(context.Background(), []string{"list", "operators", "--catalog", w.images[0].Ref}, &out, &errb)
 	if code == 0 || !strings.Contains(errb.String(), "$REGISTRY_AUTH_FILE "+missing) {
 		t.Errorf("$REGISTRY_AUTH_FILE missing: exit %d\n%s", code, errb.String())
+	}
+
+	// describe reads a directory and contacts no registry: a missing auth
+	// file, named either way, is none of its business.
+	disk := filepath.Join(w.dir, "disk")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+disk); code != 0 {
+		t.Fatalf("mirror-to-disk: exit %d", code)
+	}
+	for _, args := range [][]string{{"describe", "file://" + disk}, {"describe", "--authfile", missing, "file://" + disk}} {
+		out.Reset()
+		errb.Reset()
+		code = run(context.Background(), args, &out, &errb)
+		if code != 0 || !strings.Contains(out.String(), "intact: every chunk and blob verified") {
+			t.Errorf("%s with $REGISTRY_AUTH_FILE=%s: exit %d\n%s%s", strings.Join(args, " "), missing, code, out.String(), errb.String())
+		}
+	}
+	// Nor does serve --from: it pushes the archive into the registry it
+	// serves, with credentials of its own.
+	if s := w.serve("--root", filepath.Join(w.dir, "served"), "--address", freeAddress(t), "--from", "file://"+disk); s.code != 0 || !strings.Contains(s.out.String(), "1 image: 1 copied") {
+		t.Errorf("serve --from with $REGISTRY_AUTH_FILE=%s: exit %d\n%s%s", missing, s.code, s.out, s.errb)
 	}
 }
 
@@ -332,6 +631,71 @@ func TestProgressLines(t *testing.T) {
 	code, _, stderr = w.gapmirror("describe", "file://"+out)
 	if code != 0 || !strings.Contains(stderr, "checking archive 100% ") {
 		t.Errorf("describe: exit %d, no final checking line:\n%s", code, stderr)
+	}
+}
+
+// TestNestedCopyProgress: the copies resolution needs, the catalog image
+// into the local store and the graph image's base, each show a planning
+// line and then copying lines whose total is fixed from the first (the
+// planning pass, not a total that grows as manifests are read) and reaches
+// it; the resolving phase then resumes and ends last.
+func TestNestedCopyProgress(t *testing.T) {
+	defer func(d time.Duration) { lineEvery = d }(lineEvery)
+	lineEvery = 40 * time.Millisecond
+	w, isc := retryWorld(t)
+	w.up.SetWrap(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if strings.Contains(r.URL.Path, "/catalogs/index/blobs/") || strings.Contains(r.URL.Path, "/ubi9/ubi/blobs/") {
+				time.Sleep(100 * time.Millisecond) // longer than a line's interval
+			}
+			h.ServeHTTP(rw, r)
+		})
+	})
+	code, _, stderr := w.run("mirror", "-c", isc, "file://"+filepath.Join(w.dir, "disk"))
+	if code != 0 {
+		t.Fatalf("mirror-to-disk: exit %d", code)
+	}
+	end := strings.Index(stderr, " INFO  resolving, took ")
+	if end < 0 {
+		t.Fatalf("no end of the resolving phase")
+	}
+	// The nested copies, in order: a planning line, then copying lines.
+	var copies [][]status
+	planned := false
+	for _, s := range parseStatus(t, stderr[:end]) {
+		switch s.phase {
+		case "planning":
+			planned = true
+		case "copying":
+			if planned {
+				copies = append(copies, nil)
+				planned = false
+			}
+			if len(copies) == 0 {
+				t.Fatalf("copying lines before any planning line: %+v", s)
+			}
+			copies[len(copies)-1] = append(copies[len(copies)-1], s)
+		}
+	}
+	if len(copies) != 2 {
+		t.Fatalf("%d nested copies with a planning line while resolving, want 2 (the catalog, the graph image base)", len(copies))
+	}
+	for i, lines := range copies {
+		first, last := lines[0], lines[len(lines)-1]
+		if len(lines) < 2 || first.imagesTotal != 1 || first.totalB == 0 {
+			t.Errorf("nested copy %d: %d copying lines, the first %+v; want a line every interval, for 1 image of known size", i, len(lines), first)
+		}
+		for _, s := range lines {
+			if s.total != first.total || s.imagesTotal != first.imagesTotal {
+				t.Errorf("nested copy %d: the total changed from %s to %s", i, first.total, s.total)
+			}
+		}
+		if last.done != last.total || last.images != 1 {
+			t.Errorf("nested copy %d: the last line does not reach its total: %+v", i, last)
+		}
+	}
+	if rest := parseStatus(t, stderr[end:]); len(rest) == 0 || rest[0].phase != "resolving" {
+		t.Errorf("the resolving phase does not end after the nested copies")
 	}
 }
 

@@ -170,9 +170,6 @@ func (g *globalFlags) runLogger(ws, mode string) (*slog.Logger, *runLog, error) 
 	if g.quiet {
 		lvl = slog.LevelError
 	}
-	if err := g.checkAuthFile(); err != nil {
-		return nil, nil, err
-	}
 	var w io.Writer = g.stderr
 	if g.bar() {
 		g.term = mirror.NewTerminal(g.stderr)
@@ -193,6 +190,8 @@ func (g *globalFlags) runLogger(ws, mode string) (*slog.Logger, *runLog, error) 
 
 // checkAuthFile refuses an --authfile (or $REGISTRY_AUTH_FILE) that does
 // not exist: containers/image would pull anonymously and fail much later.
+// Only commands that contact registries ask (upstream, mirror): describe
+// reads a directory and needs none.
 func (g *globalFlags) checkAuthFile() error {
 	p, from := g.authFile, "--authfile"
 	if p == "" {
@@ -228,11 +227,19 @@ func (g *globalFlags) side(verify types.OptionalBool, certDir string, creds *cre
 	return o, err
 }
 
+// upstream and mirror are the options of registries a command contacts,
+// with the auth file checked.
 func (g *globalFlags) upstream() (mirror.RegistryOptions, error) {
+	if err := g.checkAuthFile(); err != nil {
+		return mirror.RegistryOptions{}, err
+	}
 	return g.side(g.srcTLSVerify, g.srcCertDir, &g.src, "src")
 }
 
 func (g *globalFlags) mirror() (mirror.RegistryOptions, error) {
+	if err := g.checkAuthFile(); err != nil {
+		return mirror.RegistryOptions{}, err
+	}
 	return g.side(g.destTLSVerify, g.destCertDir, &g.dest, "dest")
 }
 

@@ -169,7 +169,10 @@ func checkPushInputs(g *globalFlags, from string) (*pushInputs, error) {
 	if p.storeDir, err = g.storeDir(); err != nil {
 		return nil, err
 	}
-	if p.upstream, err = g.upstream(); err != nil {
+	// The push reads the archive and writes to the served registry with
+	// credentials of its own: no upstream is contacted, so the auth file
+	// is not checked.
+	if p.upstream, err = g.side(g.srcTLSVerify, g.srcCertDir, &g.src, "src"); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -79,15 +79,15 @@ func TestTokenAuth(t *testing.T) {
 	}
 	// A wrong upstream password fails the images the same way.
 	w.setAuth(login{w.up.Host(), "puller", "wrong-" + upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
-	code, _, stderr = run("mirror", "-c", isc, "--workspace", ws, m2m)
-	if code == 0 || !strings.Contains(stderr, w.up.Host()) || !strings.Contains(stderr, "--authfile") {
-		t.Errorf("wrong upstream password: exit %d, stderr:\n%s", code, stderr)
+	code, stdout, stderr := run("mirror", "-c", isc, "--workspace", ws, m2m)
+	if code == 0 || !strings.Contains(stderr, w.up.Host()) || !strings.Contains(stdout, "--authfile") {
+		t.Errorf("wrong upstream password: exit %d, stdout:\n%s", code, stdout)
 	}
 	// A pull-only mirror account may not push.
 	w.setAuth(up, login{w.dst.Host(), "viewer", dstView, ""})
-	code, _, stderr = run("mirror", "-c", isc, "--workspace", ws, m2m)
-	if code == 0 || !strings.Contains(stderr, "denied") || !strings.Contains(stderr, w.dst.Host()) || !strings.Contains(stderr, "--authfile") {
-		t.Errorf("pull-only mirror account: exit %d, stderr:\n%s", code, stderr)
+	code, stdout, stderr = run("mirror", "-c", isc, "--workspace", ws, m2m)
+	if code == 0 || !strings.Contains(stderr, "denied") || !strings.Contains(stderr, w.dst.Host()) || !strings.Contains(stdout, "--authfile") {
+		t.Errorf("pull-only mirror account: exit %d, stdout:\n%s", code, stdout)
 	}
 	if _, err := w.dst.ManifestDigest("m2m/"+im[0].Repo, im[0].Tag); err == nil {
 		t.Errorf("%s reached the mirror without the right credentials", im[0].Ref)
@@ -126,7 +126,7 @@ func TestTokenAuth(t *testing.T) {
 	// account cannot, says so and deletes nothing; the admin can.
 	kept := w.iscOf("kept.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}, entry{name: im[2].Ref})
 	w.setAuth(up, login{w.dst.Host(), "viewer", dstView, ""})
-	code, stdout, _ := run("mirror", "-c", kept, "--workspace", ws, "--prune", m2m)
+	code, stdout, _ = run("mirror", "-c", kept, "--workspace", ws, "--prune", m2m)
 	if code == 0 || !strings.Contains(stdout, "denied") || !strings.Contains(stdout, "--authfile") {
 		t.Errorf("prune as a pull-only account: exit %d, stdout:\n%s", code, stdout)
 	}

@@ -56,8 +56,8 @@ func TestAnonymous404(t *testing.T) {
 	w.setAuth(login{w.dst.Host(), "admin", dstAdmin, ""})
 	var stderr string
 	code, stdout, stderr = w.gapmirror("mirror", "-c", isc, "file://"+filepath.Join(w.dir, "anon"))
-	if code == 0 || !strings.Contains(stdout, w.images[0].Repo) || !strings.Contains(stderr, "--authfile") {
-		t.Errorf("without credentials: exit %d, stderr:\n%s", code, stderr)
+	if code == 0 || !strings.Contains(stdout, w.images[0].Repo) || !strings.Contains(stdout, "--authfile") {
+		t.Errorf("without credentials: exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
 
