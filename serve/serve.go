@@ -8,7 +8,6 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -24,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
@@ -247,8 +247,8 @@ func (s *Server) start(ctx context.Context, ln net.Listener, cfg *configuration.
 // on, and image indexes accepted without all their platforms (gapmirror
 // mirrors chosen platforms of an index). Both go through
 // configuration.Parse, so that every default it sets applies (the catalog's
-// and tag list's page limits: left at zero, /v2/_catalog lists nothing)
-// and so do distribution's REGISTRY_* environment overrides.
+// and tag list's page limits: left at zero, /v2/_catalog lists nothing),
+// and so do environment overrides, named with EnvPrefix.
 func (s *Server) configuration() (*configuration.Configuration, error) {
 	cfg, source, err := parseConfiguration(s.opts.Root, s.opts.RegistryConfig)
 	if err != nil {
@@ -257,7 +257,7 @@ func (s *Server) configuration() (*configuration.Configuration, error) {
 	if len(cfg.Auth) > 0 {
 		what := "remove the auth section"
 		if s.opts.RegistryConfig == "" {
-			what = "unset the REGISTRY_AUTH* environment variables"
+			what = "unset the " + EnvPrefix + "_AUTH* environment variables"
 		}
 		return nil, fmt.Errorf("%s: auth (%s): gapmirror serve does the auth itself: %s and use --htpasswd", source, cfg.Auth.Type(), what)
 	}
@@ -299,10 +299,51 @@ func parseConfiguration(root, file string) (cfg *configuration.Configuration, so
 			return nil, source, err
 		}
 	}
-	if cfg, err = configuration.Parse(bytes.NewReader(data)); err != nil {
+	cfg = new(configuration.Configuration)
+	if err = configParser().Parse(data, cfg); err != nil {
 		return nil, source, fmt.Errorf("%s: %w", source, err)
 	}
 	return cfg, source, nil
+}
+
+// EnvPrefix starts the environment variables that override the registry's
+// configuration (GAPMIRRORSERVE_STORAGE_S3_SECRETKEY, ...): distribution
+// reads REGISTRY_*, but REGISTRY_AUTH_FILE is the containers tools' auth
+// file, which gapmirror's users set, and read as the registry's auth.file
+// it stopped serve from starting. One word: the parser takes what follows
+// the first underscore as the configuration path.
+const EnvPrefix = "GAPMIRRORSERVE"
+
+// configParser parses a configuration file as configuration.Parse does
+// (the defaults it sets, version 0.1), with EnvPrefix for the overrides.
+func configParser() *configuration.Parser {
+	return configuration.NewParser(EnvPrefix, []configuration.VersionedParseInfo{{
+		Version: configuration.MajorMinorVersion(0, 1),
+		ParseAs: reflect.TypeFor[configuration.Configuration](),
+		ConversionFunc: func(c any) (any, error) {
+			cfg := c.(*configuration.Configuration)
+			if cfg.Log.Level == "" {
+				cfg.Log.Level = cfg.Loglevel
+				if cfg.Log.Level == "" {
+					cfg.Log.Level = "info"
+				}
+			}
+			cfg.Loglevel = ""
+			if cfg.Catalog.MaxEntries <= 0 {
+				cfg.Catalog.MaxEntries = 1000
+			}
+			if cfg.Tags.MaxTags < 0 {
+				return nil, errors.New("tags.maxtags must not be negative")
+			}
+			if cfg.Tags.MaxTags == 0 {
+				cfg.Tags.MaxTags = 1000
+			}
+			if cfg.Storage.Type() == "" {
+				return nil, errors.New("no storage configuration provided")
+			}
+			return cfg, nil
+		},
+	}})
 }
 
 // defaultConfiguration is the configuration file of a registry without

@@ -181,3 +181,34 @@ func TestCheckHtpasswd(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigurationEnvironment: the containers tools' REGISTRY_AUTH_FILE
+// (which gapmirror's users set) does not reach the registry's
+// configuration; overrides go by EnvPrefix, and the defaults of a parsed
+// file apply.
+func TestConfigurationEnvironment(t *testing.T) {
+	t.Setenv("REGISTRY_AUTH_FILE", filepath.Join(t.TempDir(), "auth.json"))
+	t.Setenv(EnvPrefix+"_CATALOG_MAXENTRIES", "7")
+	root := t.TempDir()
+	cfg, _, err := parseConfiguration(root, "")
+	if err != nil {
+		t.Fatalf("default configuration with REGISTRY_AUTH_FILE set: %v", err)
+	}
+	if len(cfg.Auth) != 0 || cfg.Catalog.MaxEntries != 7 || cfg.Tags.MaxTags != 1000 || cfg.Log.Level != "info" {
+		t.Errorf("auth %v, catalog %d, tags %d, log %q; want no auth, 7 (from the environment), 1000, info",
+			cfg.Auth, cfg.Catalog.MaxEntries, cfg.Tags.MaxTags, cfg.Log.Level)
+	}
+	file := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(file, []byte("version: 0.1\nstorage:\n  inmemory: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _, err = parseConfiguration(root, file); err != nil || cfg.Storage.Type() != "inmemory" || cfg.Catalog.MaxEntries != 7 {
+		t.Errorf("--registry-config: %v, %+v", err, cfg)
+	}
+	if err := os.WriteFile(file, []byte("version: 0.1\nlog: {level: debug}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err = parseConfiguration(root, file); err == nil || !strings.Contains(err.Error(), "storage") {
+		t.Errorf("a configuration without storage: %v, want an error naming the storage", err)
+	}
+}
