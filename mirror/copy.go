@@ -25,8 +25,10 @@ type Options struct {
 	ParallelImages int
 	// ParallelLayers is how many blobs of one image are copied at once (default 6).
 	ParallelLayers int
-	// ParallelBlobs is how many blobs the whole copy transfers at once
-	// (default 2 × ParallelImages); the largest waiting blob goes first.
+	// ParallelBlobs is how many blobs are transferred at once between one
+	// source registry and the destination (default 2 × ParallelImages, at
+	// most ParallelImages × ParallelLayers); large blobs go largest first,
+	// and a quarter of the slots is kept for small ones (see blobLane).
 	ParallelBlobs int
 	// Retries is how often a failed manifest or blob transfer is retried
 	// with exponential backoff (default 5; negative: none).
@@ -50,7 +52,7 @@ func (o Options) withDefaults() Options {
 		o.ParallelLayers = 6
 	}
 	if o.ParallelBlobs <= 0 {
-		o.ParallelBlobs = 2 * o.ParallelImages
+		o.ParallelBlobs = min(2*o.ParallelImages, o.ParallelImages*o.ParallelLayers)
 	}
 	if o.Retries == 0 {
 		o.Retries = 5
@@ -112,7 +114,7 @@ func (r *Result) Err() error {
 // before the destination is asked to keep it.
 func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
 	opts = opts.withDefaults()
-	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, slots: newBlobSlots(opts.ParallelBlobs), tally: newTally(opts.Totals)}
+	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, lanes: map[string]*blobLane{}, tally: newTally(opts.Totals)}
 	start := time.Now()
 	res := &Result{}
 	var mu sync.Mutex
@@ -162,9 +164,8 @@ type copier struct {
 	dst  Destination
 	opts Options
 
-	slots *blobSlots // every blob transfer of the copy queues here
-
 	mu        sync.Mutex
+	lanes     map[string]*blobLane // blob transfers queue here, by source and destination registry
 	flights   map[digest.Digest]*flight
 	reuses    map[string]*flight // by destination repository@digest
 	locations map[digest.Digest]string
@@ -398,10 +399,11 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 			c.counted(img, desc, BlobFound)
 			return nil
 		}
-		if err := c.slots.acquire(ctx, desc.Size); err != nil {
+		lane := c.lane(img)
+		if err := lane.acquire(ctx, desc.Size); err != nil {
 			return err
 		}
-		defer c.slots.release()
+		defer lane.release(desc.Size)
 		c.opts.Progress.AddTotal(desc.Size)
 		rc, err := c.src.Blob(ctx, img, desc)
 		var missing *MissingBlobError
