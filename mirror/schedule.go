@@ -3,7 +3,12 @@ package mirror
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/imageset"
 )
@@ -176,6 +181,214 @@ func (l *blobLane) release(size int64) {
 	l.grant()
 }
 
+// schedule is a planned copy's blob transfers, queued for all its images
+// at once: each distinct blob of the plan once, for the first image that
+// needs it (its owner), in the lane of that image's registries. An image
+// is handed to the copy's image workers (ready) once every scheduled
+// transfer it waits on has ended; its worker then pushes its manifests,
+// mounting the blobs other images brought into its repository. So image
+// workers never wait for bytes, and a small image is not held up by the
+// large layers of the images ahead of it in the set.
+//
+// What it keeps per image is a counter and a failure; per blob, the images
+// needing it. Goroutines run only for transfers holding a slot.
+type schedule struct {
+	images  []imageset.Image
+	pending []atomic.Int32 // scheduled transfers each image waits on
+	ready   chan int       // images (indices) whose transfers have ended
+	left    atomic.Int64   // images not yet handed out
+	blobs   map[digest.Digest]*scheduled
+
+	mu     sync.Mutex
+	failed map[int32]error // images whose own scheduled transfer failed
+}
+
+// scheduled is one blob transfer of the schedule.
+type scheduled struct {
+	desc ocispec.Descriptor
+	lane *blobLane // of the first image's registries
+	deps []int32   // the images waiting on it, in set order
+	f    *flight
+	// owner is the image it is transferred for: the first of deps that
+	// has not failed when the transfer starts.
+	owner atomic.Int32
+	// claimed: the owner's worker has taken the transfer as its own
+	// (counted once, by the transfer).
+	claimed atomic.Bool
+}
+
+// errNotNeeded ends a scheduled transfer whose images all failed already.
+var errNotNeeded = errors.New("not transferred: every image needing it failed")
+
+// schedule hands out the images of set in the order the copy may start
+// them. Without a plan, that is every image, in set order, each moving its
+// blobs in its own turn (as a plain Copy does). With one (the blobs of each
+// image by destination, as copyPlanned read them), the transfers of those
+// blobs are queued at once, and an image comes out when they have ended.
+// Images whose endpoints hold state per image while its blobs move (a
+// containers/image connection) keep moving their blobs in their own turn,
+// so that a run never holds one such connection per image at once.
+func (c *copier) schedule(ctx context.Context, set *imageset.Set, planned map[string][]ocispec.Descriptor) <-chan int {
+	n := len(set.Images)
+	s := &schedule{images: set.Images, ready: make(chan int, n)}
+	s.left.Store(int64(n))
+	if n == 0 {
+		close(s.ready)
+		return s.ready
+	}
+	var order []*scheduled
+	if len(planned) > 0 {
+		s.pending = make([]atomic.Int32, n)
+		s.blobs = map[digest.Digest]*scheduled{}
+		for i, img := range set.Images {
+			descs := planned[img.Destination]
+			if len(descs) == 0 || c.holdsImage(img) {
+				continue
+			}
+			var lane *blobLane
+			for _, d := range descs {
+				b := s.blobs[d.Digest]
+				if b == nil {
+					if lane == nil {
+						lane = c.lane(img)
+					}
+					b = &scheduled{desc: d, lane: lane, f: &flight{done: make(chan struct{})}}
+					b.owner.Store(int32(i))
+					s.blobs[d.Digest] = b
+					order = append(order, b)
+				}
+				if last := len(b.deps) - 1; last >= 0 && b.deps[last] == int32(i) {
+					continue // the image names it twice (two instances of an index)
+				}
+				b.deps = append(b.deps, int32(i))
+				s.pending[i].Add(1)
+			}
+		}
+		c.mu.Lock()
+		for _, b := range order {
+			c.flights[b.desc.Digest] = b.f // images outside the schedule wait on it
+		}
+		c.mu.Unlock()
+		c.sched = s
+	}
+	for i := range set.Images {
+		if s.pending == nil || s.pending[i].Load() == 0 {
+			s.hand(i)
+		}
+	}
+	lanes := map[*blobLane]bool{}
+	for _, b := range order {
+		b.lane.add(b.desc.Size, func() { c.run(ctx, s, b) })
+		lanes[b.lane] = true
+	}
+	for lane := range lanes {
+		lane.dispatch()
+	}
+	return s.ready
+}
+
+// hand gives image i to the image workers.
+func (s *schedule) hand(i int) {
+	s.ready <- i
+	if s.left.Add(-1) == 0 {
+		close(s.ready)
+	}
+}
+
+// failure is the error of image i's own scheduled transfer, if one failed.
+func (s *schedule) failure(i int) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed[int32(i)]
+}
+
+// run is the scheduled transfer b, holding a slot of its lane. It is made
+// for the first image needing it that has not failed yet (the blob goes
+// into that image's repository, and the others mount it from there), and
+// not made when every such image failed or the registries it would use
+// already failed for good.
+func (c *copier) run(ctx context.Context, s *schedule, b *scheduled) {
+	err := ctx.Err()
+	if err == nil {
+		s.mu.Lock()
+		err = errNotNeeded
+		for _, i := range b.deps {
+			if s.failed[i] == nil {
+				b.owner.Store(i)
+				err = nil
+				break
+			}
+		}
+		s.mu.Unlock()
+	}
+	owner := s.images[b.owner.Load()]
+	if err == nil {
+		err = c.stopped(owner)
+	}
+	skipped := err != nil
+	if skipped {
+		b.lane.release(b.desc.Size)
+	} else {
+		err = c.transfer(ctx, owner, b.desc, b.lane)
+	}
+	f := b.f
+	f.err, f.cancelled = err, skipped || ctx.Err() != nil
+	if err != nil {
+		c.mu.Lock()
+		if c.flights[b.desc.Digest] == f {
+			delete(c.flights, b.desc.Digest) // let another image try again
+		}
+		c.mu.Unlock()
+		if !skipped {
+			c.breaker.trip(err)
+			s.mu.Lock()
+			if s.failed == nil {
+				s.failed = map[int32]error{}
+			}
+			if i := b.owner.Load(); s.failed[i] == nil {
+				s.failed[i] = err
+			}
+			s.mu.Unlock()
+		}
+	}
+	close(f.done)
+	for _, i := range b.deps {
+		if s.pending[i].Add(-1) == 0 {
+			s.hand(int(i))
+		}
+	}
+}
+
+// claim takes the scheduled transfer of desc as img's own when img is its
+// owner and has not taken it yet: ok, and the transfer's outcome. A
+// transfer skipped (not tried) is not img's to report: img then moves the
+// blob as any image would.
+func (c *copier) claim(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (ok bool, err error) {
+	s := c.sched
+	if s == nil {
+		return false, nil
+	}
+	b := s.blobs[desc.Digest]
+	if b == nil {
+		return false, nil
+	}
+	select {
+	case <-b.f.done: // the owner is settled
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+	if s.images[b.owner.Load()].Destination != img.Destination || !b.claimed.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	if b.f.err != nil && b.f.cancelled && ctx.Err() == nil {
+		return false, nil
+	}
+	return true, b.f.err
+}
+
 // lane is the queue of blob transfers between img's source registry and
 // its destination registry (one lane where either side is local).
 func (c *copier) lane(img imageset.Image) *blobLane {
@@ -189,4 +402,29 @@ func (c *copier) lane(img imageset.Image) *blobLane {
 		c.lanes[key] = l
 	}
 	return l
+}
+
+// holdsImage reports whether moving img's blobs opens state its endpoints
+// keep until the image is done (a containers/image source or destination,
+// where the run's shared clients do not reach: see Registry.sharedClient).
+func (c *copier) holdsImage(img imageset.Image) bool {
+	src, dst := c.endpoints()
+	switch s := src.(type) {
+	case *Registry:
+		if cl, _ := s.pullClient(img); cl == nil {
+			return true
+		}
+	case builtSource:
+		if r, ok := s.Source.(*Registry); ok && !s.local(img) {
+			if cl, _ := r.pullClient(img); cl == nil {
+				return true
+			}
+		}
+	}
+	if r, ok := dst.(*Registry); ok {
+		if cl, _ := r.pushClient(img); cl == nil {
+			return true
+		}
+	}
+	return false
 }
