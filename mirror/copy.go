@@ -21,12 +21,18 @@ import (
 
 // Options tune a copy.
 type Options struct {
-	// ParallelImages is how many images are copied at once (default 8).
+	// ParallelImages is how many images are copied at once (default 8):
+	// checked at the destination, their manifests read and pushed. In a
+	// planned copy (copyPlanned) the transfers of their blobs do not wait
+	// for an image's turn: they are all queued up front (see schedule).
 	ParallelImages int
-	// ParallelLayers is how many blobs of one image are copied at once (default 6).
+	// ParallelLayers is how many blobs of one image are copied at once
+	// (default 6) where an image moves its blobs in its own turn.
 	ParallelLayers int
-	// ParallelBlobs is how many blobs the whole copy transfers at once
-	// (default 2 × ParallelImages); the largest waiting blob goes first.
+	// ParallelBlobs is how many blobs are transferred at once between one
+	// source registry and the destination (default 2 × ParallelImages, at
+	// most ParallelImages × ParallelLayers); large blobs go largest first,
+	// and a quarter of the slots is kept for small ones (see blobLane).
 	ParallelBlobs int
 	// Retries is how often a failed manifest or blob transfer is retried
 	// with exponential backoff (default 5; negative: none).
@@ -50,7 +56,7 @@ func (o Options) withDefaults() Options {
 		o.ParallelLayers = 6
 	}
 	if o.ParallelBlobs <= 0 {
-		o.ParallelBlobs = 2 * o.ParallelImages
+		o.ParallelBlobs = min(2*o.ParallelImages, o.ParallelImages*o.ParallelLayers)
 	}
 	if o.Retries == 0 {
 		o.Retries = 5
@@ -111,42 +117,56 @@ func (r *Result) Err() error {
 // reuse (mount) it. Every manifest and blob is verified against its digest
 // before the destination is asked to keep it.
 func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
+	return copySet(ctx, set, src, dst, opts, nil)
+}
+
+// copySet is Copy; planned, when not nil, holds the blobs of each image
+// (by destination) a planning pass found to copy, whose transfers are then
+// scheduled all at once (see schedule).
+func copySet(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options, planned map[string][]ocispec.Descriptor) *Result {
 	opts = opts.withDefaults()
-	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, slots: newBlobSlots(opts.ParallelBlobs), tally: newTally(opts.Totals)}
+	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, lanes: map[string]*blobLane{}, tally: newTally(opts.Totals)}
 	start := time.Now()
 	res := &Result{}
 	var mu sync.Mutex
-	sem := make(chan struct{}, opts.ParallelImages)
 	var wg sync.WaitGroup
 	opts.Progress.Phase("copying", len(set.Images)-set.Signatures(), opts.Totals)
 	if e, ok := dst.(expecter); ok {
 		e.Expect(set)
 	}
-	for _, img := range set.Images {
+	ready := c.schedule(ctx, set, planned)
+	work := func(img imageset.Image, err error) {
+		var skipped bool
+		if err == nil {
+			skipped, err = c.image(ctx, img)
+		}
+		c.breaker.trip(err)
+		if d, ok := dst.(imageDone); ok {
+			d.ImageDone(img)
+		}
+		if s, ok := src.(imageDone); ok {
+			s.ImageDone(img)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			res.Failed = append(res.Failed, Failure{Image: img, Err: fmt.Errorf("%s (%s): %w", img.Origin, img.Destination, err)})
+		case skipped:
+			res.Skipped = append(res.Skipped, img)
+		default:
+			res.Copied = append(res.Copied, img)
+		}
+		c.settled(img, skipped, err)
+	}
+	for range min(opts.ParallelImages, len(set.Images)) {
 		wg.Add(1)
-		sem <- struct{}{}
-		go func(img imageset.Image) {
-			defer func() { <-sem; wg.Done() }()
-			skipped, err := c.image(ctx, img)
-			c.breaker.trip(err)
-			if d, ok := dst.(imageDone); ok {
-				d.ImageDone(img)
+		go func() {
+			defer wg.Done()
+			for i := range ready {
+				work(set.Images[i], c.sched.failure(i))
 			}
-			if s, ok := src.(imageDone); ok {
-				s.ImageDone(img)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				res.Failed = append(res.Failed, Failure{Image: img, Err: fmt.Errorf("%s (%s): %w", img.Origin, img.Destination, err)})
-			case skipped:
-				res.Skipped = append(res.Skipped, img)
-			default:
-				res.Copied = append(res.Copied, img)
-			}
-			c.settled(img, skipped, err)
-		}(img)
+		}()
 	}
 	wg.Wait()
 	res.Blobs, res.Bytes, res.Reused, res.Retries = c.blobs.Load(), c.bytes.Load(), c.reused.Load(), c.retries.Load()
@@ -162,9 +182,12 @@ type copier struct {
 	dst  Destination
 	opts Options
 
-	slots *blobSlots // every blob transfer of the copy queues here
+	// sched is a planned copy's blob transfers (nil: none scheduled); set
+	// before the image workers start.
+	sched *schedule
 
 	mu        sync.Mutex
+	lanes     map[string]*blobLane // blob transfers queue here, by source and destination registry
 	flights   map[digest.Digest]*flight
 	reuses    map[string]*flight // by destination repository@digest
 	locations map[digest.Digest]string
@@ -317,6 +340,9 @@ func refusedSparse(err error) bool {
 // blob makes desc available to img at the destination, transferring it
 // only if no other image of this copy is doing or has done so.
 func (c *copier) blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) error {
+	if ok, err := c.claim(ctx, img, desc); ok {
+		return err // the schedule transferred it for img (and counted it)
+	}
 	for {
 		c.mu.Lock()
 		f := c.flights[desc.Digest]
@@ -324,7 +350,7 @@ func (c *copier) blob(ctx context.Context, img imageset.Image, desc ocispec.Desc
 			f = &flight{done: make(chan struct{})}
 			c.flights[desc.Digest] = f
 			c.mu.Unlock()
-			f.err = c.transfer(ctx, img, desc)
+			f.err = c.transfer(ctx, img, desc, nil)
 			f.cancelled = ctx.Err() != nil
 			if f.err != nil {
 				c.mu.Lock()
@@ -364,7 +390,7 @@ func (c *copier) reuse(ctx context.Context, img imageset.Image, desc ocispec.Des
 		f = &flight{done: make(chan struct{})}
 		c.reuses[key] = f
 		c.mu.Unlock()
-		f.err = c.transfer(ctx, img, desc)
+		f.err = c.transfer(ctx, img, desc, nil)
 		if f.err != nil {
 			c.mu.Lock()
 			delete(c.reuses, key)
@@ -383,11 +409,23 @@ func (c *copier) reuse(ctx context.Context, img imageset.Image, desc ocispec.Des
 		c.reused.Add(1)
 		return nil
 	}
-	return c.transfer(ctx, img, desc) // the first failed: try on our own
+	return c.transfer(ctx, img, desc, nil) // the first failed: try on our own
 }
 
-func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) error {
+// transfer makes desc available to img at the destination: found or
+// mounted there, else read from the source and written, holding a slot of
+// img's lane while the bytes move. held is the lane whose slot the caller
+// holds (a scheduled transfer; nil: none), which serves the first attempt
+// and is released here.
+func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.Descriptor, held *blobLane) error {
 	return c.retry(ctx, func() error {
+		slot := held
+		held = nil
+		defer func() {
+			if slot != nil {
+				slot.release(desc.Size)
+			}
+		}()
 		has, err := c.dst.HasBlob(ctx, img, desc)
 		if err != nil {
 			return fmt.Errorf("checking blob %s at the destination: %w", desc.Digest, err)
@@ -398,10 +436,13 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 			c.counted(img, desc, BlobFound)
 			return nil
 		}
-		if err := c.slots.acquire(ctx, desc.Size); err != nil {
-			return err
+		if slot == nil {
+			lane := c.lane(img)
+			if err := lane.acquire(ctx, desc.Size); err != nil {
+				return err
+			}
+			slot = lane
 		}
-		defer c.slots.release()
 		c.opts.Progress.AddTotal(desc.Size)
 		rc, err := c.src.Blob(ctx, img, desc)
 		var missing *MissingBlobError

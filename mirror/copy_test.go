@@ -166,8 +166,14 @@ func descOf(b []byte) ocispec.Descriptor {
 // TestSharedBlobSurvivesOtherImageFailure: image A transfers a blob that B
 // also needs, then fails on a blob of its own, which cancels A's transfers.
 // B, waiting on the shared blob, must transfer it itself rather than fail
-// with A's cancellation.
+// with A's cancellation. In a planned copy, where the shared blob's
+// transfer belongs to no image's turn, B gets it all the same.
 func TestSharedBlobSurvivesOtherImageFailure(t *testing.T) {
+	t.Run("Copy", func(t *testing.T) { sharedBlobSurvivesOtherImageFailure(t, Copy) })
+	t.Run("copyPlanned", func(t *testing.T) { sharedBlobSurvivesOtherImageFailure(t, copyPlanned) })
+}
+
+func sharedBlobSurvivesOtherImageFailure(t *testing.T, copyAll func(context.Context, *imageset.Set, Source, Destination, Options) *Result) {
 	up := registrytest.Start(t, registrytest.Options{})
 	base := imagebuilder.RandomLayer(1, 256<<10)
 	a, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{base, imagebuilder.RandomLayer(2, 8<<10)}})
@@ -209,7 +215,7 @@ func TestSharedBlobSurvivesOtherImageFailure(t *testing.T) {
 	}
 	src := NewUpstream(testOptions(t))
 	defer src.Close()
-	res := Copy(context.Background(), set, src, store.Destination(), Options{ParallelImages: 2, Retries: -1})
+	res := copyAll(context.Background(), set, src, store.Destination(), Options{ParallelImages: 2, Retries: -1})
 	if len(res.Failed) != 1 || res.Failed[0].Image.Destination != "ns/a:v1" {
 		t.Fatalf("failed = %v, want only ns/a:v1", res.Failed)
 	}

@@ -359,7 +359,13 @@ func (b *breaker) check(hosts ...string) error {
 // stopped is the copier's hook before an image: its source or destination
 // registry already failed for good.
 func (c *copier) stopped(img imageset.Image) error {
-	var hosts []string
+	from, to := c.hosts(img)
+	return c.breaker.check(from, to)
+}
+
+// endpoints are the copy's source and destination without the planning
+// pass's wrappers.
+func (c *copier) endpoints() (Source, Destination) {
 	src, dst := c.src, c.dst
 	if p, ok := src.(*plannedSource); ok {
 		src = p.unwrap()
@@ -367,18 +373,25 @@ func (c *copier) stopped(img imageset.Image) error {
 	if p, ok := dst.(*plannedDestination); ok {
 		dst = p.unwrap()
 	}
+	return src, dst
+}
+
+// hosts are the registries img is copied from and to ("" for a local side:
+// the store, an archive, a layout).
+func (c *copier) hosts(img imageset.Image) (from, to string) {
+	src, dst := c.endpoints()
 	switch s := src.(type) {
 	case *Registry:
-		hosts = append(hosts, refHost(s.Name(img)))
+		from = refHost(s.Name(img))
 	case builtSource:
 		if r, ok := s.Source.(*Registry); ok && !s.local(img) {
-			hosts = append(hosts, refHost(r.Name(img)))
+			from = refHost(r.Name(img))
 		}
 	}
 	if r, ok := dst.(*Registry); ok {
-		hosts = append(hosts, refHost(r.Name(img)))
+		to = refHost(r.Name(img))
 	}
-	return c.breaker.check(hosts...)
+	return from, to
 }
 
 // Message is err as the admin reads it: each part once (wrapping often

@@ -3,87 +3,428 @@ package mirror
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/gapmirror/gapmirror/imageset"
 )
 
-// blobSlots is the one queue every blob transfer of a copy waits in: a
-// bounded number run at once, and a free slot goes to the largest blob
-// waiting, so the long transfers start early and the run's wall time
-// approaches the larger of bytes ÷ bandwidth and requests ÷ request rate.
-// Manifests and existence checks do not queue here: an image whose blobs
-// are in place pushes its manifest without waiting behind other images'
-// layers.
-type blobSlots struct {
-	mu      sync.Mutex
-	free    int
-	waiting waiters
-	seq     int64
+// largeBlob is the size from which a blob's transfer time is its bytes
+// rather than its requests: such blobs start largest first, so the long
+// transfers do not end the run. Below it, the order of the bytes changes
+// nothing of a run's length, and blobs start in the order of their images,
+// so that images finish (their manifests pushed) one after the other.
+const largeBlob = 1 << 20
+
+// blobLane is the bounded queue the blob transfers between one source
+// registry and one destination wait in (see copier.lane): a bounded number
+// run at once. A free slot goes to the largest large blob waiting, up to
+// maxLarge of them at once; the slots left are kept for small blobs, which
+// start first come first served. So large blobs start first and small
+// images do not wait behind them, and a run's wall time approaches the
+// larger of bytes ÷ bandwidth and requests ÷ request rate. Manifests and
+// existence checks do not queue here at all.
+//
+// Two kinds of entries wait: a goroutine blocked in acquire (urgent: an
+// image worker moving a blob in its image's turn, or a transfer trying
+// again, which other images already wait on; these go before the
+// transfers scheduled up front), and a scheduled transfer (add), which
+// costs no goroutine until its slot is free and then runs in a new one.
+type blobLane struct {
+	mu       sync.Mutex
+	free     int
+	large    int // large blobs transferring
+	maxLarge int
+	big      laneQueue // large blobs: largest first
+	small    laneQueue // small blobs: first come first served
+	seq      int64
 }
 
-func newBlobSlots(n int) *blobSlots { return &blobSlots{free: n} }
-
-type waiter struct {
-	size  int64
-	seq   int64 // first come first served among equal sizes
-	ready chan struct{}
-	index int
+func newBlobLane(n int) *blobLane {
+	n = max(n, 1)
+	return &blobLane{free: n, maxLarge: max(n-max(n/4, 1), 1), big: laneQueue{bySize: true}}
 }
 
-type waiters []*waiter
+type laneEntry struct {
+	size   int64
+	urgent bool
+	seq    int64 // first come first served among equals
+	ready  chan struct{}
+	start  func() // a scheduled transfer; it releases its slot when done
+	index  int
+}
 
-func (w waiters) Len() int { return len(w) }
-func (w waiters) Less(i, j int) bool {
-	if w[i].size != w[j].size {
-		return w[i].size > w[j].size
+type laneQueue struct {
+	bySize bool
+	items  []*laneEntry
+}
+
+func (q *laneQueue) Len() int { return len(q.items) }
+func (q *laneQueue) Less(i, j int) bool {
+	a, b := q.items[i], q.items[j]
+	if a.urgent != b.urgent {
+		return a.urgent
 	}
-	return w[i].seq < w[j].seq
+	if q.bySize && a.size != b.size {
+		return a.size > b.size
+	}
+	return a.seq < b.seq
 }
-func (w waiters) Swap(i, j int) { w[i], w[j] = w[j], w[i]; w[i].index = i; w[j].index = j }
-func (w *waiters) Push(x any)   { x.(*waiter).index = len(*w); *w = append(*w, x.(*waiter)) }
-func (w *waiters) Pop() any {
-	old := *w
-	x := old[len(old)-1]
-	*w = old[:len(old)-1]
-	x.index = -1
-	return x
+func (q *laneQueue) Swap(i, j int) {
+	q.items[i], q.items[j] = q.items[j], q.items[i]
+	q.items[i].index, q.items[j].index = i, j
+}
+func (q *laneQueue) Push(x any) {
+	e := x.(*laneEntry)
+	e.index = len(q.items)
+	q.items = append(q.items, e)
+}
+func (q *laneQueue) Pop() any {
+	old := q.items
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	q.items = old[:len(old)-1]
+	e.index = -1
+	return e
 }
 
-// acquire waits for a slot for a blob of size bytes.
-func (s *blobSlots) acquire(ctx context.Context, size int64) error {
-	s.mu.Lock()
-	if s.free > 0 && len(s.waiting) == 0 {
-		s.free--
-		s.mu.Unlock()
-		return nil
+func (l *blobLane) queue(size int64) *laneQueue {
+	if size >= largeBlob {
+		return &l.big
 	}
-	s.seq++
-	w := &waiter{size: size, seq: s.seq, ready: make(chan struct{})}
-	heap.Push(&s.waiting, w)
-	s.mu.Unlock()
+	return &l.small
+}
+
+// push queues e; l.mu is held.
+func (l *blobLane) push(e *laneEntry) {
+	l.seq++
+	e.seq = l.seq
+	heap.Push(l.queue(e.size), e)
+}
+
+// add schedules start, the transfer of a blob of size bytes, to run in a
+// goroutine of its own once a slot is free; it must release the slot. The
+// copy adds all its scheduled transfers and then calls dispatch, so the
+// first slots, too, go by size.
+func (l *blobLane) add(size int64, start func()) {
+	l.mu.Lock()
+	l.push(&laneEntry{size: size, start: start})
+	l.mu.Unlock()
+}
+
+// dispatch hands free slots to the entries waiting.
+func (l *blobLane) dispatch() {
+	l.mu.Lock()
+	l.grant()
+	l.mu.Unlock()
+}
+
+// grant hands free slots out; l.mu is held.
+func (l *blobLane) grant() {
+	for l.free > 0 {
+		var e *laneEntry
+		switch {
+		case l.big.Len() > 0 && l.large < l.maxLarge:
+			e = heap.Pop(&l.big).(*laneEntry)
+		case l.small.Len() > 0:
+			e = heap.Pop(&l.small).(*laneEntry)
+		default:
+			return
+		}
+		l.free--
+		if e.size >= largeBlob {
+			l.large++
+		}
+		if e.start != nil {
+			go e.start()
+		} else {
+			close(e.ready)
+		}
+	}
+}
+
+// acquire waits for a slot for a blob of size bytes; release frees it.
+func (l *blobLane) acquire(ctx context.Context, size int64) error {
+	e := &laneEntry{size: size, urgent: true, ready: make(chan struct{})}
+	l.mu.Lock()
+	l.push(e)
+	l.grant()
+	l.mu.Unlock()
 	select {
-	case <-w.ready:
+	case <-e.ready:
 		return nil
 	case <-ctx.Done():
-		s.mu.Lock()
-		if w.index >= 0 {
-			heap.Remove(&s.waiting, w.index)
-			s.mu.Unlock()
+		l.mu.Lock()
+		if e.index >= 0 {
+			heap.Remove(l.queue(size), e.index)
+			l.mu.Unlock()
 			return ctx.Err()
 		}
-		s.mu.Unlock()
-		s.release() // handed a slot as the context ended: pass it on
+		l.mu.Unlock()
+		l.release(size) // handed a slot as the context ended: pass it on
 		return ctx.Err()
 	}
 }
 
-// release frees a slot, to the largest blob waiting if any.
-func (s *blobSlots) release() {
+// release frees the slot a blob of size bytes held.
+func (l *blobLane) release(size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.free++
+	if size >= largeBlob {
+		l.large--
+	}
+	l.grant()
+}
+
+// schedule is a planned copy's blob transfers, queued for all its images
+// at once: each distinct blob of the plan once, for the first image that
+// needs it (its owner), in the lane of that image's registries. An image
+// is handed to the copy's image workers (ready) once every scheduled
+// transfer it waits on has ended; its worker then pushes its manifests,
+// mounting the blobs other images brought into its repository. So image
+// workers never wait for bytes, and a small image is not held up by the
+// large layers of the images ahead of it in the set.
+//
+// What it keeps per image is a counter and a failure; per blob, the images
+// needing it. Goroutines run only for transfers holding a slot.
+type schedule struct {
+	images  []imageset.Image
+	pending []atomic.Int32 // scheduled transfers each image waits on
+	ready   chan int       // images (indices) whose transfers have ended
+	left    atomic.Int64   // images not yet handed out
+	blobs   map[digest.Digest]*scheduled
+
+	mu     sync.Mutex
+	failed map[int32]error // images whose own scheduled transfer failed
+}
+
+// scheduled is one blob transfer of the schedule.
+type scheduled struct {
+	desc ocispec.Descriptor
+	lane *blobLane // of the first image's registries
+	deps []int32   // the images waiting on it, in set order
+	f    *flight
+	// owner is the image it is transferred for: the first of deps that
+	// has not failed when the transfer starts.
+	owner atomic.Int32
+	// claimed: the owner's worker has taken the transfer as its own
+	// (counted once, by the transfer).
+	claimed atomic.Bool
+}
+
+// errNotNeeded ends a scheduled transfer whose images all failed already.
+var errNotNeeded = errors.New("not transferred: every image needing it failed")
+
+// schedule hands out the images of set in the order the copy may start
+// them. Without a plan, that is every image, in set order, each moving its
+// blobs in its own turn (as a plain Copy does). With one (the blobs of each
+// image by destination, as copyPlanned read them), the transfers of those
+// blobs are queued at once, and an image comes out when they have ended.
+// Images whose endpoints hold state per image while its blobs move (a
+// containers/image connection) keep moving their blobs in their own turn,
+// so that a run never holds one such connection per image at once.
+func (c *copier) schedule(ctx context.Context, set *imageset.Set, planned map[string][]ocispec.Descriptor) <-chan int {
+	n := len(set.Images)
+	s := &schedule{images: set.Images, ready: make(chan int, n)}
+	s.left.Store(int64(n))
+	if n == 0 {
+		close(s.ready)
+		return s.ready
+	}
+	var order []*scheduled
+	if len(planned) > 0 {
+		s.pending = make([]atomic.Int32, n)
+		s.blobs = map[digest.Digest]*scheduled{}
+		for i, img := range set.Images {
+			descs := planned[img.Destination]
+			if len(descs) == 0 || c.holdsImage(img) {
+				continue
+			}
+			var lane *blobLane
+			for _, d := range descs {
+				b := s.blobs[d.Digest]
+				if b == nil {
+					if lane == nil {
+						lane = c.lane(img)
+					}
+					b = &scheduled{desc: d, lane: lane, f: &flight{done: make(chan struct{})}}
+					b.owner.Store(int32(i))
+					s.blobs[d.Digest] = b
+					order = append(order, b)
+				}
+				if last := len(b.deps) - 1; last >= 0 && b.deps[last] == int32(i) {
+					continue // the image names it twice (two instances of an index)
+				}
+				b.deps = append(b.deps, int32(i))
+				s.pending[i].Add(1)
+			}
+		}
+		c.mu.Lock()
+		for _, b := range order {
+			c.flights[b.desc.Digest] = b.f // images outside the schedule wait on it
+		}
+		c.mu.Unlock()
+		c.sched = s
+	}
+	for i := range set.Images {
+		if s.pending == nil || s.pending[i].Load() == 0 {
+			s.hand(i)
+		}
+	}
+	lanes := map[*blobLane]bool{}
+	for _, b := range order {
+		b.lane.add(b.desc.Size, func() { c.run(ctx, s, b) })
+		lanes[b.lane] = true
+	}
+	for lane := range lanes {
+		lane.dispatch()
+	}
+	return s.ready
+}
+
+// hand gives image i to the image workers.
+func (s *schedule) hand(i int) {
+	s.ready <- i
+	if s.left.Add(-1) == 0 {
+		close(s.ready)
+	}
+}
+
+// failure is the error of image i's own scheduled transfer, if one failed.
+func (s *schedule) failure(i int) error {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.waiting) > 0 {
-		w := heap.Pop(&s.waiting).(*waiter)
-		close(w.ready)
-		return
+	return s.failed[int32(i)]
+}
+
+// run is the scheduled transfer b, holding a slot of its lane. It is made
+// for the first image needing it that has not failed yet (the blob goes
+// into that image's repository, and the others mount it from there), and
+// not made when every such image failed or the registries it would use
+// already failed for good.
+func (c *copier) run(ctx context.Context, s *schedule, b *scheduled) {
+	err := ctx.Err()
+	if err == nil {
+		s.mu.Lock()
+		err = errNotNeeded
+		for _, i := range b.deps {
+			if s.failed[i] == nil {
+				b.owner.Store(i)
+				err = nil
+				break
+			}
+		}
+		s.mu.Unlock()
 	}
-	s.free++
+	owner := s.images[b.owner.Load()]
+	if err == nil {
+		err = c.stopped(owner)
+	}
+	skipped := err != nil
+	if skipped {
+		b.lane.release(b.desc.Size)
+	} else {
+		err = c.transfer(ctx, owner, b.desc, b.lane)
+	}
+	f := b.f
+	f.err, f.cancelled = err, skipped || ctx.Err() != nil
+	if err != nil {
+		c.mu.Lock()
+		if c.flights[b.desc.Digest] == f {
+			delete(c.flights, b.desc.Digest) // let another image try again
+		}
+		c.mu.Unlock()
+		if !skipped {
+			c.breaker.trip(err)
+			s.mu.Lock()
+			if s.failed == nil {
+				s.failed = map[int32]error{}
+			}
+			if i := b.owner.Load(); s.failed[i] == nil {
+				s.failed[i] = err
+			}
+			s.mu.Unlock()
+		}
+	}
+	close(f.done)
+	for _, i := range b.deps {
+		if s.pending[i].Add(-1) == 0 {
+			s.hand(int(i))
+		}
+	}
+}
+
+// claim takes the scheduled transfer of desc as img's own when img is its
+// owner and has not taken it yet: ok, and the transfer's outcome. A
+// transfer skipped (not tried) is not img's to report: img then moves the
+// blob as any image would.
+func (c *copier) claim(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (ok bool, err error) {
+	s := c.sched
+	if s == nil {
+		return false, nil
+	}
+	b := s.blobs[desc.Digest]
+	if b == nil {
+		return false, nil
+	}
+	select {
+	case <-b.f.done: // the owner is settled
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+	if s.images[b.owner.Load()].Destination != img.Destination || !b.claimed.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	if b.f.err != nil && b.f.cancelled && ctx.Err() == nil {
+		return false, nil
+	}
+	return true, b.f.err
+}
+
+// lane is the queue of blob transfers between img's source registry and
+// its destination registry (one lane where either side is local).
+func (c *copier) lane(img imageset.Image) *blobLane {
+	from, to := c.hosts(img)
+	key := from + " " + to
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.lanes[key]
+	if l == nil {
+		l = newBlobLane(c.opts.ParallelBlobs)
+		c.lanes[key] = l
+	}
+	return l
+}
+
+// holdsImage reports whether moving img's blobs opens state its endpoints
+// keep until the image is done (a containers/image source or destination,
+// where the run's shared clients do not reach: see Registry.sharedClient).
+func (c *copier) holdsImage(img imageset.Image) bool {
+	src, dst := c.endpoints()
+	switch s := src.(type) {
+	case *Registry:
+		if cl, _ := s.pullClient(img); cl == nil {
+			return true
+		}
+	case builtSource:
+		if r, ok := s.Source.(*Registry); ok && !s.local(img) {
+			if cl, _ := r.pullClient(img); cl == nil {
+				return true
+			}
+		}
+	}
+	if r, ok := dst.(*Registry); ok {
+		if cl, _ := r.pushClient(img); cl == nil {
+			return true
+		}
+	}
+	return false
 }

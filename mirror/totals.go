@@ -49,7 +49,7 @@ func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destina
 	}
 	g.Wait()
 	opts.Totals = TotalsOf(of)
-	return Copy(ctx, set, ps, pd, opts)
+	return copySet(ctx, set, ps, pd, opts, of)
 }
 
 // planImage asks dst whether it has img and, when not, reads img's
