@@ -18,13 +18,10 @@ import (
 // image the auth file has credentials for is asked for again with them
 // before it counts as absent, on both sides and in all three trips.
 func TestAnonymous404(t *testing.T) {
-	hide := func(users ...registrytest.TokenUser) *registrytest.TokenAuth {
-		return &registrytest.TokenAuth{Users: users, HideFromAnonymous: true}
-	}
-	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush,
-		Token: hide(registrytest.TokenUser{Username: "puller", Password: upPull, Actions: []string{"pull"}})})
+	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush, HideFromAnonymous: true,
+		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "puller", Password: upPull, Actions: []string{"pull"}}}}})
 	w.upUser, w.upPassword = "pusher", upPush
-	w.dst = registrytest.Start(t, registrytest.Options{Username: "admin", Password: dstAdmin, Token: hide()})
+	w.dst = registrytest.Start(t, registrytest.Options{Username: "admin", Password: dstAdmin, HideFromAnonymous: true, Token: &registrytest.TokenAuth{}})
 	w.pushFleetTo(w.upTarget(), 5, 16<<10)
 	w.setAuth(login{w.up.Host(), "puller", upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
 	isc := w.isc("")
