@@ -144,6 +144,13 @@ func Classify(err error) Cause {
 	if errors.As(err, &pe) && pe.Denied {
 		return Cause{Kind: CauseDenied, Fix: "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"}
 	}
+	if pe != nil && pe.Retry {
+		// The client fixed what made the registry refuse (a token that
+		// expired on the way, credentials a hidden repository needed, an
+		// upload session the registry dropped), but could not send the
+		// body again itself.
+		return Cause{Kind: CauseTransient, Fix: "run again (the retries were spent)"}
+	}
 	var unauthorized docker.ErrUnauthorizedForCredentials
 	if errors.As(err, &unauthorized) || errors.Is(err, registryapi.ErrNoCredentials) || hasStatus(err, http.StatusUnauthorized) || hasCode(err, errcode.ErrorCodeUnauthorized) ||
 		strings.Contains(low, "unauthorized") || strings.Contains(low, "authentication required") {
