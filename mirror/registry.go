@@ -110,7 +110,7 @@ type Registry struct {
 
 	// clients answer existence checks with one client per registry host
 	// for the whole run (see headDigest).
-	clients map[string]*registryapi.Client // by host; nil: use containers/image
+	clients map[clientKey]*registryapi.Client // nil: use containers/image
 	byRepo  map[string]*registryapi.Client // sharedClient's answer by repository
 
 	// Blob bookkeeping of the direct push path (see HasBlob), by
@@ -135,6 +135,14 @@ type Registry struct {
 	}
 }
 
+// clientKey names a shared client: a registry host and the credentials the
+// auth file gives for the repositories it serves (the host's own, or a
+// repository's or namespace's entry).
+type clientKey struct {
+	host  string
+	creds types.DockerAuthConfig
+}
+
 type listedTags struct {
 	once sync.Once
 	tags map[string]bool
@@ -145,7 +153,7 @@ type listedTags struct {
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
-		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{},
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[clientKey]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{},
 		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{},
 		expect: map[string]int{}, tags: map[string]*listedTags{}, knownRepos: map[string]bool{}}
 }
@@ -355,10 +363,11 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 	return docker.GetDigest(ctx, r.sys, ref)
 }
 
-// sharedClient returns the run's client for named's registry, or nil where
-// it would not connect as containers/image does: Docker Hub (another API
-// host), a registry registries.conf marks insecure, or credentials in the
-// auth file scoped to the repository rather than the host.
+// sharedClient returns the run's client for named's registry and the
+// credentials the auth file gives for named (the host's, or those of an
+// entry for its repository or namespace: one client each), or nil where it
+// would not connect as containers/image does: Docker Hub (another API
+// host), a registry registries.conf marks insecure.
 func (r *Registry) sharedClient(named reference.Named) *registryapi.Client {
 	// The answer depends on the repository only (registries.conf and the
 	// auth file are read once per run): asked for every request of a
@@ -391,17 +400,17 @@ func (r *Registry) newSharedClient(named reference.Named) *registryapi.Client {
 	if err != nil {
 		return nil
 	}
+	key := clientKey{host, forRef}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, ok := r.clients[host]
+	c, ok := r.clients[key]
 	if !ok {
-		if c, err = registryapi.NewClient(host, r.sys); err != nil {
+		sys := *r.sys
+		sys.DockerAuthConfig = &forRef
+		if c, err = registryapi.NewClient(host, &sys); err != nil {
 			c = nil
 		}
-		r.clients[host] = c
-	}
-	if c == nil || c.Credentials() != forRef {
-		return nil
+		r.clients[key] = c
 	}
 	return c
 }
@@ -809,7 +818,10 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 	if c, ok := ref.(reference.Canonical); ok {
 		return c.Digest(), nil
 	}
-	if data, ok := r.readTagShared(ctx, ref); ok {
+	if data, ok, err := r.readTagShared(ctx, ref); ok {
+		if err != nil {
+			return "", explain(err, ref.String())
+		}
 		if d, err := manifest.Digest(data); err == nil {
 			r.mu.Lock()
 			r.resolved[d] = data
@@ -848,23 +860,32 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 // readTagShared reads the manifest the tag ref names with one GET through
 // the run's shared client, when registries.conf sends pulls of ref to one
 // place only (no mirrors to try in turn, not blocked, not marked
-// insecure). ok is false when it did not read it: the caller asks
-// containers/image, which also words the errors.
-func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data []byte, ok bool) {
+// insecure). ok says it has the answer: the manifest, or the registry's
+// not-found (which the client asked with credentials where the registry
+// may hide private repositories, and which says how to log in where the
+// run has none). Otherwise the caller asks containers/image, which also
+// retries and words the other errors.
+func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data []byte, ok bool, err error) {
 	if _, tagged := ref.(reference.NamedTagged); !tagged {
-		return nil, false
+		return nil, false, nil
 	}
 	target, ok := r.onlySource(ref)
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	tagged, isTagged := target.(reference.NamedTagged)
 	c := r.sharedClient(target)
 	if !isTagged || c == nil {
-		return nil, false
+		return nil, false, nil
 	}
 	m, _, err := c.Manifest(ctx, reference.Path(target), tagged.Tag())
-	return m, err == nil
+	switch {
+	case err == nil:
+		return m, true, nil
+	case registryapi.IsNotFound(err):
+		return nil, true, err
+	}
+	return nil, false, nil
 }
 
 func isNotFound(err error) bool {
