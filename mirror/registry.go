@@ -108,10 +108,10 @@ type Registry struct {
 	// signature lookup need not read them again.
 	resolved map[digest.Digest][]byte
 
-	// clients answer existence checks with one client per registry host
-	// for the whole run (see headDigest).
+	// clients answer existence checks, read and push with one client per
+	// registry host and credentials for the whole run (see sharedClient).
 	clients map[clientKey]*registryapi.Client // nil: use containers/image
-	byRepo  map[string]*registryapi.Client // sharedClient's answer by repository
+	byRepo  map[string]*registryapi.Client    // sharedClient's answer by repository
 
 	// Blob bookkeeping of the direct push path (see HasBlob), by
 	// repository path at the mirror host.
@@ -367,7 +367,8 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 // credentials the auth file gives for named (the host's, or those of an
 // entry for its repository or namespace: one client each), or nil where it
 // would not connect as containers/image does: Docker Hub (another API
-// host), a registry registries.conf marks insecure.
+// host), a namespace registries.conf marks insecure while the rest of its
+// host is not (or the reverse).
 func (r *Registry) sharedClient(named reference.Named) *registryapi.Client {
 	// The answer depends on the repository only (registries.conf and the
 	// auth file are read once per run): asked for every request of a
@@ -390,9 +391,17 @@ func (r *Registry) newSharedClient(named reference.Named) *registryapi.Client {
 	if host == "docker.io" {
 		return nil
 	}
-	if r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
-		reg, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
-		if err != nil || reg != nil && reg.Insecure {
+	if r.sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
+		// registries.conf marks a registry insecure by prefix, which may be
+		// a namespace; the client is one for the host and reads the
+		// host's entry (registryapi.Transport). Where the two differ,
+		// containers/image connects.
+		repo, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
+		if err != nil {
+			return nil
+		}
+		whole, err := sysregistriesv2.FindRegistry(r.sys, host+"/x")
+		if err != nil || (repo != nil && repo.Insecure) != (whole != nil && whole.Insecure) {
 			return nil
 		}
 	}
@@ -767,7 +776,7 @@ func (r *Registry) pushClient(img imageset.Image) (*registryapi.Client, string) 
 
 // pullClient is the run's client for reading img, and its repository path
 // there, when registries.conf sends pulls of img to one place only (no
-// mirrors to try in turn, not blocked, not marked insecure); else nil and
+// mirrors to try in turn, not blocked; see onlySource); else nil and
 // containers/image reads it.
 func (r *Registry) pullClient(img imageset.Image) (*registryapi.Client, string) {
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
@@ -792,8 +801,8 @@ func (r *Registry) pullClient(img imageset.Image) (*registryapi.Client, string) 
 }
 
 // onlySource is where registries.conf sends pulls of ref when that is one
-// place (ref itself, or its one rewritten location), and not blocked or
-// marked insecure.
+// place (ref itself, or its one rewritten location), not blocked, and
+// marked insecure (or not) as its whole host is.
 func (r *Registry) onlySource(ref reference.Named) (reference.Named, bool) {
 	reg, err := sysregistriesv2.FindRegistry(r.sys, ref.String())
 	if err != nil {
@@ -806,8 +815,16 @@ func (r *Registry) onlySource(ref reference.Named) (reference.Named, bool) {
 		return nil, false
 	}
 	sources, err := reg.PullSourcesFromReference(ref)
-	if err != nil || len(sources) != 1 || sources[0].Endpoint.Insecure && r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
+	if err != nil || len(sources) != 1 {
 		return nil, false
+	}
+	if r.sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
+		// containers/image verifies TLS as the source's entry says; the
+		// client as the entry of the source's whole host says.
+		whole, err := sysregistriesv2.FindRegistry(r.sys, reference.Domain(sources[0].Reference)+"/x")
+		if err != nil || sources[0].Endpoint.Insecure != (whole != nil && whole.Insecure) {
+			return nil, false
+		}
 	}
 	return sources[0].Reference, true
 }
