@@ -271,26 +271,22 @@ func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
 // withCredentials makes the client send its credentials from now on
 // although the ping asked for none (basic first: a registry that wants a
 // token answers them with its challenge, which relogin follows), and
-// reports whether requests now carry credentials they did not before. It
-// is false without a user name and password (an identity token needs a
-// token realm, which only a challenge names) and for a registry that asked
-// for credentials from the start.
+// reports whether requests now carry credentials. It is false without a
+// user name and password (an identity token needs a token realm, which only
+// a challenge names). A request that went out without credentials while
+// the client had a challenge to answer cannot be, so where one did, another
+// request switched (to basic, or on to the token its challenge asked for)
+// after it left: it is sent again all the same.
 func (c *Client) withCredentials() bool {
 	if c.bearer != "" || c.creds.Username == "" {
 		return false
 	}
 	c.pingMu.Lock()
 	defer c.pingMu.Unlock()
-	switch c.challenge {
-	case "":
+	if c.challenge == "" {
 		c.challenge = "basic"
-		return true
-	case "basic":
-		// Another request switched already, after this one went out
-		// without credentials.
-		return true
 	}
-	return false
+	return true
 }
 
 const catalogScope = "registry:catalog:*"

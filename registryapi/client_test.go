@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -388,6 +389,26 @@ func testAnonymous404(t *testing.T, opts registrytest.Options) {
 	if n := reg.HiddenAnswers(); n != hidden {
 		t.Errorf("%d more requests went without credentials after the first 404", n-hidden)
 	}
+
+	// Many requests at once from a new client, all sent without
+	// credentials: each is asked again, whichever of them switched the
+	// client to basic and then to a token.
+	many, err := NewClient(reg.Host(), sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if d, _, err := many.Head(ctx, "private/app", "v1"); err != nil || d != img.Digest {
+				t.Errorf("concurrent head of a hidden image: %s, %v", d, err)
+			}
+		}()
+	}
+	wg.Wait()
+	hidden = reg.HiddenAnswers()
 
 	// A new client's first request is a catalog: asked with the
 	// credentials, it lists the private repositories.
