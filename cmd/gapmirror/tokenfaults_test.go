@@ -112,10 +112,10 @@ func TestAnonymous404(t *testing.T) {
 // expiryWorld is a world whose two registries issue bearer tokens that
 // live ttl and refuse them once expired (StrictExpiry): a TLS upstream
 // (the fixtures pushed by pusher, read by puller) and a plain-HTTP mirror.
-// Its images are tags of one repository, apps/app, each a shared base
+// Its images are tags of one repository, apps/main, each a shared base
 // layer and one of its own of layerSize bytes, so that every image of a
-// run needs the same token scope on each side; and one more image in
-// apps/held, whose blob requests throttledTrip holds.
+// run needs the same token scope on each side; and, first, one more image
+// in apps/held, whose blob requests throttledTrip holds.
 func expiryWorld(t *testing.T, ttl time.Duration, images int, layerSize int64) *world {
 	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush,
 		Token: &registrytest.TokenAuth{TTL: ttl, StrictExpiry: true, Users: []registrytest.TokenUser{{Username: "puller", Password: upPull, Actions: []string{"pull"}}}}})
@@ -124,8 +124,11 @@ func expiryWorld(t *testing.T, ttl time.Duration, images int, layerSize int64) *
 		Token: &registrytest.TokenAuth{TTL: ttl, StrictExpiry: true}})
 	base := imagebuilder.RandomLayer(1, 16<<10)
 	for i := range images + 1 {
-		repo, tag := "apps/app", fmt.Sprintf("v%d", i+1)
-		if i == images {
+		// The held image first (the image set is in name order, and
+		// apps/held comes before apps/main): its hold overlaps the others'
+		// copies.
+		repo, tag := "apps/main", fmt.Sprintf("v%d", i)
+		if i == 0 {
 			repo, tag = "apps/held", "v1"
 		}
 		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{base, imagebuilder.RandomLayer(uint64(100+i), layerSize)}})
@@ -157,7 +160,7 @@ type slowSide struct {
 // until its token expired. It checks that the trip succeeded with nothing
 // failed and outlived its tokens; that each side refused the held request
 // for an expired token (the run got a new token and sent it again, or
-// retried the blob); and that each side issued tokens for apps/app,
+// retried the blob); and that each side issued tokens for apps/main,
 // which no held request renews, after the trip's first: renewed ahead of
 // their expiry, as the images coming later needed the scope again.
 func (w *world) throttledTrip(ttl, last time.Duration, sides []slowSide, args ...string) {
@@ -201,7 +204,7 @@ func (w *world) throttledTrip(ttl, last time.Duration, sides []slowSide, args ..
 		if s.th.Bytes() == 0 {
 			t.Errorf("mirror %v: no blob bytes went through the %s registry's throttle", args, s.name)
 		}
-		repo := strings.TrimPrefix(s.prefix+"/apps/app", "/")
+		repo := strings.TrimPrefix(s.prefix+"/apps/main", "/")
 		issued := tokensFor(t, s.reg.IssuedTokens()[issuedBefore[i]:], repo)
 		if issued < 2 {
 			t.Errorf("mirror %v: the %s registry issued %d tokens for %s during the trip: none renewed", args, s.name, issued, repo)
@@ -255,10 +258,10 @@ func TestExpiringTokensFast(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, out); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
-	w.throttledTrip(ttl, 5*time.Second, []slowSide{{name: "mirror", reg: w.dst, prefix: "d2m", match: registrytest.MatchBlobUpload}},
+	w.throttledTrip(ttl, 6*time.Second, []slowSide{{name: "mirror", reg: w.dst, prefix: "d2m", match: registrytest.MatchBlobUpload}},
 		"--from", out, "docker://"+w.dst.Host()+"/d2m")
 	w.assertMirrored(w.dst, "d2m")
-	w.throttledTrip(ttl, 5*time.Second, []slowSide{
+	w.throttledTrip(ttl, 6*time.Second, []slowSide{
 		{name: "upstream", reg: w.up, match: registrytest.MatchBlobGet},
 		{name: "mirror", reg: w.dst, prefix: "m2m", match: registrytest.MatchBlobUpload},
 	}, "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m")
