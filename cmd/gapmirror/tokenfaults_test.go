@@ -275,7 +275,7 @@ func TestExpiringTokensFast(t *testing.T) {
 // over the time, whatever the machine's speed). Tokens are renewed ahead
 // of their expiry, and each side holds one blob request until its token
 // expired, which it refuses. Opt in with GAPMIRROR_LONG_TESTS=1 (make
-// test-long): it takes about three and a half minutes.
+// test-long): it takes about four minutes.
 // TestExpiringTokensFast runs two-second tokens in the default suite.
 func TestExpiringTokens(t *testing.T) {
 	if os.Getenv("GAPMIRROR_LONG_TESTS") == "" {
