@@ -36,7 +36,7 @@ test:
 
 # Scenarios that take minutes (tokens expiring mid-run), opted in.
 test-long:
-	GAPMIRROR_LONG_TESTS=1 $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -run 'TestExpiringTokens' ./cmd/gapmirror
+	GAPMIRROR_LONG_TESTS=1 $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -run 'TestExpiringTokens$$' ./cmd/gapmirror
 
 # Native Go fuzzing of every parser of user and archive input, FUZZTIME per
 # target (CI: FUZZTIME=10s). A crasher is saved under the package's

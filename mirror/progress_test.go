@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // TestProgressFromPlan: the copy's progress knows its byte and blob totals
@@ -143,6 +144,21 @@ func TestClassify(t *testing.T) {
 		if got.Kind != c.kind || got.Registry != c.registry || Transient(err) != c.transient {
 			t.Errorf("%q: %+v transient=%v; want %s registry=%v transient=%v", c.msg, got, Transient(err), c.kind, c.registry, c.transient)
 		}
+	}
+	// What the registry client marks worth retrying is retried, whatever the
+	// status: an upload refused for a token that expired on its way, one
+	// sent without the credentials a hidden repository wants.
+	for _, e := range []*registryapi.Error{
+		{Method: "PUT", URL: "https://r/v2/apps/app/blobs/uploads/1", Status: 401, Retry: true},
+		{Method: "POST", URL: "https://r/v2/apps/app/blobs/uploads/", Status: 404, Codes: []string{"NAME_UNKNOWN"}, Retry: true},
+	} {
+		err := explain(fmt.Errorf("writing blob: %w", e), "r/apps/app:v1")
+		if got := Classify(err); got.Kind != CauseTransient || got.Registry || !Transient(err) {
+			t.Errorf("%v: %+v, want transient", err, got)
+		}
+	}
+	if got := Classify(explain(&registryapi.Error{Method: "PUT", Status: 401}, "r/apps/app:v1")); got.Kind != CauseAuth {
+		t.Errorf("a 401 not marked Retry: %+v, want %s", got, CauseAuth)
 	}
 	var calls int
 	err := Retry(context.Background(), 5, time.Millisecond, func() error {

@@ -108,10 +108,10 @@ type Registry struct {
 	// signature lookup need not read them again.
 	resolved map[digest.Digest][]byte
 
-	// clients answer existence checks with one client per registry host
-	// for the whole run (see headDigest).
-	clients map[string]*registryapi.Client // by host; nil: use containers/image
-	byRepo  map[string]*registryapi.Client // sharedClient's answer by repository
+	// clients answer existence checks, read and push with one client per
+	// registry host and credentials for the whole run (see sharedClient).
+	clients map[clientKey]*registryapi.Client // nil: use containers/image
+	byRepo  map[string]*registryapi.Client    // sharedClient's answer by repository
 
 	// Blob bookkeeping of the direct push path (see HasBlob), by
 	// repository path at the mirror host.
@@ -143,6 +143,14 @@ type Registry struct {
 	}
 }
 
+// clientKey names a shared client: a registry host and the credentials the
+// auth file gives for the repositories it serves (the host's own, or a
+// repository's or namespace's entry).
+type clientKey struct {
+	host  string
+	creds types.DockerAuthConfig
+}
+
 type listedTags struct {
 	once sync.Once
 	tags map[string]bool
@@ -153,7 +161,7 @@ type listedTags struct {
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
-		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[string]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{},
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[clientKey]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{},
 		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{}, trusted: map[string]bool{},
 		expect: map[string]int{}, tags: map[string]*listedTags{}, knownRepos: map[string]bool{}}
 }
@@ -363,10 +371,12 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 	return docker.GetDigest(ctx, r.sys, ref)
 }
 
-// sharedClient returns the run's client for named's registry, or nil where
-// it would not connect as containers/image does: Docker Hub (another API
-// host), a registry registries.conf marks insecure, or credentials in the
-// auth file scoped to the repository rather than the host.
+// sharedClient returns the run's client for named's registry and the
+// credentials the auth file gives for named (the host's, or those of an
+// entry for its repository or namespace: one client each), or nil where it
+// would not connect as containers/image does: Docker Hub (another API
+// host), a namespace registries.conf marks insecure while the rest of its
+// host is not (or the reverse).
 func (r *Registry) sharedClient(named reference.Named) *registryapi.Client {
 	// The answer depends on the repository only (registries.conf and the
 	// auth file are read once per run): asked for every request of a
@@ -389,9 +399,17 @@ func (r *Registry) newSharedClient(named reference.Named) *registryapi.Client {
 	if host == "docker.io" {
 		return nil
 	}
-	if r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
-		reg, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
-		if err != nil || reg != nil && reg.Insecure {
+	if r.sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
+		// registries.conf marks a registry insecure by prefix, which may be
+		// a namespace; the client is one for the host and reads the
+		// host's entry (registryapi.Transport). Where the two differ,
+		// containers/image connects.
+		repo, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
+		if err != nil {
+			return nil
+		}
+		whole, err := sysregistriesv2.FindRegistry(r.sys, host+"/x")
+		if err != nil || (repo != nil && repo.Insecure) != (whole != nil && whole.Insecure) {
 			return nil
 		}
 	}
@@ -399,17 +417,17 @@ func (r *Registry) newSharedClient(named reference.Named) *registryapi.Client {
 	if err != nil {
 		return nil
 	}
+	key := clientKey{host, forRef}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c, ok := r.clients[host]
+	c, ok := r.clients[key]
 	if !ok {
-		if c, err = registryapi.NewClient(host, r.sys); err != nil {
+		sys := *r.sys
+		sys.DockerAuthConfig = &forRef
+		if c, err = registryapi.NewClient(host, &sys); err != nil {
 			c = nil
 		}
-		r.clients[host] = c
-	}
-	if c == nil || c.Credentials() != forRef {
-		return nil
+		r.clients[key] = c
 	}
 	return c
 }
@@ -881,7 +899,7 @@ func (r *Registry) pushClient(img imageset.Image) (*registryapi.Client, string) 
 
 // pullClient is the run's client for reading img, and its repository path
 // there, when registries.conf sends pulls of img to one place only (no
-// mirrors to try in turn, not blocked, not marked insecure); else nil and
+// mirrors to try in turn, not blocked; see onlySource); else nil and
 // containers/image reads it.
 func (r *Registry) pullClient(img imageset.Image) (*registryapi.Client, string) {
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
@@ -906,8 +924,8 @@ func (r *Registry) pullClient(img imageset.Image) (*registryapi.Client, string) 
 }
 
 // onlySource is where registries.conf sends pulls of ref when that is one
-// place (ref itself, or its one rewritten location), and not blocked or
-// marked insecure.
+// place (ref itself, or its one rewritten location), not blocked, and
+// marked insecure (or not) as its whole host is.
 func (r *Registry) onlySource(ref reference.Named) (reference.Named, bool) {
 	reg, err := sysregistriesv2.FindRegistry(r.sys, ref.String())
 	if err != nil {
@@ -920,8 +938,16 @@ func (r *Registry) onlySource(ref reference.Named) (reference.Named, bool) {
 		return nil, false
 	}
 	sources, err := reg.PullSourcesFromReference(ref)
-	if err != nil || len(sources) != 1 || sources[0].Endpoint.Insecure && r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
+	if err != nil || len(sources) != 1 {
 		return nil, false
+	}
+	if r.sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
+		// containers/image verifies TLS as the source's entry says; the
+		// client as the entry of the source's whole host says.
+		whole, err := sysregistriesv2.FindRegistry(r.sys, reference.Domain(sources[0].Reference)+"/x")
+		if err != nil || sources[0].Endpoint.Insecure != (whole != nil && whole.Insecure) {
+			return nil, false
+		}
 	}
 	return sources[0].Reference, true
 }
@@ -932,7 +958,10 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 	if c, ok := ref.(reference.Canonical); ok {
 		return c.Digest(), nil
 	}
-	if data, ok := r.readTagShared(ctx, ref); ok {
+	if data, ok, err := r.readTagShared(ctx, ref); ok {
+		if err != nil {
+			return "", explain(err, ref.String())
+		}
 		if d, err := manifest.Digest(data); err == nil {
 			r.mu.Lock()
 			r.resolved[d] = data
@@ -971,23 +1000,32 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 // readTagShared reads the manifest the tag ref names with one GET through
 // the run's shared client, when registries.conf sends pulls of ref to one
 // place only (no mirrors to try in turn, not blocked, not marked
-// insecure). ok is false when it did not read it: the caller asks
-// containers/image, which also words the errors.
-func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data []byte, ok bool) {
+// insecure). ok says it has the answer: the manifest, or the registry's
+// not-found (which the client asked with credentials where the registry
+// may hide private repositories, and which says how to log in where the
+// run has none). Otherwise the caller asks containers/image, which also
+// retries and words the other errors.
+func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data []byte, ok bool, err error) {
 	if _, tagged := ref.(reference.NamedTagged); !tagged {
-		return nil, false
+		return nil, false, nil
 	}
 	target, ok := r.onlySource(ref)
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	tagged, isTagged := target.(reference.NamedTagged)
 	c := r.sharedClient(target)
 	if !isTagged || c == nil {
-		return nil, false
+		return nil, false, nil
 	}
 	m, _, err := c.Manifest(ctx, reference.Path(target), tagged.Tag())
-	return m, err == nil
+	switch {
+	case err == nil:
+		return m, true, nil
+	case registryapi.IsNotFound(err):
+		return nil, true, err
+	}
+	return nil, false, nil
 }
 
 func isNotFound(err error) bool {

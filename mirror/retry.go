@@ -175,6 +175,13 @@ func Classify(err error) Cause {
 	if errors.As(err, &pe) && pe.Denied {
 		return causes[CauseDenied]
 	}
+	if pe != nil && pe.Retry {
+		// The client fixed what made the registry refuse (a token that
+		// expired on the way, credentials a hidden repository needed, an
+		// upload session the registry dropped), but could not send the
+		// body again itself.
+		return Cause{Kind: CauseTransient, Fix: "run again (the retries were spent)"}
+	}
 	var unauthorized docker.ErrUnauthorizedForCredentials
 	if errors.As(err, &unauthorized) || errors.Is(err, registryapi.ErrNoCredentials) || hasStatus(err, http.StatusUnauthorized) || hasCode(err, errcode.ErrorCodeUnauthorized) ||
 		strings.Contains(low, "unauthorized") || strings.Contains(low, "authentication required") {
@@ -184,6 +191,11 @@ func Classify(err error) Cause {
 		return causes[CauseDenied]
 	}
 	if isNotFound(err) || strings.Contains(low, "manifest unknown") || strings.Contains(low, "name unknown") {
+		if pe != nil && pe.Hint != "" {
+			// Asked without credentials of a registry that asks for none:
+			// it may hide a private repository.
+			return Cause{Kind: CauseNotFound, Fix: pe.Hint + "; otherwise " + causes[CauseNotFound].Fix}
+		}
 		return causes[CauseNotFound]
 	}
 	if strings.Contains(msg, "connection refused") {

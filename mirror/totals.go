@@ -8,8 +8,6 @@ import (
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"go.podman.io/image/v5/pkg/sysregistriesv2"
-	"go.podman.io/image/v5/types"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gapmirror/gapmirror/imageset"
@@ -148,23 +146,16 @@ func planReader(src Source, img imageset.Image) (read func(context.Context, dige
 
 // planClient is the run's shared client for img's registry when reading by
 // digest through it reaches the same place containers/image would: one pull
-// source in registries.conf, not blocked, not marked insecure.
+// source in registries.conf, not blocked (see onlySource).
 func (r *Registry) planClient(img imageset.Image) (reference.Named, *registryapi.Client) {
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
 	if err != nil {
 		return nil, nil
 	}
 	if r.root == "" {
-		reg, err := sysregistriesv2.FindRegistry(r.sys, named.String())
-		if err != nil {
+		var ok bool
+		if named, ok = r.onlySource(named); !ok {
 			return nil, nil
-		}
-		if reg != nil {
-			sources, err := reg.PullSourcesFromReference(named)
-			if reg.Blocked || err != nil || len(sources) != 1 || sources[0].Endpoint.Insecure && r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolTrue {
-				return nil, nil
-			}
-			named = sources[0].Reference
 		}
 	}
 	c := r.sharedClient(named)

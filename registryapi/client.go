@@ -1,7 +1,10 @@
 // Package registryapi is gapmirror's client of the OCI distribution API: one
 // Client per registry host for a whole run, over one authenticated HTTP
 // transport that pings /v2/ once and keeps a bearer token per scope (renewed
-// before it expires and again on a 401).
+// before it expires and again on a 401). A registry whose ping lets
+// anonymous requests in may still hide private repositories from them with
+// 404: with credentials for it, such a 404 is asked again with them, and
+// they are sent from then on.
 //
 // Tag listing (paged), the catalog, manifest HEAD and GET, and deletes are
 // go-containerregistry's remote package, run over that transport. What this
@@ -89,6 +92,9 @@ type Client struct {
 
 	// Requests counts the requests sent to the registry host (tokens not included).
 	Requests atomic.Int64
+	// HiddenRetries counts the requests sent without credentials that
+	// were answered 404 and asked again with them.
+	HiddenRetries atomic.Int64
 }
 
 type token struct {
@@ -205,15 +211,53 @@ func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
 		c.Requests.Add(1)
 		return c.base.RoundTrip(req)
 	}
+	canResend := in.Body == nil || in.Body == http.NoBody || in.GetBody != nil
+	again := func() (*http.Response, error) {
+		req := in.Clone(in.Context())
+		if in.GetBody != nil {
+			var err error
+			if req.Body, err = in.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		return send(req)
+	}
+	if scope == catalogScope {
+		// A catalog asked without credentials lists only the public
+		// repositories: a registry the run has credentials for is asked
+		// with them.
+		c.withCredentials()
+	}
 	req := in.Clone(in.Context())
 	resp, err := send(req)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+	if err != nil {
 		return resp, err
+	}
+	if resp.StatusCode == http.StatusNotFound && scope != "" && req.Header.Get("Authorization") == "" && c.withCredentials() {
+		// The ping was let in without credentials, and this request was
+		// sent without them; a registry that hides its private
+		// repositories from anonymous requests answers them 404. The run
+		// has credentials for it: ask again with them (and send them from
+		// now on) before the answer counts as absent.
+		if c.HiddenRetries.Add(1) == 1 {
+			logrus.Debugf("%s %s: 404 without credentials: asking again with the credentials for %s, and sending them from now on", req.Method, redact(req.URL), c.host)
+		}
+		if !canResend {
+			e := c.answer(resp, in.Method)
+			e.Retry = true // the next attempt carries the credentials
+			return nil, e
+		}
+		drain(resp)
+		if resp, err = again(); err != nil {
+			return nil, err
+		}
+	}
+	if resp.StatusCode != http.StatusUnauthorized {
+		return resp, nil
 	}
 	// A token that expired or lacks the scope, or a registry that wants
 	// credentials only for some repositories: log in again and resend,
 	// once, when the body can be sent again.
-	canResend := in.Body == nil || in.Body == http.NoBody || in.GetBody != nil
 	if err := c.relogin(in.Context(), resp.Header.Get("WWW-Authenticate"), scope); err != nil {
 		drain(resp)
 		return nil, err
@@ -224,13 +268,7 @@ func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
 		return nil, e
 	}
 	drain(resp)
-	req = in.Clone(in.Context())
-	if in.GetBody != nil {
-		if req.Body, err = in.GetBody(); err != nil {
-			return nil, err
-		}
-	}
-	if resp, err = send(req); err != nil {
+	if resp, err = again(); err != nil {
 		return nil, err
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
@@ -239,12 +277,35 @@ func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// withCredentials makes the client send its credentials from now on
+// although the ping asked for none (basic first: a registry that wants a
+// token answers them with its challenge, which relogin follows), and
+// reports whether requests now carry credentials. It is false without a
+// user name and password (an identity token needs a token realm, which only
+// a challenge names). A request that went out without credentials while
+// the client had a challenge to answer cannot be, so where one did, another
+// request switched (to basic, or on to the token its challenge asked for)
+// after it left: it is sent again all the same.
+func (c *Client) withCredentials() bool {
+	if c.bearer != "" || c.creds.Username == "" {
+		return false
+	}
+	c.pingMu.Lock()
+	defer c.pingMu.Unlock()
+	if c.challenge == "" {
+		c.challenge = "basic"
+	}
+	return true
+}
+
+const catalogScope = "registry:catalog:*"
+
 // scopeOf is the token scope a request needs: pull for reads, push for
 // writes, everything for deletes (distribution wants "delete", quay
 // "push"; both accept "*"), and pull of the source of a mount.
 func scopeOf(req *http.Request) string {
 	if req.URL.Path == "/v2/_catalog" {
-		return "registry:catalog:*"
+		return catalogScope
 	}
 	repo := repoOf(req.URL.Path)
 	if repo == "" {
@@ -578,10 +639,29 @@ func (c *Client) answer(resp *http.Response, method string) *Error {
 	return e
 }
 
-// authHint says what to do about a 401 or 403 that survived logging in.
-// Token registries (distribution) answer 401 with error="insufficient_scope"
+// notFoundHint is said of a 404 answered to a request without credentials
+// by a registry whose ping asked for none, when the run has none for it:
+// such a registry may hide a private repository from anonymous requests.
+func (c *Client) notFoundHint() string {
+	if c.bearer != "" || c.creds.Username != "" || c.creds.IdentityToken != "" {
+		return ""
+	}
+	c.pingMu.Lock()
+	open := c.pinged && c.challenge == ""
+	c.pingMu.Unlock()
+	if !open {
+		return ""
+	}
+	return fmt.Sprintf("asked without credentials, as none are configured for %s; a registry that hides private repositories from anonymous requests answers them so: if this one is private, log in (podman login %s) or pass --authfile", c.host, c.host)
+}
+
+// authHint says what to do about a 401 or 403 that survived logging in, or
+// a 404 that may be a private repository hidden (notFoundHint). Token registries (distribution) answer 401 with error="insufficient_scope"
 // when the token is valid but lacks the action; others answer 403.
 func (c *Client) authHint(status int, challenge string) string {
+	if status == http.StatusNotFound {
+		return c.notFoundHint()
+	}
 	if status != http.StatusUnauthorized && status != http.StatusForbidden {
 		return ""
 	}

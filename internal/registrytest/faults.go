@@ -1,6 +1,7 @@
 package registrytest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 )
@@ -52,6 +54,13 @@ func BlobPath(path string) (repo string, d digest.Digest, ok bool) {
 func MatchBlobGet(r *http.Request) bool {
 	_, _, ok := BlobPath(r.URL.Path)
 	return ok && r.Method == http.MethodGet
+}
+
+// MatchBlobUpload matches the request that completes a blob upload: the PUT
+// closing an upload session, or a POST carrying the whole blob (both name
+// the blob's digest).
+func MatchBlobUpload(r *http.Request) bool {
+	return (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/blobs/uploads/") && r.URL.Query().Get("digest") != ""
 }
 
 // MatchReads matches GET and HEAD requests (pulls), leaving pushes alone.
@@ -486,3 +495,106 @@ func resetConnection(w http.ResponseWriter) {
 	// Closing the raw connection skips TLS's close_notify: the client sees a reset.
 	_ = raw.Close()
 }
+
+// Throttle paces the bytes of blob transfers (the bodies of blob uploads
+// and of blob downloads) through one link of a fixed rate that every
+// request shares: a slow network between the client and the registry. A
+// run that moves B bytes of blobs through it takes at least B/rate,
+// however fast the machine.
+type Throttle struct {
+	perByte time.Duration
+
+	mu    sync.Mutex
+	next  time.Time // when the link is free again
+	bytes atomic.Int64
+}
+
+// NewThrottle paces blob transfers at bytesPerSecond (at least 1).
+func NewThrottle(bytesPerSecond int64) *Throttle {
+	return &Throttle{perByte: time.Second / time.Duration(max(bytesPerSecond, 1))}
+}
+
+// Bytes is how many bytes went through the throttle so far.
+func (t *Throttle) Bytes() int64 { return t.bytes.Load() }
+
+// throttleChunk is the most a request moves at once: the link is shared
+// in pieces this big.
+const throttleChunk = 16 << 10
+
+// pace waits for n bytes' time on the link.
+func (t *Throttle) pace(ctx context.Context, n int) error {
+	t.mu.Lock()
+	now := time.Now()
+	if t.next.Before(now) {
+		t.next = now
+	}
+	t.next = t.next.Add(time.Duration(n) * t.perByte)
+	until := t.next
+	t.mu.Unlock()
+	t.bytes.Add(int64(n))
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Wrap is the handler wrapper.
+func (t *Throttle) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.Contains(r.URL.Path, "/blobs/uploads/") && r.Body != nil && r.Body != http.NoBody:
+			r.Body = &pacedBody{ReadCloser: r.Body, t: t, ctx: r.Context()}
+		case MatchBlobGet(r):
+			w = &pacedWriter{ResponseWriter: w, t: t, ctx: r.Context()}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type pacedBody struct {
+	io.ReadCloser
+	t   *Throttle
+	ctx context.Context
+}
+
+func (p *pacedBody) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b[:min(len(b), throttleChunk)])
+	if n > 0 {
+		if perr := p.t.pace(p.ctx, n); perr != nil {
+			return n, perr
+		}
+	}
+	return n, err
+}
+
+type pacedWriter struct {
+	http.ResponseWriter
+	t   *Throttle
+	ctx context.Context
+}
+
+func (p *pacedWriter) Write(b []byte) (int, error) {
+	written := 0
+	for len(b) > 0 {
+		chunk := b[:min(len(b), throttleChunk)]
+		if err := p.t.pace(p.ctx, len(chunk)); err != nil {
+			return written, err
+		}
+		n, err := p.ResponseWriter.Write(chunk)
+		written += n
+		if err != nil {
+			return written, err
+		}
+		b = b[len(chunk):]
+	}
+	return written, nil
+}
+
+func (p *pacedWriter) Flush() { _ = http.NewResponseController(p.ResponseWriter).Flush() }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (p *pacedWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -305,5 +306,60 @@ func TestChainAndBlobPath(t *testing.T) {
 		if f.String() != want {
 			t.Errorf("Fault(%d).String() = %q, want %q", int(f), f.String(), want)
 		}
+	}
+}
+
+// TestThrottle: blob bytes, both ways, go through one link of the
+// throttle's rate: one download takes its size over the rate, two at once
+// take twice as long, and an upload is paced too. Manifests are not.
+func TestThrottle(t *testing.T) {
+	const rate = 384 << 10 // a quarter of a second per blob
+	reg, img := pushed(t, registrytest.Options{}, 96<<10)
+	layer, size := img.Layers[0].Digest, img.Layers[0].Size
+	th := registrytest.NewThrottle(rate)
+	reg.SetWrap(th.Wrap)
+
+	start := time.Now()
+	if status, body, err := fetch(t, reg, layer); status != http.StatusOK || err != nil || digest.FromBytes(body) != layer {
+		t.Fatalf("throttled GET: %d, %v", status, err)
+	}
+	if d, want := time.Since(start), time.Duration(size)*time.Second/rate; d < want {
+		t.Errorf("a %d-byte blob at %d bytes/s took %v, want at least %v", size, rate, d, want)
+	}
+	start = time.Now()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if status, body, err := fetch(t, reg, layer); status != http.StatusOK || err != nil || digest.FromBytes(body) != layer {
+				t.Errorf("concurrent throttled GET: %d, %v", status, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if d, want := time.Since(start), 2*time.Duration(size)*time.Second/rate; d < want {
+		t.Errorf("two blobs at once took %v, want at least %v: the link is not shared", d, want)
+	}
+	if got := th.Bytes(); got != 3*size {
+		t.Errorf("Bytes = %d after three downloads, want %d", got, 3*size)
+	}
+
+	other, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 96<<10)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if err := imagebuilder.Push(context.Background(), target(reg, "", ""), "fault/other", "v1", other); err != nil {
+		t.Fatalf("throttled push: %v", err)
+	}
+	if d, want := time.Since(start), time.Duration(other.Layers[0].Size)*time.Second/rate; d < want {
+		t.Errorf("pushing a %d-byte layer took %v, want at least %v", other.Layers[0].Size, d, want)
+	}
+	if got, err := reg.Blob("fault/other", other.Layers[0].Digest); err != nil || digest.FromBytes(got) != other.Layers[0].Digest {
+		t.Errorf("the throttled upload stored %d bytes, %v", len(got), err)
+	}
+	if got := th.Bytes(); got < 3*size+other.Layers[0].Size {
+		t.Errorf("Bytes = %d after the upload, want at least %d", got, 3*size+other.Layers[0].Size)
 	}
 }

@@ -62,6 +62,15 @@ type Options struct {
 	// DisableDelete turns manifest and blob deletes off (storage.delete.enabled:
 	// false), as many production registries run: DELETE answers 405 UNSUPPORTED.
 	DisableDelete bool
+	// HideFromAnonymous serves requests without credentials as registries
+	// that allow anonymous pulls of public repositories and hide private
+	// ones do (Artifactory or Nexus with anonymous access, Quay's and
+	// Harbor's private repositories): /v2/ answers 200 with no challenge,
+	// every request about a repository 404 NAME_UNKNOWN and the catalog
+	// is empty. Requests with credentials meet the registry's own auth
+	// (basic or token), which Username or Token must turn on. See
+	// Registry.HiddenAnswers.
+	HideFromAnonymous bool
 	// Wrap, when set, wraps the registry's handler (fault injection, request
 	// recording). It can be replaced later with SetWrap.
 	Wrap func(http.Handler) http.Handler
@@ -85,6 +94,7 @@ type Registry struct {
 	client   *http.Client
 	tokens   *tokenServer                 // nil without Options.Token
 	handler  atomic.Pointer[http.Handler] // app wrapped by the current Wrap
+	hidden   atomic.Int64                 // anonymous requests HideFromAnonymous answered
 	served   chan error
 
 	closeOnce sync.Once
@@ -99,6 +109,9 @@ const maxListEntries = 10000
 func New(ctx context.Context, opts Options) (*Registry, error) {
 	if (opts.Username == "") != (opts.Password == "") {
 		return nil, errors.New("registrytest: Options.Username and Options.Password must be set together")
+	}
+	if opts.HideFromAnonymous && opts.Username == "" && opts.Token == nil {
+		return nil, errors.New("registrytest: Options.HideFromAnonymous needs auth (Username or Token)")
 	}
 	workDir, err := os.MkdirTemp("", "registrytest-")
 	if err != nil {
@@ -318,8 +331,13 @@ func (r *Registry) SetWrap(wrap func(http.Handler) http.Handler) {
 	if r.tokens != nil {
 		h = r.tokens.front(h)
 	}
+	if r.opts.HideFromAnonymous {
+		h = r.hide(h)
+	}
 	if wrap != nil {
-		h = wrap(r.app)
+		// Outside the front: a wrapper's delays count against a token's
+		// life, and its faults stand before the registry's own checks.
+		h = wrap(h)
 	}
 	r.handler.Store(&h)
 }
@@ -379,14 +397,10 @@ func (r *Registry) ExpiredTokens() int64 {
 	return r.tokens.expired.Load()
 }
 
-// HiddenAnswers counts anonymous requests answered 404
-// (TokenAuth.HideFromAnonymous).
-func (r *Registry) HiddenAnswers() int64 {
-	if r.tokens == nil {
-		return 0
-	}
-	return r.tokens.hidden.Load()
-}
+// HiddenAnswers counts the requests without credentials that
+// Options.HideFromAnonymous answered as if no repository existed (a 404,
+// an empty catalog).
+func (r *Registry) HiddenAnswers() int64 { return r.hidden.Load() }
 
 // Client is an HTTP client that trusts the registry's certificate and never
 // uses a proxy. It sends no credentials by itself.

@@ -233,6 +233,7 @@ func TestOptionErrors(t *testing.T) {
 		"password without user":       {Password: "p"},
 		"unusable address":            {Addr: "256.0.0.1:0"},
 		"token user without password": {Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "u"}}}},
+		"hiding without auth":         {HideFromAnonymous: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg, err := registrytest.New(context.Background(), opts)

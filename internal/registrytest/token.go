@@ -41,15 +41,11 @@ type TokenAuth struct {
 	// TTL is how long tokens live; zero means five minutes.
 	TTL time.Duration
 	// StrictExpiry makes the registry refuse a token past its expiry (1 s
-	// of leeway, not distribution's 60 s), answering 401 with a fresh
-	// challenge and error="invalid_token", as Quay and Harbor do; see
-	// Registry.ExpiredTokens.
+	// of leeway, not distribution's 60 s, which accepts a token for a
+	// minute after it expired), answering 401 with a fresh challenge and
+	// error="invalid_token", as Quay and Harbor do; see
+	// Registry.ExpiredTokens and ExpiryHold.
 	StrictExpiry bool
-	// HideFromAnonymous answers requests for a repository that carry no
-	// credentials with 404 NAME_UNKNOWN instead of a 401 challenge, as
-	// registries that hide private repositories do; see
-	// Registry.HiddenAnswers.
-	HideFromAnonymous bool
 }
 
 // TokenUser is one account of the token server.
@@ -83,9 +79,8 @@ type tokenServer struct {
 	server        *http.Server
 	served        chan error
 
-	strict, hide bool
-	expired      atomic.Int64 // requests refused for an expired token
-	hidden       atomic.Int64 // anonymous requests answered 404
+	strict  bool
+	expired atomic.Int64 // requests refused for an expired token
 
 	mu     sync.Mutex
 	issued []string
@@ -98,7 +93,7 @@ type tokenServer struct {
 // writes the signing certificate under dir.
 func startTokenServer(opts Options, dir string, cert *certificate) (*tokenServer, error) {
 	ts := &tokenServer{users: map[string]TokenUser{}, anonymousPull: opts.Token.AnonymousPull, ttl: opts.Token.TTL, served: make(chan error, 1),
-		strict: opts.Token.StrictExpiry, hide: opts.Token.HideFromAnonymous}
+		strict: opts.Token.StrictExpiry}
 	if ts.ttl == 0 {
 		ts.ttl = 5 * time.Minute
 	}
@@ -330,55 +325,122 @@ func (ts *tokenServer) helperToken(path string) (string, error) {
 	return ts.mint("registrytest-helper", access)
 }
 
-// front stands before the registry for StrictExpiry and HideFromAnonymous.
+// strictLeeway is how long past its expiry StrictExpiry still accepts a token.
+const strictLeeway = time.Second
+
+// front stands before the registry for StrictExpiry.
 func (ts *tokenServer) front(next http.Handler) http.Handler {
-	if !ts.strict && !ts.hide {
+	if !ts.strict {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		repo, actions := requestScope(req)
 		auth := req.Header.Get("Authorization")
-		switch {
-		case ts.hide && auth == "" && repo != "":
-			ts.hidden.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			if req.Method != http.MethodHead {
-				_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": "NAME_UNKNOWN", "message": "repository name not known to registry"}}})
-			}
-			return
-		case ts.strict && strings.HasPrefix(auth, "Bearer ") && expired(strings.TrimPrefix(auth, "Bearer "), time.Second):
-			ts.expired.Add(1)
-			challenge := fmt.Sprintf(`Bearer realm=%q,service=%q,error="invalid_token"`, ts.realm, tokenService)
-			if repo != "" {
-				challenge = fmt.Sprintf(`Bearer realm=%q,service=%q,scope="repository:%s:%s",error="invalid_token"`, ts.realm, tokenService, repo, actions)
-			}
-			w.Header().Set("WWW-Authenticate", challenge)
-			tokenError(w, http.StatusUnauthorized, "UNAUTHORIZED", "token expired")
+		if !strings.HasPrefix(auth, "Bearer ") || !expired(strings.TrimPrefix(auth, "Bearer "), strictLeeway) {
+			next.ServeHTTP(w, req)
 			return
 		}
-		next.ServeHTTP(w, req)
+		ts.expired.Add(1)
+		repo, actions := requestScope(req)
+		challenge := fmt.Sprintf(`Bearer realm=%q,service=%q,error="invalid_token"`, ts.realm, tokenService)
+		if repo != "" {
+			challenge = fmt.Sprintf(`Bearer realm=%q,service=%q,scope="repository:%s:%s",error="invalid_token"`, ts.realm, tokenService, repo, actions)
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		tokenError(w, http.StatusUnauthorized, "UNAUTHORIZED", "token expired")
 	})
 }
 
 // expired reports whether the JWT raw expired more than leeway ago. Its
 // signature is the registry's to check; only the expiry is read here.
 func expired(raw string, leeway time.Duration) bool {
+	exp, ok := tokenExpiry(raw)
+	return ok && time.Now().After(exp.Add(leeway))
+}
+
+// tokenExpiry is the exp claim of the JWT raw; ok is false when raw is not
+// a JWT with one.
+func tokenExpiry(raw string) (exp time.Time, ok bool) {
 	parts := strings.Split(raw, ".")
 	if len(parts) != 3 {
-		return false
+		return time.Time{}, false
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return false
+		return time.Time{}, false
 	}
 	var claims struct {
 		Exp int64 `json:"exp"`
 	}
 	if json.Unmarshal(payload, &claims) != nil || claims.Exp == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(claims.Exp, 0), true
+}
+
+// ExpiryHold is a handler wrapper (SetWrap) for a registry with
+// StrictExpiry: it holds a matching request that carries a bearer token
+// until that token has expired, then lets it through, so that the
+// registry refuses it with 401 invalid_token. It is a request that spent
+// longer on the way than its token lived (a slow link, a proxy buffering
+// an upload), made certain: a client that renews its tokens ahead of their
+// expiry never sends an expired one by itself. Each blob (repository and
+// digest) is held once, so a retry with a new token goes through; at most
+// times requests are held in all.
+type ExpiryHold struct {
+	match func(*http.Request) bool
+	times int
+
+	mu   sync.Mutex
+	seen map[string]bool
+	n    atomic.Int64
+}
+
+// NewExpiryHold holds up to times requests that match (MatchBlobGet,
+// MatchBlobUpload).
+func NewExpiryHold(times int, match func(*http.Request) bool) *ExpiryHold {
+	return &ExpiryHold{match: match, times: times, seen: map[string]bool{}}
+}
+
+// Held is how many requests were held so far.
+func (h *ExpiryHold) Held() int64 { return h.n.Load() }
+
+// claim reports whether req is to be held, and counts it.
+func (h *ExpiryHold) claim(req *http.Request) bool {
+	if !h.match(req) {
 		return false
 	}
-	return time.Now().After(time.Unix(claims.Exp, 0).Add(leeway))
+	repo, _ := requestScope(req)
+	key := req.Method + " " + repo + "@" + req.URL.Query().Get("digest")
+	if _, d, ok := BlobPath(req.URL.Path); ok {
+		key = req.Method + " " + repo + "@" + d.String()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.seen[key] || len(h.seen) >= h.times {
+		return false
+	}
+	h.seen[key] = true
+	h.n.Add(1)
+	return true
+}
+
+// Wrap is the handler wrapper.
+func (h *ExpiryHold) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		auth, isBearer := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+		exp, ok := tokenExpiry(auth)
+		if isBearer && ok && h.claim(req) {
+			// A little past the leeway: the registry must find it expired.
+			wait := time.NewTimer(time.Until(exp.Add(strictLeeway + 50*time.Millisecond)))
+			select {
+			case <-wait.C:
+			case <-req.Context().Done():
+				wait.Stop()
+				return
+			}
+		}
+		next.ServeHTTP(w, req)
+	})
 }
 
 // requestScope is the repository a registry API request is about and the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/docker/distribution/registry/client/auth/challenge"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -130,5 +131,49 @@ func TestTokenAnonymousPull(t *testing.T) {
 	err := imagebuilder.Push(context.Background(), target(reg, "", ""), "public/app", "v2", smallImage(t, 19))
 	if err == nil {
 		t.Error("anonymous push succeeded")
+	}
+}
+
+// TestStrictExpiry: with StrictExpiry the registry refuses a token past its
+// expiry with 401 invalid_token and a fresh challenge, also behind a
+// wrapper; ExpiryHold makes a request outlive its token (each blob once),
+// and a new token goes through.
+func TestStrictExpiry(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{Username: "alice", Password: "s3cret",
+		Token: &registrytest.TokenAuth{TTL: time.Second, StrictExpiry: true}})
+	img := smallImage(t, 29)
+	if err := imagebuilder.Push(context.Background(), target(reg, "alice", "s3cret"), "strict/app", "v1", img); err != nil {
+		t.Fatalf("Push: %v", err)
+	}
+	hold := registrytest.NewExpiryHold(1, registrytest.MatchBlobGet)
+	reg.SetWrap(hold.Wrap)
+	blob := reg.URL() + "/v2/strict/app/blobs/" + img.Layers[0].Digest.String()
+	_, tok := tokenFor(t, reg, "alice", "s3cret", "repository:strict/app:pull")
+	bearer := http.Header{"Authorization": {"Bearer " + tok}}
+	if status, _, _ := get(t, reg, http.MethodHead, reg.URL()+"/v2/strict/app/manifests/v1", http.Header{"Authorization": {"Bearer " + tok}, "Accept": {img.MediaType}}); status != http.StatusOK {
+		t.Fatalf("a fresh token: %d", status)
+	}
+	start := time.Now()
+	status, h, _ := get(t, reg, http.MethodGet, blob, bearer)
+	if status != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), `error="invalid_token"`) || !strings.Contains(h.Get("WWW-Authenticate"), reg.TokenRealm()) {
+		t.Errorf("held past its token's expiry: %d %q", status, h.Get("WWW-Authenticate"))
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("the held request was answered after %v, before its token could expire", d)
+	}
+	if hold.Held() != 1 || reg.ExpiredTokens() != 1 {
+		t.Errorf("held %d, refused %d; want 1 and 1", hold.Held(), reg.ExpiredTokens())
+	}
+	// The blob is not held again; the expired token is still refused, a new one is not.
+	if status, _, _ := get(t, reg, http.MethodGet, blob, bearer); status != http.StatusUnauthorized || reg.ExpiredTokens() != 2 {
+		t.Errorf("the expired token again: %d, %d refused", status, reg.ExpiredTokens())
+	}
+	_, fresh := tokenFor(t, reg, "alice", "s3cret", "repository:strict/app:pull")
+	status, _, body := get(t, reg, http.MethodGet, blob, http.Header{"Authorization": {"Bearer " + fresh}})
+	if status != http.StatusOK || digest.FromBytes(body) != img.Layers[0].Digest {
+		t.Errorf("a new token: %d", status)
+	}
+	if hold.Held() != 1 {
+		t.Errorf("held %d requests, want 1", hold.Held())
 	}
 }
