@@ -331,7 +331,9 @@ func (b *bench) kindCounts() map[string]int64 {
 
 // counts is what a gapmirror run's summary says it did.
 type counts struct {
-	copied, there, failed int
+	// images is the summary's total; built are the images gapmirror made
+	// itself (rebuilt catalogs, the graph image).
+	images, copied, there, built, failed int
 	// blobs transferred and reused (mounted or found), when the summary says.
 	blobs, reused int
 	// copySecs is how long the copy phase took, by the summary (the rest of
@@ -341,7 +343,7 @@ type counts struct {
 
 var (
 	// The summary's head line and blob tally (mirror.Report.Summary).
-	summaryRE = regexp.MustCompile(`(\d+) copied, (\d+) already at the destination, \d+ built by gapmirror, (\d+) failed`)
+	summaryRE = regexp.MustCompile(`(\d+) images?: (\d+) copied, (\d+) already at the destination, (\d+) built by gapmirror, (\d+) failed`)
 	blobsRE   = regexp.MustCompile(`blobs: \d+ [a-z ]+ \([^)]*\): (\d+) moved \([^)]*\), (\d+) already at the destination \([^)]*\); (\d+) shared references reused`)
 	copyRE    = regexp.MustCompile(`shared references reused; ([0-9.]+)s,`)
 )
@@ -361,9 +363,11 @@ func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (ti
 	took, err := b.command(ctx, label, &out, b.bin, full, env)
 	var c counts
 	if m := summaryRE.FindStringSubmatch(out.String()); m != nil {
-		c.copied, _ = strconv.Atoi(m[1])
-		c.there, _ = strconv.Atoi(m[2])
-		c.failed, _ = strconv.Atoi(m[3])
+		c.images, _ = strconv.Atoi(m[1])
+		c.copied, _ = strconv.Atoi(m[2])
+		c.there, _ = strconv.Atoi(m[3])
+		c.built, _ = strconv.Atoi(m[4])
+		c.failed, _ = strconv.Atoi(m[5])
 	}
 	if m := blobsRE.FindStringSubmatch(out.String()); m != nil {
 		c.blobs, _ = strconv.Atoi(m[1])
