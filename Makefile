@@ -71,7 +71,7 @@ bench-scale: build
 	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -scale 10000 -scale-only
 
 # Scenario E alone: the issue's mixed workload of 735 images (operators from the real
-# catalogs in ../shared/realdata, releases, additional images), about 2 minutes on 2 cores.
+# catalogs in ../shared/realdata, releases, additional images), 2 to 3 minutes on 2 quiet cores.
 bench-mixed: build
 	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only
 

@@ -69,7 +69,7 @@ func main() {
 	catalogOnly := flag.Bool("catalog-only", false, "run only scenario C (no registries, no gapmirror binary needed)")
 	scale := flag.Int("scale", 0, "scenario D: images of the scale run (also run at a tenth of that); 0 skips it")
 	scaleOnly := flag.Bool("scale-only", false, "run only scenario D")
-	mixed := flag.Bool("mixed", false, "also run scenario E, the issue's mixed workload (735 images: operators from -catalogs, releases, additional images; about 2 minutes on 2 CPUs)")
+	mixed := flag.Bool("mixed", false, "also run scenario E, the issue's mixed workload (735 images: operators from -catalogs, releases, additional images; 2 to 3 minutes on 2 quiet CPUs)")
 	mixedOnly := flag.Bool("mixed-only", false, "run only scenario E")
 	mixedTiny := flag.Bool("mixed-tiny", false, "scenario E with a few images of each kind (the smoke test's size), to check that it works")
 	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof)")
