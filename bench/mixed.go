@@ -138,7 +138,10 @@ func buildMixed(ctx context.Context, up *registrytest.Registry, dir, catalogsDir
 	m.kinds["catalog"] = 1
 	m.kinds["bundle"], m.kinds["related"], m.kinds["multi-arch related"] = ops.kinds["bundle"], ops.kinds["related"], ops.kinds["multi-arch related"]
 
-	additional := additionalImages(spec)
+	additional, err := additionalImages(spec)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < len(additional); i += 10 {
 		m.images = append(m.images, additional[i:min(i+10, len(additional))])
 	}
@@ -420,7 +423,7 @@ func catalogImage(cat *catalog.Catalog) (imagebuilder.FleetImage, error) {
 
 // additionalImages are spec.Additional single-platform images of
 // spec.AdditionalLayers random layers each, in ten repositories.
-func additionalImages(spec mixedSpec) []imagebuilder.FleetImage {
+func additionalImages(spec mixedSpec) ([]imagebuilder.FleetImage, error) {
 	out := make([]imagebuilder.FleetImage, spec.Additional)
 	for i := range out {
 		repo := fmt.Sprintf("apps/team-%d/service-%03d", i%10, i)
@@ -428,10 +431,13 @@ func additionalImages(spec mixedSpec) []imagebuilder.FleetImage {
 		for l := range spec.AdditionalLayers {
 			layers = append(layers, imagebuilder.RandomLayer(hashString(fmt.Sprintf("%s/layer-%d", repo, l)), spec.LayerSize))
 		}
-		out[i] = imagebuilder.FleetImage{Repo: repo, Tag: "1.0." + fmt.Sprint(i%7)}
-		out[i].Image, _ = imagebuilder.Build(imagebuilder.ImageSpec{Platform: amd64, Layers: layers, Cmd: []string{"/usr/bin/" + filepath.Base(repo)}})
+		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Platform: amd64, Layers: layers, Cmd: []string{"/usr/bin/" + filepath.Base(repo)}})
+		if err != nil {
+			return nil, fmt.Errorf("building additional image %s: %w", repo, err)
+		}
+		out[i] = imagebuilder.FleetImage{Repo: repo, Tag: "1.0." + fmt.Sprint(i%7), Image: img}
 	}
-	return out
+	return out, nil
 }
 
 // releaseVersions are the versions of the channel, oldest first.
