@@ -2,11 +2,19 @@ package main
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"go.podman.io/image/v5/types"
+
+	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/mirror"
 )
 
 // TestMain lets the test binary play the launcher and the filter child, as
@@ -110,5 +118,96 @@ func TestTail(t *testing.T) {
 	}
 	if got := tail("a", 5); got != "a" {
 		t.Errorf("tail = %q, want %q", got, "a")
+	}
+}
+
+// TestMixedScenarioSmoke builds scenario E's upstream at a tiny size (a
+// few images of each kind) from a generated catalog and, when present, the
+// real catalogs, and resolves its configuration with gapmirror's
+// mirror-to-disk dry run in process: the plan must hold exactly the images
+// the bench expects, kind by kind, with nothing failed.
+func TestMixedScenarioSmoke(t *testing.T) {
+	for _, tc := range []struct{ name, catalogs string }{
+		{"generated", filepath.Join(t.TempDir(), "absent")},
+		{"real", "../../shared/realdata/catalogs/v4.18"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Stat(tc.catalogs); tc.name == "real" && err != nil {
+				t.Skipf("real catalogs not available at %s (shared workspace data, not part of the repository): %v", tc.catalogs, err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			up, err := registrytest.New(ctx, registrytest.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer up.Close()
+			dir := t.TempDir()
+			m, err := buildMixed(ctx, up, dir, tc.catalogs, tinyMixed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.close()
+			t.Logf("%s; %s", m.source, m.describe(0))
+			if m.kinds["bundle"] == 0 || m.kinds["related"] == 0 || m.kinds["multi-arch related"] == 0 ||
+				m.kinds["bundle"]+m.kinds["related"] > tinyMixed.OperatorImages || m.kinds["additional"] != tinyMixed.Additional ||
+				m.kinds["release"] != tinyMixed.Releases || m.kinds["component"] != tinyMixed.Releases*tinyMixed.Components {
+				t.Errorf("built %v, want bundles, related images (some multi-arch) up to %d in all, %d additional images, %d releases of %d components",
+					m.kinds, tinyMixed.OperatorImages, tinyMixed.Additional, tinyMixed.Releases, tinyMixed.Components)
+			}
+
+			isc := filepath.Join(dir, "isc.yaml")
+			if err := os.WriteFile(isc, []byte(m.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := imageset.LoadImageSetConfiguration(isc)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, m.config)
+			}
+			flags := map[string]string{}
+			for i := 0; i+1 < len(m.flags); i += 2 {
+				flags[m.flags[i]] = m.flags[i+1]
+			}
+			regsConf := filepath.Join(dir, "registries.conf")
+			if err := os.WriteFile(regsConf, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			trip := &mirror.Trip{Config: cfg, ConfigPath: isc, StoreDir: filepath.Join(dir, "store"), DryRun: true,
+				Upstream: mirror.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: regsConf, AuthFile: filepath.Join(dir, "absent-auth.json")},
+				Log:      slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
+				Releases: mirror.ReleaseOptions{GraphURL: flags["--graph-url"], SignatureURL: flags["--release-signature-url"],
+					SignatureKeys: []string{flags["--release-signature-key"]}, GraphDataURL: flags["--graph-data-url"], GraphBaseImage: flags["--graph-base-image"]},
+			}
+			report, err := trip.MirrorToDisk(ctx, filepath.Join(dir, "archive"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := report.Err(); err != nil {
+				t.Fatalf("the dry run failed: %v", err)
+			}
+			got := map[string]int{}
+			total := 0
+			for _, img := range report.Set.Images {
+				if img.Kind == imageset.KindSignature {
+					continue
+				}
+				got[string(img.Kind)]++
+				total++
+			}
+			want := map[string]int{
+				string(imageset.KindOperatorCatalog): 1, string(imageset.KindOperatorBundle): m.kinds["bundle"],
+				string(imageset.KindOperatorRelated): m.kinds["related"], string(imageset.KindRelease): m.kinds["release"],
+				string(imageset.KindReleaseComponent): m.kinds["component"], string(imageset.KindReleaseGraph): 1,
+				string(imageset.KindAdditional): m.kinds["additional"],
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("the dry run plans %d images of kind %s, the bench built %d", got[k], k, v)
+				}
+			}
+			if total != m.want {
+				t.Errorf("the dry run plans %d images (%v), the bench expects %d", total, got, m.want)
+			}
+		})
 	}
 }

@@ -8,12 +8,18 @@
 // Scenario B (per-image overhead): -small images of 20–100 KiB each, like
 // operator bundles.
 //
+// Scenario E (the issue's mixed workload, -mixed or -mixed-only): 735
+// images, operator bundle and related images selected from the real
+// catalogs, three signed release payloads with their components and update
+// graph, 100 additional images of 4 × 512 KiB, next to a plain copy of the
+// blob files and skopeo copying every image 4 at a time.
+//
 // Scenario C (catalog filtering): gapmirror's catalog library loading,
 // filtering and writing the real catalogs and a generated catalog of 20,000
 // bundles, each in a child process for its peak RSS, next to opm render and
 // opm validate of the same directories (bin/opm, built by make opm).
 //
-// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-catalog-only] [-keep]
+// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-mixed | -mixed-only] [-catalog-only] [-keep]
 package main
 
 import (
@@ -63,6 +69,9 @@ func main() {
 	catalogOnly := flag.Bool("catalog-only", false, "run only scenario C (no registries, no gapmirror binary needed)")
 	scale := flag.Int("scale", 0, "scenario D: images of the scale run (also run at a tenth of that); 0 skips it")
 	scaleOnly := flag.Bool("scale-only", false, "run only scenario D")
+	mixed := flag.Bool("mixed", false, "also run scenario E, the issue's mixed workload (735 images: operators from -catalogs, releases, additional images; 2 to 3 minutes on 2 quiet CPUs)")
+	mixedOnly := flag.Bool("mixed-only", false, "run only scenario E")
+	mixedTiny := flag.Bool("mixed-tiny", false, "scenario E with a few images of each kind (the smoke test's size), to check that it works")
 	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof)")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
@@ -100,6 +109,13 @@ func main() {
 	b.trace = *trace
 	b.catalogs, b.genBundles, b.catalogRuns, b.catalogOnly = *catalogs, *genBundles, *catalogRuns, *catalogOnly
 	b.scaleImages, b.scaleOnly, b.profile = *scale, *scaleOnly, *profile
+	b.mixed, b.mixedOnly, b.mixedSpec = *mixed || *mixedOnly, *mixedOnly, fullMixed
+	if *mixedTiny {
+		b.mixedSpec = tinyMixed
+	}
+	if *mixedOnly && (*scaleOnly || *catalogOnly) {
+		fail("-mixed-only runs scenario E alone: leave out -scale-only and -catalog-only")
+	}
 	if *scaleOnly && *scale < 10 {
 		fail("-scale-only needs -scale of at least 10")
 	}
@@ -145,8 +161,11 @@ type bench struct {
 	// launcher, which reports its peak RSS in lastRSS.
 	scaleImages int
 	scaleOnly   bool
-	measureRSS  bool
-	lastRSS     int64
+	// Scenario E: see mixed.go.
+	mixed, mixedOnly bool
+	mixedSpec        mixedSpec
+	measureRSS       bool
+	lastRSS          int64
 	// lastCPU is the user+system time of the last command run.
 	lastCPU time.Duration
 	// profile is where CPU profiles of the gapmirror runs go ("": none).
@@ -185,7 +204,7 @@ func (b *bench) close(keep bool) {
 	}
 	_ = b.log.Close()
 	if keep {
-		fmt.Printf("\nKept %s (registries/, scenario-a/, scenario-b/, gapmirror.log).\n", b.dir)
+		fmt.Printf("\nKept %s (registries/, scenario-a/, scenario-b/, scenario-e/, gapmirror.log).\n", b.dir)
 		return
 	}
 	if err := os.RemoveAll(b.dir); err != nil {
@@ -198,12 +217,20 @@ func (b *bench) run(ctx context.Context, size int64, images, small int) error {
 	if b.scaleOnly {
 		return b.scale(ctx, b.scaleImages)
 	}
+	if b.mixedOnly {
+		return b.mixedScenario(ctx, b.mixedSpec)
+	}
 	if !b.catalogOnly {
 		if err := b.throughput(ctx, size, images); err != nil {
 			return err
 		}
 		if small > 0 {
 			if err := b.overhead(ctx, small); err != nil {
+				return err
+			}
+		}
+		if b.mixed {
+			if err := b.mixedScenario(ctx, b.mixedSpec); err != nil {
 				return err
 			}
 		}
@@ -331,7 +358,9 @@ func (b *bench) kindCounts() map[string]int64 {
 
 // counts is what a gapmirror run's summary says it did.
 type counts struct {
-	copied, there, failed int
+	// images is the summary's total; built are the images gapmirror made
+	// itself (rebuilt catalogs, the graph image).
+	images, copied, there, built, failed int
 	// blobs transferred and reused (mounted or found), when the summary says.
 	blobs, reused int
 	// copySecs is how long the copy phase took, by the summary (the rest of
@@ -341,7 +370,7 @@ type counts struct {
 
 var (
 	// The summary's head line and blob tally (mirror.Report.Summary).
-	summaryRE = regexp.MustCompile(`(\d+) copied, (\d+) already at the destination, \d+ built by gapmirror, (\d+) failed`)
+	summaryRE = regexp.MustCompile(`(\d+) images?: (\d+) copied, (\d+) already at the destination, (\d+) built by gapmirror, (\d+) failed`)
 	blobsRE   = regexp.MustCompile(`blobs: \d+ [a-z ]+ \([^)]*\): (\d+) moved \([^)]*\), (\d+) already at the destination \([^)]*\); (\d+) shared references reused`)
 	copyRE    = regexp.MustCompile(`shared references reused; ([0-9.]+)s,`)
 )
@@ -361,9 +390,11 @@ func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (ti
 	took, err := b.command(ctx, label, &out, b.bin, full, env)
 	var c counts
 	if m := summaryRE.FindStringSubmatch(out.String()); m != nil {
-		c.copied, _ = strconv.Atoi(m[1])
-		c.there, _ = strconv.Atoi(m[2])
-		c.failed, _ = strconv.Atoi(m[3])
+		c.images, _ = strconv.Atoi(m[1])
+		c.copied, _ = strconv.Atoi(m[2])
+		c.there, _ = strconv.Atoi(m[3])
+		c.built, _ = strconv.Atoi(m[4])
+		c.failed, _ = strconv.Atoi(m[5])
 	}
 	if m := blobsRE.FindStringSubmatch(out.String()); m != nil {
 		c.blobs, _ = strconv.Atoi(m[1])

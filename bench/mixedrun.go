@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/distribution/reference"
+)
+
+// mixedScenario is scenario E: the workload (fullMixed, or spec) through
+// the five trips, next to a plain copy of the same blob bytes and skopeo
+// copying every image, 4 at a time, in the same run.
+func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
+	dir := filepath.Join(b.dir, "scenario-e")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	fmt.Printf("\nScenario E, the issue's mixed workload: operator bundle and related images from catalogs, release payloads with their components, additional images\n")
+	up, err := b.registry(ctx, "e-upstream")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	m, err := buildMixed(ctx, up, dir, b.catalogs, spec)
+	if err != nil {
+		return fmt.Errorf("scenario E: %w", err)
+	}
+	defer m.close()
+	fmt.Printf("  catalogs: %s\n", m.source)
+	fmt.Printf("  packages: %v\n", m.packages)
+	fmt.Printf("  %s\n", m.describe(time.Since(start)))
+	isc := filepath.Join(dir, "isc.yaml")
+	if err := os.WriteFile(isc, []byte(m.config), 0o644); err != nil {
+		return err
+	}
+	if b.capacity.rate == 0 {
+		// Scenario A did not run: measure the floors on this upstream.
+		if b.capacity, err = measureCapacity(ctx, up, m.largestRepo, m.largest.Digest, m.largest.Size); err != nil {
+			return err
+		}
+	}
+	n := m.want
+	t, err := b.runTripSet(ctx, dir, "E", n, tripSet{isc: isc, upstreamArgs: m.flags, mixed: true})
+	if err != nil {
+		return err
+	}
+
+	// Baselines: the blob files of the upstream registry copied (what
+	// mirror-to-disk fetches and writes), and skopeo copying every image
+	// gapmirror copies (the catalog as it is upstream; not the graph image,
+	// which gapmirror builds), 4 at a time, then again with all there.
+	var copies []time.Duration
+	var plainBytes int64
+	for i := range 3 {
+		took, nb, err := plainCopy(filepath.Join(b.dir, "registries", "e-upstream", "docker", "registry", "v2", "blobs"), filepath.Join(dir, fmt.Sprintf("plain-copy-%d", i)), false)
+		if err != nil {
+			return err
+		}
+		copies, plainBytes = append(copies, took), nb
+		if err := os.RemoveAll(filepath.Join(dir, fmt.Sprintf("plain-copy-%d", i))); err != nil {
+			return err
+		}
+	}
+	slices.Sort(copies)
+	plain := &row{op: "plain copy of the blob files (io.Copy, no fsync)", took: copies[1], bytes: plainBytes}
+	fmt.Printf("  %-52s %7.2fs  %s, median of 3\n", plain.op, plain.took.Seconds(), humanBytes(plainBytes))
+	var skopeo, skopeoAgain *row
+	if b.skopeo != "" {
+		reg, err := b.registry(ctx, "e-skopeo")
+		if err != nil {
+			return err
+		}
+		src, dst, err := skopeoPairs(m.refs, reg.Host())
+		if err != nil {
+			return err
+		}
+		for i, op := range []string{"skopeo copy --all, 4 at a time", "skopeo copy --all, 4 at a time, again (all there)"} {
+			before := b.requests.Load()
+			took, err := b.skopeoCopy(ctx, "E "+op, src, dst, 4)
+			if err != nil {
+				return err
+			}
+			r := &row{op: op, took: took, requests: b.requests.Load() - before}
+			fmt.Printf("  %-52s %7.2fs  %d images, %.2f requests per image (both registries)\n", op, took.Seconds(), len(src), float64(r.requests)/float64(len(src)))
+			if i == 0 {
+				skopeo = r
+			} else {
+				skopeoAgain = r
+			}
+		}
+	}
+
+	fmt.Println()
+	fmt.Printf("  %-50s %11s  %-32s %10s %7s %15s %9s\n", fmt.Sprintf("E: %d images, %d blobs, %s", n, m.blobs, humanBytes(m.bytes)),
+		"gapmirror s", "baseline", "baseline s", "ratio", "req/img mirror", "upstream")
+	perImage := func(r tripResult, side string) string {
+		v := r.sideRequests(side)
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", float64(v)/float64(n))
+	}
+	for _, l := range []struct {
+		what     string
+		r        tripResult
+		baseName string
+		base     *row
+	}{
+		{"mirror-to-disk", t.m2d, "plain copy of the blob files", plain},
+		{"disk-to-mirror", t.d2m, "skopeo, 4 at a time", skopeo},
+		{"mirror-to-mirror", t.m2m, "skopeo, 4 at a time", skopeo},
+		{fmt.Sprintf("mirror-to-disk, no change (archive %s)", humanBytes(t.rerunArchiveBytes)), t.m2dAgain, "", nil},
+		{"mirror-to-mirror, no change", t.m2mAgain, "skopeo, 4 at a time, all there", skopeoAgain},
+	} {
+		baseName, baseSecs, ratio := "-", "-", "-"
+		if l.base != nil {
+			baseName, baseSecs = l.baseName, fmt.Sprintf("%.2f", l.base.took.Seconds())
+			ratio = fmt.Sprintf("%.2f", l.r.row.took.Seconds()/max(l.base.took.Seconds(), 1e-6))
+		}
+		fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", l.what, l.r.row.took.Seconds(), baseName, baseSecs, ratio, perImage(l.r, "mirror"), perImage(l.r, "upstream"))
+	}
+	fmt.Println()
+	printFloors(b.capacity, m.bytes, t)
+	fmt.Println()
+	fmt.Printf("  archive of the first mirror-to-disk: %d chunk(s), %s; of the no-change rerun: %s\n", t.chunks, humanBytes(t.archiveBytes), humanBytes(t.rerunArchiveBytes))
+	for _, r := range []tripResult{t.m2d, t.d2m, t.m2m, t.m2dAgain, t.m2mAgain} {
+		fmt.Printf("  %-44s %d images: %d copied, %d already there, %d built by gapmirror; CPU gapmirror %.2fs, registries %.2fs\n",
+			r.row.op+":", r.counts.images, r.counts.copied, r.counts.there, r.counts.built, r.cpu.Seconds(), r.registryCPU.Seconds())
+	}
+	if b.skopeo == "" {
+		fmt.Println("  skopeo is not installed: the skopeo baselines were skipped")
+	}
+	fmt.Println("  ratio = gapmirror's seconds ÷ the baseline's, both measured in this run (lower is faster). req/img = requests the registry of")
+	fmt.Println("  that side served during the run ÷ images (the update service and signature store are not registries and are not counted).")
+	fmt.Println("  skopeo copies each image once (release components shared by payloads once), the catalog as it is upstream, not the graph image.")
+	return nil
+}
+
+// skopeoPairs are the docker:// sources and destinations on host of every
+// reference: the repository path kept under mirror/, an image named by
+// digest tagged sha256-<hex> as gapmirror tags it.
+func skopeoPairs(refs []string, host string) (src, dst []string, err error) {
+	for _, ref := range refs {
+		named, err := reference.ParseNormalizedNamed(ref)
+		if err != nil {
+			return nil, nil, fmt.Errorf("skopeo baseline: %s: %w", ref, err)
+		}
+		tag := "latest"
+		switch v := named.(type) {
+		case reference.Canonical:
+			tag = v.Digest().Algorithm().String() + "-" + v.Digest().Encoded()
+		case reference.NamedTagged:
+			tag = v.Tag()
+		}
+		src = append(src, "docker://"+ref)
+		dst = append(dst, "docker://"+host+"/mirror/"+reference.Path(named)+":"+tag)
+	}
+	return src, dst, nil
+}
