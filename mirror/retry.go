@@ -147,7 +147,7 @@ func Classify(err error) Cause {
 	var unauthorized docker.ErrUnauthorizedForCredentials
 	if errors.As(err, &unauthorized) || errors.Is(err, registryapi.ErrNoCredentials) || hasStatus(err, http.StatusUnauthorized) || hasCode(err, errcode.ErrorCodeUnauthorized) ||
 		strings.Contains(low, "unauthorized") || strings.Contains(low, "authentication required") {
-		return Cause{Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"}
+		return Cause{Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE, or --src-authfile / --dest-authfile when given (podman login / docker login)"}
 	}
 	if hasStatus(err, http.StatusForbidden) || hasCode(err, errcode.ErrorCodeDenied) || strings.Contains(low, "denied") {
 		return Cause{Kind: CauseDenied, Fix: "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"}

@@ -267,7 +267,7 @@ func TestOcMirrorFlags(t *testing.T) {
 	if code, _, errOut := runPlain(t, "--v2", "--log-level", "trace", "-f", "--src-tls-verify", "--dest-tls-verify=false", "--tls-verify=true", "-q", "--help"); code != 0 {
 		t.Errorf("oc-mirror's flags: exit %d: %s", code, errOut)
 	}
-	g := &globalFlags{logLevel: "trace"}
+	g := &globalFlags{stderr: io.Discard, logLevel: "trace"}
 	if l, err := g.logger(io.Discard); err != nil || !l.Enabled(context.Background(), slog.LevelDebug) {
 		t.Errorf("--log-level trace must log debug lines: %v", err)
 	}
