@@ -132,7 +132,7 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	pf.StringVar(&g.srcCertDir, "src-cert-dir", "", "directory with ca.crt and client certificates for source registries; default the host's directory under certs.d")
 	pf.StringVar(&g.destCertDir, "dest-cert-dir", "", "directory with ca.crt and client certificates for the destination registry; default the host's directory under certs.d")
 	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors, blocked and insecure registries); default the system's")
-	pf.StringVar(&g.registriesD, "registries.d", "", "registries.d directory (sigstore lookaside, use-sigstore-attachments; read when --secure-policy verifies); default ~/.config/containers/registries.d, then /etc/containers/registries.d")
+	pf.StringVar(&g.registriesD, "registries.d", "", "registries.d directory: use-sigstore-attachments per registry or repository (false: no .sig lookup there) and the lookaside stores --secure-policy reads; default containers/image's (~/.config/containers/registries.d, /etc/containers/registries.d)")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $OC_MIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
 	g.src.add(pf, "src", "screds", "source registries")
