@@ -4,7 +4,7 @@ TAGS    := containers_image_openpgp containers_image_storage_stub containers_ima
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 # The commit's date, not the clock's, so that a rebuild is byte-identical.
-DATE    ?= $(shell git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null | sed 's/^$$/unknown/' || echo unknown)
+DATE    ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null | sed 's/^$$/unknown/' || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
 GO      := CGO_ENABLED=0 go
 BIN     := bin/gapmirror

@@ -63,6 +63,42 @@ func TestDocs(t *testing.T) {
 	}
 }
 
+// TestDocsGoInstall: every `go install` of gapmirror the README and
+// docs/*.md show carries CGO_ENABLED=0 and the Makefile's build tags,
+// without which containers/image compiles its gpgme (cgo) code and the
+// build fails.
+func TestDocsGoInstall(t *testing.T) {
+	mk, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^TAGS\s*:=\s*(.+)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("Makefile has no TAGS := line")
+	}
+	tags := `-tags "` + strings.TrimSpace(string(m[1])) + `"`
+	pages, _ := filepath.Glob("docs/*.md")
+	n := 0
+	for _, f := range append([]string{"README.md"}, pages...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range strings.Split(string(data), "\n") {
+			if !strings.Contains(l, "go install ") || !strings.Contains(l, "gapmirror/cmd/gapmirror") {
+				continue
+			}
+			n++
+			if !strings.Contains(l, "CGO_ENABLED=0 go install "+tags+" github.com/gapmirror/gapmirror/cmd/gapmirror@") {
+				t.Errorf("%s:%d: a go install without CGO_ENABLED=0 and %s fails (gpgme needs cgo): %s", f, i+1, tags, l)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no `go install` of gapmirror in README.md or docs/*.md: the README documents one")
+	}
+}
+
 // headings returns the GitHub anchors of a markdown file's headings.
 func headings(t *testing.T, file string) map[string]bool {
 	data, err := os.ReadFile(file)

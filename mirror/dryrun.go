@@ -64,10 +64,10 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) err
 	fig := &DryRunFigures{Mirror: dst.Root()}
 	if len(set.Images) > 0 {
 		if err := dst.Check(ctx, set.Images[0]); err != nil {
-			return fmt.Errorf("dry run: %w", err)
+			return fmt.Errorf("dry run: no-go: %w", err)
 		}
 		if err := checkPush(ctx, dst, set.Images[0]); err != nil {
-			return fmt.Errorf("dry run: %w", err)
+			return fmt.Errorf("dry run: no-go: %w", err)
 		}
 	}
 	present := make([]bool, len(set.Images))
@@ -202,7 +202,7 @@ func checkPush(ctx context.Context, dst *Registry, img imageset.Image) error {
 		return fmt.Errorf("mirror registry %s: %w", dst.Root(), err)
 	}
 	if err := c.CheckPush(ctx, reference.Path(named)); err != nil {
-		return fmt.Errorf("the mirror registry %s does not let these credentials push to %s: %w (check the account --authfile gives for it)", dst.Root(), reference.Path(named), err)
+		return fmt.Errorf("the mirror registry %s does not let these credentials push to %s: %w; give an account that may push there: --dest-authfile or --authfile (podman login %s), or --dest-creds USER:PASSWORD", dst.Root(), reference.Path(named), err, reference.Domain(named))
 	}
 	return nil
 }

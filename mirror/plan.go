@@ -191,10 +191,17 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
 	plan.Set = set
+	if !t.RemoveSignatures || t.SecurePolicy {
+		rd, err := loadRegistriesD(up.sys)
+		if err != nil {
+			return nil, nil, err
+		}
+		up.regsD = rd
+	}
 	if !t.RemoveSignatures {
 		sigStart := time.Now()
 		st := t.addSignatures(ctx, up, store, ws, plan, res)
-		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
+		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
 	}
 	if t.SecurePolicy {
 		if err := t.verifySignatures(ctx, up, set, res); err != nil {

@@ -18,11 +18,6 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
-// sigstoreRegistriesD makes containers/image read cosign's tag-based
-// signatures ("sha256-<hex>.sig") of every registry while a policy is
-// evaluated.
-const sigstoreRegistriesD = "default-docker:\n  use-sigstore-attachments: true\n"
-
 // ErrPolicyRefused marks images the signature policy (--secure-policy) refused.
 var ErrPolicyRefused = errors.New("refused by the signature policy (--secure-policy)")
 
@@ -52,7 +47,13 @@ func (t *Trip) verifySignatures(ctx context.Context, up *Registry, set *imageset
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := policyRegistriesD(up.sys, dir); err != nil {
+	rd := up.regsD
+	if rd == nil {
+		if rd, err = loadRegistriesD(up.sys); err != nil {
+			return err
+		}
+	}
+	if err := policyRegistriesD(rd, dir); err != nil {
 		return err
 	}
 	sys := *up.sys

@@ -107,6 +107,9 @@ type Registry struct {
 	// resolved keeps the manifests ResolveDigest read, by digest, so the
 	// signature lookup need not read them again.
 	resolved map[digest.Digest][]byte
+	// regsD is the registries.d of an upstream, read once per run: which
+	// repositories get sigstore signature lookups (nil: all).
+	regsD *registriesD
 
 	// clients answer existence checks, read and push with one client per
 	// registry host and credentials for the whole run (see sharedClient).

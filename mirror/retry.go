@@ -117,7 +117,7 @@ var causes = map[string]Cause{
 	CauseTLS:         {Kind: CauseTLS, Registry: true, Fix: "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"},
 	CauseDNS:         {Kind: CauseDNS, Registry: true, Fix: "the registry's host name does not resolve: check the name (and DNS, HTTP(S)_PROXY)"},
 	CauseDenied:      {Kind: CauseDenied, Fix: "the account --authfile gives for this registry may not do this (a mirror needs pull and push, a source pull); check its permissions"},
-	CauseAuth:        {Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE (podman login / docker login)"},
+	CauseAuth:        {Kind: CauseAuth, Registry: true, Fix: "check the credentials for this registry in --authfile / $REGISTRY_AUTH_FILE, or --src-authfile / --dest-authfile when given (podman login / docker login)"},
 	CauseNotFound:    {Kind: CauseNotFound, Fix: "the image, tag or repository does not exist there: check the name in the configuration"},
 	CauseUnreachable: {Kind: CauseUnreachable, Fix: "the registry is unreachable: check the host name, port and network (and HTTP(S)_PROXY); run again once it answers"},
 	CauseTransient:   {Kind: CauseTransient, Fix: "the registry or network failed for a while; run again"},

@@ -46,6 +46,9 @@ type signatureAnswer struct {
 type SignatureStats struct {
 	// Lookups is the number of signature tags asked for (one HEAD each).
 	Lookups int
+	// Off counts the lookups registries.d turns off
+	// (use-sigstore-attachments: false): no request is sent for them.
+	Off int
 	// IndexReads counts the manifests read to find platform manifests.
 	IndexReads int
 	Found      int
@@ -134,11 +137,30 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, ws
 			}
 		}
 	}
-	stats.Lookups = len(order)
+	// registries.d decides per repository, as containers/image does, whether
+	// sigstore attachments are looked for at all; a lookaside it names for
+	// simple-signing signatures is said once (those are not mirrored).
+	asked := order[:0:0]
+	lookasides := map[string]bool{}
+	for _, k := range order {
+		if l := up.regsD.lookaside(k.repo, k.manifest); l != "" && !lookasides[l] {
+			lookasides[l] = true
+			t.Log.Info("registries.d names a lookaside for simple-signing signatures: gapmirror reads it only to verify (--secure-policy) and does not mirror those signatures", "repository", k.repo, "lookaside", l)
+		}
+		if up.regsD.sigstoreAttachments(k.repo, k.manifest) {
+			asked = append(asked, k)
+		} else {
+			stats.Off++
+		}
+	}
+	if stats.Off > 0 {
+		t.Log.Info("registries.d turns sigstore attachments off for some repositories (use-sigstore-attachments: false): their signatures are not looked for or mirrored", "lookupsSkipped", stats.Off, "registriesD", up.regsD.from)
+	}
+	stats.Lookups = len(asked)
 	// A HEAD is cheap for the registry: twice the copy's parallelism keeps a
 	// no-change rerun of thousands of images short (429s are retried).
-	parallelDo(len(order), 2*parallel, func(i int) {
-		k := order[i]
+	parallelDo(len(asked), 2*parallel, func(i int) {
+		k := asked[i]
 		lookups[k].sig, lookups[k].err = up.signature(ctx, k)
 	})
 
@@ -216,7 +238,8 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 // answers decides: every "not there" answer (404 with MANIFEST_UNKNOWN,
 // NAME_UNKNOWN or no body) means none, since some registries answer
 // NAME_UNKNOWN for a tag that does not exist. Only when no source answers
-// is it an error.
+// is it an error. A source registries.d turns sigstore attachments off for
+// is not asked.
 func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Digest, error) {
 	named, err := reference.ParseNormalizedNamed(k.repo)
 	if err != nil {
@@ -245,6 +268,9 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 	}
 	var first error
 	for _, repo := range repos {
+		if !r.regsD.sigstoreAttachments(repo.Name(), k.manifest) {
+			continue // registries.d: no sigstore attachments from this source
+		}
 		d, err := r.headTag(ctx, repo, SignatureTag(k.manifest))
 		switch {
 		case err == nil:

@@ -21,7 +21,8 @@ func (w *world) writeFile(name, content string) string {
 }
 
 // TestBadConfig: configuration mistakes exit 1, name the file, line and
-// field, and touch nothing.
+// field, and write nothing: a file that does not load does not even get
+// its destination directory made.
 func TestBadConfig(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 16<<10)
@@ -29,21 +30,24 @@ func TestBadConfig(t *testing.T) {
 	cases := []struct {
 		name, isc string
 		want      []string
+		// resolved: found when the image set is resolved, after the run's
+		// log is opened in the destination's working-dir.
+		resolved bool
 	}{
 		{"unknown field", head + "mirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n    targetRepoo: x\n",
-			[]string{"bad.yaml:6", "mirror.additionalImages[0].targetRepoo", "unknown field"}},
+			[]string{"bad.yaml:6", "mirror.additionalImages[0].targetRepoo", "unknown field"}, false},
 		{"wrong kind", "kind: ImageSetConfig\napiVersion: mirror.openshift.io/v2alpha1\nmirror: {}\n",
-			[]string{"bad.yaml:1", "kind"}},
+			[]string{"bad.yaml:1", "kind"}, false},
 		{"oc-mirror v1 apiVersion", "kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v1alpha2\nmirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n",
-			[]string{"bad.yaml:2", "apiVersion", "v1alpha2"}},
+			[]string{"bad.yaml:2", "apiVersion", "v1alpha2"}, false},
 		{"min > max", head + "mirror:\n  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.9\n      maxVersion: 4.18.1\n",
-			[]string{"bad.yaml:", "mirror.platform.channels[0]", "4.18.9"}},
+			[]string{"bad.yaml:", "mirror.platform.channels[0]", "4.18.9"}, false},
 		{"blocked image listed", head + "mirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n  blockedImages:\n  - name: apps/app-00\n",
-			[]string{"mirror.additionalImages[0]", "blocked by mirror.blockedImages[0]"}},
+			[]string{"mirror.additionalImages[0]", "blocked by mirror.blockedImages[0]"}, true},
 		{"bad regex", head + "mirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n  blockedImages:\n  - name: 'app-(('\n",
-			[]string{"bad.yaml:7", "mirror.blockedImages[0].name"}},
+			[]string{"bad.yaml:7", "mirror.blockedImages[0].name"}, false},
 		{"not implemented", head + "mirror:\n  helm:\n    local:\n    - name: c\n      path: /tmp/c.tgz\n      platforms:\n      - os: linux\n        architecture: arm64\n",
-			[]string{"mirror.helm.local[0].platforms", "not supported"}},
+			[]string{"mirror.helm.local[0].platforms", "not supported"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -63,6 +67,9 @@ func TestBadConfig(t *testing.T) {
 			}
 			if chunks, _ := filepath.Glob(filepath.Join(out, "mirror_*.tar")); len(chunks) > 0 {
 				t.Errorf("an archive was written for a bad config: %v", chunks)
+			}
+			if _, err := os.Stat(out); !c.resolved && !os.IsNotExist(err) {
+				t.Errorf("the destination %s was created for a bad config (the configuration is read before anything is written)", out)
 			}
 		})
 	}

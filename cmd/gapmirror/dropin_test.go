@@ -256,6 +256,30 @@ func TestOcMirrorFlags(t *testing.T) {
 		{[]string{"--log-level", "loud", "-c", isc, "file://" + dir}, "use error, warn, info, debug or trace"},
 		{[]string{"--src-creds", ":pw", "-c", isc, "file://" + dir}, "--src-creds: the user name is empty"},
 		{[]string{"--dest-creds", "u:p", "--dest-no-creds", "-c", isc, "--workspace", "file://" + dir, "docker://h:5000"}, "exclude each other"},
+		// skopeo's old name of --src-creds, which oc-mirror takes too.
+		{[]string{"--screds", ":pw", "-c", isc, "file://" + dir}, "--src-creds: the user name is empty"},
+		// skopeo's transport flags oc-mirror inherits, on mirror and delete.
+		{[]string{"--src-shared-blob-dir", "/blobs", "-c", isc, "file://" + dir}, "--src-shared-blob-dir (oc-mirror) is not supported: gapmirror reads and writes no oci: transport directories"},
+		{[]string{"mirror", "--dest-shared-blob-dir", "/blobs", "-c", isc, "file://" + dir}, "use --cache-dir to place it"},
+		{[]string{"--src-daemon-host", "unix:///run/docker.sock", "-c", isc, "file://" + dir}, "never talks to a docker daemon"},
+		{[]string{"delete", "--dest-daemon-host", "tcp://h:2375", "--delete-yaml-file", isc, "docker://h:5000"}, "--dest-daemon-host (oc-mirror) is not supported: gapmirror never talks to a docker daemon"},
+		{[]string{"--dest-compress", "-c", isc, "file://" + dir}, "no dir: destination to compress into"},
+		{[]string{"--dest-decompress", "-c", isc, "file://" + dir}, "no dir: destination to decompress into"},
+		{[]string{"--dest-compress-format", "zstd", "-c", isc, "file://" + dir}, "byte for byte"},
+		{[]string{"mirror", "--dest-compress-level", "9", "-c", isc, "file://" + dir}, "no level to choose"},
+		{[]string{"--dest-oci-accept-uncompressed-layers", "-c", isc, "file://" + dir}, "uncompressed ones included"},
+		{[]string{"--dest-precompute-digests", "-c", isc, "file://" + dir}, "uploads only the rest"},
+		// oc-mirror's copy flags, which it takes on every command: delete
+		// copies nothing and verifies nothing.
+		{[]string{"delete", "--parallel-images", "4", "--delete-yaml-file", isc, "docker://h:5000"}, "--parallel-images (oc-mirror) is not supported: gapmirror delete copies no images"},
+		{[]string{"delete", "--parallel-layers", "10", "--generate", "docker://h:5000"}, "delete moves no layers"},
+		{[]string{"delete", "--retry-times", "3", "--delete-yaml-file", isc, "docker://h:5000"}, "run delete --generate again"},
+		{[]string{"delete", "--retry-delay", "1s", "--delete-yaml-file", isc, "docker://h:5000"}, "sends each delete once"},
+		{[]string{"delete", "--policy", "/etc/containers/policy.json", "--delete-yaml-file", isc, "docker://h:5000"}, "delete verifies no signatures"},
+		{[]string{"delete", "--dest-authfile", "/nonexistent/auth.json", "--delete-yaml-file", isc, "docker://h:5000"}, "--dest-authfile /nonexistent/auth.json: the file does not exist"},
+		// mirror takes the copy flags: the value is checked, not refused.
+		{[]string{"mirror", "--parallel-images", "0", "-c", isc, "file://" + dir}, "--parallel-images 0: use 1 to 64"},
+		{[]string{"--retry-times", "101", "-c", isc, "file://" + dir}, "--retry-times 101: use 0 to 100"},
 	} {
 		code, _, errOut := runPlain(t, c.args...)
 		if code != 1 || !strings.Contains(errOut, c.want) {
@@ -267,7 +291,7 @@ func TestOcMirrorFlags(t *testing.T) {
 	if code, _, errOut := runPlain(t, "--v2", "--log-level", "trace", "-f", "--src-tls-verify", "--dest-tls-verify=false", "--tls-verify=true", "-q", "--help"); code != 0 {
 		t.Errorf("oc-mirror's flags: exit %d: %s", code, errOut)
 	}
-	g := &globalFlags{logLevel: "trace"}
+	g := &globalFlags{stderr: io.Discard, logLevel: "trace"}
 	if l, err := g.logger(io.Discard); err != nil || !l.Enabled(context.Background(), slog.LevelDebug) {
 		t.Errorf("--log-level trace must log debug lines: %v", err)
 	}

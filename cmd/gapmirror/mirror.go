@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -81,6 +82,13 @@ func addMirrorFlags(fl *pflag.FlagSet, f *mirrorFlags) {
 }
 
 func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string) (err error) {
+	// Every input is checked before anything is written: a wrong -c,
+	// --from or destination must not leave a working-dir/logs behind (at
+	// a path the user never meant to create).
+	trip, line, err := prepareMirror(g, f, target)
+	if err != nil {
+		return err
+	}
 	mode, ws := runWorkspace(target, f)
 	logDir := ws
 	if f.dryRun && ws != "" {
@@ -100,37 +108,71 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 			rl.Close()
 		}()
 	}
+	trip.Log, trip.Out = log, cmd.OutOrStdout()
+	trip.Copy.Progress = g.progress(log)
+
+	ctx := cmd.Context()
+	var report *mirror.Report
+	switch line.mode {
+	case "mirror-to-disk":
+		report, err = trip.MirrorToDisk(ctx, line.dir)
+	case "disk-to-mirror":
+		report, err = trip.DiskToMirror(ctx, line.dir, line.root)
+	default:
+		report, err = trip.MirrorToMirror(ctx, line.dir, line.root)
+	}
+	if err != nil {
+		return err
+	}
+	report.Summary(cmd.OutOrStdout())
+	return report.Err()
+}
+
+// mirrorLine is a checked mirror command line: the workflow, its
+// directory (the destination, --from or --workspace) and the mirror root.
+type mirrorLine struct {
+	mode, dir, root string
+}
+
+// prepareMirror checks the flags, the configuration file, the destination
+// and --from, and builds the trip (without its logger), creating nothing.
+func prepareMirror(g *globalFlags, f *mirrorFlags, target string) (*mirror.Trip, mirrorLine, error) {
+	var line mirrorLine
+	if _, err := parseLevel(g.logLevel); err != nil {
+		return nil, line, err
+	}
+	if err := g.checkAuthFile(); err != nil {
+		return nil, line, err
+	}
 	if f.parallelImages < 1 || f.parallelImages > 64 {
-		return fmt.Errorf("--parallel-images %d: use 1 to 64", f.parallelImages)
+		return nil, line, fmt.Errorf("--parallel-images %d: use 1 to 64", f.parallelImages)
 	}
 	if f.parallelLayers < 1 || f.parallelLayers > 64 {
-		return fmt.Errorf("--parallel-layers %d: use 1 to 64", f.parallelLayers)
+		return nil, line, fmt.Errorf("--parallel-layers %d: use 1 to 64", f.parallelLayers)
 	}
 	if f.retryTimes < 0 || f.retryTimes > 100 {
-		return fmt.Errorf("--retry-times %d: use 0 to 100", f.retryTimes)
+		return nil, line, fmt.Errorf("--retry-times %d: use 0 to 100", f.retryTimes)
 	}
 	if err := checkMaxNestedPaths(f.maxNestedPaths); err != nil {
-		return err
+		return nil, line, err
 	}
 	storeDir, err := g.storeDir()
 	if err != nil {
-		return err
+		return nil, line, err
 	}
 	upstream, err := g.upstream()
 	if err != nil {
-		return err
+		return nil, line, err
 	}
 	dest, err := g.mirror()
 	if err != nil {
-		return err
+		return nil, line, err
 	}
 	trip := &mirror.Trip{
 		Upstream:    upstream,
 		Mirror:      dest,
 		StoreDir:    storeDir,
 		DryRun:      f.dryRun,
-		Log:         log,
-		Out:         cmd.OutOrStdout(),
 		ToolVersion: version,
 		Copy: mirror.Options{
 			ParallelImages: f.parallelImages,
@@ -138,7 +180,6 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 			Retries:        f.retryTimes,
 			RetryDelay:     f.retryDelay,
 			Force:          f.force,
-			Progress:       g.progress(log),
 		},
 		StrictArchive: f.strictArchive,
 		Releases:      f.releases,
@@ -146,7 +187,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	if f.since != "" {
 		since, err := time.Parse("2006-01-02", f.since)
 		if err != nil {
-			return fmt.Errorf("--since %q: use a date like 2026-11-01", f.since)
+			return nil, line, fmt.Errorf("--since %q: use a date like 2026-11-01", f.since)
 		}
 		trip.Since = since
 	}
@@ -156,86 +197,105 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	trip.MaxNestedPaths = f.maxNestedPaths
 	trip.RemoveSignatures = f.removeSigs
 	if f.policy != "" && !f.securePolicy {
-		return fmt.Errorf("--policy %s is used only with --secure-policy: add --secure-policy to verify images, or leave out --policy", f.policy)
+		return nil, line, fmt.Errorf("--policy %s is used only with --secure-policy: add --secure-policy to verify images, or leave out --policy", f.policy)
 	}
 	trip.SecurePolicy, trip.PolicyPath = f.securePolicy, f.policy
 	if f.retryTimes == 0 {
 		trip.Copy.Retries = -1
 	}
-	if f.config != "" {
-		cfg, err := imageset.LoadImageSetConfiguration(f.config)
-		if err != nil {
-			return err
-		}
-		trip.Config, trip.ConfigPath = cfg, f.config
-		trip.ArchiveSize = cfg.ArchiveSizeBytes()
-	}
 	if f.archiveSize != "" {
 		n, err := archive.ParseSize(f.archiveSize)
 		if err != nil {
-			return fmt.Errorf("--archive-size: %w", err)
+			return nil, line, fmt.Errorf("--archive-size: %w", err)
 		}
 		trip.ArchiveSize = n
 	}
+	if line, err = checkMirrorLine(f, target); err != nil {
+		return nil, line, err
+	}
+	if f.config != "" {
+		cfg, err := loadConfig(f.config)
+		if err != nil {
+			return nil, line, err
+		}
+		trip.Config, trip.ConfigPath = cfg, f.config
+		if f.archiveSize == "" {
+			trip.ArchiveSize = cfg.ArchiveSizeBytes()
+		}
+	}
+	if line.mode != "disk-to-mirror" && trip.Config == nil && f.retryFailed == "" {
+		return nil, line, fmt.Errorf("%s needs -c/--config, the ImageSetConfiguration to mirror", line.mode)
+	}
+	return trip, line, nil
+}
 
-	ctx := cmd.Context()
-	var report *mirror.Report
+// checkMirrorLine checks the destination and --from/--workspace of a
+// mirror command line: the workflow they make, and for disk-to-mirror that
+// --from holds an archive.
+func checkMirrorLine(f *mirrorFlags, target string) (mirrorLine, error) {
 	switch {
 	case strings.HasPrefix(target, "file://"):
 		if f.from != "" || f.workspace != "" {
-			return fmt.Errorf("mirror-to-disk (%s) takes no --from or --workspace: the workspace is <dir>/working-dir", target)
+			return mirrorLine{}, fmt.Errorf("mirror-to-disk (%s) takes no --from or --workspace: the workspace is <dir>/working-dir", target)
 		}
 		if f.prune {
-			return fmt.Errorf("--prune deletes from a mirror registry: use it with disk-to-mirror or mirror-to-mirror (a docker:// destination), not with mirror-to-disk")
+			return mirrorLine{}, fmt.Errorf("--prune deletes from a mirror registry: use it with disk-to-mirror or mirror-to-mirror (a docker:// destination), not with mirror-to-disk")
 		}
 		if f.maxNestedPaths != 0 {
-			return fmt.Errorf("--max-nested-paths shortens repository paths in a mirror registry: mirror-to-disk has none; give it to the disk-to-mirror run that pushes the archive")
-		}
-		if trip.Config == nil && f.retryFailed == "" {
-			return fmt.Errorf("mirror-to-disk needs -c/--config")
+			return mirrorLine{}, fmt.Errorf("--max-nested-paths shortens repository paths in a mirror registry: mirror-to-disk has none; give it to the disk-to-mirror run that pushes the archive")
 		}
 		dir, err := fileURL("destination", target)
-		if err != nil {
-			return err
-		}
-		report, err = trip.MirrorToDisk(ctx, dir)
-		if err != nil {
-			return err
-		}
+		return mirrorLine{mode: "mirror-to-disk", dir: dir}, err
 	case strings.HasPrefix(target, "docker://"):
 		root := strings.TrimPrefix(target, "docker://")
+		if root == "" || strings.HasPrefix(root, "/") {
+			return mirrorLine{}, fmt.Errorf("destination %q: name the registry, docker://HOST[:PORT][/PREFIX]", target)
+		}
 		switch {
 		case f.from != "" && f.workspace != "":
-			return fmt.Errorf("give either --from (disk-to-mirror) or --workspace (mirror-to-mirror), not both")
+			return mirrorLine{}, fmt.Errorf("give either --from (disk-to-mirror) or --workspace (mirror-to-mirror), not both")
 		case f.from != "":
 			dir, err := fileURL("--from", f.from)
 			if err != nil {
-				return err
+				return mirrorLine{}, err
 			}
-			report, err = trip.DiskToMirror(ctx, dir, root)
-			if err != nil {
-				return err
+			if err := checkArchiveDir(f.from, dir); err != nil {
+				return mirrorLine{}, err
 			}
+			return mirrorLine{mode: "disk-to-mirror", dir: dir, root: root}, nil
 		case f.workspace != "":
-			if trip.Config == nil && f.retryFailed == "" {
-				return fmt.Errorf("mirror-to-mirror needs -c/--config")
-			}
 			dir, err := fileURL("--workspace", f.workspace)
-			if err != nil {
-				return err
-			}
-			report, err = trip.MirrorToMirror(ctx, dir, root)
-			if err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("a docker:// destination needs --from file://DIR (disk-to-mirror) or --workspace file://DIR (mirror-to-mirror)")
+			return mirrorLine{mode: "mirror-to-mirror", dir: dir, root: root}, err
 		}
-	default:
-		return fmt.Errorf("destination %q: use file://DIR (mirror-to-disk) or docker://HOST[:PORT][/PREFIX]", target)
+		return mirrorLine{}, fmt.Errorf("a docker:// destination needs --from file://DIR (disk-to-mirror) or --workspace file://DIR (mirror-to-mirror)")
 	}
-	report.Summary(cmd.OutOrStdout())
-	return report.Err()
+	return mirrorLine{}, fmt.Errorf("destination %q: use file://DIR (mirror-to-disk) or docker://HOST[:PORT][/PREFIX]", target)
+}
+
+// checkArchiveDir refuses a --from that is not a directory holding an
+// archive, before disk-to-mirror writes its working-dir there.
+func checkArchiveDir(from, dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case os.IsNotExist(err):
+		return fmt.Errorf("--from %s: %s does not exist: give the directory mirror-to-disk wrote the archive into (it holds mirror_000001.tar), as copied to this host", from, dir)
+	case err != nil:
+		return fmt.Errorf("--from %s: %w", from, err)
+	case !fi.IsDir():
+		return fmt.Errorf("--from %s: %s is not a directory: give the directory holding the archive chunks (mirror_000001.tar, …), not a chunk", from, dir)
+	}
+	if _, err := archive.List(dir); err != nil {
+		return fmt.Errorf("--from %s: %w", from, err)
+	}
+	return nil
+}
+
+// loadConfig reads -c, saying which flag names a file that is not there.
+func loadConfig(path string) (*imageset.ImageSetConfiguration, error) {
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return nil, fmt.Errorf("-c/--config %s: the file does not exist: give the ImageSetConfiguration to mirror (kind: ImageSetConfiguration, apiVersion: mirror.openshift.io/v2alpha1)", path)
+	}
+	return imageset.LoadImageSetConfiguration(path)
 }
 
 // runWorkspace is the mode and the workspace of a mirror command line, or

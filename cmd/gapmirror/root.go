@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
 	"golang.org/x/term"
 
@@ -41,12 +42,18 @@ type globalFlags struct {
 // takes them too), applied to every registry of that side instead of the
 // auth file.
 type credentialFlags struct {
+	authFile                         string
 	creds, username, password, token string
 	noCreds                          bool
 }
 
-func (c *credentialFlags) add(fs *pflag.FlagSet, side, what string) {
+// add registers the flags of one side ("src", "dest"); alias is skopeo's
+// old name of --<side>-creds ("screds", "dcreds"), which oc-mirror takes too.
+func (c *credentialFlags) add(fs *pflag.FlagSet, side, alias, what string) {
+	fs.StringVar(&c.authFile, side+"-authfile", "", "auth file (containers auth.json or docker config.json) for "+what+" instead of --authfile, as skopeo's")
 	fs.StringVar(&c.creds, side+"-creds", "", "USERNAME[:PASSWORD] for "+what+" instead of the auth file")
+	fs.StringVar(&c.creds, alias, "", "the old name of --"+side+"-creds")
+	_ = fs.MarkHidden(alias)
 	fs.StringVar(&c.username, side+"-username", "", "user name for "+what+" instead of the auth file (with --"+side+"-password)")
 	fs.StringVar(&c.password, side+"-password", "", "password for "+what+" (with --"+side+"-username)")
 	fs.StringVar(&c.token, side+"-registry-token", "", "bearer token for "+what)
@@ -125,11 +132,11 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	pf.StringVar(&g.srcCertDir, "src-cert-dir", "", "directory with ca.crt and client certificates for source registries; default the host's directory under certs.d")
 	pf.StringVar(&g.destCertDir, "dest-cert-dir", "", "directory with ca.crt and client certificates for the destination registry; default the host's directory under certs.d")
 	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors, blocked and insecure registries); default the system's")
-	pf.StringVar(&g.registriesD, "registries.d", "", "registries.d directory (sigstore lookaside, use-sigstore-attachments; read when --secure-policy verifies); default ~/.config/containers/registries.d, then /etc/containers/registries.d")
+	pf.StringVar(&g.registriesD, "registries.d", "", "registries.d directory: use-sigstore-attachments per registry or repository (false: no .sig lookup there) and the lookaside stores --secure-policy reads; default containers/image's (~/.config/containers/registries.d, /etc/containers/registries.d)")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $OC_MIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
-	g.src.add(pf, "src", "source registries")
-	g.dest.add(pf, "dest", "the destination registry")
+	g.src.add(pf, "src", "screds", "source registries")
+	g.dest.add(pf, "dest", "dcreds", "the destination registry")
 	pf.Bool("v2", false, "accepted for oc-mirror v2 command lines, and ignored")
 	_ = pf.MarkHidden("v2")
 	addRefusals(pf, refusedGlobal)
@@ -216,15 +223,76 @@ func (g *globalFlags) bar() bool {
 }
 
 // side returns one side's registry options; verify is its --*-tls-verify.
+// The files the options name are checked here, so that a wrong path stops
+// the command up front rather than failing every image later.
 func (g *globalFlags) side(verify types.OptionalBool, certDir string, creds *credentialFlags, name string) (mirror.RegistryOptions, error) {
 	if verify == types.OptionalBoolUndefined {
 		verify = g.tlsVerify
 	}
 	o := mirror.RegistryOptions{AuthFile: g.authFile, TLSVerify: verify, CertDir: certDir,
 		RegistriesConf: g.registriesConf, RegistriesDir: g.registriesD, UserAgent: "gapmirror/" + version}
+	if creds.authFile != "" {
+		if err := existingFile("--"+name+"-authfile", creds.authFile, "the auth.json podman login / docker login wrote"); err != nil {
+			return o, err
+		}
+		o.AuthFile = creds.authFile
+	}
+	if err := g.checkRegistriesConfig(); err != nil {
+		return o, err
+	}
 	var err error
 	o.Credentials, o.RegistryToken, err = creds.options(name)
 	return o, err
+}
+
+// existingFile refuses a path given by flag that is not a readable file.
+func existingFile(flag, p, what string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case os.IsNotExist(err):
+		return fmt.Errorf("%s %s: the file does not exist: give %s", flag, p, what)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flag, p, err)
+	case fi.IsDir():
+		return fmt.Errorf("%s %s is a directory: give %s", flag, p, what)
+	}
+	return nil
+}
+
+// checkRegistriesConfig refuses a registries.conf (--registries-conf, else
+// $CONTAINERS_REGISTRIES_CONF) that is not there or does not parse, and a
+// --registries.d that is not a directory: containers/image would fail every
+// image with the same error, each one reported as a failed image.
+func (g *globalFlags) checkRegistriesConfig() error {
+	conf, from := g.registriesConf, "--registries-conf"
+	if conf == "" {
+		conf, from = os.Getenv("CONTAINERS_REGISTRIES_CONF"), "$CONTAINERS_REGISTRIES_CONF"
+	}
+	if conf != "" {
+		if err := existingFile(from, conf, "a registries.conf (the system's is /etc/containers/registries.conf), or leave "+from+" out to use the system's"); err != nil {
+			return err
+		}
+	}
+	sys := &types.SystemContext{SystemRegistriesConfPath: g.registriesConf}
+	if _, err := sysregistriesv2.FindRegistry(sys, "registry.invalid/gapmirror-check"); err != nil {
+		where := "the system's registries.conf"
+		if conf != "" {
+			where = from + " " + conf
+		}
+		return fmt.Errorf("%s: %w: fix the file, or give another with --registries-conf", where, err)
+	}
+	if g.registriesD != "" {
+		fi, err := os.Stat(g.registriesD)
+		switch {
+		case os.IsNotExist(err):
+			return fmt.Errorf("--registries.d %s: the directory does not exist: give the registries.d directory (*.yaml files with the signature settings per registry), or leave the flag out to use ~/.config/containers/registries.d and /etc/containers/registries.d", g.registriesD)
+		case err != nil:
+			return fmt.Errorf("--registries.d %s: %w", g.registriesD, err)
+		case !fi.IsDir():
+			return fmt.Errorf("--registries.d %s is a file: give the directory holding it", g.registriesD)
+		}
+	}
+	return nil
 }
 
 // upstream and mirror are the options of registries a command contacts,

@@ -406,3 +406,109 @@ func TestSignaturesTokenAuth(t *testing.T) {
 	w.assertMirrored(w.dst, "m2m")
 	w.assertSignatures(w.dst, "m2m", true)
 }
+
+// sigRequests counts the requests for signature tags (…/manifests/sha256-<hex>.sig)
+// a registry receives, by repository path.
+type sigRequests struct {
+	mu     sync.Mutex
+	byRepo map[string]int
+}
+
+func (s *sigRequests) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if repo, tag, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v2/"), "/manifests/"); ok && strings.HasSuffix(tag, ".sig") {
+			s.mu.Lock()
+			s.byRepo[repo]++
+			s.mu.Unlock()
+		}
+		next.ServeHTTP(rw, r)
+	})
+}
+
+// take returns the counts so far and starts again.
+func (s *sigRequests) take() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got := s.byRepo
+	s.byRepo = map[string]int{}
+	return got
+}
+
+// TestSignaturesRegistriesD: the sigstore signature lookup honours
+// registries.d as containers/image does: a registry, or a repository,
+// configured with use-sigstore-attachments: false gets no .sig request and
+// none of its signatures is mirrored, the most specific entry deciding;
+// where registries.d says nothing (or names only a lookaside), signatures
+// are looked for and mirrored, as by default.
+func TestSignaturesRegistriesD(t *testing.T) {
+	w := newSignedWorld(t, registrytest.Options{})
+	counter := &sigRequests{byRepo: map[string]int{}}
+	w.up.SetWrap(counter.Wrap)
+	isc := w.isc("")
+	host, repo0 := w.up.Host(), w.images[0].Repo
+	run := func(name, conf string) (string, map[string]int) {
+		t.Helper()
+		dir := filepath.Join(w.dir, "registries.d-"+name)
+		must(t, os.MkdirAll(dir, 0o755))
+		if conf != "" {
+			must(t, os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(conf), 0o644))
+		}
+		code, _, errOut := w.gapmirror("mirror", "-c", isc, "--registries.d", dir, "--workspace", "file://"+filepath.Join(w.dir, "ws-"+name), "docker://"+w.dst.Host()+"/"+name)
+		if code != 0 {
+			t.Fatalf("%s: exit %d", name, code)
+		}
+		w.assertMirrored(w.dst, name)
+		return errOut, counter.take()
+	}
+
+	// Nothing configured: every image's signature tag is asked for.
+	if _, got := run("default", ""); got[repo0] == 0 || got[w.images[5].Repo] == 0 {
+		t.Fatalf("with an empty registries.d the signatures were not looked up: %v", got)
+	}
+	w.assertSignatures(w.dst, "default", true)
+
+	// The upstream registry turned off: not one .sig request reaches it.
+	if _, got := run("off", "docker:\n  "+host+":\n    use-sigstore-attachments: false\n"); len(got) > 0 {
+		t.Errorf("use-sigstore-attachments: false for %s, yet it received .sig requests: %v", host, got)
+	}
+	w.assertSignatures(w.dst, "off", false)
+	// default-docker off, as containers/image's own default.
+	if _, got := run("default-off", "default-docker:\n  use-sigstore-attachments: false\n"); len(got) > 0 {
+		t.Errorf("default-docker use-sigstore-attachments: false, yet .sig requests: %v", got)
+	}
+	w.assertSignatures(w.dst, "default-off", false)
+
+	// One repository off, the registry on: the most specific entry decides.
+	_, got := run("repo-off", "docker:\n  "+host+":\n    use-sigstore-attachments: true\n  "+host+"/"+repo0+":\n    use-sigstore-attachments: false\n")
+	if got[repo0] != 0 || got[w.images[5].Repo] == 0 {
+		t.Errorf("%s/%s off and %s on: .sig requests %v", host, repo0, host, got)
+	}
+	if _, err := w.dst.ManifestDigest("repo-off/"+repo0, "sha256-"+w.images[0].Digest.Encoded()+".sig"); err == nil {
+		t.Errorf("the signature of %s was mirrored though registries.d turns its attachments off", w.images[0].Ref)
+	}
+	if _, err := w.dst.ManifestDigest("repo-off/"+w.images[5].Repo, "sha256-"+w.images[5].Digest.Encoded()+".sig"); err != nil {
+		t.Errorf("the signature of %s was not mirrored: %v", w.images[5].Ref, err)
+	}
+
+	// A lookaside alone (as containers-common's default.yaml has) leaves the
+	// lookup on, and the run says those signatures are not mirrored.
+	errOut, got := run("lookaside", "default-docker:\n  lookaside: https://sigs.example.invalid/sigstore\n")
+	if got[repo0] == 0 {
+		t.Errorf("a default-docker with only a lookaside turned the lookup off: %v", got)
+	}
+	w.assertSignatures(w.dst, "lookaside", true)
+	if !strings.Contains(errOut, "https://sigs.example.invalid/sigstore") || !strings.Contains(errOut, "does not mirror those signatures") {
+		t.Errorf("the lookaside was not mentioned:\n%s", errOut)
+	}
+
+	// Two files configuring one namespace: refused as containers/image does.
+	dup := filepath.Join(w.dir, "registries.d-dup")
+	must(t, os.MkdirAll(dup, 0o755))
+	for _, f := range []string{"a.yaml", "b.yaml"} {
+		must(t, os.WriteFile(filepath.Join(dup, f), []byte("docker:\n  "+host+":\n    use-sigstore-attachments: false\n"), 0o644))
+	}
+	code, _, errOut := w.gapmirror("mirror", "-c", isc, "--registries.d", dup, "--workspace", "file://"+filepath.Join(w.dir, "ws-dup"), "docker://"+w.dst.Host()+"/dup")
+	if code != 1 || !strings.Contains(errOut, "--registries.d "+dup) || !strings.Contains(errOut, "configured in both") {
+		t.Errorf("a namespace configured twice: exit %d: %s", code, errOut)
+	}
+}

@@ -49,6 +49,11 @@ type Options struct {
 	Username string
 	// Password is the password of Username.
 	Password string
+	// ReadOnly are more basic-auth accounts (with Username, not Token) that
+	// may pull but not push or delete: their writes are answered 403
+	// DENIED, as by a registry (or a proxy in front of one) that limits an
+	// account to reads. Token auth has TokenUser.Actions for the same.
+	ReadOnly []Account
 	// Token, when set, replaces basic auth with the bearer token flow: a
 	// token server on its own port checks Username/Password (every action)
 	// and Token.Users; see TokenRealm and IssuedTokens.
@@ -77,6 +82,11 @@ type Options struct {
 	// Debug lets the registry's own log lines and the HTTP server's errors
 	// through to the standard logrus logger and stderr; they are dropped otherwise.
 	Debug bool
+}
+
+// Account is a user name and its password.
+type Account struct {
+	Username, Password string
 }
 
 // Registry is a running in-process registry.
@@ -112,6 +122,9 @@ func New(ctx context.Context, opts Options) (*Registry, error) {
 	}
 	if opts.HideFromAnonymous && opts.Username == "" && opts.Token == nil {
 		return nil, errors.New("registrytest: Options.HideFromAnonymous needs auth (Username or Token)")
+	}
+	if len(opts.ReadOnly) > 0 && (opts.Username == "" || opts.Token != nil) {
+		return nil, errors.New("registrytest: Options.ReadOnly needs basic auth (Options.Username, no Options.Token); with Token use TokenUser.Actions")
 	}
 	workDir, err := os.MkdirTemp("", "registrytest-")
 	if err != nil {
@@ -278,8 +291,16 @@ func (r *Registry) configuration() (*configuration.Configuration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("registrytest: hashing Options.Password: %w", err)
 		}
+		lines := opts.Username + ":" + string(hash) + "\n"
+		for _, a := range opts.ReadOnly {
+			h, err := bcrypt.GenerateFromPassword([]byte(a.Password), bcrypt.MinCost)
+			if err != nil {
+				return nil, fmt.Errorf("registrytest: hashing the password of Options.ReadOnly %s: %w", a.Username, err)
+			}
+			lines += a.Username + ":" + string(h) + "\n"
+		}
 		path := filepath.Join(r.workDir, "htpasswd")
-		if err := os.WriteFile(path, []byte(opts.Username+":"+string(hash)+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
 			return nil, fmt.Errorf("registrytest: writing htpasswd: %w", err)
 		}
 		cfg.Auth = configuration.Auth{"htpasswd": configuration.Parameters{
@@ -327,7 +348,11 @@ func (r *Registry) serveHTTP(w http.ResponseWriter, req *http.Request) {
 // SetWrap replaces the handler wrapper (nil removes it); requests already in
 // flight finish with the previous one.
 func (r *Registry) SetWrap(wrap func(http.Handler) http.Handler) {
-	var h http.Handler = r.app
+	var base http.Handler = r.app
+	if len(r.opts.ReadOnly) > 0 {
+		base = readOnly(base, r.opts.ReadOnly)
+	}
+	h := base
 	if r.tokens != nil {
 		h = r.tokens.front(h)
 	}
@@ -340,6 +365,26 @@ func (r *Registry) SetWrap(wrap func(http.Handler) http.Handler) {
 		h = wrap(h)
 	}
 	r.handler.Store(&h)
+}
+
+// readOnly answers 403 DENIED to the writes (anything but GET and HEAD) of
+// the accounts in ro; their reads, and everyone else's requests, go on to
+// next, which checks the password.
+func readOnly(next http.Handler, ro []Account) http.Handler {
+	names := map[string]bool{}
+	for _, a := range ro {
+		names[a.Username] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		user, _, ok := req.BasicAuth()
+		if ok && names[user] && req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"errors":[{"code":"DENIED","message":"requested access to the resource is denied"}]}`+"\n")
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
 }
 
 // Host is the registry's "127.0.0.1:PORT", as used in image references.

@@ -227,13 +227,63 @@ func TestBasicAuth(t *testing.T) {
 	}
 }
 
+// TestReadOnlyAccount: an Options.ReadOnly account reads what the full
+// account pushed, and every write of its own (upload, manifest put, delete)
+// is answered 403 DENIED and changes nothing; its password is checked.
+func TestReadOnlyAccount(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{Username: "alice", Password: "s3cret",
+		ReadOnly: []registrytest.Account{{Username: "bob", Password: "r3ad"}}})
+	img := smallImage(t, 7)
+	if err := imagebuilder.Push(context.Background(), target(reg, "alice", "s3cret"), "team/app", "v1", img); err != nil {
+		t.Fatalf("Push by the full account: %v", err)
+	}
+	do := func(method, path, user, pass string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, reg.URL()+path, nil)
+		req.SetBasicAuth(user, pass)
+		req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json")
+		resp, err := reg.Client().Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := do(http.MethodGet, "/v2/team/app/manifests/v1", "bob", "r3ad"); code != http.StatusOK {
+		t.Errorf("read-only account reading a manifest: %d", code)
+	}
+	if code, _ := do(http.MethodGet, "/v2/team/app/manifests/v1", "bob", "wrong"); code != http.StatusUnauthorized {
+		t.Errorf("read-only account with a wrong password: %d, want 401", code)
+	}
+	for _, w := range []struct{ method, path string }{
+		{http.MethodPost, "/v2/team/app/blobs/uploads/"},
+		{http.MethodDelete, "/v2/team/app/manifests/" + img.Digest.String()},
+	} {
+		if code, body := do(w.method, w.path, "bob", "r3ad"); code != http.StatusForbidden || !strings.Contains(body, `"DENIED"`) {
+			t.Errorf("read-only %s %s: %d %s, want 403 DENIED", w.method, w.path, code, body)
+		}
+	}
+	err := imagebuilder.Push(context.Background(), target(reg, "bob", "r3ad"), "team/other", "v1", smallImage(t, 9))
+	if err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("push by the read-only account: %v, want a 403", err)
+	}
+	if got, err := reg.ManifestDigest("team/app", "v1"); err != nil || got != img.Digest {
+		t.Errorf("the read-only account's delete changed the registry: %s, %v", got, err)
+	}
+	if repos, _ := reg.Catalog(); len(repos) != 1 {
+		t.Errorf("the read-only account's push created repositories: %v", repos)
+	}
+}
+
 func TestOptionErrors(t *testing.T) {
 	for name, opts := range map[string]registrytest.Options{
-		"user without password":       {Username: "u"},
-		"password without user":       {Password: "p"},
-		"unusable address":            {Addr: "256.0.0.1:0"},
-		"token user without password": {Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "u"}}}},
-		"hiding without auth":         {HideFromAnonymous: true},
+		"user without password":        {Username: "u"},
+		"password without user":        {Password: "p"},
+		"unusable address":             {Addr: "256.0.0.1:0"},
+		"token user without password":  {Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "u"}}}},
+		"read-only without basic auth": {ReadOnly: []registrytest.Account{{Username: "r", Password: "p"}}},
+		"hiding without auth":          {HideFromAnonymous: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			reg, err := registrytest.New(context.Background(), opts)
