@@ -824,7 +824,7 @@ func TestHelmChartRetryFailed(t *testing.T) {
 		t.Fatalf("complete run: exit %d", code)
 	}
 	for _, f := range []string{chartsFile, "itms-gapmirror.yaml"} {
-		if got, want := readFile(t, filepath.Join(resources, f)), readFile(t, filepath.Join(whole, "working-dir", "cluster-resources", f)); got != want {
+		if got, want := resourceFile(t, filepath.Join(resources, f)), resourceFile(t, filepath.Join(whole, "working-dir", "cluster-resources", f)); got != want {
 			t.Errorf("%s after the retry differs from a complete run's:\nretry:\n%s\ncomplete:\n%s", f, got, want)
 		}
 	}
