@@ -30,9 +30,11 @@ dist:
 	cd dist && sha256sum *.tar.gz > SHA256SUMS && sha256sum -c SHA256SUMS
 
 # The test suite: unit tests and end-to-end runs against in-process registries on 127.0.0.1.
+# The end-to-end tests mostly wait on their registries, so those safe to run
+# together do (t.Parallel), 8 at a time; the rest run alone first.
 test:
 	@test -d ../shared/realdata || echo "note: ../shared/realdata is absent (shared workspace data, not in the repository): the tests on real catalogs and update channels skip; go test -v -run Real ./... names them"
-	$(GO) test -tags "$(TAGS)" -count=1 -timeout 15m ./...
+	$(GO) test -tags "$(TAGS)" -count=1 -parallel 8 -timeout 15m ./...
 
 # Scenarios that take minutes (tokens expiring mid-run), opted in.
 test-long:

@@ -24,6 +24,7 @@ func (w *world) writeFile(name, content string) string {
 // field, and write nothing: a file that does not load does not even get
 // its destination directory made.
 func TestBadConfig(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 16<<10)
 	head := "kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\n"
@@ -78,6 +79,7 @@ func TestBadConfig(t *testing.T) {
 // TestUnreachableRegistries: a dead upstream fails its images (exit 8) and
 // a dead mirror fails the run up front (exit 1), both naming the registry.
 func TestUnreachableRegistries(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(3, 16<<10)
 	isc := w.isc("")
@@ -107,6 +109,7 @@ func TestUnreachableRegistries(t *testing.T) {
 // TestAuthFailure: an upstream that wants credentials we do not have fails
 // with a message pointing at the credentials, and the right ones work.
 func TestAuthFailure(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{Username: "alice", Password: "s3cret"})
 	// Push with credentials; gapmirror has none yet.
 	w.pushFleetAuth(2, "alice", "s3cret")
@@ -133,6 +136,7 @@ func TestAuthFailure(t *testing.T) {
 // digest fails that image (exit 8); the bad bytes never enter the store or
 // the archive, and the other images still mirror.
 func TestCorruptSource(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(3, 32<<10)
 	// Corrupt the unique layer of the first image, every time it is served.
@@ -208,6 +212,7 @@ func TestCorruptSource(t *testing.T) {
 // TestDamagedArchive: a missing, truncated or corrupt chunk is refused with
 // the chunk's name and nothing half-pushed is tagged at the mirror.
 func TestDamagedArchive(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(6, 128<<10)
 	isc := w.isc("")

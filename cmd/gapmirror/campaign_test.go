@@ -37,6 +37,7 @@ import (
 // summaries count the retries. The seed is logged;
 // GAPMIRROR_CAMPAIGN_SEED replays it.
 func TestFaultCampaign(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

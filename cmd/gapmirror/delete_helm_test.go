@@ -59,6 +59,7 @@ func newHelmDeleteWorld(t *testing.T) *helmDeleteWorld {
 // also deploys, saying why; executed, the image is gone, the rest stays and
 // the deletion is recorded.
 func TestDeleteHelmChart(t *testing.T) {
+	t.Parallel()
 	w := newHelmDeleteWorld(t)
 	disc := w.disc("disc.yaml", "  helm:\n    repositories:\n    - name: demo\n      url: http://127.0.0.1:1/gone\n      charts:\n      - name: alpha\n        version: 1.0.0\n")
 	dst := "docker://" + w.root
@@ -101,6 +102,7 @@ func TestDeleteHelmChart(t *testing.T) {
 // local chart this workspace never mirrored are refused, each naming its
 // field, and no plan is written.
 func TestDeleteHelmBadInput(t *testing.T) {
+	t.Parallel()
 	w := newHelmDeleteWorld(t)
 	disc := w.disc("bad.yaml", `  helm:
     repositories:

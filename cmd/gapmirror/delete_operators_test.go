@@ -79,6 +79,7 @@ func (w *opDeleteWorld) imagesOf(pkg string) []string {
 // other package's images, the related image both use, and the catalog
 // image stay. The deletion is recorded and the images forgotten.
 func TestDeleteOperatorPackage(t *testing.T) {
+	t.Parallel()
 	w := newOpDeleteWorld(t)
 	catDigest, err := w.dst.ManifestDigest("m2m/catalogs/test-index", "v1")
 	must(t, err)
@@ -154,6 +155,7 @@ func TestDeleteOperatorPackage(t *testing.T) {
 // a version range selecting nothing are refused naming the field, and
 // nothing is deleted. (Here the mirrored catalog is read from the store.)
 func TestDeleteOperatorBadInput(t *testing.T) {
+	t.Parallel()
 	w := newOpDeleteWorld(t)
 	dst := "docker://" + w.root
 	cases := []struct {

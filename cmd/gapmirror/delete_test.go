@@ -23,6 +23,7 @@ func (w *world) disc(file string, body string) string {
 // it lists and nothing a kept tag uses; a plan the registry has outgrown
 // is refused; deleted images are forgotten.
 func TestDelete(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(5, 16<<10)
 	im := w.images
@@ -111,6 +112,7 @@ func TestDelete(t *testing.T) {
 // TestDeleteBadInput: mistakes are refused with the file, field, mirror or
 // registry answer, and nothing is deleted.
 func TestDeleteBadInput(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 16<<10)
 	im := w.images
@@ -176,6 +178,7 @@ func TestDeleteBadInput(t *testing.T) {
 // what to run, without it). The records are written as a release mirroring
 // run leaves them.
 func TestDeleteRelease(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	ctx := context.Background()
 	root := w.dst.Host() + "/m"

@@ -56,6 +56,7 @@ func runPlain(t *testing.T, args ...string) (int, string, string) {
 // three trips (and prune, through the shared client); unmarked they fail
 // with the hint; an explicit --dest-tls-verify=true overrides the file.
 func TestRegistriesConfInsecure(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(4, 16<<10)
 	isc := w.isc("")
@@ -331,6 +332,7 @@ func TestVersionCommand(t *testing.T) {
 // says so; the next complete run rewrites them. Every generated object
 // carries created-by, created-at and tool-version.
 func TestMirrorSetsHeldOnFailure(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(3, 16<<10)
 	im := w.images
@@ -382,6 +384,7 @@ func TestMirrorSetsHeldOnFailure(t *testing.T) {
 // dry-run/cluster-resources and an absolute mapping.txt, and write no
 // pinned configuration.
 func TestDryRunGoNoGo(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(4, 64<<10)
 	isc := w.isc("")
@@ -474,6 +477,7 @@ func TestDryRunGoNoGo(t *testing.T) {
 // resources cover it alone; entries the archive does not hold, or a catalog
 // filtered otherwise, are refused, each named, before anything is pushed.
 func TestDiskToMirrorSubset(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(4, 16<<10)
 	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
@@ -594,6 +598,7 @@ func TestDiskToMirrorSubset(t *testing.T) {
 // attachments off for the upstream registry makes its signed images fail
 // the policy that accepts them otherwise.
 func TestSecurePolicyRegistriesD(t *testing.T) {
+	t.Parallel()
 	w := newSignedWorld(t, registrytest.Options{})
 	der, err := x509.MarshalPKIXPublicKey(&w.key.PublicKey)
 	must(t, err)
@@ -620,6 +625,7 @@ func TestSecurePolicyRegistriesD(t *testing.T) {
 // pushes the releases those entries selected, with their components and
 // signature ConfigMaps, and no other release.
 func TestDiskToMirrorSubsetReleases(t *testing.T) {
+	t.Parallel()
 	versions := []string{"4.18.1", "4.18.2", "4.18.3"}
 	w := newReleaseWorld(t, versions, 2, false)
 	// fast-4.18 serves the same payloads.

@@ -26,6 +26,7 @@ func authFileFor(t *testing.T, dir, host, user, password string) string {
 // and leaves the registry as it was; the same dry run with an account that
 // may push says go.
 func TestDryRunRefusedPush(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(3, 16<<10)
 	isc := w.isc("")

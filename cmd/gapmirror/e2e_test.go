@@ -15,6 +15,7 @@ import (
 // straight registry to registry, and checks every manifest and blob by
 // digest at the destination.
 func TestThreeTrips(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(22, 256<<10)
 	isc := w.isc("")
@@ -93,6 +94,7 @@ func TestThreeTrips(t *testing.T) {
 // cannot reach are pulled through the mirror registries.conf gives for it,
 // as podman and skopeo would, and keep their original names in IDMS.
 func TestRegistriesConfMirror(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(3, 16<<10)
 	conf := "[[registry]]\nprefix = \"registry.example.invalid\"\nlocation = \"registry.example.invalid\"\n" +

@@ -13,6 +13,7 @@ import (
 // connections at a few percent, and cuts every blob download once
 // half-way, is still mirrored completely and correctly.
 func TestFlakyUpstream(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(22, 128<<10)
 	isc := w.isc("")
@@ -47,6 +48,7 @@ func TestFlakyUpstream(t *testing.T) {
 // TestRetryFailed: a run with an image failing for good lists it in a
 // failure file; --retry-failed copies exactly that image.
 func TestRetryFailed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(5, 32<<10)
 	data, _, err := w.up.Manifest(w.images[1].Repo, w.images[1].Digest.String())

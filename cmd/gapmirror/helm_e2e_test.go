@@ -37,6 +37,7 @@ func (w *world) expectApp(name, tag string, seed uint64) {
 // the archive alone into a registry, and registry to registry: every image
 // by digest at the mirror, every chart in working-dir/helm as served.
 func TestHelmThreeTrips(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	for i, name := range []string{"web", "init", "operand", "worker", "cleanup"} {
 		w.expectApp(name, "v1", uint64(100+i))
@@ -180,6 +181,7 @@ func assertCharts(t *testing.T, wd string, want map[string][]byte) {
 // a blocked image each fail or leave out only themselves, say what to fix,
 // and the run exits with the helm bit (16) after mirroring the rest.
 func TestHelmBadInputs(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.expectApp("good", "v1", 300)
 	w.expectApp("many", "v1", 302)

@@ -77,6 +77,7 @@ func assertChartServed(t *testing.T, c *registry.Client, ref string, want digest
 // its images by digest, and listed in helm-charts.yaml; a chart dropped
 // from the configuration is pruned.
 func TestHelmOCICharts(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	up := w.up.Host()
 	w.expectApp("web", "v1", 300)
@@ -186,6 +187,7 @@ func TestHelmOCICharts(t *testing.T) {
 // and the image only it deployed leave the mirror; the image a kept chart
 // also deploys, and the kept chart, stay whole.
 func TestHelmOCIChartPrune(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	up := w.up.Host()
 	w.expectApp("common", "v1", 360)
@@ -243,6 +245,7 @@ spec:
 // auth, and the bearer token flow), with the credentials of the same auth
 // file as the images.
 func TestHelmOCIChartsTLSAuth(t *testing.T) {
+	t.Parallel()
 	t.Run("basic", func(t *testing.T) {
 		testHelmOCIChartsTLSAuth(t, registrytest.Options{TLS: true, Username: "charts", Password: "s3cret-pw"}, "charts", "s3cret-pw")
 	})
@@ -306,6 +309,7 @@ func testHelmOCIChartsTLSAuth(t *testing.T, opts registrytest.Options, user, pas
 // asked anonymously even though the auth file has an account for it. No
 // token or password reaches the output.
 func TestHelmOCIChartsCredentials(t *testing.T) {
+	t.Parallel()
 	const refresh = "chartRefresh-4x"
 	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush,
 		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{
@@ -375,6 +379,7 @@ func TestHelmOCIChartsCredentials(t *testing.T) {
 // the images; the charts are reported once, with its answer, and stay in
 // working-dir/helm.
 func TestHelmChartsRefusedByMirror(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	up := w.up.Host()
 	w.expectApp("web", "v1", 320)
@@ -422,6 +427,7 @@ func TestHelmChartsRefusedByMirror(t *testing.T) {
 // with targetRepo/targetTag) and oci:// layouts on disk, registry to
 // registry and through an archive, each verified by digest.
 func TestAdditionalImageTransports(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	up := w.up.Host()
 	ubi := w.pushApp("ubi", "9", 330)
@@ -501,6 +507,7 @@ func TestAdditionalImageTransports(t *testing.T) {
 // none, which blob is missing and how to write the layout again for one
 // that is incomplete (not the advice for an incremental archive).
 func TestAdditionalImageLayoutBadInput(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	broken := filepath.Join(w.dir, "broken")
 	must(t, os.MkdirAll(broken, 0o755))
@@ -550,6 +557,7 @@ func TestAdditionalImageLayoutBadInput(t *testing.T) {
 // reached; an explicit --src-tls-verify=true wins over the entry, as in
 // skopeo.
 func TestHelmOCIChartsInsecureByRegistriesConf(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.srcTLSByConfig = true
 	up := w.up.Host()
@@ -749,6 +757,7 @@ func mirrorEntries(t *testing.T, dir string) map[string][]mirrorEntry {
 // lists them as a complete run's does. With --max-nested-paths a chart's
 // repository is shortened like an image's, and still served and listed.
 func TestHelmChartRetryFailed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	up := w.up.Host()
 	w.expectApp("web", "v1", 340)

@@ -21,6 +21,7 @@ func archiveOf(t *testing.T, dir string) *archive.Index {
 // carries only the new blobs; a run with nothing new carries none; applying
 // the archives in order gives the mirror an m2m of the final set would.
 func TestIncrementalArchives(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(8, 64<<10)
 	first := w.images[:5]
@@ -137,6 +138,7 @@ func moveChunks(t *testing.T, from, to string) {
 // TestDescribe: describe reports an archive's content and lineage, and
 // says when a chunk is damaged.
 func TestDescribe(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(4, 64<<10)
 	out := filepath.Join(w.dir, "a")

@@ -92,6 +92,7 @@ func TestInputsCheckedFirst(t *testing.T) {
 // its own auth file, as skopeo's do, over --authfile (here one without any
 // credentials); swapped, the upstream refuses the run's requests.
 func TestPerSideAuthFiles(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{Username: "up-user", Password: "up-Pass-1"})
 	w.dst = registrytest.Start(t, registrytest.Options{Username: "dst-user", Password: "dst-Pass-2"})
 	w.pushFleetAuth(3, "up-user", "up-Pass-1")

@@ -85,6 +85,7 @@ func (l *blobLog) count(d digest.Digest) int {
 // journal lists them; each is checked before it is kept), and the archive
 // it writes mirrors correctly.
 func TestKilledRunResumes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

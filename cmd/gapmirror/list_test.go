@@ -42,6 +42,7 @@ func gapmirrorRun(args ...string) (int, string, string) {
 }
 
 func TestListReleases(t *testing.T) {
+	t.Parallel()
 	url := graphService(t, 0)
 	cases := []struct {
 		name string
@@ -73,6 +74,7 @@ func TestListReleases(t *testing.T) {
 }
 
 func TestListReleasesJSON(t *testing.T) {
+	t.Parallel()
 	url := graphService(t, 0)
 	code, out, errOut := gapmirrorRun("list", "releases", "--graph-url", url, "--channel", "candidate-4.18", "-o", "json")
 	if code != 0 {
@@ -115,6 +117,7 @@ func TestListReleasesUpdateURLOverride(t *testing.T) {
 }
 
 func TestListReleasesErrors(t *testing.T) {
+	t.Parallel()
 	url := graphService(t, 0)
 	url404 := graphService(t, http.StatusNotFound)
 	// A port nothing listens on.

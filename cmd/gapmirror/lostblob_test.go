@@ -19,6 +19,7 @@ import (
 // pushes the manifest, ending with the image whole at the mirror and the
 // loss in its log.
 func TestMirrorLostARecordedBlob(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(1, 32<<10)
 	first := w.images[0] // apps/app-00:v1, on the fleet's base layer

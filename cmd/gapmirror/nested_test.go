@@ -165,6 +165,7 @@ func (w *world) checkFlattened(ws, root string, minSources int) {
 // flattened repositories, a rerun skips everything and prune deletes by
 // the flattened names.
 func TestMaxNestedPaths(t *testing.T) {
+	t.Parallel()
 	w, refused, isc := nestedWorld(t)
 	ws := filepath.Join(w.dir, "ws")
 	root := w.dst.Host() + "/m2m"
@@ -266,6 +267,7 @@ func TestMaxNestedPaths(t *testing.T) {
 // TestMaxNestedPathsRefusals: collisions, impossible roots and bad values
 // are refused before anything is pushed.
 func TestMaxNestedPathsRefusals(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	a := w.pushAt("apps/x/y", "v1", 1)
 	b := w.pushAt("apps/x-y", "v1", 2)
@@ -313,6 +315,7 @@ func TestMaxNestedPathsRefusals(t *testing.T) {
 // openshift/release-images and openshift/release become one component each,
 // and IDMS, UpdateService and the signature ConfigMap follow.
 func TestMaxNestedPathsReleases(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorld(t, []string{"4.18.1"}, 3, false)
 	refused := &[]string{}
 	w.dst.SetWrap(depthLimit(2, refused))
@@ -348,6 +351,7 @@ func TestMaxNestedPathsReleases(t *testing.T) {
 // TestMaxNestedPathsChange: when N changes between runs, the records hold
 // the names images were pushed under, so --prune deletes the old names.
 func TestMaxNestedPathsChange(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	a := w.pushAt("apps/x/y", "v1", 1)
 	isc := w.iscOf("isc.yaml", entry{name: a.Ref})

@@ -39,6 +39,7 @@ func chunkSums(t *testing.T, dir string) map[string][32]byte {
 // replace chunks (the workspace records were removed) is refused unless
 // --force; a missing predecessor is named with how to make it again.
 func TestRerunKeepsUncarriedArchive(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(6, 32<<10)
 	all := w.images
@@ -164,6 +165,7 @@ func keys[V any](m map[string]V) []string {
 // store (--cache-dir) at the same time both complete, and their archives
 // mirror every image by digest.
 func TestConcurrentRuns(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(6, 64<<10)
 	slow := &blobLog{served: map[digest.Digest]int{}, delay: 150 * time.Millisecond}

@@ -168,6 +168,7 @@ func TestRunLogFile(t *testing.T) {
 // TestRetryFailedUnresolved: an image the failed run never resolved cannot
 // be retried; --retry-failed says it is still missing and exits non-zero.
 func TestRetryFailedUnresolved(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 8<<10)
 	isc := w.isc("  - name: " + w.up.Host() + "/apps/nowhere:v1\n")
@@ -195,6 +196,7 @@ func TestRetryFailedUnresolved(t *testing.T) {
 // --delete-yaml-file's each delete it did; a --dry-run keeps its log in
 // working-dir/dry-run/logs; an info terminal shows no debug line.
 func TestDeleteKeepsItsLog(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 4<<10)
 	ws := filepath.Join(w.dir, "ws")
@@ -271,6 +273,7 @@ func TestDeleteKeepsItsLog(t *testing.T) {
 // reports the 8 as one grouped "still missing" cause, names each image
 // once, exits non-zero and does not advise --retry-failed again.
 func TestNeverResolvedIsNotRetried(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(9, 4<<10)
 	var entries []entry
@@ -364,6 +367,7 @@ func TestNeverResolvedIsNotRetried(t *testing.T) {
 // the held IDMS/ITMS warning naming five images and how many more, not
 // the whole list again.
 func TestPushRefusedSaidOnce(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, fix string
 		login     *login
@@ -704,6 +708,7 @@ func TestNestedCopyProgress(t *testing.T) {
 // says nothing was copied; a flaky registry's retries are counted on the
 // status line and logged with their cause in the run's log.
 func TestFailureWording(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(3, 8<<10)
 	typo := w.up.Host() + "/apps/app-00:v9"

@@ -20,6 +20,7 @@ var smallSpec = catalog.GenSpec{Seed: 5, Packages: 3, Bundles: 4, RelatedImages:
 // run before anything is copied, with the configuration field path, the
 // catalog and what to do.
 func TestOperatorBadInput(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	good := w.pushCatalog("catalogs/good", "v1", catalogOptions{Spec: smallSpec, Single: true})
 	noLabel := w.pushCatalog("catalogs/nolabel", "v1", catalogOptions{Spec: smallSpec, Single: true, Labels: map[string]string{"vendor": "example"}})
@@ -102,6 +103,7 @@ func TestOperatorBadInput(t *testing.T) {
 // by digest, one by tag) fails with the bundles that need it named, exit
 // code 4, and every other image is mirrored.
 func TestOperatorRelatedImageMissing(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	ghostDigest := w.up.Host() + "/ghost/by-digest@sha256:" + strings.Repeat("ab", 32)
 	ghostTag := w.up.Host() + "/ghost/by-tag:v9"

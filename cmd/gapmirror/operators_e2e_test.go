@@ -28,6 +28,7 @@ var opSpec = catalog.GenSpec{Seed: 3, Packages: 10, Bundles: 5, RelatedImages: 1
 // rebuilt catalogs must hold exactly the selected bundles without the stale
 // opm cache, and the cluster resources must point at the mirror.
 func TestOperatorCatalogTrips(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	oc := w.pushCatalog("catalogs/test-index", "v1", catalogOptions{Spec: opSpec})
 	stable := oc.Cat.Package("operator-004").Channel("stable")
@@ -208,6 +209,7 @@ func readFile(t *testing.T, p string) string {
 // catalog read from an OCI layout on disk is filtered and rebuilt; the dry
 // run says which catalog, package and bundle needs each image.
 func TestOperatorCatalogWholeAndLayout(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	layout := filepath.Join(w.dir, "layouts", "My-Catalog")
 	whole := w.pushCatalog("catalogs/whole", "v4.18", catalogOptions{Spec: smallSpec})
@@ -288,6 +290,7 @@ func TestOperatorCatalogWholeAndLayout(t *testing.T) {
 // channel's versions from a registry, then offline from an archive made by
 // mirror-to-disk and from an OCI layout.
 func TestListOperators(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	layout := filepath.Join(w.dir, "layout")
 	oc := w.pushCatalog("catalogs/list-index", "v1", catalogOptions{Spec: smallSpec, Layout: layout})
@@ -360,6 +363,7 @@ func TestListOperators(t *testing.T) {
 // and the new package's images, not the catalog's base layers), and
 // applying it updates the mirrored catalog.
 func TestOperatorCatalogIncremental(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	oc := w.pushCatalog("catalogs/inc-index", "v1", catalogOptions{Spec: smallSpec})
 	out := filepath.Join(w.dir, "out")

@@ -18,6 +18,7 @@ import (
 // After the upstream tags move, mirroring the pinned file into a fresh
 // registry gives exactly the first run's destinations and digests.
 func TestPinnedConfiguration(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(4, 8<<10)
 	oc := w.pushCatalog("catalogs/index", "v1", catalogOptions{Spec: catalog.GenSpec{Seed: 3, Packages: 2, Bundles: 2, RelatedImages: 1, DependencyRatio: -1}})

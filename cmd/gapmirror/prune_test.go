@@ -116,6 +116,7 @@ func (w *world) present(reg *registrytest.Registry, repo, tag string, d digest.D
 // kept index, a tag someone else added) and images gapmirror did not push
 // stay.
 func TestPruneMirrorToMirror(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(8, 16<<10)
 	im := w.images
@@ -242,6 +243,7 @@ func (w *world) corrupt(i int) {
 // TestPruneNotAfterFailure: a run in which an image failed does not prune
 // (the run's exit code says why), and a later complete run does.
 func TestPruneNotAfterFailure(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(4, 16<<10)
 	im := w.images
@@ -281,6 +283,7 @@ func TestPruneNotAfterFailure(t *testing.T) {
 // pushed and the new one's image set lacks, and refuses to prune with an
 // archive mirror-to-disk could not fill completely.
 func TestPruneDiskToMirror(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(6, 16<<10)
 	im := w.images
@@ -323,6 +326,7 @@ func TestPruneDiskToMirror(t *testing.T) {
 // TestPruneRegistryRefusesDelete: a registry with deletes disabled fails
 // the prune with the registry's answer and what to change.
 func TestPruneRegistryRefusesDelete(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 16<<10)
 	im := w.images
@@ -348,6 +352,7 @@ func TestPruneRegistryRefusesDelete(t *testing.T) {
 // image under it and prune deletes the old manifest, now untagged, and
 // leaves the tag alone.
 func TestPruneMovedTag(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 16<<10)
 	im := w.images
@@ -372,6 +377,7 @@ func TestPruneMovedTag(t *testing.T) {
 // manifests both leave the set: each manifest is deleted once, the
 // platform manifest with its own tag.
 func TestPruneIndexAndItsChild(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(5, 16<<10)
 	im := w.images

@@ -142,6 +142,7 @@ func (w *releaseWorld) assertRelease(prefix string, p *releasetest.Payload, kube
 // source repositories, the UpdateService names the graph image, and
 // disk-to-mirror never asks the update service.
 func TestReleasesDiskToMirror(t *testing.T) {
+	t.Parallel()
 	versions := []string{"4.18.1", "4.18.2", "4.18.3"}
 	w := newReleaseWorld(t, versions, releasetest.DefaultComponents, true)
 	isc := w.releaseISC("isc", "    graph: true\n    kubeVirtContainer: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.3\n")
@@ -358,6 +359,7 @@ func (w *releaseWorld) assertReleaseIDMS(path, root string) {
 // and the reason, the good one is mirrored, and the exit code has the
 // release bit.
 func TestReleasesRefusedSignatures(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2", "4.18.3", "4.18.4"}, 6, false)
 	w.sigs.Put(w.payloads["4.18.2"].Digest.String()) // no signature
 	other, err := releasetest.NewKey("someone else")
@@ -566,6 +568,7 @@ func (w *releaseWorld) publishMulti(spec releasetest.PayloadSpec) *releasetest.P
 // TestReleasesMultiArchAndSingle mirrors the amd64 and the multi payload of
 // a channel head, and plans a single release named by tag and by digest.
 func TestReleasesMultiArchAndSingle(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 4, false)
 	multi := w.publishMulti(releasetest.PayloadSpec{Version: "4.18.2", Components: 4})
 
@@ -606,6 +609,7 @@ func TestReleasesMultiArchAndSingle(t *testing.T) {
 // signatures it saved, and disk-to-mirror of it still writes the signature
 // ConfigMaps of every release of the image set.
 func TestReleasesIncremental(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2", "4.18.3"}, 6, false)
 	out, airgap := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "airgap")
 	must(t, os.MkdirAll(airgap, 0o755))
@@ -665,6 +669,7 @@ const realChannels = "../../../shared/realdata/cincinnati/channels"
 // dry-run plan holds exactly the releases the release package selects,
 // each one read from its payload and verified.
 func TestReleasesRealChannel(t *testing.T) {
+	t.Parallel()
 	cf, err := releasetest.ReadChannelFile(filepath.Join(realChannels, "stable-4.17.yaml"))
 	if err != nil {
 		t.Skipf("real channel lists not available in %s: %v", realChannels, err)

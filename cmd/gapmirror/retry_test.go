@@ -20,6 +20,7 @@ import (
 // plan, not from a resolution it does not do. A dry run beforehand leaves
 // nothing but its plan in the workspace.
 func TestRetryWritesWhatACompleteRunWrites(t *testing.T) {
+	t.Parallel()
 	w, isc := retryWorld(t)
 	dst := "docker://" + w.dst.Host() + "/m"
 
@@ -93,6 +94,7 @@ func retryHint(t *testing.T, stdout string) string {
 // resources as a complete mirror-to-mirror run: the retry's archive carries
 // the plan's files (CatalogSource template, release signatures, graphs).
 func TestRetryFailedArchiveCarriesThePlan(t *testing.T) {
+	t.Parallel()
 	w, isc := retryWorld(t)
 	dst := "docker://" + w.dst.Host() + "/m"
 	m2d, airgap := filepath.Join(w.dir, "m2d"), filepath.Join(w.dir, "airgap")

@@ -36,6 +36,7 @@ func (w *world) sharedOperand() (*opCatalog, string) {
 // additionalImages need fails to copy: the exit code has the operator and
 // the additional-images bits, and the failure names the bundle needing it.
 func TestSharedImageFailure(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	oc, shared := w.sharedOperand()
 	named, err := reference.ParseNormalizedNamed(shared)
@@ -65,6 +66,7 @@ func TestSharedImageFailure(t *testing.T) {
 // summary says so; disk-to-mirror writes the same IDMS as mirror-to-mirror,
 // with no entry covering a blocked image.
 func TestBlockedAcrossSections(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 3, false)
 	oc, operand := w.sharedOperand()
 	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n"+
@@ -124,6 +126,7 @@ func TestBlockedAcrossSections(t *testing.T) {
 // reported once, the rest is mirrored, and the exit code has the release,
 // operator and additional-images bits.
 func TestMixedFailures(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 2, false)
 	w.sigs.Put(w.payloads["4.18.2"].Digest.String())
 	oc := w.pushCatalog("catalogs/mixed-index", "v1", catalogOptions{Spec: smallSpec, Skip: func(i int, ref string) bool { return i == 0 }})
@@ -172,6 +175,7 @@ func TestMixedFailures(t *testing.T) {
 // additional image leaves the set, --prune removes only its tag, and the
 // image the catalog still needs stays, complete.
 func TestPruneKeepsWhatAnotherSectionNeeds(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	oc, operand := w.sharedOperand()
 	named, err := reference.ParseNormalizedNamed(operand)

@@ -183,6 +183,7 @@ func httpStatus(t *testing.T, c *http.Client, method, url, user, password string
 // the set dropped; serve gc then deletes its blobs, and a plain serve
 // still has every other image.
 func TestServeFromArchive(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(6, 32<<10)
 	all := w.images
@@ -280,6 +281,7 @@ func TestServeFromArchive(t *testing.T) {
 // (a wrong password is refused) for everything, the file's users can push
 // and delete, and serve --from still pushes with its own credential.
 func TestServeHtpasswd(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 16<<10)
 	archiveDir, root, pw := filepath.Join(w.dir, "archive"), filepath.Join(w.dir, "srv"), filepath.Join(w.dir, "htpasswd")
@@ -352,6 +354,7 @@ func serveHtpasswd(stdin string, args ...string) (string, error) {
 // command says what to give; an entry that is not bcrypt stops serve at
 // start, naming the file, line and user, instead of failing every request.
 func TestServeHtpasswdRoot(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	root := filepath.Join(w.dir, "srv")
 	if _, err := serveHtpasswd("pw\n", "alice"); err == nil || !strings.Contains(err.Error(), "give --root DIR") || !strings.Contains(err.Error(), "--file FILE") {
@@ -408,6 +411,7 @@ func TestServeHtpasswdRoot(t *testing.T) {
 // configuration through (here the inmemory storage driver: nothing lands
 // under the root but TLS files), and one with an auth section is refused.
 func TestServeRegistryConfig(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 16<<10)
 	archiveDir, root := filepath.Join(w.dir, "archive"), filepath.Join(w.dir, "srv")
@@ -590,6 +594,7 @@ func servedBlobs(t *testing.T, c *http.Client, base, repo string, d digest.Diges
 // it freed; served again, the kept images pull whole and the deleted ones
 // are gone.
 func TestServeDeleteThenGC(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(4, 64<<10)
 	im := w.images
@@ -688,6 +693,7 @@ func TestServeDeleteThenGC(t *testing.T) {
 // there is nothing to collect; pointed at a directory that is no serve
 // root it is refused, naming --root, and leaves no lock file there.
 func TestServeGCRoots(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	root := filepath.Join(w.dir, "srv")
 	s := w.serve("--root", root, "--address", freeAddress(t))

@@ -116,6 +116,7 @@ func (w *signedWorld) assertSignatures(reg *registrytest.Registry, prefix string
 // mirror-to-mirror, are counted apart and stay out of IDMS/ITMS; unsigned
 // images are mirrored as before; a rerun skips them.
 func TestSignaturesThreeTrips(t *testing.T) {
+	t.Parallel()
 	w := newSignedWorld(t, registrytest.Options{})
 	isc := w.isc("")
 	archiveDir := filepath.Join(w.dir, "archive")
@@ -151,6 +152,7 @@ func TestSignaturesThreeTrips(t *testing.T) {
 
 // TestSignaturesRemoved: --remove-signatures copies none, on any trip.
 func TestSignaturesRemoved(t *testing.T) {
+	t.Parallel()
 	w := newSignedWorld(t, registrytest.Options{})
 	isc := w.isc("")
 	code, out, _ := w.gapmirror("mirror", "-c", isc, "--remove-signatures", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m")
@@ -212,6 +214,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // absent .sig is taken as "no signature"; one failing with 5xx after the
 // retries makes a warning, and every image is mirrored all the same.
 func TestSignaturesUnhelpfulRegistry(t *testing.T) {
+	t.Parallel()
 	answers := &sigAnswers{requests: map[string]int{}}
 	w := newSignedWorld(t, registrytest.Options{})
 	w.up.SetWrap(answers.Wrap)
@@ -232,6 +235,7 @@ func TestSignaturesUnhelpfulRegistry(t *testing.T) {
 // mirror-to-mirror runs of 6 images (7 manifests, 3 signed): a first run
 // and a no-change rerun, each with and without --remove-signatures.
 func TestSignatureLookupCost(t *testing.T) {
+	t.Parallel()
 	answers := &sigAnswers{requests: map[string]int{}}
 	w := newSignedWorld(t, registrytest.Options{})
 	w.up.SetWrap(answers.Wrap)
@@ -266,6 +270,7 @@ func TestSignatureLookupCost(t *testing.T) {
 // TestSignaturesPrune: pruning an image prunes its signature; the
 // signatures of kept images stay, even when a run does not look for them.
 func TestSignaturesPrune(t *testing.T) {
+	t.Parallel()
 	w := newSignedWorld(t, registrytest.Options{})
 	ws := filepath.Join(w.dir, "ws")
 	root := "docker://" + w.dst.Host() + "/m2m"
@@ -296,6 +301,7 @@ func TestSignaturesPrune(t *testing.T) {
 // the deleted images (platform manifests' included); without the flag the
 // plan says they stay.
 func TestSignaturesDelete(t *testing.T) {
+	t.Parallel()
 	w := newSignedWorld(t, registrytest.Options{})
 	ws := filepath.Join(w.dir, "ws")
 	root := "docker://" + w.dst.Host() + "/m2m"
@@ -331,6 +337,7 @@ func TestSignaturesDelete(t *testing.T) {
 // mirror: their signatures are looked up and read there too, and the
 // absent ones are no warning.
 func TestSignaturesThroughRegistriesConfMirror(t *testing.T) {
+	t.Parallel()
 	w := newSignedWorld(t, registrytest.Options{})
 	conf := "[[registry]]\nprefix = \"registry.example.invalid\"\nlocation = \"registry.example.invalid\"\nmirror-by-digest-only = true\n" +
 		"[[registry.mirror]]\nlocation = \"" + w.up.Host() + "\"\ninsecure = true\n"
@@ -356,6 +363,7 @@ func TestSignaturesThroughRegistriesConfMirror(t *testing.T) {
 // one when its index or every platform manifest is signed); the others
 // fail with the policy's answer.
 func TestSecurePolicy(t *testing.T) {
+	t.Parallel()
 	w := newSignedWorld(t, registrytest.Options{})
 	der, err := x509.MarshalPKIXPublicKey(&w.key.PublicKey)
 	must(t, err)
@@ -397,6 +405,7 @@ func TestSecurePolicy(t *testing.T) {
 // TestSignaturesTokenAuth: signature lookups and copies work against
 // registries using the bearer token flow, with a pull-only upstream account.
 func TestSignaturesTokenAuth(t *testing.T) {
+	t.Parallel()
 	w := signWorld(t, newTokenWorld(t))
 	w.setAuth(login{w.up.Host(), "puller", upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
 	code, out, errOut := w.gapmirror("mirror", "-c", w.isc(""), "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m")
@@ -441,6 +450,7 @@ func (s *sigRequests) take() map[string]int {
 // where registries.d says nothing (or names only a lookaside), signatures
 // are looked for and mirrored, as by default.
 func TestSignaturesRegistriesD(t *testing.T) {
+	t.Parallel()
 	w := newSignedWorld(t, registrytest.Options{})
 	counter := &sigRequests{byRepo: map[string]int{}}
 	w.up.SetWrap(counter.Wrap)

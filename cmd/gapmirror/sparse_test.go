@@ -116,6 +116,7 @@ func (w *world) assertSparseIndex(reg *registrytest.Registry, repo, srcRepo stri
 // never pushed; dropping platforms later copies the rest (store, archive,
 // registries); a registry that refuses sparse indexes gets a clear error.
 func TestSparseAdditionalImage(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	fx := w.pushSparseFixture()
 	sparse := registrytest.Start(t, registrytest.Options{SparseIndexes: true})
@@ -238,6 +239,7 @@ func TestSparseAdditionalImage(t *testing.T) {
 // channel, its release image and every component copied sparse, and the
 // signature that names the index digest still applies.
 func TestSparseRelease(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorld(t, []string{"4.18.2"}, 3, false)
 	multi := w.publishMulti(releasetest.PayloadSpec{Version: "4.18.2", Components: 3, Platforms: []string{"amd64", "arm64", "s390x"}})
 	sparse := registrytest.Start(t, registrytest.Options{SparseIndexes: true})
@@ -264,6 +266,7 @@ func TestSparseRelease(t *testing.T) {
 // catalog kept as it is (full, no packages) sparse, and copies the catalog's
 // multi-arch related images sparse; single-platform bundles go whole.
 func TestSparseOperatorCatalog(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	fx := w.pushSparseFixture()
 	multiRef := w.up.Host() + "/multi/tool@" + fx.index.Digest.String()

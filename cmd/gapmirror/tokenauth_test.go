@@ -52,6 +52,7 @@ func newTokenWorld(t *testing.T) *world {
 // passwords and pull-only accounts fail with clear errors, and no password
 // or token ever reaches the output or the files gapmirror writes.
 func TestTokenAuth(t *testing.T) {
+	t.Parallel()
 	w := newTokenWorld(t)
 	robot := login{w.dst.Host(), "robot", "", dstRobot}
 	uploads := registrytest.NewUploads()
@@ -193,6 +194,7 @@ func TestTokenAuth(t *testing.T) {
 // TestTokenAuthOperatorCatalog: an operator catalog and the images it names
 // mirror from a token-auth upstream into a token-auth mirror.
 func TestTokenAuthOperatorCatalog(t *testing.T) {
+	t.Parallel()
 	w := newTokenWorld(t)
 	oc := w.pushCatalog("catalogs/test-index", "v1", catalogOptions{Spec: catalog.GenSpec{Seed: 5, Packages: 3, Bundles: 2, RelatedImages: 1}})
 	w.setAuth(login{w.up.Host(), "puller", upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
@@ -224,6 +226,7 @@ func TestTokenAuthOperatorCatalog(t *testing.T) {
 // graph image (built on a base image from the upstream) go to disk from a
 // token-auth upstream and from there into a token-auth mirror.
 func TestTokenAuthReleases(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorldIn(newTokenWorld(t), []string{"4.18.1"}, 4, false)
 	w.setAuth(login{w.up.Host(), "puller", upPull, ""}, login{w.dst.Host(), "admin", dstAdmin, ""})
 	isc := w.releaseISC("isc", "    graph: true\n    channels:\n    - name: stable-4.18\n")

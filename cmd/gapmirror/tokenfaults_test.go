@@ -28,6 +28,7 @@ import (
 // credentials the run fails at once, the image reported not found with how
 // to log in.
 func TestAnonymous404(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, registrytest.Options{TLS: true, Username: "pusher", Password: upPush, HideFromAnonymous: true,
 		Token: &registrytest.TokenAuth{Users: []registrytest.TokenUser{{Username: "puller", Password: upPull, Actions: []string{"pull"}}}}})
 	w.upUser, w.upPassword = "pusher", upPush
@@ -251,6 +252,7 @@ func tokensFor(t *testing.T, issued []string, repo string) int {
 // longer than a token lives. TestExpiringTokens (make test-long) runs
 // one-minute tokens, which it honours.
 func TestExpiringTokensFast(t *testing.T) {
+	t.Parallel()
 	ttl := 2 * time.Second
 	w := expiryWorld(t, ttl, 6, 128<<10)
 	isc := w.isc("")

@@ -55,6 +55,7 @@ func withoutNewest(pkg string) func(c *catalog.Catalog) {
 // Week 3: nothing changed; an index-only archive, a no-op push. The mirror
 // then holds exactly what mirror-to-mirror of the same config gives.
 func TestAMonthOfMirroring(t *testing.T) {
+	t.Parallel()
 	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 4, false)
 	w.pushFleet(4, 16<<10)
 	fleet := w.images
