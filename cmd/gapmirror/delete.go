@@ -65,15 +65,7 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 	if err != nil {
 		return err
 	}
-	if rl != nil {
-		defer func() {
-			if err != nil {
-				log.Debug("run failed", "error", mirror.Message(err))
-			}
-			log.Info("the full log of this run", "path", rl.Path)
-			rl.Close()
-		}()
-	}
+	defer func() { rl.Finish(log, err) }()
 	if !strings.HasPrefix(target, "docker://") {
 		return fmt.Errorf("destination %q: delete works on a mirror registry, docker://HOST[:PORT][/PREFIX]", target)
 	}

@@ -173,6 +173,20 @@ func openRunLog(ws, id string) (*runLog, error) {
 	return &runLog{Path: p, f: f}, nil
 }
 
+// Finish ends a run's log: the error that ended the run (at debug: the
+// terminal says it once, at the end), where the log is, then the file
+// closed. Commands defer it with their named error.
+func (l *runLog) Finish(log *slog.Logger, err error) {
+	if l == nil {
+		return
+	}
+	if err != nil {
+		log.Debug("run failed", "error", mirror.Message(err))
+	}
+	log.Info("the full log of this run", "path", l.Path)
+	l.Close()
+}
+
 func (l *runLog) Close() error {
 	if l == nil {
 		return nil

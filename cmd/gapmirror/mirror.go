@@ -99,15 +99,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	if err != nil {
 		return err
 	}
-	if rl != nil {
-		defer func() {
-			if err != nil {
-				log.Debug("run failed", "error", mirror.Message(err))
-			}
-			log.Info("the full log of this run", "path", rl.Path)
-			rl.Close()
-		}()
-	}
+	defer func() { rl.Finish(log, err) }()
 	trip.Log, trip.Out = log, cmd.OutOrStdout()
 	trip.Copy.Progress = g.progress(log)
 
