@@ -91,20 +91,24 @@ func loadRegistriesD(sys *types.SystemContext) (*registriesD, error) {
 // image, the repository, its parent namespaces, the host and its wildcard
 // domains (containers/image's lookup order), then default-docker.
 func (rd *registriesD) entries(repo string, d digest.Digest) []registriesDEntry {
-	named, err := reference.ParseNormalizedNamed(repo)
-	if err != nil {
-		return nil
-	}
 	var out []registriesDEntry
-	if canonical, err := reference.WithDigest(reference.TrimNamed(named), d); err == nil {
-		if id, err := policyconfiguration.DockerReferenceIdentity(canonical); err == nil {
-			if e, ok := rd.Docker[id]; ok {
-				out = append(out, e)
-			}
+	// Most machines configure default-docker at most: then there is no
+	// name to parse (this runs for every image).
+	if len(rd.Docker) > 0 {
+		named, err := reference.ParseNormalizedNamed(repo)
+		if err != nil {
+			return nil
 		}
-		for _, ns := range policyconfiguration.DockerReferenceNamespaces(canonical) {
-			if e, ok := rd.Docker[ns]; ok {
-				out = append(out, e)
+		if canonical, err := reference.WithDigest(reference.TrimNamed(named), d); err == nil {
+			if id, err := policyconfiguration.DockerReferenceIdentity(canonical); err == nil {
+				if e, ok := rd.Docker[id]; ok {
+					out = append(out, e)
+				}
+			}
+			for _, ns := range policyconfiguration.DockerReferenceNamespaces(canonical) {
+				if e, ok := rd.Docker[ns]; ok {
+					out = append(out, e)
+				}
 			}
 		}
 	}

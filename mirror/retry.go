@@ -426,23 +426,33 @@ func Message(err error) string {
 }
 
 // secrets are what must never reach a terminal, a log or a record: upload
-// session state, bearer and basic credentials, passwords in URLs.
+// session state, bearer and basic credentials, passwords in URLs. Each
+// regular expression runs only on text holding one of its hints (lower
+// case): every log line goes through Redact, and nearly none holds any.
 var secrets = []struct {
-	re   *regexp.Regexp
-	with string
+	hints []string
+	re    *regexp.Regexp
+	with  string
 }{
-	{regexp.MustCompile(`([?&]_state=)[^&\s"']+`), "${1}REDACTED"},
-	{regexp.MustCompile(`(?i)((?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:bearer|basic)?\s*)[A-Za-z0-9._~+/=-]+`), "${1}REDACTED"},
-	{regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/-]{8,}=*`), "$1 REDACTED"},
-	{regexp.MustCompile(`(?i)([?&](?:access_token|token|password|refresh_token|client_secret)=)[^&\s"']+`), "${1}REDACTED"},
-	{regexp.MustCompile(`(?i)("(?:password|auth|identitytoken|registrytoken|access_token|refresh_token|token)"\s*:\s*")[^"]*`), "${1}REDACTED"},
-	{regexp.MustCompile(`(://[^/\s:@]+:)[^@/\s]+@`), "${1}REDACTED@"},
+	{[]string{"_state="}, regexp.MustCompile(`([?&]_state=)[^&\s"']+`), "${1}REDACTED"},
+	{[]string{"authorization"}, regexp.MustCompile(`(?i)((?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:bearer|basic)?\s*)[A-Za-z0-9._~+/=-]+`), "${1}REDACTED"},
+	{[]string{"bearer", "basic"}, regexp.MustCompile(`(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/-]{8,}=*`), "$1 REDACTED"},
+	{[]string{"token=", "password=", "client_secret="}, regexp.MustCompile(`(?i)([?&](?:access_token|token|password|refresh_token|client_secret)=)[^&\s"']+`), "${1}REDACTED"},
+	{[]string{"password\"", "auth\"", "token\""}, regexp.MustCompile(`(?i)("(?:password|auth|identitytoken|registrytoken|access_token|refresh_token|token)"\s*:\s*")[^"]*`), "${1}REDACTED"},
+	{[]string{"@"}, regexp.MustCompile(`(://[^/\s:@]+:)[^@/\s]+@`), "${1}REDACTED@"},
 }
 
 // Redact removes credentials and upload tokens from s.
 func Redact(s string) string {
+	low := strings.ToLower(s)
 	for _, r := range secrets {
-		s = r.re.ReplaceAllString(s, r.with)
+		for _, h := range r.hints {
+			if strings.Contains(low, h) {
+				s = r.re.ReplaceAllString(s, r.with)
+				low = strings.ToLower(s)
+				break
+			}
+		}
 	}
 	return s
 }
