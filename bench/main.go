@@ -285,6 +285,12 @@ func cpuModel() string {
 // registry is the filesystem-backed registry stored under registries/name,
 // started on first use.
 func (b *bench) registry(ctx context.Context, name string) (*registrytest.Registry, error) {
+	return b.registryBehind(ctx, name, nil)
+}
+
+// registryBehind is registry with front (nil: none) between the counting
+// proxy and the registry: what the proxy counts is what a client sends.
+func (b *bench) registryBehind(ctx context.Context, name string, front func(http.Handler) http.Handler) (*registrytest.Registry, error) {
 	if r, ok := b.registries[name]; ok {
 		return r, nil
 	}
@@ -292,7 +298,12 @@ func (b *bench) registry(ctx context.Context, name string) (*registrytest.Regist
 	if strings.HasSuffix(name, "upstream") {
 		side = "upstream"
 	}
-	r, err := registrytest.New(ctx, registrytest.Options{Dir: filepath.Join(b.dir, "registries", name), Wrap: func(next http.Handler) http.Handler { return b.count(side, next) }})
+	r, err := registrytest.New(ctx, registrytest.Options{Dir: filepath.Join(b.dir, "registries", name), Wrap: func(next http.Handler) http.Handler {
+		if front != nil {
+			next = front(next)
+		}
+		return b.count(side, next)
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("starting registry %s: %w", name, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+
+	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
 // mixedScenario is scenario E: the workload (fullMixed, or spec) through
@@ -45,6 +47,10 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 	}
 	n := m.want
 	t, err := b.runTripSet(ctx, dir, "E", n, tripSet{isc: isc, upstreamArgs: m.flags, mixed: true})
+	if err != nil {
+		return err
+	}
+	single, err := b.singlePostTrips(ctx, dir, n, isc, m.flags)
 	if err != nil {
 		return err
 	}
@@ -123,6 +129,14 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 		}
 		fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", l.what, l.r.row.took.Seconds(), baseName, baseSecs, ratio, perImage(l.r, "mirror"), perImage(l.r, "upstream"))
 	}
+	for _, l := range []struct {
+		what string
+		r    tripResult
+	}{{"disk-to-mirror, single-request uploads", single.d2m}, {"mirror-to-mirror, single-request uploads", single.m2m}} {
+		fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", l.what, l.r.row.took.Seconds(), "-", "-", "-", perImage(l.r, "mirror"), perImage(l.r, "upstream"))
+	}
+	fmt.Println("  single-request uploads: into a registry that stores a blob from one POST ?digest= with its body, as the OCI")
+	fmt.Println("  distribution spec allows (distribution itself opens a session for a PUT: two requests per blob).")
 	fmt.Println()
 	printFloors(b.capacity, m.bytes, t)
 	fmt.Println()
@@ -138,6 +152,29 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 	fmt.Println("  that side served during the run ÷ images (the update service and signature store are not registries and are not counted).")
 	fmt.Println("  skopeo copies each image once (release components shared by payloads once), the catalog as it is upstream, not the graph image.")
 	return nil
+}
+
+// singlePostTrips pushes the archive of runTripSet and mirrors the set
+// again, each into a fresh registry that takes the spec's single-request
+// upload (registrytest.SinglePost): the requests per image where the
+// registry allows one request per new blob.
+func (b *bench) singlePostTrips(ctx context.Context, dir string, n int, isc string, upstreamArgs []string) (t trips, err error) {
+	d2m, err := b.registryBehind(ctx, "e-d2m-single", (&registrytest.SinglePost{}).Wrap)
+	if err != nil {
+		return t, err
+	}
+	if t.d2m, err = b.trip(ctx, "E disk-to-mirror, single-request uploads", n, false, true, "mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-airgap-single"),
+		"--from", "file://"+filepath.Join(dir, "archive"), "docker://"+d2m.Host()+"/mirror"); err != nil {
+		return t, err
+	}
+	m2m, err := b.registryBehind(ctx, "e-m2m-single", (&registrytest.SinglePost{}).Wrap)
+	if err != nil {
+		return t, err
+	}
+	args := append([]string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-m2m-single"),
+		"--workspace", "file://" + filepath.Join(dir, "workspace-single"), "docker://" + m2m.Host() + "/mirror"}, upstreamArgs...)
+	t.m2m, err = b.trip(ctx, "E mirror-to-mirror, single-request uploads", n, false, true, args...)
+	return t, err
 }
 
 // skopeoPairs are the docker:// sources and destinations on host of every

@@ -118,7 +118,7 @@ func Describe(dir string, idx *archive.Index) *Description {
 	}
 	d.BasedOn = &Predecessor{ID: idx.BasedOn}
 	w := workspace{filepath.Join(dir, WorkingDir)}
-	applied, _ := w.applied()
+	applied, _ := w.applied("")
 	var since time.Time
 	mode := "mirror-to-disk"
 	if a, ok := applied[idx.BasedOn]; ok {

@@ -446,8 +446,8 @@ func (r *run) keepBlobs(store *Store, warning string, move func(into string) ([]
 }
 
 // DiskToMirror pushes to the registry at root every archive in dir that
-// this directory has not applied yet, oldest first (the latest again when
-// every one is applied). Each is a run of its own; it stops at the first
+// this directory has not applied to root yet, oldest first (the latest
+// again when every one is applied). Each is a run of its own; it stops at the first
 // that does not complete, and returns the report of the last it ran.
 func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, error) {
 	ws := filepath.Join(dir, WorkingDir)
@@ -460,7 +460,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer release()
-	todo, again, err := unapplied(workspace{ws}, found, t.Log)
+	mirrorRoot, err := NewMirror(root, t.Mirror)
+	if err != nil {
+		return nil, err
+	}
+	todo, again, err := unapplied(workspace{ws}, found, mirrorRoot.Root(), t.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -493,11 +497,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 }
 
 // unapplied returns the archives of found (oldest first) that ws has no
-// record of applying and that are newer than every one it applied, or the
+// record of applying to root and that are newer than every one it applied there, or the
 // latest (again true) when there are none. An older archive applied after
 // a newer one would move tags back, so it is left out (and said so).
-func unapplied(ws workspace, found []archive.Listed, log *slog.Logger) (todo []archive.Listed, again bool, err error) {
-	applied, err := ws.applied()
+func unapplied(ws workspace, found []archive.Listed, root string, log *slog.Logger) (todo []archive.Listed, again bool, err error) {
+	applied, err := ws.applied(root)
 	if err != nil {
 		return nil, false, err
 	}
@@ -527,20 +531,20 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 	}
 	idx := ar.Index()
 	w := workspace{ws}
-	if idx.BasedOn != "" && !t.SkipPredecessorCheck {
-		applied, err := w.applied()
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := applied[idx.BasedOn]; !ok {
-			return nil, &PredecessorError{Dir: dir, ID: idx.ID, BasedOn: idx.BasedOn}
-		}
-	}
 	dst, err := NewMirror(root, t.Mirror)
 	if err != nil {
 		return nil, err
 	}
 	defer dst.Close()
+	if idx.BasedOn != "" && !t.SkipPredecessorCheck {
+		applied, err := w.applied(dst.Root())
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := applied[idx.BasedOn]; !ok {
+			return nil, &PredecessorError{Dir: dir, ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root()}
+		}
+	}
 	plan, err := planFromArchive(ar, t.RemoveSignatures)
 	if err != nil {
 		return nil, err
@@ -572,11 +576,11 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 // PredecessorError refuses an incremental archive whose predecessor was
 // not applied from this directory.
 type PredecessorError struct {
-	Dir, ID, BasedOn string
+	Dir, ID, BasedOn, Mirror string
 }
 
 func (e *PredecessorError) Error() string {
-	return fmt.Sprintf("archive %s in %s builds on archive %s, which has not been pushed from this directory: "+
+	return fmt.Sprintf("archive %s in %s builds on archive %s, which has not been pushed from this directory to "+e.Mirror+": "+
 		"copy the chunks of archive %s into %s too (disk-to-mirror applies every archive there in the order they were made), "+
 		"or pass --skip-predecessor-check if the mirror already has it. "+
 		"If archive %s is lost, make a replacement on the connected side from the local store: mirror-to-disk with --since set to the day %s was made "+

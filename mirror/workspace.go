@@ -129,22 +129,33 @@ func (w workspace) saveArchive(r archiveRecord) error {
 }
 
 // applied returns the archives disk-to-mirror pushed from this workspace.
-func (w workspace) applied() (map[string]appliedRecord, error) {
+// applied returns what this directory applied, by archive id: to root
+// only, or to any mirror when root is "" (the latest application of each).
+// Records written before they named their mirror count for every root.
+func (w workspace) applied(root string) (map[string]appliedRecord, error) {
 	out := map[string]appliedRecord{}
 	err := w.readAll("applied", func(name string) error {
 		var r appliedRecord
 		if _, err := w.read(&r, "applied", name); err != nil {
 			return err
 		}
-		out[r.ID] = r
+		if root != "" && r.Mirror != "" && r.Mirror != root {
+			return nil
+		}
+		if o, ok := out[r.ID]; !ok || r.Applied.After(o.Applied) {
+			out[r.ID] = r
+		}
 		return nil
 	})
 	return out, err
 }
 
+// markApplied records that archive r.ID reached mirror root r.Mirror: a
+// file for each archive and root, so that one directory can feed several
+// mirrors (enclaves), each applying every archive in turn.
 func (w workspace) markApplied(r appliedRecord) error {
 	r.FormatVersion = recordFormat
-	return w.write(r, "applied", r.ID+".json")
+	return w.write(r, "applied", r.ID+"@"+locationFile(r.Mirror))
 }
 
 func locationFile(root string) string {

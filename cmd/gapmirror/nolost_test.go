@@ -115,6 +115,16 @@ func TestRerunKeepsUncarriedArchive(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/d2m"); code != 0 {
 		t.Error("d2m again (nothing left to apply) failed")
 	}
+	// The same directory feeds a second enclave's mirror: every archive is
+	// applied there too, in order (applied is per mirror).
+	code, stdout, stderr = w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/enclave-b")
+	if code != 0 || !strings.Contains(stderr, "applying archives in the order they were made") {
+		t.Fatalf("d2m of the directory to a second mirror: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	w.assertMirrored(w.dst, "enclave-b")
+	if applied, _ := filepath.Glob(filepath.Join(out, "working-dir", "applied", "*.json")); len(applied) != 6 {
+		t.Errorf("%d applications recorded for two mirrors of 3 archives, want 6", len(applied))
+	}
 
 	// The last archive applied alone to a mirror that has the others'
 	// blobs; the older archives arriving later are not applied after it:
