@@ -330,18 +330,6 @@ func notImplemented(cfg *ImageSetConfiguration, handled map[string]bool) error {
 	if (len(m.Helm.Repositories) > 0 || len(m.Helm.Local) > 0) && !handled["mirror.helm"] {
 		parts = append(parts, "mirror.helm")
 	}
-	for i, r := range m.Helm.Repositories {
-		for j, c := range r.Charts {
-			if len(c.Platforms) > 0 {
-				parts = append(parts, fmt.Sprintf("mirror.helm.repositories[%d].charts[%d].platforms", i, j))
-			}
-		}
-	}
-	for i, c := range m.Helm.Local {
-		if len(c.Platforms) > 0 {
-			parts = append(parts, fmt.Sprintf("mirror.helm.local[%d].platforms", i))
-		}
-	}
 	for i, ai := range m.AdditionalImages {
 		if _, ok := ai.OCILayoutPath(); ok && !handled[SectionLayoutImages] {
 			parts = append(parts, fmt.Sprintf("mirror.additionalImages[%d] (an oci: layout)", i))

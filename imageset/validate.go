@@ -85,14 +85,65 @@ func (v *validator) content(prefix string, m Mirror) {
 		v.additionalImage(fmt.Sprintf("%s.additionalImages[%d]", prefix, i), img)
 	}
 	v.helm(prefix+".helm", m.Helm)
+	type rule struct {
+		re   *regexp.Regexp
+		path string
+	}
+	var rules []rule
 	for i, b := range m.BlockedImages {
 		p := fmt.Sprintf("%s.blockedImages[%d].name", prefix, i)
 		if b.Name == "" {
 			v.add(p, "missing: set a regular expression matching the images to block")
 			continue
 		}
-		if _, err := regexp.Compile(b.Name); err != nil {
+		re, err := regexp.Compile(b.Name)
+		if err != nil {
 			v.add(p, "%q is not a valid regular expression (Go syntax): %v", b.Name, err)
+			continue
+		}
+		rules = append(rules, rule{re, p})
+	}
+	if prefix != "mirror" {
+		return
+	}
+	// A catalog or additional image its own configuration blocks is a
+	// contradiction said now, before the run creates anything (resolving
+	// says it too).
+	blockedBy := func(origin, dest string) *rule {
+		for k := range rules {
+			if rules[k].re.MatchString(origin) || rules[k].re.MatchString(dest) {
+				return &rules[k]
+			}
+		}
+		return nil
+	}
+	for i, oc := range m.Operators {
+		if _, isLayout := oc.OCILayoutPath(); isLayout || len(rules) == 0 {
+			continue
+		}
+		named, err := reference.ParseNormalizedNamed(oc.Catalog)
+		if err != nil {
+			continue // said by operators
+		}
+		if r := blockedBy(reference.TagNameOnly(named).String(), reference.Path(named)); r != nil {
+			v.add(fmt.Sprintf("%s.operators[%d].catalog", prefix, i), "%s is blocked by %s (%q): remove the catalog or the blocking rule", oc.Catalog, v.at(r.path), r.re.String())
+		}
+	}
+	for i, img := range m.AdditionalImages {
+		if _, isLayout := img.OCILayoutPath(); isLayout || len(rules) == 0 {
+			continue
+		}
+		named, err := reference.ParseNormalizedNamed(img.Name)
+		if err != nil {
+			continue // said by additionalImage
+		}
+		named = reference.TagNameOnly(named)
+		dest := strings.Trim(img.TargetRepo, "/")
+		if dest == "" {
+			dest = reference.Path(named)
+		}
+		if r := blockedBy(named.String(), dest); r != nil {
+			v.add(fmt.Sprintf("%s.additionalImages[%d].name", prefix, i), "%s is blocked by %s (%q): remove the image or the blocking rule", img.Name, v.at(r.path), r.re.String())
 		}
 	}
 }

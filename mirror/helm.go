@@ -63,6 +63,9 @@ type helmChart struct {
 	oci *ociArtifact
 	// dest is the repository path under the mirror root (empty: charts/<name>).
 	dest string
+	// platforms narrows the chart's multi-platform images to these
+	// os/architectures (nil: every platform), as on additional images.
+	platforms []string
 }
 
 // chartRecord is what helm/charts.json says of one carried chart, so the
@@ -85,8 +88,9 @@ type chartRecord struct {
 
 // wantedHelmImage is one image the charts name and every place that names it.
 type wantedHelmImage struct {
-	named reference.Named
-	why   []string
+	named     reference.Named
+	why       []string
+	platforms []string // merged over the charts naming it (nil: every platform)
 }
 
 // Contribute adds the images of every selected chart. A chart that cannot be
@@ -188,9 +192,10 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 	h.plan.addFile(path.Join(helmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
 
 	type pick struct {
-		path  string
-		cv    helm.ChartVersion
-		paths []helm.ImagePath
+		path      string
+		cv        helm.ChartVersion
+		paths     []helm.ImagePath
+		platforms []string
 	}
 	var picks []pick
 	if len(repo.Charts) == 0 {
@@ -213,14 +218,15 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		// A chart listed twice is fetched once, with the image paths of both entries.
 		if k := slices.IndexFunc(picks, func(p pick) bool { return p.cv.Name == cv.Name && p.cv.Version == cv.Version }); k >= 0 {
 			picks[k].paths = append(picks[k].paths, paths[j]...)
+			picks[k].platforms = imageset.MergePlatforms(picks[k].platforms, imageset.PlatformNames(c.Platforms))
 			continue
 		}
-		picks = append(picks, pick{path: chp, cv: cv, paths: paths[j]})
+		picks = append(picks, pick{path: chp, cv: cv, paths: paths[j], platforms: imageset.PlatformNames(c.Platforms)})
 	}
 	var out []*helmChart
 	for _, p := range picks {
 		c := &helmChart{path: p.path, label: fmt.Sprintf("helm chart %s %s from repository %s", p.cv.Name, p.cv.Version, repo.Name),
-			repo: repo.Name, url: hr.Redacted(), paths: p.paths, index: p.cv.Digest, name: p.cv.Name, ver: p.cv.Version}
+			repo: repo.Name, url: hr.Redacted(), paths: p.paths, index: p.cv.Digest, name: p.cv.Name, ver: p.cv.Version, platforms: p.platforms}
 		if c.data, err = h.download(ctx, hr, c, p.cv); err != nil {
 			r.Fail(chartFailure(c, err))
 			continue
@@ -243,7 +249,7 @@ func (h *helmCharts) download(ctx context.Context, hr helm.Repository, c *helmCh
 
 // local loads a chart directory or .tgz from disk.
 func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Resolving) (*helmChart, error) {
-	c := &helmChart{path: lp, label: fmt.Sprintf("helm chart %s (local, %s)", lc.Name, lc.Path), repo: "local", url: lc.Path}
+	c := &helmChart{path: lp, label: fmt.Sprintf("helm chart %s (local, %s)", lc.Name, lc.Path), repo: "local", url: lc.Path, platforms: imageset.PlatformNames(lc.Platforms)}
 	for k, e := range lc.ImagePaths {
 		p, err := helm.CompileImagePath(e)
 		if err != nil {
@@ -309,8 +315,10 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 		images = append(images, origin)
 		w := wanted[origin]
 		if w == nil {
-			w = &wantedHelmImage{named: named}
+			w = &wantedHelmImage{named: named, platforms: c.platforms}
 			wanted[origin] = w
+		} else {
+			w.platforms = imageset.MergePlatforms(w.platforms, c.platforms)
 		}
 		if !slices.Contains(w.why, why) {
 			w.why = append(w.why, why)
@@ -329,7 +337,7 @@ func (h *helmCharts) pin(ctx context.Context, wanted map[string]*wantedHelmImage
 			r.Warn("%s: %s left out by %s", w.why[0], origin, b)
 			continue
 		}
-		list = append(list, imageset.Wanted{Named: w.named, Kind: imageset.KindHelm, Why: w.why, ByTag: w.why[0] + ":"})
+		list = append(list, imageset.Wanted{Named: w.named, Kind: imageset.KindHelm, Why: w.why, ByTag: w.why[0] + ":", Platforms: w.platforms})
 	}
 	_ = r.AddPinned(ctx, list) // none is Configured: no error
 }

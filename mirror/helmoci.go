@@ -70,7 +70,7 @@ func (h *helmCharts) ociRepository(rp string, repo imageset.HelmRepository, path
 		ver := ch.Version
 		c := &helmChart{path: chp, label: fmt.Sprintf("helm chart %s %s from repository %s", ch.Name, orLatest(ver), repo.Name),
 			repo: repo.Name, url: "oci://" + base, paths: paths[j], name: ch.Name,
-			dest: strings.TrimPrefix(path.Join(srcPath, ch.Name), "/")}
+			dest: strings.TrimPrefix(path.Join(srcPath, ch.Name), "/"), platforms: imageset.PlatformNames(ch.Platforms)}
 		ref := base + "/" + ch.Name
 		client, err := h.t.chartRegistry(host, ref)
 		if err != nil {

@@ -44,11 +44,11 @@ func TestBadConfig(t *testing.T) {
 		{"min > max", head + "mirror:\n  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.9\n      maxVersion: 4.18.1\n",
 			[]string{"bad.yaml:", "mirror.platform.channels[0]", "4.18.9"}, false},
 		{"blocked image listed", head + "mirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n  blockedImages:\n  - name: apps/app-00\n",
-			[]string{"mirror.additionalImages[0]", "blocked by mirror.blockedImages[0]"}, true},
+			[]string{"bad.yaml:5", "mirror.additionalImages[0]", "blocked by mirror.blockedImages[0].name, line 7"}, false},
 		{"bad regex", head + "mirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n  blockedImages:\n  - name: 'app-(('\n",
 			[]string{"bad.yaml:7", "mirror.blockedImages[0].name"}, false},
-		{"not implemented", head + "mirror:\n  helm:\n    local:\n    - name: c\n      path: /tmp/c.tgz\n      platforms:\n      - os: linux\n        architecture: arm64\n",
-			[]string{"mirror.helm.local[0].platforms", "not supported"}, true},
+		{"not implemented", head + "mirror:\n  samples:\n  - name: ruby\n",
+			[]string{"mirror.samples", "not supported"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/internal/helmtest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
@@ -320,4 +321,63 @@ func TestSparseOperatorCatalog(t *testing.T) {
 		t.Fatalf("multi-arch related image: %s (%v)", got, err)
 	}
 	w.assertSparseIndex(sparse, "m/multi/tool", "multi/tool", fx.index.Digest, "arm64")
+}
+
+// TestSparseHelmChart: platforms on a chart (oc-mirror's
+// mirror.helm.*.platforms) copy the multi-platform images it renders sparse,
+// registry to registry and through the archive; an image two charts render
+// gets the union of their platforms, and whole when one chart lists none.
+func TestSparseHelmChart(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	fx := w.pushSparseFixture()
+	sparse := registrytest.Start(t, registrytest.Options{SparseIndexes: true})
+	multi := w.up.Host() + "/multi/tool:v1"
+	repo := helmtest.Serve(t, helmtest.Pod("tool", "1.0.0", multi))
+	local := helmtest.Pod("mine", "0.1.0", multi).WriteDir(t, filepath.Join(w.dir, "charts"))
+	platforms := func(archs ...string) string {
+		if len(archs) == 0 {
+			return ""
+		}
+		s := "        platforms:\n"
+		for _, a := range archs {
+			s += "        - os: linux\n          architecture: " + a + "\n"
+		}
+		return s
+	}
+	isc := func(name string, repoArchs []string, localArchs ...string) string {
+		body := fmt.Sprintf("  helm:\n    repositories:\n    - name: demo\n      url: %s\n      charts:\n      - name: tool\n%s", repo.URL(), platforms(repoArchs...))
+		if localArchs != nil {
+			body += fmt.Sprintf("    local:\n    - name: mine\n      path: %s\n%s", local, strings.ReplaceAll(platforms(localArchs...), "        ", "      "))
+		}
+		return w.writeISC(name, body)
+	}
+
+	one := isc("one.yaml", []string{"arm64"})
+	code, out, _ := w.gapmirror("mirror", "-c", one, "--dry-run", "--workspace", "file://"+filepath.Join(w.dir, "plan"), "docker://"+sparse.Host()+"/plan")
+	if code != 0 || !strings.Contains(out, "[sparse: linux/arm64]") {
+		t.Errorf("dry run: exit %d, the plan does not show the chart's platforms:\n%s", code, out)
+	}
+	if code, _, _ := w.gapmirror("mirror", "-c", one, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+sparse.Host()+"/m2m"); code != 0 {
+		t.Fatalf("mirror-to-mirror exit %d", code)
+	}
+	w.assertSparseIndex(sparse, "m2m/multi/tool", "multi/tool", fx.index.Digest, "arm64")
+
+	// Two charts render the image: the union of their platforms moves.
+	union := isc("union.yaml", []string{"arm64"}, "ppc64le")
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.gapmirror("mirror", "-c", union, "file://"+archiveDir); code != 0 {
+		t.Fatalf("mirror-to-disk exit %d", code)
+	}
+	if code, _, _ := w.gapmirror("mirror", "-c", union, "--from", "file://"+archiveDir, "docker://"+sparse.Host()+"/d2m"); code != 0 {
+		t.Fatalf("disk-to-mirror exit %d", code)
+	}
+	w.assertSparseIndex(sparse, "d2m/multi/tool", "multi/tool", fx.index.Digest, "arm64", "ppc64le")
+
+	// One of them lists no platforms: the image is wanted whole.
+	whole := isc("whole.yaml", []string{"arm64"}, []string{}...)
+	code, out, _ = w.gapmirror("mirror", "-c", whole, "--dry-run", "--workspace", "file://"+filepath.Join(w.dir, "plan2"), "docker://"+sparse.Host()+"/plan")
+	if code != 0 || !strings.Contains(out, "multi/tool:v1") || strings.Contains(out, "[sparse") {
+		t.Errorf("dry run with a chart listing no platforms: exit %d, want multi/tool whole:\n%s", code, out)
+	}
 }
