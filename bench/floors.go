@@ -20,11 +20,16 @@ import (
 type capacity struct {
 	bandwidth float64 // bytes per second of one blob GET
 	rate      float64 // reads (blob HEADs, 8 at a time) per second
+	// blobReads is small blob GETs (1 KiB, 8 at a time) per second: a
+	// registry may spend more on serving a blob than on a HEAD
+	// (distribution allocates a 4 MiB read buffer for each).
+	blobReads float64
 	writeRate float64 // writes (POST and PUT of monolithic 1 KiB uploads, 8 at a time) per second
 }
 
 // measureCapacity GETs blob (size bytes) of repo a few times, HEADs it
-// 2,000 times 8 at a time, and uploads 400 blobs of 1 KiB 8 at a time.
+// 2,000 times 8 at a time, uploads 400 blobs of 1 KiB 8 at a time and GETs
+// one of them 1,000 times 8 at a time.
 func measureCapacity(ctx context.Context, reg *registrytest.Registry, repo string, blob digest.Digest, size int64) (capacity, error) {
 	client := reg.Client()
 	u := reg.URL() + "/v2/" + repo + "/blobs/" + blob.String()
@@ -107,6 +112,41 @@ func measureCapacity(ctx context.Context, reg *registrytest.Registry, repo strin
 		return c, fmt.Errorf("measuring the upload rate: %w", first)
 	}
 	c.writeRate = 2 * uploads / time.Since(start).Seconds()
+
+	const gets = 1000
+	small := reg.URL() + "/v2/calibration/blobs/" + digest.FromBytes(fmt.Appendf(nil, "%01024d", 0)).String()
+	start = time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range gets / workers {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, small, nil)
+				if err == nil {
+					var resp *http.Response
+					if resp, err = client.Do(req); err == nil {
+						var n int64
+						n, err = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if err == nil && (resp.StatusCode != http.StatusOK || n != 1024) {
+							err = fmt.Errorf("GET %s: %s, %d bytes", small, resp.Status, n)
+						}
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					first = err
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return c, fmt.Errorf("measuring the blob read rate: %w", first)
+	}
+	c.blobReads = gets / time.Since(start).Seconds()
 	return c, nil
 }
 
@@ -148,27 +188,30 @@ func upload(ctx context.Context, client *http.Client, base string, data []byte) 
 // requests ÷ request rate) next to its measured time. bytes is what a first
 // run moves over the network (a rerun moves none).
 func printFloors(c capacity, bytes int64, t *trips) {
-	fmt.Printf("  floors (this machine's loopback registry: %.0f MiB/s for one blob GET; %.0f reads/s (blob HEADs) and %.0f writes/s (POST, PUT of 1 KiB uploads), 8 at a time):\n",
-		c.bandwidth/(1<<20), c.rate, c.writeRate)
+	fmt.Printf("  floors (this machine's loopback registry: %.0f MiB/s for one blob GET; %.0f reads/s (blob HEADs), %.0f blob GETs/s (1 KiB) and %.0f writes/s (POST, PUT of 1 KiB uploads), 8 at a time):\n",
+		c.bandwidth/(1<<20), c.rate, c.blobReads, c.writeRate)
 	fmt.Printf("  %-40s %9s %10s %10s %9s %10s\n", "trip", "bytes s", "requests", "request s", "floor s", "× floor")
 	for _, r := range []struct {
 		res   tripResult
 		bytes int64
 	}{{t.m2d, bytes}, {t.d2m, bytes}, {t.m2m, 2 * bytes}, {t.m2dAgain, 0}, {t.m2mAgain, 0}} {
 		bs := float64(r.bytes) / c.bandwidth
-		var reads, writes int64
+		var reads, blobReads, writes int64
 		for k, v := range r.res.kinds {
 			_, req, _ := strings.Cut(k, "\t")
-			if strings.HasPrefix(req, "GET ") || strings.HasPrefix(req, "HEAD ") {
+			switch {
+			case req == "GET blob":
+				blobReads += v
+			case strings.HasPrefix(req, "GET ") || strings.HasPrefix(req, "HEAD "):
 				reads += v
-			} else {
+			default:
 				writes += v
 			}
 		}
-		rs := float64(reads)/c.rate + float64(writes)/c.writeRate
+		rs := float64(reads)/c.rate + float64(blobReads)/c.blobReads + float64(writes)/c.writeRate
 		floor := max(bs, rs)
 		fmt.Printf("  %-40s %9.2f %10d %10.2f %9.2f %10.1f\n", r.res.row.op, bs, r.res.row.requests, rs, floor, r.res.row.took.Seconds()/max(floor, 1e-6))
 	}
-	fmt.Println("  request s = reads ÷ read rate + writes ÷ write rate, over both registries; floor = the larger of bytes s and request s.")
+	fmt.Println("  request s = blob GETs ÷ blob GET rate + other reads ÷ read rate + writes ÷ write rate, over both registries; floor = the larger of bytes s and request s.")
 	fmt.Println("  mirror-to-mirror moves the bytes twice over loopback (out of upstream, into the mirror); a floor ignores that both ends share the machine's CPUs.")
 }
