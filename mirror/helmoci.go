@@ -8,7 +8,6 @@ package mirror
 
 import (
 	"bytes"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,14 +28,13 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/pkg/docker/config"
-	"go.podman.io/image/v5/pkg/sysregistriesv2"
-	"go.podman.io/image/v5/pkg/tlsclientconfig"
 	"go.podman.io/image/v5/types"
 	"helm.sh/helm/v3/pkg/registry"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // chartsRepo is where charts from HTTP repositories and local paths go
@@ -126,26 +124,13 @@ type chartRegistry struct {
 
 func (t *Trip) chartRegistry(host, repo string) (*chartRegistry, error) {
 	sys := t.Upstream.SystemContext()
-	cr := &chartRegistry{host: host, insecure: t.Upstream.Insecure(), verify: t.Upstream.TLSVerify == types.OptionalBoolTrue}
-	// As for images: an explicit --src-tls-verify wins over registries.conf.
-	if t.Upstream.TLSVerify == types.OptionalBoolUndefined {
-		if reg, err := sysregistriesv2.FindRegistry(sys, repo); err != nil {
-			return nil, fmt.Errorf("registries.conf: %w", err)
-		} else if reg != nil && reg.Insecure {
-			cr.insecure = true
-		}
+	// As for images: an explicit --src-tls-verify wins over registries.conf;
+	// certificates from --src-cert-dir, else certs.d.
+	tr, insecure, err := registryapi.RepositoryTransport(host, repo, sys)
+	if err != nil {
+		return nil, err
 	}
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
-	if dir := certDir(t.Upstream.CertDir, host); dir != "" {
-		if err := tlsclientconfig.SetupCertificates(dir, tlsConf); err != nil {
-			return nil, fmt.Errorf("certificates for %s in %s: %w", host, dir, err)
-		}
-	}
-	if cr.insecure {
-		tlsConf.InsecureSkipVerify = true //nolint:gosec // --src-tls-verify=false or registries.conf insecure
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tlsConf
+	cr := &chartRegistry{host: host, insecure: insecure, verify: t.Upstream.TLSVerify == types.OptionalBoolTrue}
 	hc := &http.Client{Transport: tr, Timeout: 5 * time.Minute}
 	// The credentials are those containers/image gives the repository, as
 	// for the images: --src-creds, --src-no-creds (none), else the auth
@@ -174,24 +159,6 @@ func (t *Trip) chartRegistry(host, repo string) (*chartRegistry, error) {
 type nopWriter struct{}
 
 func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
-
-// certDir is the directory of CA and client certificates for host: the
-// side's --cert-dir, else the first certs.d directory containers/image reads.
-func certDir(given, host string) string {
-	if given != "" {
-		return given
-	}
-	dirs := []string{"/etc/containers/certs.d", "/etc/docker/certs.d"}
-	if home, err := os.UserHomeDir(); err == nil {
-		dirs = append([]string{filepath.Join(home, ".config", "containers", "certs.d")}, dirs...)
-	}
-	for _, d := range dirs {
-		if fi, err := os.Stat(filepath.Join(d, host)); err == nil && fi.IsDir() {
-			return filepath.Join(d, host)
-		}
-	}
-	return ""
-}
 
 // try runs op with a client over TLS and, for an insecure registry that
 // answers plain HTTP, again over plain HTTP, as containers/image does.

@@ -23,11 +23,19 @@ import (
 // sys.DockerCertPath, else the host's certs.d directories. insecure says
 // whether verification is off (plain HTTP may then be tried).
 func Transport(host string, sys *types.SystemContext) (tr *http.Transport, insecure bool, err error) {
+	return RepositoryTransport(host, host+"/x", sys)
+}
+
+// RepositoryTransport is Transport for one repository of host (HOST/PATH):
+// its registries.conf entry is the longest prefix matching the repository,
+// so a namespace may be insecure where its host is not, as containers/image
+// decides for images.
+func RepositoryTransport(host, repo string, sys *types.SystemContext) (tr *http.Transport, insecure bool, err error) {
 	switch {
 	case sys != nil && sys.DockerInsecureSkipTLSVerify != types.OptionalBoolUndefined:
 		insecure = sys.DockerInsecureSkipTLSVerify == types.OptionalBoolTrue
 	default:
-		reg, err := sysregistriesv2.FindRegistry(sys, host+"/x")
+		reg, err := sysregistriesv2.FindRegistry(sys, repo)
 		if err != nil {
 			return nil, false, fmt.Errorf("registries configuration: %w", err)
 		}
