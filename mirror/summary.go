@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -177,14 +176,12 @@ func answerOf(err error) (where, answer string) {
 		if errors.As(err, &pe) && pe.Hint != "" {
 			answer = strings.ReplaceAll(answer, " ("+pe.Hint+")", "")
 		}
-		answer = clientAdvice.ReplaceAllString(answer, "")
+		for _, a := range registryapi.Advices(err) {
+			answer = strings.ReplaceAll(answer, a, "")
+		}
 	}
 	return where, answer
 }
-
-// clientAdvice is the advice registryapi's errors carry besides Hint (no
-// credentials, a token refused).
-var clientAdvice = regexp.MustCompile(`: log in \(podman login \S+\) or pass --authfile(: no credentials configured)?| \(check the credentials for \S+ in --authfile\)| \(check --authfile\)`)
 
 // failures groups the run's failures by cause and registry, in the order
 // first met (resolution first).

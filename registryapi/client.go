@@ -114,7 +114,7 @@ func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	}
 	creds, err := config.GetCredentials(sys, host)
 	if err != nil {
-		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", host, err)
+		return nil, &Advice{Err: fmt.Errorf("credentials for %s: %w", host, err), Text: " (check --authfile)"}
 	}
 	c := &Client{host: host, creds: creds, ua: "gapmirror", base: tracing{tr}, insecure: insecure, scheme: "https", tokens: map[string]*token{}}
 	if sys != nil && sys.DockerRegistryUserAgent != "" {
@@ -396,7 +396,7 @@ func (c *Client) relogin(ctx context.Context, challenge, scope string) error {
 var ErrNoCredentials = errors.New("no credentials configured")
 
 func (c *Client) noCredentials() error {
-	return fmt.Errorf("registry %s wants credentials and none are configured for it: log in (podman login %s) or pass --authfile: %w", c.host, c.host, ErrNoCredentials)
+	return &Advice{Err: fmt.Errorf("registry %s wants credentials: %w", c.host, ErrNoCredentials), Text: fmt.Sprintf(": log in (podman login %s) or pass --authfile", c.host)}
 }
 
 // token returns a bearer token for scope, from the token server when none
@@ -475,7 +475,7 @@ func (c *Client) fetchToken(ctx context.Context, scope string) (string, time.Dur
 		if c.creds.Username == "" && c.creds.IdentityToken == "" {
 			return "", 0, fmt.Errorf("getting a token from %s: %s: %w", realm, resp.Status, c.noCredentials())
 		}
-		return "", 0, fmt.Errorf("getting a token from %s: %s (check the credentials for %s in --authfile)", realm, resp.Status, c.host)
+		return "", 0, &Advice{Err: fmt.Errorf("getting a token from %s: %s", realm, resp.Status), Text: fmt.Sprintf(" (check the credentials for %s in --authfile)", c.host)}
 	}
 	var tok struct {
 		Token       string `json:"token"`
@@ -493,6 +493,39 @@ func (c *Client) fetchToken(ctx context.Context, scope string) (string, time.Dur
 		lifetime = 60 * time.Second // the token specification's default
 	}
 	return tok.Token, lifetime, nil
+}
+
+// Advice is an error with advice for the person running gapmirror, kept
+// apart so that a summary stating the fix once can leave it out of each
+// failure it lists (Advices).
+type Advice struct {
+	Err  error
+	Text string // follows Err's message as it is, e.g. " (check --authfile)"
+}
+
+func (a *Advice) Error() string { return a.Err.Error() + a.Text }
+func (a *Advice) Unwrap() error { return a.Err }
+
+// Advices returns the advice texts anywhere in err's chain.
+func Advices(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		for err != nil {
+			if a, ok := err.(*Advice); ok {
+				out = append(out, a.Text)
+			}
+			if m, ok := err.(interface{ Unwrap() []error }); ok {
+				for _, e := range m.Unwrap() {
+					walk(e)
+				}
+				return
+			}
+			err = errors.Unwrap(err)
+		}
+	}
+	walk(err)
+	return out
 }
 
 // Error is a registry answer other than success, with what to do about it.
