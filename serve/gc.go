@@ -12,6 +12,7 @@ import (
 	"github.com/distribution/distribution/v3/registry/storage"
 	"github.com/distribution/distribution/v3/registry/storage/driver"
 	"github.com/distribution/distribution/v3/registry/storage/driver/factory"
+	"github.com/opencontainers/go-digest"
 )
 
 // GCOptions configures CollectGarbage.
@@ -112,6 +113,11 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 		}
 		return res, fmt.Errorf("reading the %s storage: %w", name, err)
 	}
+	if opts.RemoveUntagged {
+		if err := removeTaglessManifests(ctx, d); err != nil {
+			return res, fmt.Errorf("garbage collection: %w", err)
+		}
+	}
 	if err := storage.MarkAndSweep(ctx, d, reg, storage.GCOpts{RemoveUntagged: opts.RemoveUntagged, Quiet: true}); err != nil {
 		return res, fmt.Errorf("garbage collection: %w", err)
 	}
@@ -166,6 +172,64 @@ func countBlobs(ctx context.Context, d driver.StorageDriver) (n int, size int64,
 		return 0, 0, nil
 	}
 	return n, size, err
+}
+
+// removeTaglessManifests deletes the manifests of every repository that has
+// no tag at all. distribution's mark, told to remove untagged manifests,
+// skips such a repository (listing its tags fails) without marking its
+// manifests, so its sweep deleted their blobs and left the manifests listed
+// with their content gone (distribution/distribution#4282). Every manifest
+// of a repository without tags is untagged, and a manifest is referenced
+// only from its own repository: all of them go, before the mark.
+func removeTaglessManifests(ctx context.Context, d driver.StorageDriver) error {
+	var repos []string
+	err := d.Walk(ctx, reposDir, func(fi driver.FileInfo) error {
+		if !fi.IsDir() {
+			return nil
+		}
+		switch path.Base(fi.Path()) {
+		case "_manifests":
+			repos = append(repos, strings.TrimPrefix(path.Dir(fi.Path()), reposDir+"/"))
+			return driver.ErrSkipDir
+		case "_layers", "_uploads":
+			return driver.ErrSkipDir
+		}
+		return nil
+	})
+	if errors.As(err, new(driver.PathNotFoundError)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	vacuum := storage.NewVacuum(ctx, d)
+	for _, repo := range repos {
+		manifests := path.Join(reposDir, repo, "_manifests")
+		tags, err := d.List(ctx, path.Join(manifests, "tags"))
+		if err != nil && !errors.As(err, new(driver.PathNotFoundError)) {
+			return err
+		}
+		if len(tags) > 0 {
+			continue
+		}
+		revisions, err := d.List(ctx, path.Join(manifests, "revisions", "sha256"))
+		if errors.As(err, new(driver.PathNotFoundError)) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range revisions {
+			dgst := digest.NewDigestFromEncoded(digest.SHA256, path.Base(r))
+			if dgst.Validate() != nil {
+				continue // not distribution's: left alone
+			}
+			if err := vacuum.RemoveManifest(repo, dgst, nil); err != nil {
+				return fmt.Errorf("deleting the untagged manifest %s of %s: %w", dgst, repo, err)
+			}
+		}
+	}
+	return nil
 }
 
 // countManifests counts the manifest revisions of every repository:

@@ -712,3 +712,78 @@ func TestServeGCRoots(t *testing.T) {
 		t.Errorf("gc left serve.lock in %s (%v)", w.dir, err)
 	}
 }
+
+// TestServeGCDeleteUntagged: serve gc --delete-untagged deletes a manifest
+// no tag reaches and the blobs only it used, says how many manifests it
+// deleted, and keeps a tagged image and a tagged index whole (its
+// platform manifests are reached through the index); plain gc keeps the
+// untagged manifest.
+func TestServeGCDeleteUntagged(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	root := filepath.Join(w.dir, "srv")
+	addr := freeAddress(t)
+	// Pushes need a user (without one, serve is pull-only).
+	if _, err := serveHtpasswd("s3cret\n", "--root", root, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	s := w.serve("--root", root, "--address", addr)
+	if s.code != 0 {
+		t.Fatalf("serve: exit %d", s.code)
+	}
+	c := caClient(t, filepath.Join(root, "tls", "ca.crt"))
+	target := imagebuilder.Target{URL: "https://" + addr, Client: c, Username: "alice", Password: "s3cret"}
+	ctx := context.Background()
+	tagged, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(301, 32<<10)}})
+	must(t, err)
+	untagged, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(302, 48<<10)}})
+	must(t, err)
+	idx, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(303, 16<<10)}},
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(304, 16<<10)}},
+	}})
+	must(t, err)
+	must(t, imagebuilder.Push(ctx, target, "mirror/apps/kept", "v1", tagged))
+	must(t, imagebuilder.Push(ctx, target, "mirror/apps/orphan", "", untagged))
+	must(t, imagebuilder.PushIndex(ctx, target, "mirror/apps/multi", "v1", idx))
+	if s.stop() != 0 {
+		t.Fatal("serve did not stop cleanly")
+	}
+
+	code, out, _ := w.gapmirror("serve", "gc", "--root", root)
+	if code != 0 || !strings.Contains(out, "garbage collection: 0 of ") || strings.Contains(out, "untagged") {
+		t.Errorf("plain gc: exit %d, want nothing deleted and no word of untagged manifests:\n%s", code, out)
+	}
+	code, out, _ = w.gapmirror("serve", "gc", "--root", root, "--delete-untagged")
+	freed := int64(len(untagged.Manifest)) + untagged.Config.Size + untagged.Layers[0].Size
+	if code != 0 || !strings.Contains(out, "garbage collection: 3 of ") || !strings.Contains(out, " "+mirror.HumanBytes(freed)+" freed; 1 untagged manifests deleted;") {
+		t.Errorf("gc --delete-untagged: exit %d, want the orphan's manifest, config and layer (%s) deleted and 1 untagged manifest:\n%s", code, mirror.HumanBytes(freed), out)
+	}
+
+	s = w.serve("--root", root, "--address", addr)
+	if s.code != 0 {
+		t.Fatalf("serve again: exit %d", s.code)
+	}
+	base := "https://" + addr + "/v2/mirror/apps/"
+	for _, m := range []struct {
+		repo string
+		d    digest.Digest
+		want int
+	}{
+		{"orphan", untagged.Digest, http.StatusNotFound},
+		{"kept", tagged.Digest, http.StatusOK},
+		{"multi", idx.Digest, http.StatusOK},
+		{"multi", idx.Images[0].Digest, http.StatusOK},
+		{"multi", idx.Images[1].Digest, http.StatusOK},
+	} {
+		if got := httpStatus(t, c, http.MethodHead, base+m.repo+"/manifests/"+m.d.String(), "alice", "s3cret"); got != m.want {
+			t.Errorf("%s@%s after gc --delete-untagged: HEAD %d, want %d", m.repo, m.d, got, m.want)
+		}
+	}
+	if got := httpStatus(t, c, http.MethodHead, base+"orphan/blobs/"+untagged.Layers[0].Digest.String(), "alice", "s3cret"); got != http.StatusNotFound {
+		t.Errorf("the orphan's layer after gc --delete-untagged: HEAD %d, want 404", got)
+	}
+	if got := httpStatus(t, c, http.MethodHead, base+"kept/blobs/"+tagged.Layers[0].Digest.String(), "alice", "s3cret"); got != http.StatusOK {
+		t.Errorf("the kept image's layer after gc --delete-untagged: HEAD %d, want 200", got)
+	}
+}
