@@ -443,7 +443,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 			}
 			slot = lane
 		}
-		c.opts.Progress.AddTotal(desc.Size)
+		c.opts.Progress.Sending(desc)
 		rc, err := c.src.Blob(ctx, img, desc)
 		var missing *MissingBlobError
 		if errors.As(err, &missing) {
@@ -451,7 +451,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 			// HasBlob may not have asked the mirror about a small blob.
 			if h, ok := c.dst.(blobHeader); ok {
 				if has, herr := h.HeadBlob(ctx, img, desc); herr == nil && has {
-					c.opts.Progress.AddTotal(-desc.Size)
+					c.opts.Progress.Sent(desc, false)
 					c.reused.Add(1)
 					c.located(desc.Digest, img)
 					c.counted(img, desc, BlobFound)
@@ -460,22 +460,24 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 			}
 		}
 		if err != nil {
-			c.opts.Progress.AddTotal(-desc.Size)
+			c.opts.Progress.Sent(desc, false)
 			return fmt.Errorf("reading blob %s: %w", desc.Digest, err)
 		}
 		defer rc.Close()
 		vr := &verifyingReader{r: rc, desc: desc, v: desc.Digest.Verifier(), progress: c.opts.Progress}
 		if err := c.dst.PutBlob(ctx, img, desc, vr); err != nil {
 			c.opts.Progress.Add(-vr.n)
-			c.opts.Progress.AddTotal(-desc.Size)
+			c.opts.Progress.Sent(desc, false)
 			if vr.err != nil {
 				return vr.err
 			}
 			return fmt.Errorf("writing blob %s: %w", desc.Digest, err)
 		}
 		if vr.n != desc.Size || !vr.v.Verified() {
+			c.opts.Progress.Sent(desc, false)
 			return &DigestError{Digest: desc.Digest, Msg: "the destination accepted a blob that was not read whole"}
 		}
+		c.opts.Progress.Sent(desc, true)
 		c.blobs.Add(1)
 		c.bytes.Add(vr.n)
 		c.located(desc.Digest, img)

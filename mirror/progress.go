@@ -20,9 +20,11 @@ type Progress interface {
 	// Phase starts a phase (resolving, copying, writing the archive,
 	// checking an archive) with what it will handle, as far as known.
 	Phase(name string, images int, total Totals)
-	// AddTotal grows the bytes expected by a blob the phase's totals did
-	// not include (without totals: every blob, as it starts).
-	AddTotal(n int64)
+	// Sending says a blob's bytes start to move; a blob the phase's totals
+	// did not include (without totals: every blob) grows them.
+	Sending(desc ocispec.Descriptor)
+	// Sent ends the transfer Sending began: its blob moved (ok) or not.
+	Sent(desc ocispec.Descriptor, ok bool)
 	// Add reports n bytes moved (negative: a failed attempt is taken back).
 	Add(n int64)
 	// Blob says how one blob reference of img reached the destination.
@@ -177,7 +179,8 @@ func (c *copier) settled(img imageset.Image, skipped bool, err error) {
 type nopProgress struct{}
 
 func (nopProgress) Phase(string, int, Totals)                            {}
-func (nopProgress) AddTotal(int64)                                       {}
+func (nopProgress) Sending(ocispec.Descriptor)                           {}
+func (nopProgress) Sent(ocispec.Descriptor, bool)                        {}
 func (nopProgress) Add(int64)                                            {}
 func (nopProgress) Blob(imageset.Image, ocispec.Descriptor, BlobOutcome) {}
 func (nopProgress) Retry(string, error, int, time.Duration)              {}
@@ -213,7 +216,8 @@ type Meter struct {
 	mu        sync.Mutex
 	c         Counts
 	t         *tally
-	extra     int64 // AddTotal without a plan
+	extra     int64 // bytes of the blobs sent without a plan
+	inFlight  int64 // transfers between Sending and Sent
 	sent      int64 // bytes read through verifying readers
 	start     time.Time
 	stop      chan struct{}
@@ -258,7 +262,7 @@ func (m *Meter) Phase(name string, images int, total Totals) {
 	}
 	m.c = Counts{Phase: name, Images: images}
 	m.t = newTally(total)
-	m.extra, m.sent, m.start = 0, 0, time.Now()
+	m.extra, m.sent, m.inFlight, m.start = 0, 0, 0, time.Now()
 	m.mu.Unlock()
 	m.show(false, false)
 	m.startTicker()
@@ -295,11 +299,21 @@ func (m *Meter) startTicker() {
 	}()
 }
 
-func (m *Meter) AddTotal(n int64) {
+func (m *Meter) Sending(desc ocispec.Descriptor) {
 	m.mu.Lock()
 	if m.t != nil && !m.t.planned {
-		m.extra += n
+		m.extra += desc.Size
 	}
+	m.inFlight++
+	m.mu.Unlock()
+}
+
+func (m *Meter) Sent(desc ocispec.Descriptor, ok bool) {
+	m.mu.Lock()
+	if !ok && m.t != nil && !m.t.planned {
+		m.extra -= desc.Size
+	}
+	m.inFlight--
 	m.mu.Unlock()
 }
 
@@ -393,7 +407,7 @@ func (m *Meter) end(resume bool) {
 	outer := m.outer
 	m.outer = nil
 	if outer != nil {
-		m.c, m.t, m.extra, m.sent, m.start = outer.c, outer.t, outer.extra, outer.sent, outer.start
+		m.c, m.t, m.extra, m.sent, m.inFlight, m.start = outer.c, outer.t, outer.extra, outer.sent, 0, outer.start
 	}
 	m.mu.Unlock()
 	if outer != nil {
@@ -442,7 +456,25 @@ func (m *Meter) read() Counts {
 	if c.RateBytesPerSec > 0 && c.Bytes > done {
 		c.ETA = time.Duration(float64(c.Bytes-done) / c.RateBytesPerSec * float64(time.Second)).Round(time.Second)
 	}
+	if eta := m.blobETA(c); eta > c.ETA {
+		c.ETA = eta
+	}
 	return c
+}
+
+// blobETA is the time the blobs not yet started need at the rate blobs
+// have been handled so far. Large blobs go first, so the bytes are mostly
+// in long before the many small blobs are, and their requests, not their
+// bytes, then set the pace: an ETA from bytes alone says "0s" for that
+// whole tail. Blobs in flight are left to the bytes' estimate.
+func (m *Meter) blobETA(c Counts) time.Duration {
+	handled := c.BlobsMoved + c.BlobsFound
+	queued := c.Blobs - handled - m.inFlight
+	if !c.TotalKnown || handled == 0 || queued <= 0 || c.Elapsed < time.Second {
+		return 0
+	}
+	perBlob := c.Elapsed.Seconds() / float64(handled)
+	return time.Duration(float64(queued) * perBlob * float64(time.Second)).Round(time.Second)
 }
 
 // show draws a reading: the bar on every event and tick, a line on each

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -263,5 +266,63 @@ func TestRedactEveryForm(t *testing.T) {
 	}
 	if plain := "INFO copying 22/22 images, blobs 56/56 registry=127.0.0.1:5000 repo=apps/app"; Redact(plain) != plain {
 		t.Errorf("a line without secrets changed: %s", Redact(plain))
+	}
+}
+
+// TestETAOfSmallBlobsAfterLargeOnes: large blobs go first, so the bytes are
+// nearly all in while most blobs are not; the ETA then comes from the blobs
+// still queued at the pace blobs have been handled (not "0s" from the bytes
+// left), leaves those in flight to the bytes' estimate, and falls to the
+// bytes' own once nothing is queued.
+func TestETAOfSmallBlobsAfterLargeOnes(t *testing.T) {
+	large := ocispec.Descriptor{Digest: digest.FromString("large"), Size: 99 << 20}
+	var small []ocispec.Descriptor
+	of := map[string][]ocispec.Descriptor{"big:v1": {large}}
+	for i := range 100 {
+		d := ocispec.Descriptor{Digest: digest.FromString(fmt.Sprint("small", i)), Size: 10 << 10}
+		small = append(small, d)
+		of[fmt.Sprintf("small-%d:v1", i)] = []ocispec.Descriptor{d}
+	}
+	m := NewLineProgress(slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
+	defer m.Finish()
+	m.Phase("copying", len(of), TotalsOf(of))
+	img := imageset.Image{Destination: "big:v1"}
+	send := func(d ocispec.Descriptor) {
+		m.Sending(d)
+		m.Add(d.Size)
+		m.Sent(d, true)
+		m.Blob(img, d, BlobMoved)
+	}
+	send(large)
+	for _, d := range small[:19] {
+		send(d)
+	}
+	for _, d := range small[19:21] {
+		m.Sending(d) // in flight
+	}
+	m.mu.Lock()
+	m.start = time.Now().Add(-20 * time.Second) // 20 blobs handled in 20 s
+	m.mu.Unlock()
+	c := m.Counts()
+	if pct := float64(c.Done) / float64(c.Bytes); pct < 0.99 {
+		t.Fatalf("the bytes are %.0f%% in; the check needs nearly all", pct*100)
+	}
+	// 101 blobs, 20 handled, 2 in flight: 79 queued at a second each.
+	if c.ETA < 78*time.Second || c.ETA > 80*time.Second {
+		t.Errorf("ETA %s with 79 blobs queued at one a second, want 79s (from the bytes alone: 0s)", c.ETA)
+	}
+	if !strings.Contains(c.String(), "ETA 1m19s") {
+		t.Errorf("status line %q does not show the ETA", c.String())
+	}
+	for _, d := range small[19:21] {
+		m.Add(d.Size)
+		m.Sent(d, true)
+		m.Blob(img, d, BlobMoved)
+	}
+	for _, d := range small[21:] {
+		send(d)
+	}
+	if c := m.Counts(); c.ETA != 0 {
+		t.Errorf("ETA %s with every blob handled, want none", c.ETA)
 	}
 }
