@@ -832,3 +832,21 @@ func TestHeaderSizeCountsPAX(t *testing.T) {
 		}
 	}
 }
+
+// TestImplausibleIndexSize: a first chunk whose index entry claims more
+// than the cap (a damaged or hostile header) is refused from the header,
+// before anything of that size is allocated or read.
+func TestImplausibleIndexSize(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: IndexName, Typeflag: tar.TypeReg, Mode: 0o644, Size: maxIndexSize + 1}); err != nil {
+		t.Fatal(err)
+	}
+	// No body and no Close: the header alone is on disk.
+	if err := os.WriteFile(filepath.Join(dir, ChunkName(1)), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir)
+	wantErr(t, err, ChunkName(1), IndexName, "not a regular file of plausible size")
+}
