@@ -73,7 +73,7 @@ func main() {
 	mixed := flag.Bool("mixed", false, "also run scenario E, the issue's mixed workload (735 images: operators from -catalogs, releases, additional images; 2 to 3 minutes on 2 quiet CPUs)")
 	mixedOnly := flag.Bool("mixed-only", false, "run only scenario E")
 	mixedTiny := flag.Bool("mixed-tiny", false, "scenario E with a few images of each kind (the smoke test's size), to check that it works")
-	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof), and of the registries (this process) during it (<scenario>-<trip>-registries.pprof)")
+	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof), its heap at its peak (<scenario>-<trip>-heap.pprof), and the registries (this process) during it (<scenario>-<trip>-registries.pprof)")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
 
@@ -397,7 +397,7 @@ func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (ti
 	var env []string
 	if b.profile != "" {
 		name := strings.NewReplacer(" ", "-", ",", "").Replace(label)
-		env = []string{"GAPMIRROR_CPUPROFILE=" + filepath.Join(b.profile, name+".pprof")}
+		env = []string{"GAPMIRROR_CPUPROFILE=" + filepath.Join(b.profile, name+".pprof"), "GAPMIRROR_HEAPPROFILE=" + filepath.Join(b.profile, name+"-heap.pprof")}
 		// The registries run in this process: their side of the same run.
 		f, err := os.Create(filepath.Join(b.profile, name+"-registries.pprof"))
 		if err != nil {
