@@ -31,7 +31,7 @@ mirror:
   additionalImages:
   - name: quay.io/org/app:1.0
   - name: registry.example.com/team/tool@`+d2.String()+`
-  - name: busybox
+  - name: docker.io/library/busybox
     targetRepo: tools/busybox
     targetTag: stable
   - name: quay.io/org/gone:1.0

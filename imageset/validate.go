@@ -451,6 +451,11 @@ func (v *validator) versionRange(prefix, r string) {
 	}
 }
 
+// CheckImageReference checks an image reference as the configuration's
+// are: a registry image reference, without a transport prefix, that names
+// its registry.
+func CheckImageReference(ref string) error { return checkImageReference(ref) }
+
 // checkImageReference checks that ref is a registry image reference (no transport prefix).
 func checkImageReference(ref string) error {
 	if rest, ok := strings.CutPrefix(ref, "docker://"); ok {
@@ -459,10 +464,27 @@ func checkImageReference(ref string) error {
 	if strings.Contains(ref, "://") {
 		return fmt.Errorf("an image reference has no transport prefix")
 	}
-	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
 		return err
 	}
+	if shortName(ref) {
+		// A short name means Docker Hub to containers/image (skopeo,
+		// oc-mirror) but a search of registries.conf's
+		// unqualified-search-registries to podman and CRI-O: neither is
+		// a guess to make for an admin.
+		return fmt.Errorf("it names no registry, and gapmirror does not guess one (oc-mirror and skopeo would pull Docker Hub's %s; podman would search registries.conf's unqualified-search-registries): write the registry that publishes it, e.g. registry.redhat.io/%s, or %s for Docker Hub's",
+			named, ref, named)
+	}
 	return nil
+}
+
+// shortName reports whether ref names no registry (ubi9/ubi:latest,
+// nginx): its first component is not a host, by the rule of the reference
+// grammar (a dot, a port or localhost, and no capitals).
+func shortName(ref string) bool {
+	first, _, ok := strings.Cut(ref, "/")
+	return !ok || !strings.ContainsAny(first, ".:") && first != "localhost" && strings.ToLower(first) == first
 }
 
 // checkCatalogReference checks a catalog: an image reference or an oci: layout path.

@@ -359,6 +359,22 @@ mirror: {}
   additionalImages:
     - name: registry.redhat.io/ubi9/ubi:la test # <-
 `, "mirror.additionalImages[0].name", "not a valid image reference"},
+		{"additional image by short name", `mirror:
+  additionalImages:
+    - name: ubi9/ubi:latest # <-
+`, "mirror.additionalImages[0].name", `"ubi9/ubi:latest" is not a valid image reference: it names no registry, and gapmirror does not guess one (oc-mirror and skopeo would pull Docker Hub's docker.io/ubi9/ubi:latest; podman would search registries.conf's unqualified-search-registries): write the registry that publishes it, e.g. registry.redhat.io/ubi9/ubi:latest, or docker.io/ubi9/ubi:latest for Docker Hub's`},
+		{"additional image by one-word short name", `mirror:
+  additionalImages:
+    - name: busybox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef # <-
+`, "mirror.additionalImages[0].name", "docker.io/library/busybox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef for Docker Hub's"},
+		{"catalog by short name", `mirror:
+  operators:
+    - catalog: redhat/redhat-operator-index:v4.18 # <-
+`, "mirror.operators[0].catalog", "it names no registry"},
+		{"release by short name", `mirror:
+  platform:
+    release: openshift-release-dev/ocp-release:4.18.1-x86_64 # <-
+`, "mirror.platform.release", "it names no registry"},
 		{"additional image with transport", `mirror:
   additionalImages:
     - name: docker-archive:///tmp/image.tar # <-
@@ -549,14 +565,16 @@ func TestValidConfigurations(t *testing.T) {
   platform:
     release: quay.io/openshift-release-dev/ocp-release@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 `},
-		{"oci helm repository and short image names", `mirror:
+		{"oci helm repository and Docker Hub images named in full", `mirror:
   helm:
     repositories:
       - name: charts
         url: oci://ghcr.io/example/charts
   additionalImages:
-    - name: busybox
-    - name: ubi9/ubi@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    - name: docker.io/library/busybox
+    - name: docker.io/ubi9/ubi@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    - name: localhost/team/app:v1
+    - name: localhost:5000/app:v1
 `},
 	}
 	for _, tc := range tests {

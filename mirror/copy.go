@@ -140,7 +140,7 @@ func copySet(ctx context.Context, set *imageset.Set, src Source, dst Destination
 		if err == nil {
 			skipped, err = c.image(ctx, img)
 		}
-		c.breaker.trip(err)
+		c.trip(img, err)
 		if d, ok := dst.(imageDone); ok {
 			d.ImageDone(img)
 		}

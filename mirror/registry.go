@@ -152,6 +152,9 @@ type Registry struct {
 type clientKey struct {
 	host  string
 	creds types.DockerAuthConfig
+	// skipVerify is the TLS decision the client was made with: a
+	// registries.conf mirror may be insecure where its host is not.
+	skipVerify types.OptionalBool
 }
 
 type listedTags struct {
@@ -207,7 +210,7 @@ func (r *Registry) source(ctx context.Context, img imageset.Image) (types.ImageS
 	if src != nil {
 		return src, nil
 	}
-	named, err := reference.ParseNormalizedNamed(key)
+	named, err := r.pullRef(img)
 	if err != nil {
 		return nil, fmt.Errorf("image reference %q: %w", key, err)
 	}
@@ -352,7 +355,14 @@ func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.De
 // may; containers/image opens a client, and pings /v2/, for every lookup,
 // which doubled the cost of no-change reruns.
 func (r *Registry) headDigest(ctx context.Context, named reference.Named) (digest.Digest, error) {
-	if c := r.sharedClient(named); c != nil {
+	return r.headDigestAt(ctx, named, types.OptionalBoolUndefined)
+}
+
+// headDigestAt is headDigest for a registries.conf pull source (a
+// [[registry.mirror]] or the rewritten location): skipVerify is its
+// entry's insecure where no --*-tls-verify flag decides (see sharedClientAt).
+func (r *Registry) headDigestAt(ctx context.Context, named reference.Named, skipVerify types.OptionalBool) (digest.Digest, error) {
+	if c := r.sharedClientAt(named, skipVerify); c != nil {
 		ref := "latest"
 		switch n := named.(type) {
 		case reference.Canonical:
@@ -371,7 +381,19 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 	if err != nil {
 		return "", err
 	}
-	return docker.GetDigest(ctx, r.sys, ref)
+	return docker.GetDigest(ctx, r.sysAt(skipVerify), ref)
+}
+
+// sysAt is the system context for reaching a registries.conf pull source
+// whose entry says skipVerify (undefined: not a pull source, or a
+// --*-tls-verify flag decides).
+func (r *Registry) sysAt(skipVerify types.OptionalBool) *types.SystemContext {
+	if skipVerify == types.OptionalBoolUndefined || r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolUndefined {
+		return r.sys
+	}
+	sys := *r.sys
+	sys.DockerInsecureSkipTLSVerify = skipVerify
+	return &sys
 }
 
 // sharedClient returns the run's client for named's registry and the
@@ -379,30 +401,48 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 // entry for its repository or namespace: one client each), or nil where it
 // would not connect as containers/image does: Docker Hub (another API
 // host), a namespace registries.conf marks insecure while the rest of its
-// host is not (or the reverse).
+// host is not (or the reverse), a repository registries.conf blocks
+// (containers/image refuses it, in its words).
 func (r *Registry) sharedClient(named reference.Named) *registryapi.Client {
+	return r.sharedClientAt(named, types.OptionalBoolUndefined)
+}
+
+// sharedClientAt is sharedClient for a registries.conf pull source of an
+// image (one of its [[registry.mirror]] entries, or its entry's location):
+// containers/image reaches those as their entry says (skipVerify: the
+// entry's insecure) where no --*-tls-verify flag decides, not as an entry
+// of their own host would.
+func (r *Registry) sharedClientAt(named reference.Named, skipVerify types.OptionalBool) *registryapi.Client {
 	// The answer depends on the repository only (registries.conf and the
 	// auth file are read once per run): asked for every request of a
 	// copy, it is kept.
+	sys := r.sysAt(skipVerify)
+	key := named.Name()
+	if sys != r.sys {
+		key = fmt.Sprintf("%s\x00%d", key, skipVerify)
+	}
 	r.mu.Lock()
-	c, ok := r.byRepo[named.Name()]
+	c, ok := r.byRepo[key]
 	r.mu.Unlock()
 	if ok {
 		return c
 	}
-	c = r.newSharedClient(named)
+	c = r.newSharedClient(named, sys)
 	r.mu.Lock()
-	r.byRepo[named.Name()] = c
+	r.byRepo[key] = c
 	r.mu.Unlock()
 	return c
 }
 
-func (r *Registry) newSharedClient(named reference.Named) *registryapi.Client {
+func (r *Registry) newSharedClient(named reference.Named, sys *types.SystemContext) *registryapi.Client {
 	host := reference.Domain(named)
 	if host == "docker.io" {
 		return nil
 	}
-	if r.sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
+	if registryapi.Blocked(sys, named.Name()) != nil {
+		return nil
+	}
+	if sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
 		// registries.conf marks a registry insecure by prefix, which may be
 		// a namespace; the client is one for the host and reads the
 		// host's entry (registryapi.Transport). Where the two differ,
@@ -420,12 +460,12 @@ func (r *Registry) newSharedClient(named reference.Named) *registryapi.Client {
 	if err != nil {
 		return nil
 	}
-	key := clientKey{host, forRef}
+	key := clientKey{host, forRef, sys.DockerInsecureSkipTLSVerify}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.clients[key]
 	if !ok {
-		sys := *r.sys
+		sys := *sys
 		sys.DockerAuthConfig = &forRef
 		if c, err = registryapi.NewClient(host, &sys); err != nil {
 			c = nil
@@ -905,7 +945,7 @@ func (r *Registry) pushClient(img imageset.Image) (*registryapi.Client, string) 
 // mirrors to try in turn, not blocked; see onlySource); else nil and
 // containers/image reads it.
 func (r *Registry) pullClient(img imageset.Image) (*registryapi.Client, string) {
-	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	named, err := r.pullRef(img)
 	if err != nil {
 		return nil, ""
 	}
@@ -953,6 +993,57 @@ func (r *Registry) onlySource(ref reference.Named) (reference.Named, bool) {
 		}
 	}
 	return sources[0].Reference, true
+}
+
+// pullRef is the reference img is read by: its name here (upstream, its
+// Source, by digest), or, where registries.conf has mirrors for tags only
+// (pull-from-mirror = "tag-only", what an ImageTagMirrorSet writes), the
+// tag it was resolved from. By digest those mirrors are not tried; opened
+// by the tag, containers/image reads the digest (verified) from the
+// mirror that has the tag, as the resolution did.
+func (r *Registry) pullRef(img imageset.Image) (reference.Named, error) {
+	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	if err != nil || r.root != "" || img.Origin == "" {
+		return named, err
+	}
+	origin, err := reference.ParseNormalizedNamed(img.Origin)
+	if err != nil {
+		return named, nil
+	}
+	tagged, ok := origin.(reference.NamedTagged)
+	if _, digested := origin.(reference.Digested); !ok || digested || origin.Name() != named.Name() {
+		return named, nil
+	}
+	reg, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
+	if err != nil || reg == nil || len(reg.Mirrors) == 0 {
+		return named, nil
+	}
+	byDigest, err := reg.PullSourcesFromReference(named)
+	if err != nil {
+		return named, nil
+	}
+	byTag, err := reg.PullSourcesFromReference(tagged)
+	if err != nil || len(byTag) <= len(byDigest) {
+		return named, nil
+	}
+	return tagged, nil
+}
+
+// triedInTurn reports whether registries.conf gives img, read from this
+// upstream, [[registry.mirror]] entries to try before its source: which of
+// them serves an image depends on the image (pull-from-mirror, what each
+// holds), so the failure of one image there is no verdict on the others
+// of its registry.
+func (r *Registry) triedInTurn(img imageset.Image) bool {
+	if r.root != "" {
+		return false
+	}
+	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	if err != nil {
+		return false
+	}
+	reg, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
+	return err == nil && reg != nil && len(reg.Mirrors) > 0
 }
 
 // ResolveDigest returns the manifest digest ref (by tag or digest) names

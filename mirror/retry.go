@@ -93,6 +93,7 @@ const (
 	CauseDNS         = "dns"           // the host name does not resolve
 	CauseNotFound    = "not-found"     // manifest, tag or repository unknown
 	CauseSignature   = "signature"     // refused for its signatures
+	CauseBlocked     = "blocked"       // registries.conf says blocked = true
 	CauseInterrupted = "interrupted"   // the run was stopped
 	CauseOther       = "other"         // anything else: not retried
 	CauseStopped     = "registry-down" // not tried: its registry already failed for good
@@ -113,6 +114,7 @@ type Cause struct {
 var causes = map[string]Cause{
 	CauseInterrupted: {Kind: CauseInterrupted, Fix: "run again to resume"},
 	CauseSignature:   {Kind: CauseSignature, Fix: "have the image signed, or fix the signature policy / trusted keys, and run again"},
+	CauseBlocked:     {Kind: CauseBlocked, Fix: "registries.conf forbids pulling from (or pushing to) it: remove the image from the configuration, add a [[registry.mirror]] to the blocking entry to pull it from there, or take blocked = true out of the entry"},
 	CauseScheme:      {Kind: CauseScheme, Registry: true, Fix: "the registry speaks plain HTTP: pass --src-tls-verify=false (source) or --dest-tls-verify=false (mirror), or mark it insecure in registries.conf"},
 	CauseTLS:         {Kind: CauseTLS, Registry: true, Fix: "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"},
 	CauseDNS:         {Kind: CauseDNS, Registry: true, Fix: "the registry's host name does not resolve: check the name (and DNS, HTTP(S)_PROXY)"},
@@ -154,6 +156,10 @@ func Classify(err error) Cause {
 	}
 	msg := err.Error()
 	low := strings.ToLower(msg)
+	var be *registryapi.BlockedError
+	if errors.As(err, &be) || strings.Contains(msg, " is blocked in one of ") { // containers/image's words
+		return causes[CauseBlocked]
+	}
 	var de *DigestError
 	if errors.As(err, &de) {
 		return Cause{Kind: CauseTransient, Fix: "content arrived damaged; run again (the retries were spent)"}
@@ -389,21 +395,42 @@ func (c *copier) endpoints() (Source, Destination) {
 }
 
 // hosts are the registries img is copied from and to ("" for a local side:
-// the store, an archive, a layout).
+// the store, an archive, a layout; and for a source registries.conf gives
+// mirrors to try in turn: see trip).
 func (c *copier) hosts(img imageset.Image) (from, to string) {
-	src, dst := c.endpoints()
-	switch s := src.(type) {
-	case *Registry:
-		from = refHost(s.Name(img))
-	case builtSource:
-		if r, ok := s.Source.(*Registry); ok && !s.local(img) {
-			from = refHost(r.Name(img))
-		}
+	_, dst := c.endpoints()
+	if r := c.upstream(img); r != nil && !r.triedInTurn(img) {
+		from = refHost(r.Name(img))
 	}
 	if r, ok := dst.(*Registry); ok {
 		to = refHost(r.Name(img))
 	}
 	return from, to
+}
+
+// upstream is the registry img is read from, nil for a local source.
+func (c *copier) upstream(img imageset.Image) *Registry {
+	src, _ := c.endpoints()
+	switch s := src.(type) {
+	case *Registry:
+		return s
+	case builtSource:
+		if r, ok := s.Source.(*Registry); ok && !s.local(img) {
+			return r
+		}
+	}
+	return nil
+}
+
+// trip records img's failure with the breaker, unless registries.conf
+// gives img several places to pull from (its mirrors, then its source):
+// one of them failing then says nothing of the registry's other images,
+// which may come from a mirror (see Registry.triedInTurn).
+func (c *copier) trip(img imageset.Image, err error) {
+	if r := c.upstream(img); r != nil && r.triedInTurn(img) {
+		return
+	}
+	c.breaker.trip(err)
 }
 
 // Message is err as the admin reads it: each part once (wrapping often

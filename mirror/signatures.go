@@ -9,8 +9,10 @@ import (
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
+	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // SignatureTag is the tag under which cosign stores the sigstore signature
@@ -245,7 +247,13 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 	if err != nil {
 		return "", err
 	}
-	repos := []reference.Named{named}
+	type source struct {
+		repo reference.Named
+		// skipVerify is the insecure of the source's registries.conf
+		// entry (a mirror's own), as containers/image reaches it.
+		skipVerify types.OptionalBool
+	}
+	sources := []source{{named, types.OptionalBoolUndefined}}
 	canonical, err := reference.WithDigest(named, k.manifest)
 	if err != nil {
 		return "", err
@@ -255,23 +263,29 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 		return "", fmt.Errorf("reading registries.conf: %w", err)
 	}
 	if reg != nil {
-		sources, err := reg.PullSourcesFromReference(canonical)
+		pulls, err := reg.PullSourcesFromReference(canonical)
 		if err != nil {
 			return "", fmt.Errorf("registries.conf sources of %s: %w", canonical, err)
 		}
-		if len(sources) > 0 {
-			repos = repos[:0]
-			for _, s := range sources {
-				repos = append(repos, reference.TrimNamed(s.Reference))
+		if len(pulls) > 0 {
+			sources = sources[:0]
+			for _, s := range pulls {
+				sources = append(sources, source{reference.TrimNamed(s.Reference), types.NewOptionalBool(s.Endpoint.Insecure)})
 			}
 		}
 	}
 	var first error
-	for _, repo := range repos {
+	for _, s := range sources {
+		repo := s.repo
 		if !r.regsD.sigstoreAttachments(repo.Name(), k.manifest) {
 			continue // registries.d: no sigstore attachments from this source
 		}
-		d, err := r.headTag(ctx, repo, SignatureTag(k.manifest))
+		if registryapi.Blocked(r.sys, repo.Name()) != nil {
+			// registries.conf blocks it (a primary reached through its
+			// mirrors only): not asked, as containers/image would not.
+			continue
+		}
+		d, err := r.headTag(ctx, repo, SignatureTag(k.manifest), s.skipVerify)
 		switch {
 		case err == nil:
 			return d, nil
@@ -284,15 +298,16 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 	return "", first
 }
 
-// headTag returns the digest repo:tag names, with one HEAD (and retries).
-func (r *Registry) headTag(ctx context.Context, repo reference.Named, tag string) (digest.Digest, error) {
+// headTag returns the digest repo:tag names, with one HEAD (and retries);
+// skipVerify as for headDigestAt.
+func (r *Registry) headTag(ctx context.Context, repo reference.Named, tag string, skipVerify types.OptionalBool) (digest.Digest, error) {
 	tagged, err := reference.WithTag(repo, tag)
 	if err != nil {
 		return "", err
 	}
 	var d digest.Digest
 	err = Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
-		d, err = r.headDigest(ctx, tagged)
+		d, err = r.headDigestAt(ctx, tagged, skipVerify)
 		return err
 	})
 	if err != nil && !isNotFound(err) {

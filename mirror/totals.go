@@ -148,7 +148,7 @@ func planReader(src Source, img imageset.Image) (read func(context.Context, dige
 // digest through it reaches the same place containers/image would: one pull
 // source in registries.conf, not blocked (see onlySource).
 func (r *Registry) planClient(img imageset.Image) (reference.Named, *registryapi.Client) {
-	named, err := reference.ParseNormalizedNamed(r.Name(img))
+	named, err := r.pullRef(img)
 	if err != nil {
 		return nil, nil
 	}

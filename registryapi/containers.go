@@ -29,16 +29,20 @@ func Transport(host string, sys *types.SystemContext) (tr *http.Transport, insec
 // RepositoryTransport is Transport for one repository of host (HOST/PATH):
 // its registries.conf entry is the longest prefix matching the repository,
 // so a namespace may be insecure where its host is not, as containers/image
-// decides for images.
+// decides for images. An entry with blocked = true is refused with a
+// *BlockedError, as containers/image refuses to contact it.
 func RepositoryTransport(host, repo string, sys *types.SystemContext) (tr *http.Transport, insecure bool, err error) {
+	reg, err := sysregistriesv2.FindRegistry(sys, repo)
+	if err != nil {
+		return nil, false, fmt.Errorf("registries configuration: %w", err)
+	}
+	if reg != nil && reg.Blocked {
+		return nil, false, &BlockedError{Ref: repo, Prefix: reg.Prefix, Config: configSource(sys)}
+	}
 	switch {
 	case sys != nil && sys.DockerInsecureSkipTLSVerify != types.OptionalBoolUndefined:
 		insecure = sys.DockerInsecureSkipTLSVerify == types.OptionalBoolTrue
 	default:
-		reg, err := sysregistriesv2.FindRegistry(sys, repo)
-		if err != nil {
-			return nil, false, fmt.Errorf("registries configuration: %w", err)
-		}
 		insecure = reg != nil && reg.Insecure
 	}
 	tlsc := &tls.Config{InsecureSkipVerify: insecure, MinVersion: tls.VersionTLS12} //nolint:gosec // verification is off only where the user said so
@@ -56,6 +60,47 @@ func RepositoryTransport(host, repo string, sys *types.SystemContext) (tr *http.
 	// connections instead of the default two.
 	tr.MaxIdleConnsPerHost = 64
 	return tr, insecure, nil
+}
+
+// BlockedError is a repository registries.conf forbids contacting: the
+// entry matching it (its longest prefix) says blocked = true.
+type BlockedError struct {
+	Ref    string // the repository or image asked for
+	Prefix string // the prefix of the registries.conf entry that blocks it
+	Config string // where registries.conf was read from, in words
+}
+
+func (e *BlockedError) Error() string {
+	return fmt.Sprintf("%s is blocked: the [[registry]] entry with prefix %q says blocked = true (in %s)", e.Ref, e.Prefix, e.Config)
+}
+
+// configSource says where containers/image reads registries.conf from for
+// sys, for messages: the file given, else $CONTAINERS_REGISTRIES_CONF,
+// else the system's; with the drop-in directories.
+func configSource(sys *types.SystemContext) string {
+	file := "the system's registries.conf (/etc/containers/registries.conf, ~/.config/containers/registries.conf)"
+	switch {
+	case sys != nil && sys.SystemRegistriesConfPath != "":
+		file = sys.SystemRegistriesConfPath
+	case os.Getenv("CONTAINERS_REGISTRIES_CONF") != "":
+		// The environment's file comes without the drop-ins.
+		return os.Getenv("CONTAINERS_REGISTRIES_CONF")
+	}
+	if sys != nil && sys.SystemRegistriesConfDirPath != "" {
+		return file + " or a drop-in in " + sys.SystemRegistriesConfDirPath
+	}
+	return file + " or a drop-in in registries.conf.d"
+}
+
+// Blocked returns a *BlockedError when the registries.conf entry matching
+// ref (a repository or image reference) is blocked, nil otherwise (and when
+// registries.conf cannot be read: the caller's next step reports that).
+func Blocked(sys *types.SystemContext, ref string) error {
+	reg, err := sysregistriesv2.FindRegistry(sys, ref)
+	if err != nil || reg == nil || !reg.Blocked {
+		return nil
+	}
+	return &BlockedError{Ref: ref, Prefix: reg.Prefix, Config: configSource(sys)}
 }
 
 // certDirs is the directory containers/image reads host's certificates

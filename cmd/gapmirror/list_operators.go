@@ -214,6 +214,11 @@ func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirr
 	if err != nil {
 		return nil, "", err
 	}
+	if _, isLayout := (imageset.OperatorCatalog{Catalog: f.catalog}).OCILayoutPath(); !isLayout {
+		if err := imageset.CheckImageReference(f.catalog); err != nil {
+			return nil, "", fmt.Errorf("--catalog %q: %w", f.catalog, err)
+		}
+	}
 	uo, err := g.upstream()
 	if err != nil {
 		return nil, "", err

@@ -20,19 +20,20 @@ import (
 
 // globalFlags are shared by every command that talks to registries.
 type globalFlags struct {
-	stderr         io.Writer
-	logLevel       string
-	quiet          bool
-	authFile       string
-	srcTLSVerify   types.OptionalBool
-	destTLSVerify  types.OptionalBool
-	tlsVerify      types.OptionalBool // oc-mirror's deprecated --tls-verify: both sides
-	srcCertDir     string
-	destCertDir    string
-	registriesConf string
-	registriesD    string
-	cacheDir       string
-	noProgress     bool
+	stderr            io.Writer
+	logLevel          string
+	quiet             bool
+	authFile          string
+	srcTLSVerify      types.OptionalBool
+	destTLSVerify     types.OptionalBool
+	tlsVerify         types.OptionalBool // oc-mirror's deprecated --tls-verify: both sides
+	srcCertDir        string
+	destCertDir       string
+	registriesConf    string
+	registriesConfDir string
+	registriesD       string
+	cacheDir          string
+	noProgress        bool
 	// term is stderr shared by log lines and the progress line (bar mode).
 	term      *mirror.Terminal
 	src, dest credentialFlags
@@ -131,7 +132,8 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	_ = pf.MarkHidden("tls-verify")
 	pf.StringVar(&g.srcCertDir, "src-cert-dir", "", "directory with ca.crt and client certificates for source registries; default the host's directory under certs.d")
 	pf.StringVar(&g.destCertDir, "dest-cert-dir", "", "directory with ca.crt and client certificates for the destination registry; default the host's directory under certs.d")
-	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors, blocked and insecure registries); default the system's")
+	pf.StringVar(&g.registriesConf, "registries-conf", "", "registries.conf to use (mirrors, blocked and insecure registries); default $CONTAINERS_REGISTRIES_CONF, then the system's")
+	pf.StringVar(&g.registriesConfDir, "registries-conf-dir", "", "registries.conf.d directory whose *.conf drop-ins are read after registries.conf, as containers/image reads them; default the system's (/etc/containers/registries.conf.d, ~/.config/containers/registries.conf.d), none with $CONTAINERS_REGISTRIES_CONF alone")
 	pf.StringVar(&g.registriesD, "registries.d", "", "registries.d directory: use-sigstore-attachments per registry or repository (false: no .sig lookup there) and the lookaside stores --secure-policy reads; default containers/image's (~/.config/containers/registries.d, /etc/containers/registries.d)")
 	pf.StringVar(&g.cacheDir, "cache-dir", "", "where the local store lives (<dir>/.gapmirror/store); default $GAPMIRROR_CACHE, then $OC_MIRROR_CACHE, then $HOME")
 	pf.BoolVar(&g.noProgress, "no-progress", false, "print plain progress lines instead of a progress bar")
@@ -230,7 +232,7 @@ func (g *globalFlags) side(verify types.OptionalBool, certDir string, creds *cre
 		verify = g.tlsVerify
 	}
 	o := mirror.RegistryOptions{AuthFile: g.authFile, TLSVerify: verify, CertDir: certDir,
-		RegistriesConf: g.registriesConf, RegistriesDir: g.registriesD, UserAgent: "gapmirror/" + version}
+		RegistriesConf: g.registriesConf, RegistriesConfDir: g.registriesConfDir, RegistriesDir: g.registriesD, UserAgent: "gapmirror/" + version}
 	if creds.authFile != "" {
 		if err := existingFile("--"+name+"-authfile", creds.authFile, "the auth.json podman login / docker login wrote"); err != nil {
 			return o, err
@@ -273,7 +275,18 @@ func (g *globalFlags) checkRegistriesConfig() error {
 			return err
 		}
 	}
-	sys := &types.SystemContext{SystemRegistriesConfPath: g.registriesConf}
+	if dir := g.registriesConfDir; dir != "" {
+		fi, err := os.Stat(dir)
+		switch {
+		case os.IsNotExist(err):
+			return fmt.Errorf("--registries-conf-dir %s: the directory does not exist: give the registries.conf.d directory (*.conf drop-ins), or leave the flag out to use the system's", dir)
+		case err != nil:
+			return fmt.Errorf("--registries-conf-dir %s: %w", dir, err)
+		case !fi.IsDir():
+			return fmt.Errorf("--registries-conf-dir %s is a file: give the directory holding the drop-ins (or the file with --registries-conf)", dir)
+		}
+	}
+	sys := &types.SystemContext{SystemRegistriesConfPath: g.registriesConf, SystemRegistriesConfDirPath: g.registriesConfDir}
 	if _, err := sysregistriesv2.FindRegistry(sys, "registry.invalid/gapmirror-check"); err != nil {
 		where := "the system's registries.conf"
 		if conf != "" {

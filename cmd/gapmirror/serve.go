@@ -201,7 +201,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *s
 		verify = types.OptionalBoolFalse
 	}
 	dest := mirror.RegistryOptions{AuthFile: authFile, CertDir: certDir, TLSVerify: verify,
-		RegistriesConf: g.registriesConf, UserAgent: "gapmirror/" + version}
+		RegistriesConf: g.registriesConf, RegistriesConfDir: g.registriesConfDir, UserAgent: "gapmirror/" + version}
 	trip := &mirror.Trip{
 		Upstream:    p.upstream,
 		Mirror:      dest,

@@ -25,7 +25,11 @@ type world struct {
 	dir      string
 	images   []example
 	regsConf string
-	authFile string
+	// regsConfDir is the (empty) registries.conf.d the runs read, so that
+	// the host's drop-ins stay out of the test too.
+	regsConfDir string
+	confs       int // registries.conf files setRegistriesConf wrote
+	authFile    string
 	// upUser and upPassword push the fixtures to an upstream that wants credentials.
 	upUser, upPassword string
 	// srcTLSByConfig leaves --src-tls-verify off the command lines, so that
@@ -49,6 +53,8 @@ func newWorld(t *testing.T, upOpts registrytest.Options) *world {
 	// Keep the host's containers configuration out of the test.
 	w.regsConf = filepath.Join(w.dir, "registries.conf")
 	w.authFile = filepath.Join(w.dir, "auth.json")
+	w.regsConfDir = filepath.Join(w.dir, "registries.conf.d")
+	must(t, os.Mkdir(w.regsConfDir, 0o755))
 	must(t, os.WriteFile(w.regsConf, []byte("unqualified-search-registries = []\n"), 0o644))
 	must(t, os.WriteFile(w.authFile, []byte(`{"auths":{}}`), 0o600))
 	return w
@@ -149,7 +155,7 @@ func (w *world) gapmirrorCtx(ctx context.Context, args ...string) (code int, std
 		full = append(full, "--src-tls-verify=false")
 	}
 	full = append(full, "--dest-tls-verify=false", "--no-progress",
-		"--registries-conf", w.regsConf, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"))
+		"--registries-conf", w.regsConf, "--registries-conf-dir", w.regsConfDir, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"))
 	full = append(full, args[1:]...)
 	if args[0] == "mirror" {
 		full = append(full[:1], append([]string{"--retry-delay", "20ms"}, full[1:]...)...)
