@@ -37,7 +37,8 @@ type ImageSetConfiguration struct {
 	// Mirror is the content to mirror.
 	Mirror Mirror `json:"mirror"`
 
-	src *source
+	src      *source
+	warnings FieldErrors
 }
 
 // DeleteImageSetConfiguration says what to delete from a mirror registry

@@ -51,8 +51,13 @@ func (c *ImageSetConfiguration) validate() FieldErrors {
 		v.add("archiveSize", "%d GiB is too large: the size is in GiB, not bytes", c.ArchiveSize)
 	}
 	v.content("mirror", c.Mirror)
+	c.warnings = v.warns
 	return v.errs
 }
+
+// Warnings are what loading noticed and let pass, each with its file, line
+// and field (a name read as Docker Hub's): for the run to say.
+func (c *ImageSetConfiguration) Warnings() FieldErrors { return c.warnings }
 
 func (c *DeleteImageSetConfiguration) validate() FieldErrors {
 	v := &validator{src: c.src}
@@ -62,8 +67,15 @@ func (c *DeleteImageSetConfiguration) validate() FieldErrors {
 
 // validator collects FieldErrors, locating each path through the source.
 type validator struct {
-	src  *source
-	errs FieldErrors
+	src   *source
+	errs  FieldErrors
+	warns FieldErrors
+}
+
+// warn records something the run does that the admin may not expect;
+// loading goes on (ImageSetConfiguration.Warnings).
+func (v *validator) warn(path, format string, args ...any) {
+	v.warns = append(v.warns, FieldError{File: v.src.fileName(), Line: v.src.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) add(path, format string, args ...any) {
@@ -189,6 +201,8 @@ func (v *validator) platform(prefix string, p Platform) {
 	if p.Release != "" {
 		if err := checkImageReference(p.Release); err != nil {
 			v.add(prefix+".release", "%q is not a valid release image reference: %v", p.Release, err)
+		} else if w := ShortNameWarning(p.Release); w != "" {
+			v.warn(prefix+".release", "%s", w)
 		}
 	}
 }
@@ -206,6 +220,10 @@ func (v *validator) operators(prefix string, catalogs []OperatorCatalog) {
 			if err := checkCatalogReference(o.Catalog); err != nil {
 				v.add(op+".catalog", "%q is not a valid catalog reference (an image reference, oci:///absolute/path or oci:relative/path): %v", o.Catalog, err)
 				catalogOK = false
+			} else if _, isLayout := o.OCILayoutPath(); !isLayout {
+				if w := ShortNameWarning(o.Catalog); w != "" {
+					v.warn(op+".catalog", "%s", w)
+				}
 			}
 		}
 		targetOK := true
@@ -318,6 +336,10 @@ func (v *validator) additionalImage(ip string, img AdditionalImage) {
 	case checkImageReference(img.Name) != nil:
 		err := checkImageReference(img.Name)
 		v.add(ip+".name", "%q is not a valid image reference: %v", img.Name, err)
+	default:
+		if w := ShortNameWarning(strings.TrimPrefix(img.Name, "docker://")); w != "" {
+			v.warn(ip+".name", "%s", w)
+		}
 	}
 	if img.TargetRepo != "" {
 		if err := checkRepoPath(img.TargetRepo); err != nil {
@@ -452,8 +474,7 @@ func (v *validator) versionRange(prefix, r string) {
 }
 
 // CheckImageReference checks an image reference as the configuration's
-// are: a registry image reference, without a transport prefix, that names
-// its registry.
+// are: a registry image reference, without a transport prefix.
 func CheckImageReference(ref string) error { return checkImageReference(ref) }
 
 // checkImageReference checks that ref is a registry image reference (no transport prefix).
@@ -464,19 +485,24 @@ func checkImageReference(ref string) error {
 	if strings.Contains(ref, "://") {
 		return fmt.Errorf("an image reference has no transport prefix")
 	}
+	_, err := reference.ParseNormalizedNamed(ref)
+	return err
+}
+
+// ShortNameWarning is the warning for a reference that names no registry
+// (ubi9/ubi:latest), or "" when it names one. Such a name is read as
+// oc-mirror and skopeo read it, from Docker Hub, so that their
+// configurations run as they are; but podman and CRI-O would search
+// registries.conf's unqualified-search-registries, so the admin is told.
+func ShortNameWarning(ref string) string {
+	if !shortName(ref) {
+		return ""
+	}
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return err
+		return ""
 	}
-	if shortName(ref) {
-		// A short name means Docker Hub to containers/image (skopeo,
-		// oc-mirror) but a search of registries.conf's
-		// unqualified-search-registries to podman and CRI-O: neither is
-		// a guess to make for an admin.
-		return fmt.Errorf("it names no registry, and gapmirror does not guess one (oc-mirror and skopeo would pull Docker Hub's %s; podman would search registries.conf's unqualified-search-registries): write the registry that publishes it, e.g. registry.redhat.io/%s, or %s for Docker Hub's",
-			named, ref, named)
-	}
-	return nil
+	return fmt.Sprintf("%q names no registry: read as %s (Docker Hub), as oc-mirror and skopeo read it, though podman would search registries.conf's unqualified-search-registries; write the registry in full to say which, e.g. registry.redhat.io/%s or %s", ref, named, ref, named)
 }
 
 // shortName reports whether ref names no registry (ubi9/ubi:latest,

@@ -359,22 +359,6 @@ mirror: {}
   additionalImages:
     - name: registry.redhat.io/ubi9/ubi:la test # <-
 `, "mirror.additionalImages[0].name", "not a valid image reference"},
-		{"additional image by short name", `mirror:
-  additionalImages:
-    - name: ubi9/ubi:latest # <-
-`, "mirror.additionalImages[0].name", `"ubi9/ubi:latest" is not a valid image reference: it names no registry, and gapmirror does not guess one (oc-mirror and skopeo would pull Docker Hub's docker.io/ubi9/ubi:latest; podman would search registries.conf's unqualified-search-registries): write the registry that publishes it, e.g. registry.redhat.io/ubi9/ubi:latest, or docker.io/ubi9/ubi:latest for Docker Hub's`},
-		{"additional image by one-word short name", `mirror:
-  additionalImages:
-    - name: busybox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef # <-
-`, "mirror.additionalImages[0].name", "docker.io/library/busybox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef for Docker Hub's"},
-		{"catalog by short name", `mirror:
-  operators:
-    - catalog: redhat/redhat-operator-index:v4.18 # <-
-`, "mirror.operators[0].catalog", "it names no registry"},
-		{"release by short name", `mirror:
-  platform:
-    release: openshift-release-dev/ocp-release:4.18.1-x86_64 # <-
-`, "mirror.platform.release", "it names no registry"},
 		{"additional image with transport", `mirror:
   additionalImages:
     - name: docker-archive:///tmp/image.tar # <-
@@ -700,6 +684,46 @@ func TestOCILayoutPath(t *testing.T) {
 		path, ok := OperatorCatalog{Catalog: tc.catalog}.OCILayoutPath()
 		if path != tc.path || ok != tc.ok {
 			t.Errorf("OCILayoutPath(%q) = %q, %v; want %q, %v", tc.catalog, path, ok, tc.path, tc.ok)
+		}
+	}
+}
+
+// TestShortNameWarnings: images, catalogs and releases named without their
+// registry load (read as Docker Hub's, as oc-mirror reads them) and each is
+// a warning with its file, line and field; names with a registry (a host
+// with a dot or a port, localhost) are not.
+func TestShortNameWarnings(t *testing.T) {
+	cfg, err := ParseImageSetConfiguration([]byte(`kind: ImageSetConfiguration
+apiVersion: mirror.openshift.io/v2alpha1
+mirror:
+  platform:
+    release: openshift-release-dev/ocp-release:4.18.1-x86_64
+  operators:
+    - catalog: redhat/redhat-operator-index:v4.18
+    - catalog: registry.redhat.io/redhat/certified-operator-index:v4.18
+  additionalImages:
+    - name: ubi9/ubi:latest
+    - name: busybox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    - name: localhost/team/app:v1
+    - name: localhost:5000/app:v1
+    - name: docker.io/library/alpine:3
+`), "isc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`isc.yaml:5: mirror.platform.release: "openshift-release-dev/ocp-release:4.18.1-x86_64" names no registry: read as docker.io/openshift-release-dev/ocp-release:4.18.1-x86_64 (Docker Hub)`,
+		`isc.yaml:7: mirror.operators[0].catalog: "redhat/redhat-operator-index:v4.18" names no registry: read as docker.io/redhat/redhat-operator-index:v4.18`,
+		`isc.yaml:10: mirror.additionalImages[0].name: "ubi9/ubi:latest" names no registry: read as docker.io/ubi9/ubi:latest (Docker Hub), as oc-mirror and skopeo read it`,
+		`isc.yaml:11: mirror.additionalImages[1].name: "busybox@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" names no registry: read as docker.io/library/busybox@sha256:`,
+	}
+	got := cfg.Warnings()
+	if len(got) != len(want) {
+		t.Fatalf("%d warnings, want %d:\n%v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i].Error(), w) {
+			t.Errorf("warning %d:\n got %s\nwant %s…", i, got[i].Error(), w)
 		}
 	}
 }

@@ -182,6 +182,9 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 	plan := &Plan{}
 	opts.Progress.Phase("resolving", 0, Totals{})
 	defer opts.Progress.Finish()
+	for _, w := range t.Config.Warnings() {
+		t.Log.Warn(w.Error())
+	}
 	ctx = WithProgress(ctx, opts.Progress)
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store, plan, ws)})
 	if err != nil {

@@ -218,6 +218,9 @@ func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirr
 		if err := imageset.CheckImageReference(f.catalog); err != nil {
 			return nil, "", fmt.Errorf("--catalog %q: %w", f.catalog, err)
 		}
+		if w := imageset.ShortNameWarning(f.catalog); w != "" {
+			fmt.Fprintf(g.stderr, "warning: --catalog %s\n", w)
+		}
 	}
 	uo, err := g.upstream()
 	if err != nil {
