@@ -407,3 +407,47 @@ func TestPruneIndexAndItsChild(t *testing.T) {
 	w.gone(w.dst, "m/"+im[3].Repo, "sha256-"+child.Encoded(), child)
 	w.present(w.dst, "m/"+im[0].Repo, "v1", im[0].Digest)
 }
+
+// TestPruneDryRunAgrees: a --dry-run --prune preview, made before the copy
+// it skips, lists exactly the deletes the real run then makes, when that
+// copy moves content between tags: the same digest now under another tag
+// (only the old tag goes), an index new to the set listing an image that
+// leaves it (only that image's tag goes), an upstream tag that moved (the
+// old manifest goes, untagged).
+func TestPruneDryRunAgrees(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(5, 8<<10)
+	im := w.images
+	// 0 app-00, 1 app-01, 3 app-03 (index), 4 app-04 (by digest).
+	child := w.childOf(im[3])
+	childRef := w.up.Host() + "/" + im[3].Repo + "@" + child.String()
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}, entry{name: childRef}, entry{name: im[4].Ref}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	newer, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(4343, 8<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}, im[1].Repo, "v1", newer))
+	isc := w.iscOf("b.yaml", entry{name: im[0].Ref, targetTag: "v2"}, entry{name: im[1].Ref}, entry{name: im[3].Ref}, entry{name: im[4].Ref})
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
+		t.Fatal("dry run failed")
+	}
+	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("--prune failed")
+	}
+	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") || len(b) != 3 {
+		t.Errorf("the dry run's preview listed\n%s\nbut --prune deleted\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	w.present(w.dst, "m/"+im[0].Repo, "v2", im[0].Digest)
+	w.gone(w.dst, "m/"+im[0].Repo, "v1", "")
+	w.present(w.dst, "m/"+im[1].Repo, "v1", newer.Digest)
+	w.gone(w.dst, "m/"+im[1].Repo, "", im[1].Digest)
+	w.present(w.dst, "m/"+im[3].Repo, "v1", im[3].Digest)
+	w.gone(w.dst, "m/"+im[3].Repo, "sha256-"+child.Encoded(), "")
+	w.assertComplete(w.dst, "m/"+im[3].Repo, child)
+	w.present(w.dst, "m/"+im[4].Repo, im[4].Tag, im[4].Digest)
+}
