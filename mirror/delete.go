@@ -467,6 +467,28 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	}
 	w := workspace{l.Workspace}
 	cands := deleteCandidates(l.Items, root)
+	// An image a mirror run since the plan was generated still had in its
+	// image set may be needed again (a bundle or chart now uses it): it is
+	// not deleted on the plan's word.
+	rec, err := w.mirrorRecord(root)
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]string{}
+	for _, m := range rec.Images {
+		if m.LastSeen.After(l.Generated) {
+			held[m.key()] = fmt.Sprintf("%s@%s was in the image set of a mirror run into %s at %s, after the plan was generated (%s); generate the plan again", m.Destination, m.Digest, root, m.LastSeen.Format("2006-01-02T15:04:05.000Z07:00"), l.Generated.Format("2006-01-02T15:04:05.000Z07:00"))
+		}
+	}
+	if len(held) > 0 {
+		kept := cands[:0:0]
+		for _, c := range cands {
+			if _, ok := held[c.Key()]; !ok {
+				kept = append(kept, c)
+			}
+		}
+		cands = kept
+	}
 	keep, err := keepNames(w, root, nil)
 	if err != nil {
 		return nil, err
@@ -493,7 +515,14 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 			run.Actions = append(run.Actions, c)
 			continue
 		}
-		skipped = append(skipped, prune.FailedAction{Action: a, Error: "no longer safe or needed: the registry changed since the plan was generated (a tag moved, something new references the manifest, or it is gone); generate the plan again"})
+		why := "no longer safe or needed: the registry changed since the plan was generated (a tag moved, something new references the manifest, or it is gone); generate the plan again"
+		for _, k := range a.For {
+			if h, ok := held[k]; ok {
+				why = "not safe any more: " + h
+				break
+			}
+		}
+		skipped = append(skipped, prune.FailedAction{Action: a, Error: why})
 	}
 	for _, a := range now.Actions {
 		if !reviewed[a.Key()] {
