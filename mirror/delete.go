@@ -144,14 +144,16 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 		return set, setErr
 	}
 	sel := &selection{}
-	serrs := d.operatorImages(ctx, sel, cfg.Delete.Operators, cfgPath, root, rec.Images)
+	isBlocked, serrs := blockedRules(cfg.Delete.BlockedImages, cfgPath)
+	serrs = append(serrs, d.operatorImages(ctx, sel, cfg.Delete.Operators, cfgPath, root, rec.Images)...)
 	serrs = append(serrs, helmImages(sel, cfg.Delete.Helm, cfgPath, root, w, rec.Images, latest)...)
+	serrs = append(serrs, additionalImages(sel, cfg.Delete.AdditionalImages, cfgPath, root, rec.Images, isBlocked)...)
 	if len(serrs) == 0 {
 		if err := sel.settle(latest); err != nil {
 			return "", nil, err
 		}
 	}
-	items, err := resolveDelete(cfg, cfgPath, root, w.path(releaseGraphsDir), rec.Images, sel, serrs)
+	items, err := resolveDelete(cfg, cfgPath, w.path(releaseGraphsDir), root, rec.Images, sel, serrs, isBlocked)
 	if err != nil {
 		return "", nil, err
 	}
@@ -205,6 +207,9 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	}
 	d.log().Info("delete plan written", "path", path, "mirror", root, "images", len(items), "deletes", len(plan.Actions), "kept", len(plan.Kept))
 	PrintPlan(d.Out, plan)
+	for _, n := range sel.notes {
+		fmt.Fprintf(d.Out, "note: %s\n", n)
+	}
 	if sigsLeft > 0 {
 		fmt.Fprintf(d.Out, "%d sigstore signatures of these images stay at the mirror: generate the plan again with --delete-signatures to delete them too\n", sigsLeft)
 	}
@@ -249,18 +254,11 @@ func knownRoots(w workspace) string {
 	return " (it has records for: " + strings.Join(roots, ", ") + ")"
 }
 
-// resolveDelete turns the delete configuration into the recorded images it
-// names. Every entry must match something this workspace pushed to root.
-func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, graphDir string, images []MirroredImage, sel *selection, serrs []error) ([]DeleteItem, error) {
-	del := cfg.Delete
-	errs := serrs
-	if len(del.Samples) > 0 {
-		errs = append(errs, fmt.Errorf("%s: delete.samples: deleting by this section is not supported by this version of gapmirror yet (nothing was planned); list the images under delete.additionalImages, or drop them from the ImageSetConfiguration and run `gapmirror mirror --prune`", cfgPath))
-	}
-	platform, perrs := platformImages(del.Platform, cfgPath, graphDir, images)
-	errs = append(errs, perrs...)
+// blockedRules compiles delete.blockedImages: isBlocked reports whether
+// any of the names given matches one.
+func blockedRules(rules []imageset.BlockedImage, cfgPath string) (isBlocked func(...string) bool, errs []error) {
 	var blocked []*regexp.Regexp
-	for i, b := range del.BlockedImages {
+	for i, b := range rules {
 		re, err := regexp.Compile(b.Name)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: delete.blockedImages[%d].name: %q is not a valid regular expression: %w", cfgPath, i, b.Name, err))
@@ -268,7 +266,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 		}
 		blocked = append(blocked, re)
 	}
-	isBlocked := func(s ...string) bool {
+	return func(s ...string) bool {
 		for _, re := range blocked {
 			for _, x := range s {
 				if re.MatchString(x) {
@@ -277,18 +275,17 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 			}
 		}
 		return false
-	}
-	platform = append(platform, sel.images...)
-	seen := map[string]bool{}
-	var items []DeleteItem
-	for _, p := range platform {
-		if isBlocked(p.img.Origin, p.img.Destination, p.img.setName()) || seen[p.img.key()] {
-			continue
-		}
-		seen[p.img.key()] = true
-		items = append(items, DeleteItem{ImageName: p.img.Origin, ImageReference: "docker://" + root + "/" + p.img.Destination, Type: string(p.img.Kind), Digest: p.img.Digest, Why: p.why})
-	}
-	for i, ai := range del.AdditionalImages {
+	}, errs
+}
+
+// additionalImages resolves delete.additionalImages against what this
+// workspace pushed to root, adding what they name to sel: the image set's
+// additionalImages reasons go with them, but an image another section
+// (a bundle, a release, a chart) still needs is kept (settle). Every entry
+// must match something this workspace pushed there.
+func additionalImages(sel *selection, ais []imageset.AdditionalImage, cfgPath, root string, images []MirroredImage, isBlocked func(...string) bool) []error {
+	var errs []error
+	for i, ai := range ais {
 		path := fmt.Sprintf("delete.additionalImages[%d]", i)
 		if len(ai.Platforms) > 0 {
 			errs = append(errs, fmt.Errorf("%s: %s.platforms: deleting some platforms of an image is not supported; remove the field to delete the whole image", cfgPath, path))
@@ -317,11 +314,8 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 				continue
 			}
 			found++
-			if seen[m.key()] {
-				continue
-			}
-			seen[m.key()] = true
-			items = append(items, DeleteItem{ImageName: m.Origin, ImageReference: "docker://" + root + "/" + m.Destination, Type: string(m.Kind), Digest: m.Digest, Why: path})
+			sel.named(m)
+			sel.picked = append(sel.picked, matchedImage{m, path})
 		}
 		switch {
 		case found > 0, blockedN > 0:
@@ -331,12 +325,37 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, root, gra
 			errs = append(errs, fmt.Errorf("%s: %s: %s was not mirrored to %s by this workspace (looked for %s%s in its records): check the name, targetRepo and targetTag, or whether it was deleted already", cfgPath, path, ai.Name, root, repo, tagOrDigest(tag, dig)))
 		}
 	}
+	return errs
+}
+
+// resolveDelete turns the delete configuration into the recorded images it
+// names: delete.platform's, and those sel settled on (operators, helm,
+// additional images). Every entry must match something this workspace
+// pushed to root.
+func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, graphDir, root string, images []MirroredImage, sel *selection, serrs []error, isBlocked func(...string) bool) ([]DeleteItem, error) {
+	del := cfg.Delete
+	errs := serrs
+	if len(del.Samples) > 0 {
+		errs = append(errs, fmt.Errorf("%s: delete.samples: deleting by this section is not supported by this version of gapmirror yet (nothing was planned); list the images under delete.additionalImages, or drop them from the ImageSetConfiguration and run `gapmirror mirror --prune`", cfgPath))
+	}
+	platform, perrs := platformImages(del.Platform, cfgPath, graphDir, images)
+	errs = append(errs, perrs...)
+	platform = append(platform, sel.images...)
+	seen := map[string]bool{}
+	var items []DeleteItem
+	for _, p := range platform {
+		if isBlocked(p.img.Origin, p.img.Destination, p.img.setName()) || seen[p.img.key()] {
+			continue
+		}
+		seen[p.img.key()] = true
+		items = append(items, DeleteItem{ImageName: p.img.Origin, ImageReference: "docker://" + root + "/" + p.img.Destination, Type: string(p.img.Kind), Digest: p.img.Digest, Why: p.why})
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	if len(items) == 0 {
 		if len(sel.kept) > 0 {
-			return nil, fmt.Errorf("%s: nothing to delete: the %d images delete.operators and delete.helm select are all still used by content that stays mirrored (e.g. %s: %s)", cfgPath, len(sel.kept), sel.kept[0].Image, sel.kept[0].Why)
+			return nil, fmt.Errorf("%s: nothing to delete: the %d images the delete section selects are all still used by content that stays mirrored (e.g. %s: %s)", cfgPath, len(sel.kept), sel.kept[0].Image, sel.kept[0].Why)
 		}
 		return nil, fmt.Errorf("%s: the delete section names no images to delete", cfgPath)
 	}
@@ -448,6 +467,28 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	}
 	w := workspace{l.Workspace}
 	cands := deleteCandidates(l.Items, root)
+	// An image a mirror run since the plan was generated still had in its
+	// image set may be needed again (a bundle or chart now uses it): it is
+	// not deleted on the plan's word.
+	rec, err := w.mirrorRecord(root)
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]string{}
+	for _, m := range rec.Images {
+		if m.LastSeen.After(l.Generated) {
+			held[m.key()] = fmt.Sprintf("%s@%s was in the image set of a mirror run into %s at %s, after the plan was generated (%s); generate the plan again", m.Destination, m.Digest, root, m.LastSeen.Format("2006-01-02T15:04:05.000Z07:00"), l.Generated.Format("2006-01-02T15:04:05.000Z07:00"))
+		}
+	}
+	if len(held) > 0 {
+		kept := cands[:0:0]
+		for _, c := range cands {
+			if _, ok := held[c.Key()]; !ok {
+				kept = append(kept, c)
+			}
+		}
+		cands = kept
+	}
 	keep, err := keepNames(w, root, nil)
 	if err != nil {
 		return nil, err
@@ -474,7 +515,14 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 			run.Actions = append(run.Actions, c)
 			continue
 		}
-		skipped = append(skipped, prune.FailedAction{Action: a, Error: "no longer safe or needed: the registry changed since the plan was generated (a tag moved, something new references the manifest, or it is gone); generate the plan again"})
+		why := "no longer safe or needed: the registry changed since the plan was generated (a tag moved, something new references the manifest, or it is gone); generate the plan again"
+		for _, k := range a.For {
+			if h, ok := held[k]; ok {
+				why = "not safe any more: " + h
+				break
+			}
+		}
+		skipped = append(skipped, prune.FailedAction{Action: a, Error: why})
 	}
 	for _, a := range now.Actions {
 		if !reviewed[a.Key()] {

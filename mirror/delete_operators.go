@@ -44,20 +44,43 @@ func catalogKey(ref string) string {
 // userKey names one bundle of one catalog.
 func userKey(cat, pkg, bundle string) string { return catalogKey(cat) + " " + pkg + " " + bundle }
 
-// selection is what the delete sections that select by content
-// (delete.operators, delete.helm) resolved to: the recorded images they pick
-// and the reasons of the latest run's Set they take away. settle keeps the
-// picked images something that stays still needs.
+// selection is what the delete sections that select recorded images
+// (delete.operators, delete.helm, delete.additionalImages) resolved to: the
+// recorded images they pick and the reasons of the latest run's Set they
+// take away. settle keeps the picked images something that stays still
+// needs.
 type selection struct {
 	picked []matchedImage
 	drops  []func(why string) bool
-	images []matchedImage
-	kept   []prune.Kept
+	// additional holds the images delete.additionalImages names
+	// (destination@digest, as recorded and as the Set names them): their
+	// additionalImages reasons go with them.
+	additional map[string]bool
+	images     []matchedImage
+	kept       []prune.Kept
+	// notes are said with the plan: images deleted although the latest
+	// run's configuration still lists them.
+	notes []string
 }
 
-// dropped reports whether a reason of the latest run's Set goes with the
-// deletion.
-func (s *selection) dropped(why string) bool {
+// named marks m as named by delete.additionalImages.
+func (s *selection) named(m MirroredImage) {
+	if s.additional == nil {
+		s.additional = map[string]bool{}
+	}
+	s.additional[m.key()] = true
+	s.additional[m.setName()+"@"+m.Digest] = true
+}
+
+// additionalWhy is the reason the Set gives an additional image.
+const additionalWhy = "mirror.additionalImages["
+
+// dropped reports whether a reason the latest run's Set gives img goes
+// with the deletion.
+func (s *selection) dropped(img imageset.Image, why string) bool {
+	if strings.HasPrefix(why, additionalWhy) && s.additional[img.Destination+"@"+img.Digest] {
+		return true
+	}
 	for _, d := range s.drops {
 		if d(why) {
 			return true
@@ -68,7 +91,7 @@ func (s *selection) dropped(why string) bool {
 
 // settle splits the picked images into those to delete and those kept
 // because a reason the deletion does not take away still holds for them
-// (another bundle or chart, an additional image, a release).
+// (another bundle or chart, an additional image not named, a release).
 func (s *selection) settle(latest func() (*imageset.Set, error)) error {
 	if len(s.picked) == 0 {
 		return nil
@@ -78,22 +101,31 @@ func (s *selection) settle(latest func() (*imageset.Set, error)) error {
 		return err
 	}
 	still := stillNeeded(set, s.dropped)
-	if err != nil {
-		return err
-	}
+	all := stillNeeded(set, func(imageset.Image, string) bool { return false })
 	seen := map[string]bool{}
 	for _, p := range s.picked {
 		if seen[p.img.key()] {
 			continue
 		}
 		seen[p.img.key()] = true
-		why := still[p.img.setName()+"@"+p.img.Digest]
-		if len(why) == 0 {
-			why = still[p.img.key()]
+		lookup := func(m map[string][]string) []string {
+			if why := m[p.img.setName()+"@"+p.img.Digest]; len(why) > 0 {
+				return why
+			}
+			return m[p.img.key()]
 		}
-		if len(why) > 0 {
+		if why := lookup(still); len(why) > 0 {
 			s.kept = append(s.kept, prune.Kept{Image: p.img.Destination, Digest: p.img.Digest, Why: "selected by " + p.why + " but still used by " + joinFew(why)})
 			continue
+		}
+		var listed []string
+		for _, why := range lookup(all) {
+			if strings.HasPrefix(why, additionalWhy) {
+				listed = append(listed, why)
+			}
+		}
+		if len(listed) > 0 {
+			s.notes = append(s.notes, fmt.Sprintf("%s@%s (%s) is still %s of the latest run's ImageSetConfiguration: the next mirror run pushes it again unless it is removed there", p.img.Destination, p.img.Digest, p.why, strings.Join(listed, ", ")))
 		}
 		s.images = append(s.images, p)
 	}
@@ -251,14 +283,14 @@ func matchRecorded(ref string, images []MirroredImage) []MirroredImage {
 // stillNeeded maps each image (destination@digest) of set, the Set of the
 // latest run that mirrored to this root, to the reasons it stays: every
 // reason of set for it except those the deletion takes away (dropped).
-func stillNeeded(set *imageset.Set, dropped func(why string) bool) map[string][]string {
+func stillNeeded(set *imageset.Set, dropped func(img imageset.Image, why string) bool) map[string][]string {
 	if set == nil {
 		return nil
 	}
 	out := map[string][]string{}
 	for _, img := range set.Images {
 		for _, why := range img.Why {
-			if dropped(why) {
+			if dropped(img, why) {
 				continue
 			}
 			k := img.Destination + "@" + img.Digest

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/registryapi"
@@ -132,7 +134,11 @@ var dryRunPreview = []string{"dry-run", "prune-preview.json"}
 // run mirrored the whole image set, it works out what
 // earlier runs pushed that the set no longer holds, then deletes it
 // (--prune) or lists it. rec is the root's record as remember left it.
-func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep *Report, rec *locationRecord) error {
+//
+// A dry run (src is where its skipped copy would read the images) works
+// the plan out as the registry will be after that copy, so that its
+// preview lists what the real run deletes.
+func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep *Report, rec *locationRecord, src Source) error {
 	why := ""
 	switch {
 	case t.RetryFailed != "":
@@ -171,13 +177,14 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 		pr.Err = err
 		return nil
 	}
-	plan, err := prune.Compute(ctx, reg, dst.Root(), cands, keep)
+	var after *prune.After
+	if t.DryRun && src != nil {
+		after = afterCopy(dst.Root(), rep.Set, src)
+	}
+	plan, err := prune.ComputeAfter(ctx, reg, dst.Root(), cands, keep, after)
 	if err != nil {
 		pr.Err = fmt.Errorf("working out what to prune from %s: %w", dst.Root(), hint(err))
 		return nil
-	}
-	if t.DryRun {
-		notePending(plan, dst.Root(), rep.Set)
 	}
 	pr.Plan = plan
 	drec := deletionRecord{FormatVersion: recordFormat, Kind: "prune-preview", Mirror: dst.Root(), Time: t.now(), ToolVersion: t.ToolVersion, Plan: plan}
@@ -210,23 +217,31 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 	return nil
 }
 
-// notePending marks, in a dry run's plan, the images kept only because
-// their tag still names them: the copy the dry run skipped moves that tag to
-// the set's digest, so the real run deletes them, and the preview must not
-// read as if they stay.
-func notePending(plan *prune.Plan, root string, set *imageset.Set) {
-	inSet := map[string]string{}
+// afterCopy is what the copy of set into root, which a dry run skips,
+// does to the registry's tags; the manifests come from src, where the copy
+// would read them.
+func afterCopy(root string, set *imageset.Set, src Source) *prune.After {
+	a := &prune.After{Tags: map[string]digest.Digest{}}
+	byTag := map[string]imageset.Image{}
 	for _, img := range set.Images {
-		inSet[img.Destination] = img.Digest
+		repo, tag := prune.RepoOf(root, img.Destination)
+		a.Tags[repo+":"+tag] = digest.Digest(img.Digest)
+		byTag[repo+":"+tag] = img
 	}
-	for i, k := range plan.Kept {
-		repo, tag := prune.RepoOf(root, k.Image)
-		d, ok := inSet[k.Image]
-		if !ok || d == k.Digest || k.Why != prune.TagNamesIt(repo, tag) {
-			continue
+	a.Manifest = func(ctx context.Context, repoTag string) ([]byte, string, error) {
+		img := byTag[repoTag]
+		read, done := planReader(src, img)
+		defer done()
+		data, mt, err := read(ctx, digest.Digest(img.Digest))
+		if err != nil {
+			return nil, "", err
 		}
-		plan.Kept[i].Why = fmt.Sprintf("for now: the copy (skipped by --dry-run) moves tag %s:%s to %s, after which --prune deletes this image and its platform manifests unless something else uses them", repo, tag, d)
+		if guessed := mediaTypeOf(data); guessed != "" {
+			mt = guessed
+		}
+		return data, mt, nil
 	}
+	return a
 }
 
 // pruneErr is why a requested prune did not happen or failed; nil when

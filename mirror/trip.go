@@ -613,7 +613,7 @@ func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll f
 		if err := t.writePlan(w.dir, dst.Root(), set, nil); err != nil {
 			return rep, err
 		}
-		return rep, t.pruneMirror(ctx, w, dst, rep, mrec)
+		return rep, t.pruneMirror(ctx, w, dst, rep, mrec, src)
 	}
 	if err := r.keep(); err != nil {
 		return rep, err
@@ -647,7 +647,7 @@ func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll f
 	if err := r.generate(dst.Root()); err != nil {
 		return rep, err
 	}
-	if err := t.pruneMirror(ctx, w, dst, rep, mrec); err != nil {
+	if err := t.pruneMirror(ctx, w, dst, rep, mrec, nil); err != nil {
 		return rep, err
 	}
 	return rep, r.record()

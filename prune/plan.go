@@ -139,6 +139,26 @@ func splitTag(s string) (repo, tag string) {
 // in an affected repository (someone else's, or the Set's) protects the
 // manifest it names and, for an index, every platform manifest in it.
 func Compute(ctx context.Context, reg *registryapi.Client, root string, cands []Candidate, keep map[string]bool) (*Plan, error) {
+	return ComputeAfter(ctx, reg, root, cands, keep, nil)
+}
+
+// After is what a copy not made yet (a dry run skips it) will do to the
+// registry: the tags it sets or moves and how to read the manifests they
+// will name.
+type After struct {
+	// Tags maps "repo:tag" (registry host relative) to the digest the tag
+	// will name.
+	Tags map[string]digest.Digest
+	// Manifest reads the manifest Tags gives repoTag, from wherever the
+	// copy would take it; only asked when the registry's tag names
+	// something else.
+	Manifest func(ctx context.Context, repoTag string) (data []byte, mediaType string, err error)
+}
+
+// ComputeAfter is Compute against the registry as it will be once after's
+// tags name what they give (nil: as it is): a dry run's preview, made
+// before the copy it skips, plans the deletes the real run will make.
+func ComputeAfter(ctx context.Context, reg *registryapi.Client, root string, cands []Candidate, keep map[string]bool, after *After) (*Plan, error) {
 	p := &Plan{Mirror: strings.TrimSuffix(strings.TrimPrefix(root, "docker://"), "/"), Candidates: cands}
 	byRepo := map[string][]Candidate{}
 	var repos []string
@@ -152,7 +172,7 @@ func Compute(ctx context.Context, reg *registryapi.Client, root string, cands []
 	sort.Strings(repos)
 	var tagActs, topActs, childActs []Action
 	for _, repo := range repos {
-		rp, err := planRepo(ctx, reg, root, repo, byRepo[repo], keep)
+		rp, err := planRepo(ctx, reg, root, repo, byRepo[repo], keep, after)
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +202,7 @@ type liveTag struct {
 	mediaType string
 }
 
-func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, cands []Candidate, keep map[string]bool) (*repoPlan, error) {
+func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, cands []Candidate, keep map[string]bool, after *After) (*repoPlan, error) {
 	tags, err := reg.Tags(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("listing the tags of %s/%s: %w", reg.Host(), repo, err)
@@ -190,6 +210,17 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 	live, err := headAll(ctx, reg, repo, tags)
 	if err != nil {
 		return nil, err
+	}
+	// Platform manifests of indexes the registry does not have yet.
+	pendingKids := map[digest.Digest][]digest.Digest{}
+	if err := applyAfter(ctx, repo, live, pendingKids, after); err != nil {
+		return nil, err
+	}
+	childrenOf := func(ctx context.Context, reg *registryapi.Client, repo string, d digest.Digest) ([]digest.Digest, error) {
+		if kids, ok := pendingKids[d]; ok {
+			return kids, nil
+		}
+		return childrenOf(ctx, reg, repo, d)
 	}
 	// Our tags that still name what we pushed under them and are wanted
 	// by nothing kept: these may go.
@@ -310,6 +341,43 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 	return rp, nil
 }
 
+// applyAfter sets in live the tags of repo that after's copy sets or
+// moves, noting the platform manifests of those that are indexes.
+func applyAfter(ctx context.Context, repo string, live map[string]liveTag, kids map[digest.Digest][]digest.Digest, after *After) error {
+	if after == nil {
+		return nil
+	}
+	for rt, d := range after.Tags {
+		r, tag := splitTag(rt)
+		if r != repo || live[tag].digest == d {
+			continue
+		}
+		data, mt, err := after.Manifest(ctx, rt)
+		if err != nil {
+			// Unreadable: the tag still protects the manifest itself;
+			// only its platform manifests are not known.
+			live[tag] = liveTag{digest: d}
+			continue
+		}
+		if mt == "" {
+			var probe struct {
+				MediaType string `json:"mediaType"`
+			}
+			_ = json.Unmarshal(data, &probe)
+			mt = probe.MediaType
+		}
+		live[tag] = liveTag{digest: d, mediaType: mt}
+		if isIndex(mt) {
+			list, err := parseChildren(data)
+			if err != nil {
+				return fmt.Errorf("index %s@%s: %w", repo, d, err)
+			}
+			kids[d] = list
+		}
+	}
+	return nil
+}
+
 func appendUnique(list []string, s string) []string {
 	for _, l := range list {
 		if l == s {
@@ -359,13 +427,22 @@ func childrenOf(ctx context.Context, reg *registryapi.Client, repo string, d dig
 	if err != nil {
 		return nil, fmt.Errorf("reading index %s/%s@%s: %w", reg.Host(), repo, d, err)
 	}
+	out, err := parseChildren(data)
+	if err != nil {
+		return nil, fmt.Errorf("index %s/%s@%s: %w", reg.Host(), repo, d, err)
+	}
+	return out, nil
+}
+
+// parseChildren lists the manifests an index references.
+func parseChildren(data []byte) ([]digest.Digest, error) {
 	var idx struct {
 		Manifests []struct {
 			Digest digest.Digest `json:"digest"`
 		} `json:"manifests"`
 	}
 	if err := json.Unmarshal(data, &idx); err != nil {
-		return nil, fmt.Errorf("index %s/%s@%s: %w", reg.Host(), repo, d, err)
+		return nil, err
 	}
 	out := make([]digest.Digest, 0, len(idx.Manifests))
 	for _, m := range idx.Manifests {

@@ -271,3 +271,42 @@ func TestDeleteRelease(t *testing.T) {
 		w.gone(w.dst, "m/"+repo, tag, digest.Digest(r.d))
 	}
 }
+
+// TestDeletePlanOutlivedByAMirrorRun: a plan executed after a mirror run
+// whose image set still held what it deletes (the image could be needed
+// again) deletes none of it, says why, and exits 1; generated again, it
+// deletes the image and notes that the configuration still lists it.
+func TestDeletePlanOutlivedByAMirrorRun(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 8<<10)
+	im := w.images
+	ws := filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	isc := w.iscOf("isc.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref})
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, dst); code != 0 {
+		t.Fatal("m2m failed")
+	}
+	disc := w.disc("disc.yaml", "  additionalImages:\n  - name: "+im[1].Ref+"\n")
+	plan := filepath.Join(ws, "working-dir", "delete", "delete-images.yaml")
+	if code, _, _ := w.gapmirror("delete", "-c", disc, "--generate", "--workspace", "file://"+ws, dst); code != 0 {
+		t.Fatal("generate failed")
+	}
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, dst); code != 0 {
+		t.Fatal("second m2m failed")
+	}
+	code, stdout, stderr := w.gapmirror("delete", "--delete-yaml-file", plan, dst)
+	if code != 1 || !strings.Contains(stdout, "SKIPPED") || !strings.Contains(stdout, "after the plan was generated") || !strings.Contains(stderr, "generate it again") {
+		t.Errorf("outlived plan: exit %d (want 1)", code)
+	}
+	w.present(w.dst, "m/"+im[1].Repo, "v1", im[1].Digest)
+	code, stdout, _ = w.gapmirror("delete", "-c", disc, "--generate", "--workspace", "file://"+ws, dst)
+	if code != 0 || !strings.Contains(stdout, "is still mirror.additionalImages[1] of the latest run's ImageSetConfiguration") {
+		t.Fatalf("generate again: exit %d", code)
+	}
+	if code, _, _ := w.gapmirror("delete", "--delete-yaml-file", plan, dst); code != 0 {
+		t.Fatal("delete failed")
+	}
+	w.gone(w.dst, "m/"+im[1].Repo, "v1", im[1].Digest)
+	w.present(w.dst, "m/"+im[0].Repo, "v1", im[0].Digest)
+}

@@ -407,3 +407,126 @@ func TestPruneIndexAndItsChild(t *testing.T) {
 	w.gone(w.dst, "m/"+im[3].Repo, "sha256-"+child.Encoded(), child)
 	w.present(w.dst, "m/"+im[0].Repo, "v1", im[0].Digest)
 }
+
+// TestPruneDryRunAgrees: a --dry-run --prune preview, made before the copy
+// it skips, lists exactly the deletes the real run then makes, when that
+// copy moves content between tags: the same digest now under another tag
+// (only the old tag goes), an index new to the set listing an image that
+// leaves it (only that image's tag goes), an upstream tag that moved (the
+// old manifest goes, untagged).
+func TestPruneDryRunAgrees(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(5, 8<<10)
+	im := w.images
+	// 0 app-00, 1 app-01, 3 app-03 (index), 4 app-04 (by digest).
+	child := w.childOf(im[3])
+	childRef := w.up.Host() + "/" + im[3].Repo + "@" + child.String()
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("a.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}, entry{name: childRef}, entry{name: im[4].Ref}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	newer, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(4343, 8<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}, im[1].Repo, "v1", newer))
+	isc := w.iscOf("b.yaml", entry{name: im[0].Ref, targetTag: "v2"}, entry{name: im[1].Ref}, entry{name: im[3].Ref}, entry{name: im[4].Ref})
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
+		t.Fatal("dry run failed")
+	}
+	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("--prune failed")
+	}
+	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") || len(b) != 3 {
+		t.Errorf("the dry run's preview listed\n%s\nbut --prune deleted\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	w.present(w.dst, "m/"+im[0].Repo, "v2", im[0].Digest)
+	w.gone(w.dst, "m/"+im[0].Repo, "v1", "")
+	w.present(w.dst, "m/"+im[1].Repo, "v1", newer.Digest)
+	w.gone(w.dst, "m/"+im[1].Repo, "", im[1].Digest)
+	w.present(w.dst, "m/"+im[3].Repo, "v1", im[3].Digest)
+	w.gone(w.dst, "m/"+im[3].Repo, "sha256-"+child.Encoded(), "")
+	w.assertComplete(w.dst, "m/"+im[3].Repo, child)
+	w.present(w.dst, "m/"+im[4].Repo, im[4].Tag, im[4].Digest)
+}
+
+// TestPruneSharedPlatformManifest: two indexes of one repository list the
+// same platform manifest; when one leaves the set, it and its own platform
+// manifest go, and the shared one stays for the other (complete, checked
+// by present); the dry run's preview lists the same deletes.
+func TestPruneSharedPlatformManifest(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	ctx := context.Background()
+	amd := imagebuilder.ImageSpec{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(11, 4<<10)}}
+	armA := imagebuilder.ImageSpec{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(12, 4<<10)}}
+	armB := imagebuilder.ImageSpec{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(13, 4<<10)}}
+	a, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{amd, armA}})
+	must(t, err)
+	b, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{amd, armB}})
+	must(t, err)
+	if a.Images[0].Digest != b.Images[0].Digest {
+		t.Fatal("the two indexes do not share their amd64 manifest")
+	}
+	up := imagebuilder.Target{URL: w.up.URL()}
+	must(t, imagebuilder.PushIndex(ctx, up, "apps/multi", "a", a))
+	must(t, imagebuilder.PushIndex(ctx, up, "apps/multi", "b", b))
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	ref := w.up.Host() + "/apps/multi:"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("1.yaml", entry{name: ref + "a"}, entry{name: ref + "b"}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("m2m failed")
+	}
+	isc := w.iscOf("2.yaml", entry{name: ref + "b"})
+	w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--dry-run", "--prune", dst)
+	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("--prune failed")
+	}
+	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	if x, y := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(x, "\n") != strings.Join(y, "\n") {
+		t.Errorf("dry\n%s\nreal\n%s", strings.Join(x, "\n"), strings.Join(y, "\n"))
+	}
+	w.present(w.dst, "m/apps/multi", "b", b.Digest)
+	w.gone(w.dst, "m/apps/multi", "a", a.Digest)
+	w.gone(w.dst, "m/apps/multi", "", a.Images[1].Digest)
+}
+
+// TestPruneTwoMirrorsOneArchiveDir: one archive directory feeds two
+// mirror roots; the records are per root, so --prune into one deletes
+// there only, and the other is pruned by its own run.
+func TestPruneTwoMirrorsOneArchiveDir(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 16<<10)
+	im := w.images
+	out, airgap := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "airgap")
+	a, b := "docker://"+w.dst.Host()+"/a", "docker://"+w.dst.Host()+"/b"
+	trip := func(isc string) {
+		if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+out); code != 0 {
+			t.Fatal("m2d failed")
+		}
+		moveChunks(t, out, airgap)
+	}
+	trip(w.iscOf("1.yaml", entry{name: im[0].Ref}, entry{name: im[1].Ref}))
+	for _, d := range []string{a, b} {
+		if code, _, _ := w.gapmirror("mirror", "--from", "file://"+airgap, d); code != 0 {
+			t.Fatal("d2m failed")
+		}
+	}
+	trip(w.iscOf("2.yaml", entry{name: im[0].Ref}))
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+airgap, "--prune", a); code != 0 {
+		t.Fatal("d2m --prune to a failed")
+	}
+	w.gone(w.dst, "a/"+im[1].Repo, "v1", im[1].Digest)
+	w.present(w.dst, "b/"+im[1].Repo, "v1", im[1].Digest)
+	w.present(w.dst, "a/"+im[0].Repo, "v1", im[0].Digest)
+	code, stdout, _ := w.gapmirror("mirror", "--from", "file://"+airgap, "--prune", b)
+	if code != 0 || !strings.Contains(stdout, "1 of 1 deletes done") {
+		t.Fatalf("d2m --prune to b: exit %d", code)
+	}
+	w.gone(w.dst, "b/"+im[1].Repo, "v1", im[1].Digest)
+	w.present(w.dst, "b/"+im[0].Repo, "v1", im[0].Digest)
+}

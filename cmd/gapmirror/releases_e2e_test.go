@@ -734,3 +734,57 @@ func TestReleasesRealChannel(t *testing.T) {
 	}
 	t.Logf("stable-4.17: %d releases, shortest path %s → %s takes %d", len(cf.Versions), from, to, len(want))
 }
+
+// TestPruneReleaseLeavesRange: when a release leaves the channel range,
+// --prune deletes its release image and the components only it uses; the
+// components it shares with the release that stays lose only the old
+// release's tag and stay complete; the graph image stays, the signature
+// ConfigMaps hold only the release that stays; the dry run's preview lists
+// the same deletes.
+func TestPruneReleaseLeavesRange(t *testing.T) {
+	t.Parallel()
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 6, false)
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	both := w.releaseISC("both", "    graph: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n")
+	if code, _, _ := w.run("mirror", "-c", both, "--workspace", ws, dst); code != 0 {
+		t.Fatal("first m2m failed")
+	}
+	one := w.releaseISC("one", "    graph: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.2\n")
+	if code, _, _ := w.run("mirror", "-c", one, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
+		t.Fatal("dry run")
+	}
+	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
+	if code, _, _ := w.run("mirror", "-c", one, "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("--prune failed")
+	}
+	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Errorf("dry\n%s\nreal\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	p1, p2 := w.payloads["4.18.1"], w.payloads["4.18.2"]
+	w.assertRelease("m", p2, false)
+	w.gone(w.dst, "m/openshift/release-images", p1.Tag, p1.Digest)
+	shared := map[digest.Digest]bool{}
+	for _, c := range p2.Components {
+		shared[c.Digest] = true
+	}
+	n := 0
+	for _, c := range p1.Components {
+		if shared[c.Digest] {
+			n++
+			w.gone(w.dst, "m/openshift/release", p1.Tag+"-"+c.Name, "")
+			w.assertComplete(w.dst, "m/openshift/release", c.Digest)
+		} else {
+			w.gone(w.dst, "m/openshift/release", p1.Tag+"-"+c.Name, c.Digest)
+		}
+	}
+	if n == 0 || n == len(p1.Components) {
+		t.Errorf("the fixture's releases share %d of %d components: the test needs some shared, some not", n, len(p1.Components))
+	}
+	gd, err := w.dst.ManifestDigest("m/openshift/graph-image", "latest")
+	must(t, err)
+	w.assertComplete(w.dst, "m/openshift/graph-image", gd)
+	// The cluster's signature ConfigMaps are those of the release that stays.
+	w.assertSignatureConfigMaps(filepath.Join(w.dir, "ws", "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.2"})
+}

@@ -202,3 +202,49 @@ func TestPruneKeepsWhatAnotherSectionNeeds(t *testing.T) {
 		t.Errorf("the prune did not delete just the tag:\n%s", stdout)
 	}
 }
+
+// TestDeleteKeepsWhatAnotherSectionNeeds: delete.additionalImages naming an
+// image the operator catalog also needs (the same destination: the catalog
+// names it by digest too) keeps it, saying which bundle uses it; an image
+// only the additional images of the latest run list is deleted, with a note
+// that the configuration still lists it. Checked at the registry.
+func TestDeleteKeepsWhatAnotherSectionNeeds(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	oc, operand := w.sharedOperand()
+	w.pushFleet(1, 8<<10)
+	other := w.images[0]
+	named, err := reference.ParseNormalizedNamed(operand)
+	must(t, err)
+	d := named.(reference.Canonical).Digest()
+	repo := "m/" + reference.Path(named)
+	isc := w.writeISC("both.yaml", "  additionalImages:\n  - name: "+operand+"\n  - name: "+other.Ref+
+		"\n  operators:\n  - catalog: "+oc.Ref+"\n    full: true\n    packages:\n    - name: operator-000\n")
+	ws, dst := filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m"
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+ws, dst); code != 0 {
+		t.Fatalf("mirror-to-mirror exit %d", code)
+	}
+	w.present(w.dst, repo, imageset.DigestTag(d), d)
+
+	// Only the shared operand: nothing to delete, said so.
+	code, _, stderr := w.gapmirror("delete", "-c", w.disc("operand.yaml", "  additionalImages:\n  - name: "+operand+"\n"), "--generate", "--workspace", "file://"+ws, dst)
+	if code != 1 || !strings.Contains(stderr, "nothing to delete") || !strings.Contains(stderr, "package operator-000") {
+		t.Errorf("generate for the shared operand alone: exit %d (want 1)\n%s", code, stderr)
+	}
+	disc := w.disc("both.yaml", "  additionalImages:\n  - name: "+operand+"\n  - name: "+other.Ref+"\n")
+	code, stdout, _ := w.gapmirror("delete", "-c", disc, "--generate", "--workspace", "file://"+ws, dst)
+	if code != 0 || !strings.Contains(stdout, "delete plan: 1 images") {
+		t.Fatalf("generate: exit %d", code)
+	}
+	for _, want := range []string{"keep            " + reference.Path(named) + ":" + imageset.DigestTag(d), "still used by operator catalog " + oc.Ref + ": package operator-000",
+		"note: " + other.Repo + ":" + other.Tag + "@" + other.Digest.String() + " (delete.additionalImages[1]) is still mirror.additionalImages[1] of the latest run's ImageSetConfiguration"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the plan does not say %q:\n%s", want, stdout)
+		}
+	}
+	if code, _, _ := w.gapmirror("delete", "--delete-yaml-file", filepath.Join(ws, "working-dir", "delete", "delete-images.yaml"), dst); code != 0 {
+		t.Fatalf("delete: exit %d", code)
+	}
+	w.present(w.dst, repo, imageset.DigestTag(d), d)
+	w.gone(w.dst, "m/"+other.Repo, other.Tag, other.Digest)
+}

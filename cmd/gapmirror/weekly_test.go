@@ -142,10 +142,12 @@ func TestAMonthOfMirroring(t *testing.T) {
 		bundles2 = append(bundles2, path.Base(b)) // package/bundle
 	}
 	w.describesJSON(airgap, idx2, idx1.ID, root, bundles2, fleet[1], fleet[3])
-	// The preview lists the deletes and says the old catalog goes once its tag moves.
+	// The preview lists the deletes, the old catalog's included: it is
+	// worked out as the registry will be once the copy moved the tag.
 	code, dry, _ := w.run("mirror", "--from", "file://"+airgap, "--dry-run", "--prune", "docker://"+root)
+	_, dryPlan := deletionFile(t, filepath.Join(airgap, "working-dir", "dry-run", "prune-preview.json"))
 	for _, want := range []string{"delete manifest mirror/" + fleet[1].Repo + "@" + fleet[1].Digest.String(),
-		"keep            redhat/redhat-operator-index:v4.18@" + catalog1.String() + ": for now: the copy (skipped by --dry-run) moves tag mirror/redhat/redhat-operator-index:v4.18"} {
+		"delete manifest mirror/redhat/redhat-operator-index@" + catalog1.String() + " (untagged)"} {
 		if code != 0 || !strings.Contains(dry, want) {
 			t.Errorf("week 2: disk-to-mirror --dry-run --prune (exit %d) does not say %q:\n%s", code, want, dry)
 		}
@@ -157,6 +159,10 @@ func TestAMonthOfMirroring(t *testing.T) {
 		t.Fatalf("week 2: disk-to-mirror --prune exit %d", code)
 	}
 	w.checkMonth(airgap, root, idx2.Set, []string{"4.18.1", "4.18.2", "4.18.3"}, []example{fleet[0], fleet[2], fleet[3]}, head2)
+	_, pruned := deletionFile(t, filepath.Join(airgap, "working-dir", "prune", "*-pruned.json"))
+	if a, b := actionKeys(dryPlan.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Errorf("week 2: the dry run's preview listed\n%s\nbut --prune deleted\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
 
 	// The archive carried exactly the blobs week 1 did not have.
 	week2Blobs := w.setBlobs("mirror", idx2.Set)
