@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,31 +256,34 @@ func (p planner) plan(idx *Index) (*layout, error) {
 
 // encodeIndex encodes idx with the exact size of chunk 1 in idx.Chunks[0].Size,
 // given rest, the size of chunk 1 without the index entry. The index's own
-// length feeds its recorded chunk size, so the index is encoded once to learn
-// how many tar blocks it needs (with room for the size's digits) and padded
-// with spaces, if needed, to exactly fill that many blocks' worth.
+// length feeds its recorded chunk size, so the index is encoded once with a
+// 19-digit placeholder for that size, which the size then overwrites,
+// padded with spaces (JSON allows white space after a number): the length
+// does not depend on the size, and an index of tens of MiB is encoded once,
+// not twice.
 func encodeIndex(idx *Index, rest int64, mtime time.Time) ([]byte, error) {
-	idx.Chunks[0].Size = 0
-	b0, err := marshalIndex(idx)
+	const placeholder int64 = 1 << 62 // 4611686018427387904, 19 digits
+	idx.Chunks[0].Size = placeholder
+	b, err := marshalIndex(idx)
 	if err != nil {
 		return nil, err
 	}
-	blocks := (int64(len(b0)) + 24 + blockSize - 1) / blockSize // 24: room for the size's digits
+	mark := []byte(`"size": ` + strconv.FormatInt(placeholder, 10))
+	at := bytes.Index(b, mark)
+	if at < 0 || bytes.Index(b[at+len(mark):], mark) >= 0 {
+		return nil, fmt.Errorf("internal error: the archive index's size placeholder is not there once")
+	}
+	blocks := (int64(len(b)) + blockSize - 1) / blockSize
 	hs, err := headerSize(IndexName, blocks*blockSize, mtime)
 	if err != nil {
 		return nil, err
 	}
 	idx.Chunks[0].Size = rest + hs + blocks*blockSize
-	b, err := marshalIndex(idx)
-	if err != nil {
-		return nil, err
-	}
-	if n := int64(len(b)); n > blocks*blockSize {
-		return nil, fmt.Errorf("internal error: archive index grew beyond its planned size")
-	} else if low := (blocks - 1) * blockSize; n <= low {
-		// JSON allows trailing white space; pad into the planned last block.
-		pad := bytes.Repeat([]byte{' '}, int(low-n+1))
-		b = append(append(b[:n-1:n-1], pad...), '\n')
+	digits := strconv.FormatInt(idx.Chunks[0].Size, 10)
+	field := b[at+len(`"size": `) : at+len(mark)]
+	copy(field, digits)
+	for i := len(digits); i < len(field); i++ {
+		field[i] = ' '
 	}
 	return b, nil
 }
