@@ -372,7 +372,9 @@ func applyAfter(ctx context.Context, repo string, live map[string]liveTag, kids 
 			if err != nil {
 				return fmt.Errorf("index %s@%s: %w", repo, d, err)
 			}
-			kids[d] = list
+			for _, c := range list {
+				kids[d] = append(kids[d], c.digest)
+			}
 		}
 	}
 	return nil
@@ -422,31 +424,61 @@ func isIndex(mt string) bool {
 	return strings.Contains(mt, "image.index") || strings.Contains(mt, "manifest.list")
 }
 
+// childrenOf lists the manifests the index d lists and, an index being
+// allowed to list indexes, those the nested ones list in turn: all of them
+// are what d needs. A nested index the registry lacks lists nothing here.
 func childrenOf(ctx context.Context, reg *registryapi.Client, repo string, d digest.Digest) ([]digest.Digest, error) {
-	data, _, err := reg.Manifest(ctx, repo, d.String())
-	if err != nil {
-		return nil, fmt.Errorf("reading index %s/%s@%s: %w", reg.Host(), repo, d, err)
-	}
-	out, err := parseChildren(data)
-	if err != nil {
-		return nil, fmt.Errorf("index %s/%s@%s: %w", reg.Host(), repo, d, err)
+	var out []digest.Digest
+	seen := map[digest.Digest]bool{d: true}
+	queue := []digest.Digest{d}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		data, _, err := reg.Manifest(ctx, repo, cur.String())
+		if err != nil {
+			if cur != d && registryapi.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("reading index %s/%s@%s: %w", reg.Host(), repo, cur, err)
+		}
+		kids, err := parseChildren(data)
+		if err != nil {
+			return nil, fmt.Errorf("index %s/%s@%s: %w", reg.Host(), repo, cur, err)
+		}
+		for _, k := range kids {
+			if seen[k.digest] {
+				continue
+			}
+			seen[k.digest] = true
+			out = append(out, k.digest)
+			if isIndex(k.mediaType) {
+				queue = append(queue, k.digest)
+			}
+		}
 	}
 	return out, nil
 }
 
+// child is a manifest an index lists.
+type child struct {
+	digest    digest.Digest
+	mediaType string
+}
+
 // parseChildren lists the manifests an index references.
-func parseChildren(data []byte) ([]digest.Digest, error) {
+func parseChildren(data []byte) ([]child, error) {
 	var idx struct {
 		Manifests []struct {
-			Digest digest.Digest `json:"digest"`
+			Digest    digest.Digest `json:"digest"`
+			MediaType string        `json:"mediaType"`
 		} `json:"manifests"`
 	}
 	if err := json.Unmarshal(data, &idx); err != nil {
 		return nil, err
 	}
-	out := make([]digest.Digest, 0, len(idx.Manifests))
+	out := make([]child, 0, len(idx.Manifests))
 	for _, m := range idx.Manifests {
-		out = append(out, m.Digest)
+		out = append(out, child{digest: m.Digest, mediaType: m.MediaType})
 	}
 	return out, nil
 }

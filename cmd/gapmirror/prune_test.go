@@ -530,3 +530,40 @@ func TestPruneTwoMirrorsOneArchiveDir(t *testing.T) {
 	w.gone(w.dst, "b/"+im[1].Repo, "v1", im[1].Digest)
 	w.present(w.dst, "b/"+im[0].Repo, "v1", im[0].Digest)
 }
+
+// TestPruneNestedIndex: a kept index that lists another index protects
+// the platform manifests of that nested index too: an image dropped from
+// the set that is one of them loses only its tag.
+func TestPruneNestedIndex(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	ctx := context.Background()
+	inner, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(21, 4<<10)}},
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(22, 4<<10)}},
+	}})
+	must(t, err)
+	up := imagebuilder.Target{URL: w.up.URL()}
+	must(t, imagebuilder.PushIndex(ctx, up, "apps/nested", "", inner))
+	outer := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"%s","size":%d}]}`,
+		inner.Digest, len(inner.Manifest))
+	must(t, imagebuilder.PushManifest(ctx, up, "apps/nested", "outer", "application/vnd.oci.image.index.v1+json", []byte(outer)))
+	outerDigest := digest.FromString(outer)
+	amd := inner.Images[0].Digest
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	ref := w.up.Host() + "/apps/nested"
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("1.yaml", entry{name: ref + ":outer"}, entry{name: ref + "@" + amd.String()}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("m2m failed")
+	}
+	w.present(w.dst, "m/apps/nested", "outer", outerDigest)
+	w.assertComplete(w.dst, "m/apps/nested", inner.Images[1].Digest)
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("2.yaml", entry{name: ref + ":outer"}), "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("--prune failed")
+	}
+	w.present(w.dst, "m/apps/nested", "outer", outerDigest)
+	for _, img := range inner.Images {
+		w.assertComplete(w.dst, "m/apps/nested", img.Digest)
+	}
+	w.gone(w.dst, "m/apps/nested", "sha256-"+amd.Encoded(), "")
+}
