@@ -400,6 +400,11 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 		return false, fmt.Errorf("release %s (arch %s): %w", rel.Version, rel.Arch, err)
 	}
 	comps := p.Components
+	if p.NoKubeVirt != "" {
+		// As oc-mirror: the release is mirrored without the disk it does
+		// not ship (arm64 and ppc64le releases never have one).
+		r.Warn("mirror.platform.kubeVirtContainer: release %s (arch %s) is mirrored without a KubeVirt container disk: %s", rel.Version, rel.Arch, p.NoKubeVirt)
+	}
 	if p.KubeVirt != nil {
 		comps = append(append([]release.Component(nil), comps...), *p.KubeVirt)
 	}

@@ -65,6 +65,10 @@ type Payload struct {
 	Components []Component
 	// KubeVirt is the KubeVirt container disk, only when asked for.
 	KubeVirt *Component
+	// NoKubeVirt says why KubeVirt is nil although it was asked for: the
+	// release ships no KubeVirt container disk for its architecture (only
+	// x86_64 and s390x have one), or has no boot images file at all.
+	NoKubeVirt string
 	// Instance is the manifest that was read: the release digest itself, or
 	// the chosen platform image of a multi-architecture release.
 	Instance digest.Digest
@@ -91,8 +95,10 @@ type payloadOptions struct {
 }
 
 // WithKubeVirt makes ReadPayload also read the KubeVirt container disk from
-// BootImagesFile (mirror.platform.kubeVirtContainer); a release without one
-// for its architecture is then an error.
+// BootImagesFile (mirror.platform.kubeVirtContainer). A release that ships
+// none for its architecture (arm64 and ppc64le releases never do) is not an
+// error: Payload.NoKubeVirt then says so, as oc-mirror warns and mirrors the
+// release without it. A boot images file that cannot be read is an error.
 func WithKubeVirt() PayloadOption {
 	return func(o *payloadOptions) { o.kubeVirt = true }
 }
@@ -153,7 +159,7 @@ func ReadPayload(ctx context.Context, r ImageReader, ref string, d digest.Digest
 		return nil, err
 	}
 	for _, f := range files {
-		if _, ok := found[f]; !ok {
+		if _, ok := found[f]; !ok && f != BootImagesFile {
 			return nil, fmt.Errorf("release image %s has no %s: it is not an OpenShift release payload, or a broken one; check the image reference", label, f)
 		}
 	}
@@ -169,7 +175,9 @@ func ReadPayload(ctx context.Context, r ImageReader, ref string, d digest.Digest
 		return nil, fmt.Errorf("release image %s: %s: %w", label, ImageReferencesFile, err)
 	}
 	if o.kubeVirt {
-		if p.KubeVirt, err = parseBootImages(found[BootImagesFile], p.Arch); err != nil {
+		if bootImages, ok := found[BootImagesFile]; !ok {
+			p.NoKubeVirt = fmt.Sprintf("the release has no %s, so no KubeVirt container disk", BootImagesFile)
+		} else if p.KubeVirt, p.NoKubeVirt, err = parseBootImages(bootImages, p.Arch); err != nil {
 			return nil, fmt.Errorf("release image %s: %s: %w", label, BootImagesFile, err)
 		}
 	}
@@ -736,21 +744,24 @@ type coreOSStream struct {
 	} `json:"architectures"`
 }
 
-func parseBootImages(data []byte, arch string) (*Component, error) {
+// parseBootImages returns the KubeVirt container disk of arch from the boot
+// images ConfigMap, or nil and why there is none (the stream has no such
+// architecture or no disk for it); a ConfigMap it cannot read is an error.
+func parseBootImages(data []byte, arch string) (*Component, string, error) {
 	var cm bootImagesDoc
 	if err := yaml.Unmarshal(data, &cm); err != nil {
-		return nil, fmt.Errorf("not a valid ConfigMap: %w", err)
+		return nil, "", fmt.Errorf("not a valid ConfigMap: %w", err)
 	}
 	if cm.Kind != "ConfigMap" {
-		return nil, fmt.Errorf("kind is %q, want ConfigMap", cm.Kind)
+		return nil, "", fmt.Errorf("kind is %q, want ConfigMap", cm.Kind)
 	}
 	raw, ok := cm.Data["stream"]
 	if !ok || strings.TrimSpace(raw) == "" {
-		return nil, errors.New("data.stream is missing")
+		return nil, "", errors.New("data.stream is missing")
 	}
 	var s coreOSStream
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		return nil, fmt.Errorf("data.stream is not valid JSON: %w", err)
+		return nil, "", fmt.Errorf("data.stream is not valid JSON: %w", err)
 	}
 	if arch == "" {
 		arch = ArchAMD64
@@ -758,15 +769,15 @@ func parseBootImages(data []byte, arch string) (*Component, error) {
 	key := TagArch(arch)
 	a, ok := s.Architectures[key]
 	if !ok {
-		return nil, fmt.Errorf("data.stream has no architectures.%s: the release has no boot images for %s; set kubeVirtContainer: false for it", key, arch)
+		return nil, fmt.Sprintf("%s data.stream has no architectures.%s: the release has no boot images, so no KubeVirt container disk, for %s", BootImagesFile, key, arch), nil
 	}
 	kv := a.Images.KubeVirt
 	if kv == nil || kv.DigestRef == "" {
-		return nil, fmt.Errorf("data.stream has no architectures.%s.images.kubevirt.digest-ref: the release ships no KubeVirt container disk for %s (only x86_64 and s390x do); set kubeVirtContainer: false", key, arch)
+		return nil, fmt.Sprintf("%s data.stream has no architectures.%s.images.kubevirt.digest-ref: the release ships no KubeVirt container disk for %s (x86_64 and s390x releases do)", BootImagesFile, key, arch), nil
 	}
 	d, err := pinnedDigest(kv.DigestRef)
 	if err != nil {
-		return nil, fmt.Errorf("architectures.%s.images.kubevirt.digest-ref: %w", key, err)
+		return nil, "", fmt.Errorf("architectures.%s.images.kubevirt.digest-ref: %w", key, err)
 	}
-	return &Component{Name: KubeVirtComponentName, Image: kv.DigestRef, Digest: d}, nil
+	return &Component{Name: KubeVirtComponentName, Image: kv.DigestRef, Digest: d}, "", nil
 }

@@ -296,10 +296,8 @@ func TestReadPayloadErrors(t *testing.T) {
 			"amd64", false, []string{"release-metadata", `"four" is not a semantic version`}},
 		{"image-references not an ImageStream", releasetest.PayloadSpec{Version: "4.18.6", Files: map[string][]byte{releasetest.ImageReferencesPath: []byte(`{"kind":"ConfigMap"}`)}},
 			"amd64", false, []string{"image-references", `kind is "ConfigMap", want ImageStream`}},
-		{"no KubeVirt disk", releasetest.PayloadSpec{Version: "4.18.1"},
-			"amd64", true, []string{"0000_50_installer_coreos-bootimages.yaml", "architectures.x86_64.images.kubevirt.digest-ref", "kubeVirtContainer: false"}},
-		{"no KubeVirt disk for aarch64", releasetest.PayloadSpec{Version: "4.18.1", Arch: "arm64", KubeVirt: true},
-			"arm64", true, []string{"architectures.aarch64.images.kubevirt"}},
+		{"boot images not a ConfigMap", releasetest.PayloadSpec{Version: "4.18.7", KubeVirt: true, Files: map[string][]byte{releasetest.BootImagesPath: []byte("kind: Secret\n")}},
+			"amd64", true, []string{"0000_50_installer_coreos-bootimages.yaml", `kind is "Secret", want ConfigMap`}},
 		{"wrong architecture", releasetest.PayloadSpec{Version: "4.18.1"},
 			"arm64", false, []string{"is for architecture amd64, not arm64"}},
 		{"platform missing from index", releasetest.PayloadSpec{Version: "4.18.1", Arch: "multi"},
@@ -321,6 +319,46 @@ func TestReadPayloadErrors(t *testing.T) {
 			for _, s := range c.want {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error does not mention %q:\n%v", s, err)
+				}
+			}
+		})
+	}
+}
+
+// TestReadPayloadWithoutKubeVirt: a release that ships no KubeVirt
+// container disk for its architecture (arm64 never does; an x86_64 one
+// without the disk; one without the boot images file) is read, with
+// NoKubeVirt saying why, so that kubeVirtContainer never costs a release
+// (oc-mirror warns and mirrors it too).
+func TestReadPayloadWithoutKubeVirt(t *testing.T) {
+	reg := registrytest.Start(t, registrytest.Options{})
+	r := &httpReader{reg: reg}
+	cases := []struct {
+		name string
+		spec releasetest.PayloadSpec
+		arch string
+		want []string
+	}{
+		{"x86_64 release without a disk", releasetest.PayloadSpec{Version: "4.18.1"},
+			"amd64", []string{"0000_50_installer_coreos-bootimages.yaml", "architectures.x86_64.images.kubevirt.digest-ref", "for amd64"}},
+		{"aarch64 release", releasetest.PayloadSpec{Version: "4.18.1", Arch: "arm64", KubeVirt: true},
+			"arm64", []string{"architectures.aarch64.images.kubevirt.digest-ref", "for arm64"}},
+		{"no boot images file", releasetest.PayloadSpec{Version: "4.18.2", KubeVirt: true, Files: map[string][]byte{releasetest.BootImagesPath: nil}},
+			"amd64", []string{"has no release-manifests/0000_50_installer_coreos-bootimages.yaml"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := pushPayload(t, reg, c.spec)
+			got, err := release.ReadPayload(context.Background(), r, p.Ref(), p.Digest, c.arch, release.WithKubeVirt())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.KubeVirt != nil || len(got.Components) == 0 || got.Version != c.spec.Version {
+				t.Errorf("KubeVirt %+v, %d components, version %s", got.KubeVirt, len(got.Components), got.Version)
+			}
+			for _, s := range c.want {
+				if !strings.Contains(got.NoKubeVirt, s) {
+					t.Errorf("NoKubeVirt does not mention %q: %q", s, got.NoKubeVirt)
 				}
 			}
 		})
