@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,4 +39,33 @@ func TestReleasesKubeVirtTwoArchitectures(t *testing.T) {
 		t.Error("an arm64 KubeVirt container disk reached the mirror")
 	}
 	w.assertSignatureConfigMaps(filepath.Join(ws, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.2", "4.18.2-arm64"})
+}
+
+// TestReleasesSignatureStoreFailsAfterGoodSignature: a signature store that
+// serves a trusted signature-1 and then fails on signature-2 (HTTP 503) has
+// proved the release: it is mirrored, with signature-1 in its ConfigMap,
+// instead of refused for a lookup it did not need.
+func TestReleasesSignatureStoreFailsAfterGoodSignature(t *testing.T) {
+	t.Parallel()
+	w := newReleaseWorld(t, []string{"4.18.1"}, 3, false)
+	flaky := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/signature-2") {
+			http.Error(rw, "try again later", http.StatusServiceUnavailable)
+			return
+		}
+		w.sigs.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(flaky.Close)
+	isc := w.releaseISC("isc", "    channels:\n    - name: stable-4.18\n")
+	ws := filepath.Join(w.dir, "ws")
+	code, out, errOut := w.runWith(map[string]string{"--release-signature-url": flaky.URL + "/signatures"},
+		"mirror", "-c", isc, "--workspace", "file://"+ws, "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if !strings.Contains(errOut, "release signature verified version=4.18.1") {
+		t.Errorf("no verification logged:\n%s", errOut)
+	}
+	w.assertRelease("m", w.payloads["4.18.1"], false)
+	w.assertSignatureConfigMaps(filepath.Join(ws, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.1"})
 }

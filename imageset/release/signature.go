@@ -31,6 +31,8 @@ const maxSignatureBytes = 1 << 20
 // the store's order (index 0 is signature-1).
 type SignatureSource interface {
 	// Signatures returns every signature of digest; none is not an error.
+	// When reading one fails, it returns the error and the signatures
+	// read before it (signature-1 … signature-N-1).
 	Signatures(ctx context.Context, digest string) ([][]byte, error)
 	// Location says where the signatures of digest are looked up, for messages.
 	Location(digest string) string
@@ -69,7 +71,8 @@ func (s *SignatureStore) Location(digest string) string {
 }
 
 // Signatures fetches signature-1, signature-2, … of digest until the store
-// has no more.
+// has no more. A failed fetch ends the walk: its error comes back with the
+// signatures fetched before it.
 func (s *SignatureStore) Signatures(ctx context.Context, digest string) ([][]byte, error) {
 	if !validDigest(digest) {
 		return nil, fmt.Errorf("release digest %q is not sha256:<64 hex digits>", digest)
@@ -84,7 +87,7 @@ func (s *SignatureStore) Signatures(ctx context.Context, digest string) ([][]byt
 		loc := fmt.Sprintf("%s/signature-%d", s.Location(digest), n)
 		data, found, err := s.fetch(ctx, client, loc)
 		if err != nil {
-			return nil, fmt.Errorf("fetching release signature %s: %w", loc, err)
+			return out, fmt.Errorf("fetching release signature %s: %w", loc, err)
 		}
 		if !found {
 			break
@@ -170,7 +173,7 @@ func (d SignatureDir) Signatures(_ context.Context, digest string) ([][]byte, er
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading release signature %s: %w", path, err)
+			return out, fmt.Errorf("reading release signature %s: %w", path, err)
 		}
 		out = append(out, data)
 	}

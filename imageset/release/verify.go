@@ -476,13 +476,22 @@ func (v *Verifier) Verify(ctx context.Context, r Release) Verdict {
 		}
 		return out
 	}
-	if err != nil {
-		return Verdict{Release: r, Status: StatusRefused, fetchErr: err,
-			Reason: fmt.Sprintf("%s refused: its signatures could not be fetched from %s", releaseLabel(r), v.Source.Location(r.Digest))}
-	}
 	if v.Keyring == nil {
 		return Verdict{Release: r, Status: StatusRefused,
 			Reason: fmt.Sprintf("%s refused: no trusted release signing key is configured", releaseLabel(r))}
+	}
+	if err != nil {
+		// A signature read before the failure that proves the release is
+		// enough (the cluster-version operator stops at the first one that
+		// verifies too): a store failing on signature-2 must not refuse a
+		// release signature-1 proves.
+		if len(sigs) > 0 {
+			if out := v.Keyring.Check(r, sigs, v.AcceptIdentities...); out.Status == StatusVerified {
+				return out
+			}
+		}
+		return Verdict{Release: r, Status: StatusRefused, fetchErr: err,
+			Reason: fmt.Sprintf("%s refused: its signatures could not be fetched from %s", releaseLabel(r), v.Source.Location(r.Digest))}
 	}
 	out := v.Keyring.Check(r, sigs, v.AcceptIdentities...)
 	if len(sigs) == 0 {

@@ -208,6 +208,41 @@ func TestVerifierUnreachableStore(t *testing.T) {
 	mustContain(t, err.Error(), "500", "signature-1")
 }
 
+// TestVerifierStoreFailsAfterAGoodSignature: a store that answers
+// signature-1, a trusted signature of the release, and then fails on
+// signature-2 has proved the release: it is verified, with the signature
+// read; a store failing after an untrusted signature-1 still refuses it
+// with the failure.
+func TestVerifierStoreFailsAfterAGoodSignature(t *testing.T) {
+	trusted, other := newKey(t, "trusted"), newKey(t, "other")
+	keyring, err := release.NewKeyring(trusted.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, bad := testRelease("4.18.1"), testRelease("4.18.2")
+	store := releasetest.NewSignatureServer()
+	store.Put(good.Digest, sign(t, trusted, good.Digest, releaseRepo+":4.18.1-x86_64"))
+	store.Put(bad.Digest, sign(t, other, bad.Digest, releaseRepo+":4.18.2-x86_64"))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/signature-2") {
+			http.Error(w, "boom", http.StatusServiceUnavailable)
+			return
+		}
+		store.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	v := &release.Verifier{Keyring: keyring, Source: &release.SignatureStore{URL: srv.URL, HTTPClient: srv.Client()}}
+	got := v.Verify(ctx, good)
+	if got.Status != release.StatusVerified || got.Index != 1 || len(got.Valid()) != 1 || got.Err() != nil {
+		t.Fatalf("4.18.1: %s index %d %d valid: %s", got.Status, got.Index, len(got.Valid()), got.Reason)
+	}
+	got = v.Verify(ctx, bad)
+	if got.Status != release.StatusRefused {
+		t.Fatalf("4.18.2: %s", got.Status)
+	}
+	mustContain(t, got.Err().Error(), "release 4.18.2", "could not be fetched", "signature-2", "503")
+}
+
 func TestVerifierSkip(t *testing.T) {
 	r := testRelease("4.18.1")
 	store := releasetest.NewSignatureServer()
