@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
+	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
@@ -68,4 +74,143 @@ func TestReleasesSignatureStoreFailsAfterGoodSignature(t *testing.T) {
 	}
 	w.assertRelease("m", w.payloads["4.18.1"], false)
 	w.assertSignatureConfigMaps(filepath.Join(ws, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.1"})
+}
+
+// TestReleasesRealTwoMinorsShortestPath plans, with the CLI, the real
+// stable-4.17 and stable-4.18 channels (real versions, generated edges) with
+// a range in each and shortestPath: the dry-run plan holds exactly the
+// releases of both channels' shortest paths and of the upgrade path from the
+// lowest to the highest selected release, each one verified and read; that
+// path is a chain of updates of the graphs, with no gap, from the first
+// 4.17 release of the range to the stable-4.18 head.
+func TestReleasesRealTwoMinorsShortestPath(t *testing.T) {
+	t.Parallel()
+	files := map[string]*releasetest.ChannelFile{}
+	for _, name := range []string{"stable-4.17", "stable-4.18"} {
+		cf, err := releasetest.ReadChannelFile(filepath.Join(realChannels, name+".yaml"))
+		if err != nil {
+			t.Skipf("real channel lists not available in %s: %v", realChannels, err)
+		}
+		files[name] = cf
+	}
+	minorOf := func(name, prefix string) []string {
+		var out []string
+		for _, v := range files[name].Versions {
+			if strings.HasPrefix(v, prefix) {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	v417, v418 := minorOf("stable-4.17", "4.17."), minorOf("stable-4.18", "4.18.")
+	if len(v417) < 8 || len(v418) < 2 {
+		t.Skipf("stable-4.17 has %d 4.17 releases, stable-4.18 %d 4.18 ones", len(v417), len(v418))
+	}
+	// stable-4.17 from its 4.17.x at a quarter to a third of the way,
+	// stable-4.18 from its first 4.18 release to its head.
+	min417, max417 := v417[len(v417)/4], v417[len(v417)/3]
+	min418, head := v418[0], v418[len(v418)-1]
+	w := newReleaseWorld(t, nil, 0, false)
+	graphs := map[string]*releasetest.Graph{}
+	parsed := release.Graphs{}
+	for name, cf := range files {
+		g := releasetest.NewGraph("amd64", cf.Versions...).GenerateEdges()
+		data, err := g.JSON()
+		must(t, err)
+		pg, err := release.ParseGraph(data, name, "amd64")
+		must(t, err)
+		graphs[name], parsed[release.GraphKey{Channel: name, Type: release.TypeOCP, Arch: "amd64"}] = g, pg
+	}
+	spec := release.Spec{Channels: []release.ChannelSpec{
+		{Name: "stable-4.17", MinVersion: min417, MaxVersion: max417, ShortestPath: true},
+		{Name: "stable-4.18", MinVersion: min418, ShortestPath: true},
+	}}
+	plan, err := release.NewPlan(parsed, spec)
+	must(t, err)
+	if len(plan.Warnings) != 0 {
+		t.Fatalf("plan warnings: %v", plan.Warnings)
+	}
+	// The upgrade path across the channels: a chain of updates of the
+	// graphs from min417 to the stable-4.18 head, every release of it planned.
+	edges := map[[2]string]bool{}
+	for _, g := range parsed {
+		for _, e := range g.Edges {
+			edges[[2]string{g.Nodes[e[0]].Version, g.Nodes[e[1]].Version}] = true
+		}
+	}
+	planned := map[string]bool{}
+	for _, r := range plan.Releases {
+		planned[r.Version] = true
+	}
+	var path []string
+	for _, r := range plan.Releases {
+		for _, why := range r.Why {
+			if rest, ok := strings.CutPrefix(why, "mirror.platform.channels: upgrade path "); ok {
+				path = strings.Split(rest[:strings.Index(rest, " (")], " → ")
+			}
+		}
+	}
+	if len(path) < 2 || path[0] != min417 || path[len(path)-1] != head {
+		t.Fatalf("upgrade path across the channels %v does not go from %s to %s", path, min417, head)
+	}
+	for i, v := range path {
+		if !planned[v] {
+			t.Errorf("release %s of the upgrade path is not planned", v)
+		}
+		if i > 0 && !edges[[2]string{path[i-1], v}] {
+			t.Errorf("the upgrade path takes %s → %s, which no graph has", path[i-1], v)
+		}
+	}
+
+	// Publish signed payloads for the planned releases only, in both graphs.
+	want := map[string]bool{}
+	for _, r := range plan.Releases {
+		p, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: r.Version, Host: w.up.Host(), Components: 1})
+		must(t, err)
+		must(t, p.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}))
+		sig, err := w.key.SignRelease(p.Digest.String(), p.Ref())
+		must(t, err)
+		w.sigs.Put(p.Digest.String(), sig)
+		for name, g := range graphs {
+			for _, v := range files[name].Versions {
+				if v == r.Version {
+					g.SetPayload(v, p.PullSpec())
+				}
+			}
+		}
+		want["openshift/release-images:"+p.Tag] = true
+	}
+	for name, g := range graphs {
+		must(t, w.graphs.Put(name, g))
+	}
+	isc := w.releaseISC("real", fmt.Sprintf("    channels:\n    - name: stable-4.17\n      minVersion: %s\n      maxVersion: %s\n      shortestPath: true\n    - name: stable-4.18\n      minVersion: %s\n      shortestPath: true\n",
+		min417, max417, min418))
+	dir := filepath.Join(w.dir, "real")
+	if code, out, _ := w.run("mirror", "-c", isc, "--dry-run", "file://"+dir); code != 0 {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "working-dir", "dry-run", "set.json"))
+	must(t, err)
+	var set struct {
+		Images []struct {
+			Destination string `json:"destination"`
+			Kind        string `json:"kind"`
+		} `json:"images"`
+	}
+	must(t, json.Unmarshal(raw, &set))
+	var got, wanted []string
+	for _, img := range set.Images {
+		if img.Kind == "release" {
+			got = append(got, img.Destination)
+		}
+	}
+	for d := range want {
+		wanted = append(wanted, d)
+	}
+	sort.Strings(got)
+	sort.Strings(wanted)
+	if strings.Join(got, " ") != strings.Join(wanted, " ") {
+		t.Errorf("plan holds\n%v\nwant\n%v", got, wanted)
+	}
+	t.Logf("stable-4.17 %s..%s + stable-4.18 %s..%s: %d releases, upgrade path %s", min417, max417, min418, head, len(want), strings.Join(path, " → "))
 }
