@@ -195,8 +195,11 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 // trusted key is available and verification is not skipped.
 func (c *releaseContributor) verifier() (*release.Verifier, error) {
 	opts := c.t.Releases
+	copts := c.t.Copy.withDefaults()
 	v := &release.Verifier{
-		Source:           &release.SignatureStore{URL: opts.SignatureURL, HTTPClient: opts.HTTPClient, UserAgent: "gapmirror/" + c.t.ToolVersion},
+		// A store's 503 is retried as a registry's would be (--retry-times, --retry-delay).
+		Source: &release.SignatureStore{URL: opts.SignatureURL, HTTPClient: opts.HTTPClient, UserAgent: "gapmirror/" + c.t.ToolVersion,
+			Retries: copts.Retries, RetryDelay: copts.RetryDelay},
 		AcceptIdentities: []string{ocpReleaseRepository},
 		Skip:             opts.SkipSignatureVerification,
 	}

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Default release signature store and the environment variable that
@@ -51,6 +54,11 @@ type SignatureStore struct {
 	HTTPClient *http.Client
 	// UserAgent is sent with every request when set.
 	UserAgent string
+	// Retries is how often a fetch that failed in a way that may pass (a
+	// 5xx or 429 answer, a connection cut) is tried again, RetryDelay
+	// apart at first and doubling up to 10 s; 0: not retried.
+	Retries    int
+	RetryDelay time.Duration
 }
 
 // BaseURL returns the store URL in use, without a trailing slash.
@@ -97,35 +105,61 @@ func (s *SignatureStore) Signatures(ctx context.Context, digest string) ([][]byt
 	return out, nil
 }
 
-// fetch GETs one signature; found is false when the store has none there.
+// fetch GETs one signature, trying again as Retries allows; found is
+// false when the store has none there.
 func (s *SignatureStore) fetch(ctx context.Context, client *http.Client, loc string) (data []byte, found bool, err error) {
+	delay := s.RetryDelay
+	for attempt := 0; ; attempt++ {
+		var transient bool
+		data, found, transient, err = s.fetchOnce(ctx, client, loc)
+		if err == nil || !transient || attempt >= s.Retries {
+			if err != nil && attempt > 0 {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt+1)
+			}
+			return data, found, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+}
+
+// fetchOnce GETs one signature; transient says whether a failure may pass.
+func (s *SignatureStore) fetchOnce(ctx context.Context, client *http.Client, loc string) (data []byte, found, transient bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, loc, nil)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	if s.UserAgent != "" {
 		req.Header.Set("User-Agent", s.UserAgent)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w; check the network and proxy settings (HTTPS_PROXY), or set %s to a reachable signature store", err, EnvSignatureURL)
+		// A refused connection or an unknown host will not pass in seconds.
+		var dns *net.DNSError
+		transient := ctx.Err() == nil && !errors.Is(err, syscall.ECONNREFUSED) && !errors.As(err, &dns)
+		return nil, false, transient, fmt.Errorf("%w; check the network and proxy settings (HTTPS_PROXY), or set %s to a reachable signature store", err, EnvSignatureURL)
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotFound, http.StatusForbidden:
-		return nil, false, nil
+		return nil, false, false, nil
 	default:
-		return nil, false, fmt.Errorf("HTTP %s: %s; retry later, or set %s to another signature store", resp.Status, snippet(resp.Body), EnvSignatureURL)
+		transient := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 && resp.StatusCode != http.StatusNotImplemented
+		return nil, false, transient, fmt.Errorf("HTTP %s: %s; retry later, or set %s to another signature store", resp.Status, snippet(resp.Body), EnvSignatureURL)
 	}
 	data, err = io.ReadAll(io.LimitReader(resp.Body, maxSignatureBytes+1))
 	if err != nil {
-		return nil, false, err
+		return nil, false, ctx.Err() == nil, err
 	}
 	if len(data) > maxSignatureBytes {
-		return nil, false, fmt.Errorf("signature is larger than %d KiB: the URL does not look like a signature store", maxSignatureBytes>>10)
+		return nil, false, false, fmt.Errorf("signature is larger than %d KiB: the URL does not look like a signature store", maxSignatureBytes>>10)
 	}
-	return data, true, nil
+	return data, true, false, nil
 }
 
 // readBounded reads a file of at most limit bytes: a larger one is refused

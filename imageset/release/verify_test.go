@@ -12,7 +12,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
@@ -471,4 +473,59 @@ func TestSignatureDecompressionBomb(t *testing.T) {
 			t.Errorf("key %s: checking a %d KiB signature allocated %d MiB: it was decompressed whole", keyID, len(bomb)>>10, allocated>>20)
 		}
 	}
+}
+
+// TestSignatureStoreRetries: a store answering 503 (or 429) for a while is
+// asked again as Retries allows, and the signature it then serves counts;
+// without retries, or past them, the failure comes back with the attempts
+// made; a 404 is "no signature" at once, not retried.
+func TestSignatureStoreRetries(t *testing.T) {
+	r := testRelease("4.18.1")
+	store := releasetest.NewSignatureServer()
+	store.Put(r.Digest, []byte("a signature"))
+	var mu sync.Mutex
+	failures, asked := 0, map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		asked[req.URL.Path]++
+		fail := failures > 0
+		if fail {
+			failures--
+		}
+		mu.Unlock()
+		switch {
+		case fail && failures%2 == 0:
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		case fail:
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		default:
+			store.ServeHTTP(w, req)
+		}
+	}))
+	defer srv.Close()
+	get := func(retries, fail int) ([][]byte, error) {
+		mu.Lock()
+		failures, asked = fail, map[string]int{}
+		mu.Unlock()
+		s := &release.SignatureStore{URL: srv.URL, HTTPClient: srv.Client(), Retries: retries, RetryDelay: time.Millisecond}
+		return s.Signatures(ctx, r.Digest)
+	}
+	sigs, err := get(3, 3)
+	if err != nil || len(sigs) != 1 || string(sigs[0]) != "a signature" {
+		t.Fatalf("3 failures, 3 retries: %d signatures, %v", len(sigs), err)
+	}
+	one := "/sha256=" + strings.TrimPrefix(r.Digest, "sha256:") + "/signature-1"
+	if asked[one] != 4 || asked[strings.TrimSuffix(one, "1")+"2"] != 1 {
+		t.Errorf("asked %v: want signature-1 four times, signature-2 (404) once", asked)
+	}
+	_, err = get(0, 1)
+	if err == nil {
+		t.Fatal("no retries: the 503 was not an error")
+	}
+	mustContain(t, err.Error(), "signature-1", "503")
+	_, err = get(2, 5)
+	if err == nil {
+		t.Fatal("5 failures, 2 retries: no error")
+	}
+	mustContain(t, err.Error(), "(after 3 attempts)")
 }
