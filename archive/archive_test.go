@@ -254,6 +254,12 @@ func TestIncompleteArchive(t *testing.T) {
 			f.Write(make([]byte, 512))
 			f.Close()
 		}, []string{"mirror_000002.tar is", "not the", "index records"}},
+		{"renamed chunk", func(t *testing.T, dir string) {
+			os.Rename(filepath.Join(dir, ChunkName(2)), filepath.Join(dir, ChunkName(9)))
+		}, []string{"mirror_000002.tar is missing (mirror_000009.tar is that chunk under another name: rename it back to mirror_000002.tar)"}},
+		{"empty chunk", func(t *testing.T, dir string) {
+			os.Truncate(filepath.Join(dir, ChunkName(2)), 0)
+		}, []string{"mirror_000002.tar is truncated (0 of", "copy every chunk of archive part"}},
 		{"missing first chunk", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, ChunkName(1)))
 		}, []string{"mirror_000001.tar is missing", "holds the archive index"}},

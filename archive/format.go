@@ -75,6 +75,12 @@ type Index struct {
 	// BasedOn is the ID of the archive this one builds on (its blobs are assumed
 	// present on the air-gapped side); empty for a full archive.
 	BasedOn string `json:"basedOn,omitempty"`
+	// Workspace identifies the mirror-to-disk workspace that wrote the
+	// archive (an id it keeps in its working-dir): disk-to-mirror applies
+	// the archives of one workspace to a mirror, never another's in between
+	// (its prune and cluster resources would replace theirs). Empty in
+	// archives written before it was added; an older reader ignores it.
+	Workspace string `json:"workspace,omitempty"`
 	// Created is when the archive was written; it is also every entry's mtime.
 	Created time.Time `json:"created"`
 	// Config is the pinned ImageSetConfiguration, as YAML text.
@@ -340,6 +346,11 @@ func (idx *Index) check() error {
 	if idx.BasedOn != "" {
 		if err := validID(idx.BasedOn); err != nil {
 			return fmt.Errorf("basedOn: %w", err)
+		}
+	}
+	if idx.Workspace != "" {
+		if err := validID(idx.Workspace); err != nil {
+			return fmt.Errorf("workspace: %w", err)
 		}
 	}
 	if !utf8.ValidString(idx.Config) {

@@ -98,6 +98,9 @@ func List(dir string) ([]Listed, error) {
 	for seq, chunks := range families {
 		first, ok := chunks[1]
 		if !ok {
+			if j, _ := filepath.Glob(filepath.Join(dir, SeqChunkName(seq, 1)+".*"+journalSuffix)); len(j) > 0 {
+				return nil, fmt.Errorf("%s holds chunks of an archive mirror-to-disk was stopped from completing (%s without %s): run mirror-to-disk into %s again, which clears them, and carry none of them", dir, strings.Join(sortedValues(chunks), ", "), SeqChunkName(seq, 1), dir)
+			}
 			return nil, fmt.Errorf("%s is missing from %s: it holds the archive index; copy every chunk of the archive into %s", SeqChunkName(seq, 1), dir, dir)
 		}
 		idx, err := readIndexFile(dir, first)
@@ -117,6 +120,16 @@ func List(dir string) ([]Listed, error) {
 		return out[a].First < out[b].First
 	})
 	return out, nil
+}
+
+// sortedValues returns the values of m, sorted.
+func sortedValues(m map[int]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // dirChunks lists the chunk files of dir by sequence (0: mirror_<n>.tar)
@@ -309,7 +322,11 @@ func (r *Reader) checkChunks(onDisk map[int]string) error {
 		st, err := os.Stat(filepath.Join(r.dir, c.Name))
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			problems = append(problems, c.Name+" is missing")
+			if other := r.renamedChunk(c); other != "" {
+				problems = append(problems, fmt.Sprintf("%s is missing (%s is that chunk under another name: rename it back to %s)", c.Name, other, c.Name))
+			} else {
+				problems = append(problems, c.Name+" is missing")
+			}
 		case err != nil:
 			problems = append(problems, fmt.Sprintf("%s cannot be read (%v)", c.Name, err))
 		case !st.Mode().IsRegular():
@@ -335,6 +352,28 @@ func (r *Reader) checkChunks(onDisk map[int]string) error {
 	}
 	sort.Strings(r.stray)
 	return nil
+}
+
+// renamedChunk finds, among the chunk-named files of the directory, one
+// whose marker says it is chunk c of this archive, and returns its name
+// (or ""): the chunk was renamed, on the media or on the way.
+func (r *Reader) renamedChunk(c Chunk) string {
+	if c.Number == 1 {
+		return ""
+	}
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !IsChunkName(e.Name()) || e.Name() == c.Name {
+			continue
+		}
+		if m, err := readMarker(filepath.Join(r.dir, e.Name())); err == nil && m.Archive == r.idx.ID && m.Chunk == c.Number {
+			return e.Name()
+		}
+	}
+	return ""
 }
 
 // chunkRange renders the archive's chunk file names for messages.

@@ -415,6 +415,7 @@ func recoverJournal(dir, journal, into string) ([]Salvaged, error) {
 	if err != nil {
 		return nil, err
 	}
+	orphans := uncommitted(dir, journal)
 	byChunk := map[string][]journalEntry{}
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		var e journalEntry
@@ -430,10 +431,21 @@ func recoverJournal(dir, journal, into string) ([]Salvaged, error) {
 	}
 	var out []Salvaged
 	var errs []error
-	for name, entries := range byChunk {
+	for staged, entries := range byChunk {
+		name := staged
 		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {
-			continue // removed already
+			// Moved into place already by a Commit killed before it
+			// moved chunk 1?
+			final := strings.TrimSuffix(strings.TrimSuffix(staged, stagedSuffix), "."+journalID(journal))
+			if !orphans[final] {
+				continue // removed already
+			}
+			if f, err = os.Open(filepath.Join(dir, final)); err != nil {
+				continue
+			}
+			name = final
+			delete(orphans, final)
 		}
 		var good []journalEntry
 		for _, e := range entries {
@@ -450,7 +462,7 @@ func recoverJournal(dir, journal, into string) ([]Salvaged, error) {
 		if len(good) == 0 || err != nil {
 			continue
 		}
-		to := filepath.Join(into, strings.TrimSuffix(name, ".partial")+".salvage")
+		to := filepath.Join(into, strings.TrimSuffix(staged, ".partial")+".salvage")
 		if err := os.MkdirAll(into, 0o755); err != nil {
 			errs = append(errs, err)
 			continue
@@ -463,7 +475,56 @@ func recoverJournal(dir, journal, into string) ([]Salvaged, error) {
 			out = append(out, Salvaged{Digest: e.Digest, At: Location{Chunk: to, ChunkSize: st.Size(), Offset: e.Offset, Size: e.Size}})
 		}
 	}
+	// The rest of the uncommitted archive's chunks hold nothing kept: no
+	// reader may take them for an archive's.
+	for name := range orphans {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing %s, a chunk of an archive that was never completed: %w", name, err))
+		}
+	}
 	return out, errors.Join(errs...)
+}
+
+// journalID is the archive id in a staging journal's name,
+// mirror_….tar.<id>.journal.partial.
+func journalID(journal string) string {
+	name := strings.TrimSuffix(filepath.Base(journal), journalSuffix)
+	_, id, _ := strings.Cut(name, ".tar.")
+	return id
+}
+
+// uncommitted finds the chunk files that a Commit, killed while it moved
+// the archive's chunks into place (chunk 1, which holds the index, goes
+// last), left under their final names: chunks of the journal's archive
+// while its chunk 1 is not in place. Nothing reads them (List refuses a
+// set of chunks without its chunk 1), but they would stand in the way of
+// every later archive in the directory. An archive whose chunk 1 is in
+// place was committed: it has none.
+func uncommitted(dir, journal string) map[string]bool {
+	id := journalID(journal)
+	first := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(journal), journalSuffix), "."+id)
+	seq, n, ok := chunkSeq(first)
+	if id == "" || !ok || n != 1 {
+		return nil
+	}
+	if idx, err := readIndexFile(dir, first); err == nil && idx.ID == id {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		s, n, ok := chunkSeq(e.Name())
+		if !ok || s != seq || n < 2 || !e.Type().IsRegular() {
+			continue
+		}
+		if m, err := readMarker(filepath.Join(dir, e.Name())); err == nil && m.Archive == id && m.Chunk == n {
+			out[e.Name()] = true
+		}
+	}
+	return out
 }
 
 // Commit completes the archive: idx lists every blob it carries (digest

@@ -442,3 +442,93 @@ func TestStagingJournalFormat(t *testing.T) {
 		t.Errorf("a newer journal: kept %d blobs, error %v; want none kept and the journal named", len(kept), err)
 	}
 }
+
+// TestCommitKilledWhileMovingChunks: a run killed while Commit moved the
+// chunks into place (chunk 1, with the index, goes last) leaves chunks 2
+// and up under their final names without their chunk 1. They are never
+// read as an archive (List says what left them and what to do), and the
+// next run's Recover keeps their blobs and clears them, so that the
+// directory's later archives are listed and applied; a journal left after
+// chunk 1 was moved (the archive is complete) touches nothing.
+func TestCommitKilledWhileMovingChunks(t *testing.T) {
+	dir := t.TempDir()
+	store, blobs := newStore(13, 3000, 5000, 7000, 9000)
+	st, err := Stage(dir, testTime, WriteOptions{MaxChunk: testMax, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stageAll(t, st, store, blobs, nil)
+	st.mu.Lock()
+	journal := st.journal.Name()
+	st.mu.Unlock()
+	lines, err := os.ReadFile(journal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := st.Commit(context.Background(), &Index{Blobs: blobs}, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Chunks) < 3 {
+		t.Fatalf("the archive has %d chunks; the test needs staged chunks 2 and up", len(idx.Chunks))
+	}
+	// Undo the last move and put the journal back: the state of a run
+	// killed just before it moved chunk 1 into place.
+	first := filepath.Join(dir, idx.Chunks[0].Name)
+	if err := os.Rename(first, first+"."+idx.ID+".partial"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(journal, lines, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := List(dir); err == nil || !strings.Contains(err.Error(), "run mirror-to-disk into") || !strings.Contains(err.Error(), idx.Chunks[1].Name) {
+		t.Errorf("List of the leftovers: %v, want them named with what to do", err)
+	}
+
+	into := filepath.Join(t.TempDir(), "salvage")
+	kept, err := Recover(dir, into)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkKept(t, kept, store, into)
+	if len(kept) != len(blobs) {
+		t.Errorf("kept %d blobs of the moved chunks, want all %d", len(kept), len(blobs))
+	}
+	next, err := Stage(dir, testTime.Add(time.Hour), WriteOptions{MaxChunk: testMax, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.Commit(context.Background(), &Index{Blobs: blobs[:2]}, store); err != nil {
+		t.Fatal(err)
+	}
+	found, err := List(dir)
+	if err != nil || len(found) != 1 {
+		t.Fatalf("after the next run: %v, %v", found, err)
+	}
+	checkArchive(t, dir, store, blobs[:2])
+
+	// Killed after chunk 1 was moved, before the journal was removed: the
+	// archive is complete and stays as it is.
+	done := t.TempDir()
+	st, err = Stage(done, testTime, WriteOptions{MaxChunk: testMax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stageAll(t, st, store, blobs, nil)
+	st.mu.Lock()
+	journal = st.journal.Name()
+	st.mu.Unlock()
+	if lines, err = os.ReadFile(journal); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Commit(context.Background(), &Index{Blobs: blobs}, store); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(journal, lines, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := Recover(done, into); err != nil || len(kept) != 0 {
+		t.Errorf("Recover with a complete archive: kept %d, %v", len(kept), err)
+	}
+	checkArchive(t, done, store, blobs)
+}

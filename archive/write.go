@@ -210,6 +210,11 @@ func prepare(idx *Index) (*Index, error) {
 			return nil, fmt.Errorf("archive %s cannot be based on itself", out.ID)
 		}
 	}
+	if out.Workspace != "" {
+		if err := validID(out.Workspace); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+	}
 	if !utf8.ValidString(out.Config) {
 		return nil, fmt.Errorf("pinned configuration is not UTF-8 text")
 	}

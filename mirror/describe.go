@@ -30,6 +30,13 @@ type Description struct {
 	LeftOut    []string       `json:"leftOut,omitempty"`
 	Blocked    []string       `json:"blocked,omitempty"`
 
+	// Workspace is the mirror-to-disk workspace that wrote the archive
+	// (empty for archives written before archives named it).
+	Workspace string `json:"workspace,omitempty"`
+	// AppliedTo lists the mirrors disk-to-mirror pushed this archive to
+	// from this directory, and when.
+	AppliedTo []Application `json:"appliedTo,omitempty"`
+
 	BasedOn *Predecessor `json:"basedOn,omitempty"`
 	// Changes against the predecessor, when its image list is known here.
 	Changes *Changes `json:"changes,omitempty"`
@@ -51,9 +58,19 @@ type CatalogEntry struct {
 	Packages map[string][]string `json:"packages"`
 }
 
+// Application is one push of an archive to a mirror from this directory.
+type Application struct {
+	Mirror  string    `json:"mirror"`
+	Applied time.Time `json:"applied"`
+}
+
 // Predecessor is the archive this one builds on.
 type Predecessor struct {
 	ID string `json:"id"`
+	// InDirectory: the predecessor is in the same directory too (so
+	// disk-to-mirror applies it first); set by the caller, who lists the
+	// directory.
+	InDirectory bool `json:"inDirectory,omitempty"`
 	// Applied: disk-to-mirror from this directory pushed it (when, where).
 	Applied   bool      `json:"applied"`
 	AppliedAt time.Time `json:"appliedAt,omitempty"`
@@ -90,7 +107,16 @@ var (
 // the predecessor held.
 func Describe(dir string, idx *archive.Index) *Description {
 	d := &Description{ID: idx.ID, Created: idx.Created, ToolVersion: idx.ToolVersion, Blobs: len(idx.Blobs), Chunks: idx.Chunks,
-		LeftOut: idx.LeftOut, Blocked: idx.Blocked}
+		LeftOut: idx.LeftOut, Blocked: idx.Blocked, Workspace: idx.Workspace}
+	w := workspace{filepath.Join(dir, WorkingDir)}
+	_ = w.readAll("applied", func(name string) error {
+		var r appliedRecord
+		if ok, err := w.read(&r, "applied", name); err == nil && ok && r.ID == idx.ID {
+			d.AppliedTo = append(d.AppliedTo, Application{Mirror: r.Mirror, Applied: r.Applied})
+		}
+		return nil
+	})
+	sort.Slice(d.AppliedTo, func(a, b int) bool { return d.AppliedTo[a].Applied.Before(d.AppliedTo[b].Applied) })
 	carried := map[string]bool{}
 	for _, b := range idx.Blobs {
 		d.Bytes += b.Size
@@ -117,7 +143,6 @@ func Describe(dir string, idx *archive.Index) *Description {
 		return d
 	}
 	d.BasedOn = &Predecessor{ID: idx.BasedOn}
-	w := workspace{filepath.Join(dir, WorkingDir)}
 	applied, _ := w.applied("")
 	var since time.Time
 	mode := "mirror-to-disk"

@@ -318,8 +318,13 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, stage 
 	if err != nil {
 		return nil, err
 	}
+	id, err := ws.identity(t.now())
+	if err != nil {
+		return nil, err
+	}
 	idx := &archive.Index{
 		ToolVersion: t.ToolVersion,
+		Workspace:   id,
 		BasedOn:     basedOn,
 		Created:     t.now(),
 		Config:      r.plan.Config,
@@ -468,6 +473,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err != nil {
 		return nil, err
 	}
+	if !t.SkipPredecessorCheck && !again {
+		if err := oneWorkspace(workspace{ws}, dir, todo, mirrorRoot.Root()); err != nil {
+			return nil, err
+		}
+	}
 	if len(todo) > 1 {
 		t.Log.Info("applying archives in the order they were made", "dir", dir, "archives", len(todo))
 	}
@@ -522,6 +532,64 @@ func unapplied(ws workspace, found []archive.Listed, root string, log *slog.Logg
 	return out, false, nil
 }
 
+// oneWorkspace refuses, before anything is pushed, archives of todo that
+// another mirror-to-disk workspace wrote than the one whose archives this
+// directory applied to root last (or, with none applied there, than the
+// first of todo): applied in between, such an archive's image set would
+// replace the other's at the mirror (cluster resources, and --prune would
+// delete the other's images). Archives that do not name their workspace
+// (written before archives did) are not checked.
+func oneWorkspace(ws workspace, dir string, todo []archive.Listed, root string) error {
+	applied, err := ws.applied(root)
+	if err != nil {
+		return err
+	}
+	var last appliedRecord
+	for _, a := range applied {
+		if a.Workspace != "" && a.Applied.After(last.Applied) {
+			last = a
+		}
+	}
+	want, by := last.Workspace, ""
+	if want != "" {
+		by = fmt.Sprintf("archive %s, which this directory applied to %s on %s", last.ID, root, last.Applied.UTC().Format(time.RFC3339))
+	}
+	var foreign []string
+	for _, a := range todo {
+		w := a.Index.Workspace
+		switch {
+		case w == "":
+		case want == "":
+			want, by = w, fmt.Sprintf("archive %s (%s)", a.Index.ID, a.First)
+		case w != want:
+			foreign = append(foreign, fmt.Sprintf("%s (archive %s, workspace %s)", a.First, a.Index.ID, w))
+		}
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	return &ForeignArchiveError{Dir: dir, Mirror: root, Foreign: foreign, Workspace: want, By: by}
+}
+
+// ForeignArchiveError refuses archives that another mirror-to-disk
+// workspace wrote than the archives a directory applies to a mirror.
+type ForeignArchiveError struct {
+	Dir, Mirror string
+	// Foreign names the refused archives: first chunk, id, workspace.
+	Foreign []string
+	// Workspace is the workspace of the directory's archives, By the
+	// archive that says so.
+	Workspace, By string
+}
+
+func (e *ForeignArchiveError) Error() string {
+	return fmt.Sprintf("%s holds archives of another mirror-to-disk workspace than %s (workspace %s): %s. "+
+		"Nothing was pushed: applied to %s, such an archive's image set would replace the other's there (cluster resources, and --prune would delete its images). "+
+		"Carry each connected host's (each workspace's) archives in a directory of their own and give each to --from in turn; "+
+		"if that workspace replaces the other on purpose (the connected side's working-dir was lost and made again), pass --skip-predecessor-check",
+		e.Dir, e.By, e.Workspace, strings.Join(e.Foreign, ", "), e.Mirror)
+}
+
 // applyArchive pushes the archive whose first chunk in dir is first.
 func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Report, error) {
 	ws := filepath.Join(dir, WorkingDir)
@@ -569,7 +637,7 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 		t.Log.Info("pushing archive to the mirror", "archive", name, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
 		return copyPlanned(ctx, set, src, dst, t.Copy)
 	}, func() error {
-		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root(), Applied: t.now()})
+		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Workspace: idx.Workspace, Mirror: dst.Root(), Applied: t.now()})
 	})
 }
 

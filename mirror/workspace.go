@@ -1,6 +1,8 @@
 package mirror
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,11 +38,54 @@ type archiveRecord struct {
 
 // appliedRecord is what disk-to-mirror remembers of an archive it pushed.
 type appliedRecord struct {
+	FormatVersion int    `json:"formatVersion"`
+	ID            string `json:"id"`
+	BasedOn       string `json:"basedOn,omitempty"`
+	// Workspace is the archive's (archive.Index.Workspace): the
+	// mirror-to-disk workspace whose archives this directory applies to
+	// the mirror. Empty in records of archives that do not say.
+	Workspace string    `json:"workspace,omitempty"`
+	Mirror    string    `json:"mirror"`
+	Applied   time.Time `json:"applied"`
+}
+
+// identityRecord names a mirror-to-disk workspace; its archives carry the
+// id (archive.Index.Workspace), so that disk-to-mirror can tell them from
+// another workspace's.
+type identityRecord struct {
 	FormatVersion int       `json:"formatVersion"`
 	ID            string    `json:"id"`
-	BasedOn       string    `json:"basedOn,omitempty"`
-	Mirror        string    `json:"mirror"`
-	Applied       time.Time `json:"applied"`
+	Created       time.Time `json:"created"`
+}
+
+// identityFile is the workspace's identity record, in the working-dir.
+const identityFile = "workspace.json"
+
+// identity returns the workspace's id, making one (and its record) the
+// first time it is asked for.
+func (w workspace) identity(now time.Time) (string, error) {
+	var r identityRecord
+	ok, err := w.read(&r, identityFile)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		if r.FormatVersion > recordFormat {
+			return "", fmt.Errorf("workspace record %s was written by a newer gapmirror", w.path(identityFile))
+		}
+		if r.ID != "" {
+			return r.ID, nil
+		}
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("making the workspace id: %w", err)
+	}
+	r = identityRecord{FormatVersion: recordFormat, ID: "ws-" + hex.EncodeToString(b[:]), Created: now}
+	if err := w.write(r, identityFile); err != nil {
+		return "", fmt.Errorf("recording the workspace id: %w", err)
+	}
+	return r.ID, nil
 }
 
 // locationRecord is what the workspace knows of one mirror root: where

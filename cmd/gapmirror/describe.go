@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -46,22 +48,41 @@ func newDescribeCommand(g *globalFlags) *cobra.Command {
 			if len(found) > 1 && output == "text" {
 				fmt.Fprintf(out, "%d archives in %s, oldest first; disk-to-mirror applies those not yet applied, in this order\n", len(found), dir)
 			}
+			present := map[string]bool{}
+			var workspaces []string
+			for _, a := range found {
+				present[a.Index.ID] = true
+				if w := a.Index.Workspace; w != "" && !slices.Contains(workspaces, w) {
+					workspaces = append(workspaces, w)
+				}
+			}
+			if len(workspaces) > 1 && output == "text" {
+				fmt.Fprintf(out, "mixed: these archives were written by %d mirror-to-disk workspaces (%s); disk-to-mirror applies one workspace's archives to a mirror and refuses the others': carry each workspace's archives in a directory of their own\n",
+					len(workspaces), strings.Join(workspaces, ", "))
+			}
 			var docs []describedArchive
 			var damaged []string
 			for i, a := range found {
 				if len(found) > 1 && output == "text" {
 					fmt.Fprintf(out, "\n[%d/%d] %s\n", i+1, len(found), a.First)
 				}
-				d, check, err := checkArchive(cmd, g, log, dir, a.First, quick)
-				if err != nil {
-					return err
+				d, check := checkArchive(cmd, g, log, dir, a, quick)
+				if d.BasedOn != nil {
+					d.BasedOn.InDirectory = present[d.BasedOn.ID]
+				}
+				if len(workspaces) > 1 && output == "text" {
+					fmt.Fprintf(out, "workspace: %s\n", cmp.Or(d.Workspace, "not named (an older gapmirror wrote it)"))
 				}
 				if output == "json" {
 					docs = append(docs, describedArchive{d, check})
 				} else {
 					describe(out, d, check, images)
 				}
-				if check.Damage != "" {
+				switch {
+				case check.Damage == "":
+				case strings.Contains(check.Damage, d.ID):
+					damaged = append(damaged, check.Damage)
+				default:
 					damaged = append(damaged, fmt.Sprintf("archive %s in %s is damaged: %s", d.ID, dir, check.Damage))
 				}
 			}
@@ -103,17 +124,19 @@ type describedArchive struct {
 	Check describeCheck `json:"check"`
 }
 
-// checkArchive describes the archive whose chunk 1 is first and checks it
-// (every blob against its checksum, or only the chunks with quick).
-func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir, first string, quick bool) (*mirror.Description, describeCheck, error) {
-	r, err := archive.OpenFirst(dir, first)
+// checkArchive describes the archive a (from its verified index) and
+// checks it: its chunks present and sized right, and (but with quick)
+// every blob against its checksum. An archive that fails a check is still
+// described; check.Damage says what is wrong and what to do.
+func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir string, a archive.Listed, quick bool) (*mirror.Description, describeCheck) {
+	d := mirror.Describe(dir, a.Index)
+	r, err := archive.OpenFirst(dir, a.First)
 	if err != nil {
-		return nil, describeCheck{}, err
+		return d, describeCheck{Quick: quick, Damage: mirror.Message(err)}
 	}
-	d := mirror.Describe(dir, r.Index())
 	check := describeCheck{Quick: quick, Stray: r.Stray()}
 	if quick {
-		return d, check, nil
+		return d, check
 	}
 	p := g.progress(log)
 	var total int64
@@ -129,7 +152,7 @@ func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir, fir
 	} else {
 		check.Intact = true
 	}
-	return d, check, nil
+	return d, check
 }
 
 // describe prints the summary first, then what changed, then (asked for)
@@ -146,8 +169,16 @@ func describe(w io.Writer, d *mirror.Description, c describeCheck, images bool) 
 		fmt.Fprintln(w, "builds on: nothing (a full archive)")
 	case d.BasedOn.Applied:
 		fmt.Fprintf(w, "builds on: %s, applied here %s to %s\n", d.BasedOn.ID, d.BasedOn.AppliedAt.UTC().Format("2006-01-02 15:04 MST"), d.BasedOn.Mirror)
+	case d.BasedOn.InDirectory:
+		fmt.Fprintf(w, "builds on: %s, in this directory too and not applied from it yet (disk-to-mirror applies it first)\n", d.BasedOn.ID)
 	default:
-		fmt.Fprintf(w, "builds on: %s, not applied from this directory (apply that archive first, or pass --skip-predecessor-check if the mirror has it)\n", d.BasedOn.ID)
+		fmt.Fprintf(w, "builds on: %s, not in this directory and not applied from it (copy that archive's chunks here too, or pass --skip-predecessor-check if the mirror has it)\n", d.BasedOn.ID)
+	}
+	if len(d.AppliedTo) == 0 {
+		fmt.Fprintln(w, "applied from this directory: not yet")
+	}
+	for _, a := range d.AppliedTo {
+		fmt.Fprintf(w, "applied from this directory: %s to %s\n", a.Applied.UTC().Format("2006-01-02 15:04 MST"), a.Mirror)
 	}
 	if len(d.Releases) > 0 {
 		fmt.Fprintf(w, "releases (%d):\n", len(d.Releases))
@@ -195,6 +226,8 @@ func describe(w io.Writer, d *mirror.Description, c describeCheck, images bool) 
 		fmt.Fprintf(w, "stray file (not part of this archive): %s\n", s)
 	}
 	switch {
+	case c.Damage != "":
+		fmt.Fprintf(w, "damaged: %s\n", c.Damage)
 	case c.Quick:
 		fmt.Fprintln(w, "complete: every chunk present with the right size (blobs not read: --quick)")
 	case c.Intact:
