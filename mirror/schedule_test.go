@@ -172,7 +172,7 @@ func TestPlannedCopySchedulesBlobsOfAllImages(t *testing.T) {
 	var mu sync.Mutex
 	var gets []string // blob GETs upstream, in order: "first", "last" or "small"
 	var events []string
-	heldTooLong := false
+	heldTooLong, lastLate := false, false
 	up.SetWrap(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if _, d, ok := registrytest.BlobPath(r.URL.Path); ok && r.Method == http.MethodGet {
@@ -182,6 +182,13 @@ func TestPlannedCopySchedulesBlobsOfAllImages(t *testing.T) {
 				}
 				mu.Lock()
 				gets = append(gets, name)
+				if name == "last" {
+					select {
+					case <-landed:
+						lastLate = true // started only after every small image was in
+					default:
+					}
+				}
 				mu.Unlock()
 				if isLarge {
 					select {
@@ -236,9 +243,13 @@ func TestPlannedCopySchedulesBlobsOfAllImages(t *testing.T) {
 			break
 		}
 	}
+	// The largest blob gets the large slot first, and at once: its GET
+	// comes while the small images are still copying through the other
+	// slot (how many small GETs come before it depends on the machine's
+	// load: its transfer first asks the mirror whether it has the blob).
 	firstLarge := slices.IndexFunc(gets, func(g string) bool { return g != "small" })
-	if firstLarge < 0 || gets[firstLarge] != "last" || firstLarge > 1 {
-		t.Errorf("blob GETs upstream: %v; want the largest blob (of the set's last image) first, after at most one small blob", gets)
+	if firstLarge < 0 || gets[firstLarge] != "last" || lastLate {
+		t.Errorf("blob GETs upstream: %v; want the largest blob (of the set's last image) first of the large ones, started before every small image was in", gets)
 	}
 	if i := slices.Index(gets, "first"); i < firstLarge {
 		t.Errorf("blob GETs upstream: %v; the smaller large blob started before the larger", gets)
