@@ -3,14 +3,18 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
 // tmpfs mounts a tmpfs of size (e.g. "256k") on a new directory, or skips
@@ -139,4 +143,53 @@ func TestFullDisk(t *testing.T) {
 		t.Fatal("m2d after freeing the workspace's space failed")
 	}
 	verified(out, "records")
+}
+
+// TestReadOnlyMedia: disk-to-mirror from a directory on a read-only file
+// system (a write-protected stick, a DVD) is refused before anything is
+// pushed, saying why (its records and log go into DIR/working-dir) and to
+// copy the chunks to a writable directory, which then works; describe
+// reads the read-only media as it is.
+func TestReadOnlyMedia(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 16<<10)
+	out, media := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "dvd")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+out); code != 0 {
+		t.Fatal("m2d failed")
+	}
+	copyChunksTo(t, out, media, "mirror_*.tar")
+	if err := syscall.Mount(media, media, "", syscall.MS_BIND, ""); err != nil {
+		t.Skipf("cannot bind-mount %s (%v): this test needs root (CAP_SYS_ADMIN)", media, err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(media, syscall.MNT_DETACH) })
+	must(t, syscall.Mount(media, media, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""))
+	if err := os.WriteFile(filepath.Join(media, "probe"), nil, 0o644); err == nil {
+		t.Fatal("the read-only mount is writable: the test proves nothing")
+	}
+	var requests atomic.Int64
+	w.dst.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			next.ServeHTTP(rw, r)
+		})
+	})
+	code, _, stderr := w.gapmirror("mirror", "--from", "file://"+media, "docker://"+w.dst.Host()+"/m")
+	w.dst.SetWrap(nil)
+	want := "--from file://" + media + ": " + media + " cannot be written (read-only file system): disk-to-mirror keeps its records of the archives applied and its log in " + filepath.Join(media, "working-dir") + "; copy the chunks (mirror_*.tar) to a writable directory"
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("read-only --from: exit %d, want 1 and %q:\n%s", code, want, stderr)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("the mirror got %d requests before the read-only media was refused", n)
+	}
+	if code, stdout, _ := w.gapmirror("describe", "file://"+media); code != 0 || !strings.Contains(stdout, "intact") {
+		t.Errorf("describe of read-only media: exit %d:\n%s", code, stdout)
+	}
+	copied := filepath.Join(w.dir, "copied")
+	copyChunksTo(t, media, copied, "mirror_*.tar")
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+copied, "docker://"+w.dst.Host()+"/m"); code != 0 {
+		t.Fatal("disk-to-mirror from the writable copy failed")
+	}
+	w.assertMirrored(w.dst, "m")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
@@ -278,6 +279,17 @@ func checkArchiveDir(from, dir string) error {
 	}
 	if _, err := archive.List(dir); err != nil {
 		return fmt.Errorf("--from %s: %w", from, err)
+	}
+	// The records of what was applied, and the run's log, go into
+	// DIR/working-dir: read-only media (a mounted DVD, a write-protected
+	// USB stick) cannot hold them.
+	wd := filepath.Join(dir, mirror.WorkingDir)
+	if _, err := os.Stat(wd); err != nil {
+		wd = dir
+	}
+	if err := unix.Access(wd, unix.W_OK); err != nil {
+		return fmt.Errorf("--from %s: %s cannot be written (%v): disk-to-mirror keeps its records of the archives applied and its log in %s; copy the chunks (mirror_*.tar) to a writable directory and give that to --from",
+			from, wd, err, filepath.Join(dir, mirror.WorkingDir))
 	}
 	return nil
 }
