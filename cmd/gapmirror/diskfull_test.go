@@ -163,7 +163,9 @@ func TestReadOnlyMedia(t *testing.T) {
 		t.Skipf("cannot bind-mount %s (%v): this test needs root (CAP_SYS_ADMIN)", media, err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(media, syscall.MNT_DETACH) })
-	must(t, syscall.Mount(media, media, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""))
+	if err := syscall.Mount(media, media, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Skipf("cannot make the bind mount of %s read-only (%v)", media, err)
+	}
 	if err := os.WriteFile(filepath.Join(media, "probe"), nil, 0o644); err == nil {
 		t.Fatal("the read-only mount is writable: the test proves nothing")
 	}
