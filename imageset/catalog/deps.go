@@ -81,20 +81,62 @@ func (r *run) require(b *Bundle, desc string, candidates []*Bundle, match func(*
 	}
 }
 
-// better orders candidates: bundles of packages already kept first, then the
-// newest version, then package and bundle name.
+// better orders candidates: bundles of packages already kept first; within
+// a package, as OLM classic tries them (the default channel first, then the
+// other channels by name; within a channel, the newest first, so the head),
+// then by name; across packages, by package name.
 func (r *run) better(a, b *Bundle) bool {
 	ak, bk := r.pkgs[a.Package] != nil, r.pkgs[b.Package] != nil
 	if ak != bk {
 		return ak
 	}
 	if a.Package == b.Package {
+		if c := cmp.Compare(r.channelRank(a), r.channelRank(b)); c != 0 {
+			return c < 0
+		}
 		if c := compareVersions(a.version, b.version); c != 0 {
 			return c > 0
 		}
 		return a.Name < b.Name
 	}
 	return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Name, b.Name)) < 0
+}
+
+// defaultChannel is the default channel package p has in the result: the
+// spec's defaultChannel when it sets one, else the source's.
+func (r *run) defaultChannel(p *Package) string {
+	if s := r.pkgs[p.Name]; s != nil && s.spec != nil && s.spec.DefaultChannel != "" {
+		return s.spec.DefaultChannel
+	}
+	return p.DefaultChannel
+}
+
+// channelRank is the place of b's first channel in the order OLM classic
+// tries a package's channels when it resolves a dependency: 0 for the
+// default channel, then 1, 2, … for the others by name.
+func (r *run) channelRank(b *Bundle) int {
+	ranks := r.ranks[b.Package]
+	if ranks == nil {
+		p := r.c.Package(b.Package)
+		dc := r.defaultChannel(p)
+		ranks = map[string]int{}
+		for i, ch := range p.Channels { // sorted by name
+			rank := i + 1
+			if ch.Name == dc {
+				rank = 0
+			}
+			for _, e := range ch.Entries {
+				if old, ok := ranks[e.Name]; !ok || rank < old {
+					ranks[e.Name] = rank
+				}
+			}
+		}
+		if r.ranks == nil {
+			r.ranks = map[string]map[string]int{}
+		}
+		r.ranks[b.Package] = ranks
+	}
+	return ranks[b.Name]
 }
 
 // want keeps bundle b for reason why: in a kept channel of its package that
@@ -106,10 +148,7 @@ func (r *run) want(b *Bundle, why Reason) bool {
 	if s == nil {
 		s = r.addPackage(p, nil, false)
 	}
-	dc := p.DefaultChannel
-	if s.spec != nil && s.spec.DefaultChannel != "" {
-		dc = s.spec.DefaultChannel
-	}
+	dc := r.defaultChannel(p)
 	var target *chanSel
 	for _, name := range sortedKeys(s.channels) {
 		cs := s.channels[name]

@@ -24,8 +24,10 @@ import (
 //     selected, the newest selected entry that all others can reach becomes
 //     the head (as with maxVersion in oc-mirror);
 //   - unless SkipDependencies, bundles required by kept bundles
-//     (olm.package.required, olm.gvk.required) are kept too: the newest
-//     bundle of the catalog that satisfies each requirement, transitively;
+//     (olm.package.required, olm.gvk.required) are kept too, transitively:
+//     a kept bundle that satisfies the requirement, else the bundle OLM
+//     classic would pick (the package's default channel first, then its
+//     other channels by name, each from its head down);
 //   - the default channel must survive, or DefaultChannel must name a kept
 //     channel; deprecation entries are pruned to what is kept, and other
 //     blobs of kept packages are kept.
@@ -60,6 +62,7 @@ type run struct {
 	pkgs     map[string]*pkgSel
 	resolved map[*Bundle]bool
 	gvks     map[GVK][]*Bundle
+	ranks    map[string]map[string]int // package → bundle → channelRank
 	report   *Report
 }
 

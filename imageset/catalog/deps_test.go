@@ -1,0 +1,70 @@
+package catalog
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestFilterDependencyPrefersDefaultChannel: OLM classic resolves a
+// dependency by trying the package's default channel first (head first),
+// then the other channels by name [olm-and-releases-from-seeds §1.13.3]. A
+// dependency the filter pulls in must be the bundle OLM would pick online,
+// not the newest version anywhere: here a nightly build in a side channel,
+// which would also have become the package's default channel in the mirror.
+func TestFilterDependencyPrefersDefaultChannel(t *testing.T) {
+	t.Parallel()
+	f := &fixture{}
+	f.pkg("app", "stable", "stable: 1.0.0")
+	f.pkg("mesh", "stable",
+		"stable: 1.29.0; 1.30.0>1.29.0",
+		"nightly: 1.31.0-nightly.1; 1.31.0-nightly.2>1.31.0-nightly.1",
+		"alpha: 1.29.0; 1.30.5>1.29.0")
+	f.pkg("api", "stable",
+		"stable: 2.0.0; 2.1.0>2.0.0",
+		"candidate: 3.0.0-rc.1")
+	f.property("app", "1.0.0", PropertyPackageRequired, PackageRequirement{PackageName: "mesh", VersionRange: ">=1.0.0"})
+	f.property("app", "1.0.0", PropertyGVKRequired, GVK{Group: "api.example.com", Version: "v1", Kind: "Thing"})
+	c := f.catalog(t)
+
+	out, rep, err := Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "app"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiltered(t, c, out, rep)
+	for _, tc := range []struct{ pkg, channel, head string }{
+		{"mesh", "stable", "mesh.v1.30.0"},
+		{"api", "stable", "api.v2.1.0"},
+	} {
+		p := out.Package(tc.pkg)
+		if p == nil {
+			t.Errorf("dependency package %s not kept", tc.pkg)
+			continue
+		}
+		if p.DefaultChannel != tc.channel || !slices.Equal(p.ChannelNames(), []string{tc.channel}) {
+			t.Errorf("%s: default channel %s, channels %v; want only %s (the source default channel)", tc.pkg, p.DefaultChannel, p.ChannelNames(), tc.channel)
+		}
+		if got := entryNames(out, tc.pkg, tc.channel); !slices.Equal(got, []string{tc.head}) {
+			t.Errorf("%s/%s kept %v, want the head %s only", tc.pkg, tc.channel, got, tc.head)
+		}
+	}
+	if w := strings.Join(allWarnings(rep), "\n"); strings.Contains(w, "default channel set to") {
+		t.Errorf("a dependency changed a package's default channel:\n%s", w)
+	}
+
+	// Outside the default channel, channels are tried by name, each from its
+	// head: a requirement only alpha and nightly meet is met from alpha.
+	f2 := &fixture{}
+	f2.pkg("app", "stable", "stable: 1.0.0")
+	f2.pkgs = append(f2.pkgs, f.pkgs[1])
+	f2.property("app", "1.0.0", PropertyPackageRequired, PackageRequirement{PackageName: "mesh", VersionRange: ">1.30.0"})
+	c2 := f2.catalog(t)
+	out, rep, err = Filter(c2, FilterSpec{Packages: []PackageSpec{{Name: "app"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiltered(t, c2, out, rep)
+	if p := out.Package("mesh"); p == nil || !slices.Equal(p.ChannelNames(), []string{"alpha"}) || !slices.Equal(entryNames(out, "mesh", "alpha"), []string{"mesh.v1.30.5"}) {
+		t.Errorf("mesh kept %v, want alpha with mesh.v1.30.5", keptBundles(out))
+	}
+}
