@@ -204,13 +204,14 @@ func (r *run) selectPackage(ps *PackageSpec) error {
 
 	var errs []error
 	var dropped []string
+	prereleaseOnly := false // some channel's range missed only prereleases
 	for _, pk := range picks {
 		cs := s.addChannel(pk.ch)
 		if r.spec.Full {
 			cs.keepAll = true
 			continue
 		}
-		selected := false
+		selected, preOnly := false, false
 		if pk.sel != nil {
 			cs.ranged = true
 			var pre []string
@@ -225,7 +226,8 @@ func (r *run) selectPackage(ps *PackageSpec) error {
 			}
 			if len(pre) > 0 {
 				slices.Sort(pre)
-				s.warnings = append(s.warnings, fmt.Sprintf("channel %s: prerelease bundles %s are outside %s: OLM v1 ranges only match prereleases when they name one (e.g. \">=1.2.0-0\")", cs.name(), strings.Join(pre, ", "), pk.sel.desc))
+				s.warnings = append(s.warnings, fmt.Sprintf("channel %s: prerelease bundles %s are outside %s: %s", cs.name(), strings.Join(pre, ", "), pk.sel.desc, prereleaseHint))
+				preOnly = !selected
 			}
 		}
 		for i, name := range cs.g.names {
@@ -240,17 +242,23 @@ func (r *run) selectPackage(ps *PackageSpec) error {
 			if err := cs.addHead(); err != nil {
 				errs = append(errs, err)
 			}
+		case pk.own && preOnly:
+			errs = append(errs, fmt.Errorf("%s: %s selects no bundle: the channel's bundles in it are prereleases (%s), and %s", cs.where(), pk.sel.desc, versionSpan(cs.g), prereleaseHint))
 		case pk.own:
 			errs = append(errs, fmt.Errorf("%s: %s selects no bundle (the channel has %s): widen the range", cs.where(), pk.sel.desc, versionSpan(cs.g)))
 		default:
+			prereleaseOnly = prereleaseOnly || preOnly
 			dropped = append(dropped, cs.name())
 			delete(s.channels, cs.name())
 		}
 	}
 	if len(dropped) > 0 {
-		if len(s.channels) == 0 {
+		switch {
+		case len(s.channels) == 0 && prereleaseOnly:
+			errs = append(errs, fmt.Errorf("%s: %s selects no bundle in any selected channel: the bundles in it are prereleases (the package has %s), and %s", where, pkgSelector.desc, packageVersionSpan(p), prereleaseHint))
+		case len(s.channels) == 0:
 			errs = append(errs, fmt.Errorf("%s: %s selects no bundle in any selected channel (the package has %s): widen the range", where, pkgSelector.desc, packageVersionSpan(p)))
-		} else {
+		default:
 			s.warnings = append(s.warnings, fmt.Sprintf("channels %s dropped: %s selects none of their bundles", strings.Join(dropped, ", "), pkgSelector.desc))
 		}
 	}
@@ -274,6 +282,9 @@ func (r *run) selectPackage(ps *PackageSpec) error {
 	}
 	return errors.Join(errs...)
 }
+
+// prereleaseHint explains why an OLM v1 range leaves prereleases out.
+const prereleaseHint = `OLM v1 ranges only match prereleases when they name one (e.g. ">=1.2.0-0")`
 
 // resolve computes each channel's kept entries, then pulls in dependencies until nothing changes.
 func (r *run) resolve() error {
