@@ -2,8 +2,10 @@ package catalog
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // dependencies resolves the requirements of kept bundles not resolved yet.
@@ -37,8 +39,67 @@ func (r *run) dependencies() bool {
 				changed = true
 			}
 		}
+		if r.constraints(b) {
+			changed = true
+		}
 	}
 	return changed
+}
+
+// constraints resolves b's olm.constraint properties: a gvk or package
+// constraint like olm.gvk.required or olm.package.required; the compound and
+// CEL ones (all, any, not, cel) only with a warning, as they are not
+// resolved.
+func (r *run) constraints(b *Bundle) bool {
+	changed := false
+	for _, raw := range b.PropertyValues(PropertyConstraint) {
+		var v struct {
+			GVK     *GVK `json:"gvk"`
+			Package *struct {
+				PackageName  string `json:"packageName"`
+				Name         string `json:"name"`
+				VersionRange string `json:"versionRange"`
+			} `json:"package"`
+		}
+		_ = json.Unmarshal(raw, &v)
+		switch {
+		case v.GVK != nil && v.GVK.Kind != "":
+			gvk := *v.GVK
+			desc := fmt.Sprintf("%s gvk %s", PropertyConstraint, gvk)
+			match := func(c *Bundle) bool { return slices.Contains(c.provides, gvk) }
+			if r.require(b, desc, r.providers(gvk), match) {
+				changed = true
+			}
+		case v.Package != nil && cmp.Or(v.Package.PackageName, v.Package.Name) != "":
+			name := cmp.Or(v.Package.PackageName, v.Package.Name)
+			rng, err := ParseSkipRange(cmp.Or(v.Package.VersionRange, ">=0.0.0-0"))
+			if err != nil {
+				r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s/%s: %s package %s: versionRange %q: %v: not resolved", b.Package, b.Name, PropertyConstraint, name, v.Package.VersionRange, err))
+				continue
+			}
+			desc := fmt.Sprintf("%s package %s %s", PropertyConstraint, name, v.Package.VersionRange)
+			match := func(c *Bundle) bool { return c.Package == name && rng.Contains(c.version) }
+			var candidates []*Bundle
+			if p := r.c.Package(name); p != nil {
+				candidates = p.Bundles
+			}
+			if r.require(b, desc, candidates, match) {
+				changed = true
+			}
+		default:
+			r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s/%s has an %s gapmirror does not resolve (only gvk and package ones are): %s; list the packages it needs under packages", b.Package, b.Name, PropertyConstraint, compact(raw)))
+		}
+	}
+	return changed
+}
+
+// compact shortens a raw JSON value for a message.
+func compact(raw json.RawMessage) string {
+	s := strings.Join(strings.Fields(string(raw)), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 // require satisfies one requirement of b: by a kept bundle if one matches,

@@ -68,3 +68,35 @@ func TestFilterDependencyPrefersDefaultChannel(t *testing.T) {
 		t.Errorf("mesh kept %v, want alpha with mesh.v1.30.5", keptBundles(out))
 	}
 }
+
+// TestFilterConstraintDependencies: an olm.constraint with a gvk or package
+// is a dependency like olm.gvk.required and olm.package.required
+// [olm-and-releases-from-seeds §1.8]; compound and CEL constraints are not
+// resolved, and a warning says so.
+func TestFilterConstraintDependencies(t *testing.T) {
+	t.Parallel()
+	f := &fixture{}
+	f.pkg("app", "stable", "stable: 1.0.0")
+	f.pkg("certs", "stable", "stable: 1.0.0; 1.1.0>1.0.0")
+	f.pkg("db", "stable", "stable: 2.0.0; 3.0.0>2.0.0")
+	f.pkg("unused", "stable", "stable: 0.1.0")
+	f.property("app", "1.0.0", PropertyConstraint, map[string]any{"failureMessage": "needs certs", "gvk": GVK{Group: "certs.example.com", Version: "v1", Kind: "Thing"}})
+	f.property("app", "1.0.0", PropertyConstraint, map[string]any{"failureMessage": "needs db 2", "package": map[string]string{"packageName": "db", "versionRange": "<3.0.0"}})
+	f.property("app", "1.0.0", PropertyConstraint, map[string]any{"failureMessage": "either", "any": map[string]any{"constraints": []any{map[string]any{"package": map[string]string{"packageName": "unused"}}}}})
+	c := f.catalog(t)
+	out, rep, err := Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "app"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiltered(t, c, out, rep)
+	if got := keptBundles(out); !slices.Equal(got, []string{"app.v1.0.0", "certs.v1.1.0", "db.v2.0.0"}) {
+		t.Errorf("kept %v, want app, certs' head and db 2.0.0", got)
+	}
+	if w := strings.Join(rep.Warnings, "\n"); !strings.Contains(w, "olm.constraint gapmirror does not resolve") || !strings.Contains(w, `"any"`) {
+		t.Errorf("no warning about the unresolved compound constraint:\n%s", w)
+	}
+	out, _, err = Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "app"}}, SkipDependencies: true})
+	if err != nil || !slices.Equal(keptBundles(out), []string{"app.v1.0.0"}) {
+		t.Errorf("skipDependencies: %v, kept %v", err, keptBundles(out))
+	}
+}

@@ -24,7 +24,9 @@ import (
 //     selected, the newest selected entry that all others can reach becomes
 //     the head (as with maxVersion in oc-mirror);
 //   - unless SkipDependencies, bundles required by kept bundles
-//     (olm.package.required, olm.gvk.required) are kept too, transitively:
+//     (olm.package.required, olm.gvk.required, and olm.constraint with a
+//     gvk or package; compound and CEL constraints only get a warning) are
+//     kept too, transitively:
 //     a kept bundle that satisfies the requirement, else the bundle OLM
 //     classic would pick (the package's default channel first, then its
 //     other channels by name, each from its head down);
