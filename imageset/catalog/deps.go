@@ -137,8 +137,32 @@ func (r *run) require(b *Bundle, desc string, candidates []*Bundle, match func(*
 		return r.want(best, why)
 	default:
 		r.report.Dependencies = append(r.report.Dependencies, dep)
-		r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s/%s requires %s, which nothing in the catalog provides: OLM will not install it unless another catalog provides it", b.Package, b.Name, desc))
+		if r.unmet == nil {
+			r.unmet = map[string][]string{}
+		}
+		if _, seen := r.unmet[desc]; !seen {
+			r.unmetOrder = append(r.unmetOrder, desc)
+		}
+		r.unmet[desc] = append(r.unmet[desc], b.Package+"/"+b.Name)
 		return false
+	}
+}
+
+// reportUnmet warns once per requirement nothing in the catalog provides,
+// naming the bundles that have it (a few, and how many more): a package
+// whose every bundle needs cert-manager gets one line, not one per bundle.
+func (r *run) reportUnmet() {
+	for _, desc := range r.unmetOrder {
+		bundles := r.unmet[desc]
+		if len(bundles) == 1 {
+			r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s requires %s, which nothing in the catalog provides: OLM will not install it unless another catalog provides it", bundles[0], desc))
+			continue
+		}
+		names := strings.Join(bundles[:min(3, len(bundles))], ", ")
+		if more := len(bundles) - 3; more > 0 {
+			names += fmt.Sprintf(" and %d more", more)
+		}
+		r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("%d bundles (%s) require %s, which nothing in the catalog provides: OLM will not install them unless another catalog provides it", len(bundles), names, desc))
 	}
 }
 

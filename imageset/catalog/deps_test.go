@@ -100,3 +100,37 @@ func TestFilterConstraintDependencies(t *testing.T) {
 		t.Errorf("skipDependencies: %v, kept %v", err, keptBundles(out))
 	}
 }
+
+// TestUnmetRequirementSaidOnce: a requirement nothing in the catalog
+// provides is one warning naming a few of the bundles that have it and how
+// many more, not one per bundle (a whole channel needing cert-manager).
+func TestUnmetRequirementSaidOnce(t *testing.T) {
+	t.Parallel()
+	f := &fixture{}
+	f.pkg("app", "stable", "stable: 1.0.0; 1.1.0>1.0.0; 1.2.0>1.1.0; 1.3.0>1.2.0; 1.4.0>1.3.0")
+	f.pkg("solo", "stable", "stable: 2.0.0")
+	certs := GVK{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"} {
+		f.property("app", v, PropertyGVKRequired, certs)
+	}
+	f.property("solo", "2.0.0", PropertyPackageRequired, PackageRequirement{PackageName: "gone", VersionRange: ">=1.0.0"})
+	c := f.catalog(t)
+	out, rep, err := Filter(c, FilterSpec{Full: true, Packages: []PackageSpec{{Name: "app"}, {Name: "solo"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFiltered(t, c, out, rep)
+	var unmet []string
+	for _, w := range allWarnings(rep) {
+		if strings.Contains(w, "which nothing in the catalog provides") {
+			unmet = append(unmet, w)
+		}
+	}
+	want := []string{
+		"5 bundles (app/app.v1.0.0, app/app.v1.1.0, app/app.v1.2.0 and 2 more) require " + PropertyGVKRequired + " " + certs.String() + ", which nothing in the catalog provides: OLM will not install them unless another catalog provides it",
+		"bundle solo/solo.v2.0.0 requires " + PropertyPackageRequired + " gone >=1.0.0, which nothing in the catalog provides: OLM will not install it unless another catalog provides it",
+	}
+	if !slices.Equal(unmet, want) {
+		t.Errorf("unmet requirement warnings:\n%s\nwant:\n%s", strings.Join(unmet, "\n"), strings.Join(want, "\n"))
+	}
+}

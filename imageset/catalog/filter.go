@@ -47,7 +47,9 @@ func Filter(c *Catalog, spec FilterSpec) (*Catalog, *Report, error) {
 	if err := r.selectInitial(); err != nil {
 		return nil, nil, err
 	}
-	if err := r.resolve(); err != nil {
+	err := r.resolve()
+	r.reportUnmet()
+	if err != nil {
 		return nil, nil, err
 	}
 	out, err := r.build()
@@ -66,6 +68,10 @@ type run struct {
 	gvks     map[GVK][]*Bundle
 	ranks    map[string]map[string]int // package → bundle → channelRank
 	report   *Report
+	// unmet lists, per requirement nothing provides, the bundles having
+	// it (in the order met): said once per requirement (reportUnmet).
+	unmet      map[string][]string
+	unmetOrder []string
 }
 
 // pkgSel is what is kept of one package.
