@@ -26,6 +26,10 @@ func main() {
 // run executes gapmirror with args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newRootCommand(stderr)
+	if err := mistypedCommand(cmd, args); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)

@@ -108,10 +108,18 @@ is "gapmirror mirror -c isc.yaml file:///media/mirror"; --v2 is accepted and ign
 
 Add --prune to disk-to-mirror and mirror-to-mirror to delete what earlier runs pushed and the image
 set no longer holds; gapmirror delete removes images a DeleteImageSetConfiguration names.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		// oc-mirror's form: the root command is the mirror command.
-		Args: cobra.MaximumNArgs(1),
+		SilenceUsage:               true,
+		SilenceErrors:              true,
+		SuggestionsMinimumDistance: 2,
+		// oc-mirror's form: the root command is the mirror command, whose
+		// one argument is a destination URL; anything else is a mistyped
+		// command, said as such (not "accepts at most 1 arg").
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && !strings.Contains(args[0], "://") {
+				return unknownCommand(cmd, args[0])
+			}
+			return cobra.MaximumNArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				if onlyV2(cmd) {
@@ -368,4 +376,52 @@ func fileURL(flag, s string) (string, error) {
 		return "", fmt.Errorf("%s %q: %w", flag, s, err)
 	}
 	return abs, nil
+}
+
+// unknownCommand is the error for a word that names no subcommand of cmd,
+// with the closest one.
+func unknownCommand(cmd *cobra.Command, word string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", word, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(word); len(s) > 0 {
+		msg += fmt.Sprintf(": did you mean %q?", s[0])
+	}
+	if cmd.Parent() == nil {
+		return fmt.Errorf("%s (run 'gapmirror --help' for the commands; oc-mirror's form takes a destination: gapmirror -c isc.yaml file://DIR)", msg)
+	}
+	return fmt.Errorf("%s (run '%s --help' for its commands)", msg, cmd.CommandPath())
+}
+
+// mistypedCommand follows the words a command line starts with down the
+// command tree and returns the error for the first that names no
+// subcommand where one is expected. cobra parses flags first, so
+// "gapmirror list operatros --catalog X" would otherwise say "unknown flag:
+// --catalog" about the right flag of the mistyped command.
+func mistypedCommand(root *cobra.Command, args []string) error {
+	cmd := root
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") || !cmd.HasSubCommands() || strings.Contains(a, "://") {
+			return nil
+		}
+		next := findSub(cmd, a)
+		if next == nil {
+			if cmd == root && (a == "help" || a == "completion") {
+				return nil // cobra's own, added when it runs
+			}
+			return unknownCommand(cmd, a)
+		}
+		cmd = next
+	}
+	return nil
+}
+
+func findSub(cmd *cobra.Command, name string) *cobra.Command {
+	for _, c := range cmd.Commands() {
+		if c.Name() == name || c.HasAlias(name) {
+			return c
+		}
+	}
+	return nil
 }
