@@ -60,7 +60,9 @@ func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir
 			return nil, err
 		}
 	}
-	if len(s.refused) > 0 {
+	if len(s.refused) > 0 && t.partialSubset {
+		t.Log.Warn("an earlier archive lacks entries of the subset: pushing what it holds of it (the latest archive holds them all)", "archive", archiveDir, "lacking", strings.Join(s.refused, "; "))
+	} else if len(s.refused) > 0 {
 		rb.Close()
 		return nil, fmt.Errorf("%s asks for what the archive in %s does not hold:\n  - %s\ndisk-to-mirror pushes the archive's images or a subset of its configuration's entries (each written as in the archive's configuration or its pinned one): remove or correct these entries, or run mirror-to-disk with this configuration for a new archive",
 			t.ConfigPath, archiveDir, strings.Join(s.refused, "\n  - "))

@@ -72,6 +72,10 @@ type Trip struct {
 	// policy.json) accepts; disk-to-mirror trusts what mirror-to-disk checked.
 	SecurePolicy bool
 	PolicyPath   string
+	// partialSubset: the archive is an earlier one of several applied in
+	// one disk-to-mirror run with a subset -c; it pushes what it holds of
+	// the subset (the latest archive was checked to hold all of it).
+	partialSubset bool
 }
 
 // run is one execution of a Plan with a Trip's options: the workspace it
@@ -480,6 +484,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	}
 	if len(todo) > 1 {
 		t.Log.Info("applying archives in the order they were made", "dir", dir, "archives", len(todo))
+		// A subset is refused before anything is pushed when the latest
+		// archive, whose set says what the mirror should hold, lacks any of it.
+		if err := t.checkSubset(ctx, dir, todo[len(todo)-1].First); err != nil {
+			return nil, err
+		}
 	}
 	for i, a := range todo {
 		last := i == len(todo)-1
@@ -487,9 +496,11 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		// Pushed before, so its predecessor was checked then.
 		one.SkipPredecessorCheck = t.SkipPredecessorCheck || again
 		if !last {
-			// Only the latest archive's set says what the mirror should hold.
+			// Only the latest archive's set says what the mirror should hold;
+			// with a subset, each earlier archive pushes what it holds of it
+			// (not all of it: the enclave would get what the subset leaves out).
 			one.Prune = false
-			one.Config = nil
+			one.partialSubset = true
 		}
 		rep, err := one.applyArchive(ctx, dir, a.First, root)
 		if last || err != nil {
@@ -639,6 +650,25 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 	}, func() error {
 		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Workspace: idx.Workspace, Mirror: dst.Root(), Applied: t.now()})
 	})
+}
+
+// checkSubset refuses the subset -c names when the archive whose first
+// chunk in dir is first does not hold all of it.
+func (t *Trip) checkSubset(ctx context.Context, dir, first string) error {
+	if t.Config == nil {
+		return nil
+	}
+	ar, err := archive.OpenFirst(dir, first)
+	if err != nil {
+		return err
+	}
+	plan, err := planFromArchive(ar, t.RemoveSignatures)
+	if err != nil {
+		return err
+	}
+	rb, err := t.subset(ctx, plan, ar, dir)
+	rb.Close()
+	return err
 }
 
 // PredecessorError refuses an incremental archive whose predecessor was
