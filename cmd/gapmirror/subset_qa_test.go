@@ -1,12 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/distribution/reference"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
@@ -64,5 +69,110 @@ func TestDiskToMirrorSubsetTwoArchives(t *testing.T) {
 			continue
 		}
 		w.assertComplete(w.dst, "enclave/"+w.images[i].Repo, d)
+	}
+}
+
+// TestDiskToMirrorSubsetSwitch: an enclave switched from subset A to subset
+// B with --prune loses what only A held, gets what B adds and keeps what
+// both hold; a catalog entry keeping a package that requires another keeps
+// that one too, as mirror-to-disk's filtering does; a dry run of B shows
+// the prune and pushes and deletes nothing.
+func TestDiskToMirrorSubsetSwitch(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 8<<10)
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *catalog.Catalog) {
+		for _, b := range c.Package("operator-002").Bundles {
+			b.Properties = append(b.Properties, catalog.Property{Type: catalog.PropertyPackageRequired, Value: json.RawMessage(`{"packageName":"operator-000","versionRange":">=0.0.0"}`)})
+		}
+	}})
+	entry := func(pkgs ...string) string {
+		s := "  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n"
+		for _, p := range pkgs {
+			s += "    - name: " + p + "\n"
+		}
+		return s
+	}
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.writeISC("isc.yaml", w.additional(0, 1, 2)+entry("operator-000", "operator-001", "operator-002")), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	root := w.dst.Host() + "/enclave"
+	catRepo := "enclave/redhat/redhat-operator-index"
+	pushed := func(c *catalog.Catalog) map[string]bool {
+		out := map[string]bool{}
+		for _, ref := range c.RelatedImages() {
+			named, err := reference.ParseNormalizedNamed(ref.Image)
+			must(t, err)
+			out["enclave/"+reference.Path(named)+":"+imageset.DigestTag(named.(reference.Canonical).Digest())] = true
+		}
+		return out
+	}
+	at := func(ref string) bool {
+		repo, tag, _ := strings.Cut(ref, ":")
+		_, err := w.dst.ManifestDigest(repo, tag)
+		return err == nil
+	}
+
+	// A: images 0 and 1, operator-002 (which requires operator-000).
+	a := w.writeISC("a.yaml", w.additional(0, 1)+entry("operator-002"))
+	if code, _, _ := w.gapmirror("mirror", "-c", a, "--from", "file://"+archiveDir, "docker://"+root); code != 0 {
+		t.Fatal("disk-to-mirror of subset A failed")
+	}
+	catA := mirroredCatalog(t, w.dst, catRepo, mustDigest(t, w.dst, catRepo, "v4.18"))
+	if got := catA.PackageNames(); !slices.Equal(got, []string{"operator-000", "operator-002"}) {
+		t.Errorf("subset A's catalog holds %v, want operator-002 and the operator-000 it requires", got)
+	}
+	imagesA := pushed(catA)
+	for ref := range imagesA {
+		if !at(ref) {
+			t.Errorf("%s of subset A's catalog is not at the mirror", ref)
+		}
+	}
+
+	// B: images 1 and 2, operator-001. A dry run first.
+	b := w.writeISC("b.yaml", w.additional(1, 2)+entry("operator-001"))
+	before, _ := w.dst.Catalog()
+	code, out, _ := w.gapmirror("mirror", "-c", b, "--from", "file://"+archiveDir, "--prune", "--dry-run", "docker://"+root)
+	if code != 0 {
+		t.Fatal("dry run of subset B failed")
+	}
+	if after, _ := w.dst.Catalog(); !slices.Equal(before, after) || !at("enclave/"+w.images[0].Repo+":"+w.images[0].Tag) {
+		t.Errorf("the dry run changed the mirror: %v → %v", before, after)
+	}
+	preview := readFile(t, filepath.Join(archiveDir, "working-dir", "dry-run", "prune-preview.json"))
+	if !strings.Contains(preview, w.images[0].Repo) || strings.Contains(preview, w.images[1].Repo) {
+		t.Errorf("the dry run's prune preview should list image 0 and not image 1:\n%s\n%s", preview, out)
+	}
+
+	if code, _, _ := w.gapmirror("mirror", "-c", b, "--from", "file://"+archiveDir, "--prune", "docker://"+root); code != 0 {
+		t.Fatal("disk-to-mirror of subset B with --prune failed")
+	}
+	for i, want := range []bool{false, true, true} {
+		d, err := w.dst.ManifestDigest("enclave/"+w.images[i].Repo, w.images[i].Tag)
+		if got := err == nil; got != want {
+			t.Errorf("image %d at the mirror after switching to B: %v, want %v", i, got, want)
+		} else if want && d != w.images[i].Digest {
+			t.Errorf("image %d at the mirror is %s, want %s", i, d, w.images[i].Digest)
+		}
+	}
+	catB := mirroredCatalog(t, w.dst, catRepo, mustDigest(t, w.dst, catRepo, "v4.18"))
+	if got := catB.PackageNames(); !slices.Equal(got, []string{"operator-001"}) {
+		t.Errorf("subset B's catalog holds %v, want operator-001", got)
+	}
+	imagesB := pushed(catB)
+	for ref := range imagesB {
+		if !at(ref) {
+			t.Errorf("%s of subset B's catalog is not at the mirror", ref)
+		}
+	}
+	for ref := range imagesA {
+		if !imagesB[ref] && at(ref) {
+			t.Errorf("%s of subset A's catalog only was not pruned", ref)
+		}
+	}
+	idms := readFile(t, filepath.Join(archiveDir, "working-dir", "cluster-resources", "idms-gapmirror.yaml"))
+	if strings.Contains(idms, w.images[0].Repo) {
+		t.Errorf("the IDMS of subset B names image 0:\n%s", idms)
 	}
 }
