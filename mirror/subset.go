@@ -29,7 +29,11 @@ import (
 // subset narrows plan, read from an archive, to the -c configuration.
 // The rebuilt catalogs (a catalog entry of -c that selects otherwise)
 // are in a store of their own, removed with Close, and pushed from there.
-func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir string) (*rebuilt, error) {
+//
+// root is the mirror root pushed to: the catalog images a subset filters again are kept for it in
+// working-dir/subset-catalogs/, so the next, incremental, archive (which
+// does not carry their unchanged blobs) can be filtered again too.
+func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir, root string) (*rebuilt, error) {
 	if t.Config == nil || plan.Config == "" {
 		return nil, nil
 	}
@@ -56,7 +60,7 @@ func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir
 	var rb *rebuilt
 	// Filtered even when something else is refused, so every refusal is named.
 	if len(s.refilter) > 0 {
-		if rb, err = t.refilter(ctx, plan.Set, ar, &s, filepath.Join(archiveDir, WorkingDir)); err != nil {
+		if rb, err = t.refilter(ctx, plan.Set, ar, &s, filepath.Join(archiveDir, WorkingDir), root); err != nil {
 			return nil, err
 		}
 	}
@@ -159,7 +163,7 @@ func (r *rebuilt) Close() {
 // on the archive's, as mirror-to-disk does on the upstream one. The
 // archive's catalog holds only what its configuration selected, so -c can
 // take no more than that: a package it lacks is refused.
-func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s *subsetter, ws string) (*rebuilt, error) {
+func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s *subsetter, ws, root string) (*rebuilt, error) {
 	// On the archive's disk: a catalog can be large for /tmp.
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, err
@@ -174,7 +178,15 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s
 		return nil, err
 	}
 	rb := &rebuilt{store: store, catalogs: map[string]imageset.Image{}, images: map[string]map[string]bool{}}
-	blobs := overlayBlobs{read: ar, store: store}
+	// The catalog images read for root, kept from run to run: an
+	// incremental archive lacks their unchanged blobs.
+	kept, err := OpenStore(filepath.Join(ws, subsetCatalogs, strings.TrimSuffix(locationFile(root), ".json")))
+	if err != nil {
+		rb.Close()
+		return nil, err
+	}
+	blobs := &overlayBlobs{read: ar, store: store, kept: kept, save: root != "" && !t.DryRun, used: map[digest.Digest]bool{}}
+	refused := len(s.refused)
 	for _, f := range s.refilter {
 		label := fmt.Sprintf("mirror.operators[%d] %s", f.i, f.oc.Catalog)
 		prefix := fmt.Sprintf("mirror.operators[%d] (", f.j)
@@ -189,10 +201,10 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s
 		ci := &CatalogImage{Origin: f.oc.Catalog, Digest: digest.Digest(old.Digest), Blobs: blobs}
 		src, err := ci.Load(tmp)
 		if err != nil {
-			s.refused = append(s.refused, fmt.Sprintf("%s: %v (an incremental archive may lack the catalog's unchanged layers: push the whole entry, or from a full archive)", label, err))
+			s.refused = append(s.refused, fmt.Sprintf("%s: %v (an incremental archive lacks the catalog's unchanged blobs, kept in working-dir/subset-catalogs only for a mirror this directory pushed a subset of that catalog to: push the whole entry, or from a full archive)", label, err))
 			continue
 		}
-		kept, _, err := catalog.Filter(src, filterSpec(f.oc))
+		filtered, _, err := catalog.Filter(src, filterSpec(f.oc))
 		if err != nil {
 			s.refused = append(s.refused, fmt.Sprintf("%s: %s (the archive's catalog holds only what its configuration selected)", label, locate(fmt.Sprintf("mirror.operators[%d]", f.i), f.oc, err.Error())))
 			continue
@@ -201,7 +213,7 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s
 		if err != nil {
 			return nil, err
 		}
-		if err := kept.WriteDir(out); err != nil {
+		if err := filtered.WriteDir(out); err != nil {
 			return nil, fmt.Errorf("%s: writing the filtered catalog: %w", label, err)
 		}
 		final, _, err := catalog.Rebuild(blobs, ci.Digest, out, catalog.RebuildOptions{Comment: "gapmirror subset " + label, TempDir: tmp, Platforms: imageset.PlatformNames(f.oc.Platforms)})
@@ -215,35 +227,76 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s
 		}
 		rb.catalogs[old.Digest] = img
 		origins := map[string]bool{}
-		for _, ref := range kept.RelatedImages() {
+		for _, ref := range filtered.RelatedImages() {
 			if named, err := reference.ParseNormalizedNamed(ref.Image); err == nil {
 				origins[reference.TagNameOnly(named).String()] = true
 			}
 		}
 		rb.images["operator catalog "+s.made.Mirror.Operators[f.j].Catalog+": "] = origins
-		t.Log.Info("operator catalog filtered again for the subset", "catalog", f.oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination)
+		t.Log.Info("operator catalog filtered again for the subset", "catalog", f.oc.Catalog, "packages", len(filtered.PackageNames()), "bundles", filtered.BundleCount(), "image", img.Destination)
+	}
+	if blobs.save && len(s.refused) == refused {
+		// Only what this run read is needed by the next.
+		blobs.prune()
 	}
 	return rb, nil
 }
 
-// overlayBlobs reads blobs from the store, else the archive, and writes
-// into the store: a catalog rebuilt on an archive's image.
+// subsetCatalogs (in working-dir) keeps, per mirror root, the blobs of the
+// archive's catalog images a subset filtered again there.
+const subsetCatalogs = "subset-catalogs"
+
+// overlayBlobs reads blobs from the store, else those kept from earlier
+// runs, else the archive, and writes into the store: a catalog rebuilt on
+// an archive's image. With save, what it reads from the archive is kept.
 type overlayBlobs struct {
-	read  BlobReader
-	store *Store
+	read        BlobReader
+	store, kept *Store
+	save        bool
+	// used are the blobs read from kept or the archive.
+	used map[digest.Digest]bool
 }
 
-func (o overlayBlobs) Has(d digest.Digest) bool { return o.store.Has(d) || o.read.Has(d) }
+func (o *overlayBlobs) Has(d digest.Digest) bool {
+	return o.store.Has(d) || o.kept.Has(d) || o.read.Has(d)
+}
 
-func (o overlayBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
+func (o *overlayBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
 	if o.store.Has(d) {
 		return o.store.Open(d)
+	}
+	o.used[d] = true
+	if o.kept.Has(d) {
+		return o.kept.Open(d)
+	}
+	if o.save && o.read.Has(d) {
+		r, err := o.read.Open(d)
+		if err != nil {
+			return nil, err
+		}
+		err = o.kept.Put(d, -1, r)
+		r.Close()
+		if err != nil {
+			return nil, err
+		}
+		return o.kept.Open(d)
 	}
 	return o.read.Open(d)
 }
 
-func (o overlayBlobs) Put(d digest.Digest, size int64, r io.Reader) error {
+func (o *overlayBlobs) Put(d digest.Digest, size int64, r io.Reader) error {
 	return o.store.Put(d, size, r)
+}
+
+// prune removes the kept blobs this run did not read.
+func (o *overlayBlobs) prune() {
+	dir := filepath.Join(o.kept.Dir(), "blobs", digest.Canonical.String())
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !o.used[digest.NewDigestFromEncoded(digest.Canonical, e.Name())] {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // storeFirst reads what store holds from there, the rest from Source.

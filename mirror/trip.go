@@ -486,7 +486,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		t.Log.Info("applying archives in the order they were made", "dir", dir, "archives", len(todo))
 		// A subset is refused before anything is pushed when the latest
 		// archive, whose set says what the mirror should hold, lacks any of it.
-		if err := t.checkSubset(ctx, dir, todo[len(todo)-1].First); err != nil {
+		if err := t.checkSubset(ctx, dir, todo[len(todo)-1].First, mirrorRoot.Root()); err != nil {
 			return nil, err
 		}
 	}
@@ -628,7 +628,7 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 	if err != nil {
 		return nil, err
 	}
-	rebuilt, err := t.subset(ctx, plan, ar, dir)
+	rebuilt, err := t.subset(ctx, plan, ar, dir, dst.Root())
 	if err != nil {
 		return nil, err
 	}
@@ -653,8 +653,9 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 }
 
 // checkSubset refuses the subset -c names when the archive whose first
-// chunk in dir is first does not hold all of it.
-func (t *Trip) checkSubset(ctx context.Context, dir, first string) error {
+// chunk in dir is first does not hold all of it (with what is kept for
+// root); it keeps nothing.
+func (t *Trip) checkSubset(ctx context.Context, dir, first, root string) error {
 	if t.Config == nil {
 		return nil
 	}
@@ -666,7 +667,9 @@ func (t *Trip) checkSubset(ctx context.Context, dir, first string) error {
 	if err != nil {
 		return err
 	}
-	rb, err := t.subset(ctx, plan, ar, dir)
+	check := *t
+	check.DryRun = true // keeps nothing in the workspace
+	rb, err := check.subset(ctx, plan, ar, dir, root)
 	rb.Close()
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
@@ -174,5 +175,45 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 	idms := readFile(t, filepath.Join(archiveDir, "working-dir", "cluster-resources", "idms-gapmirror.yaml"))
 	if strings.Contains(idms, w.images[0].Repo) {
 		t.Errorf("the IDMS of subset B names image 0:\n%s", idms)
+	}
+}
+
+// TestDiskToMirrorSubsetWeekly: a subset narrowing a catalog, pushed from
+// week 1's archive, then from week 2's incremental archive (nothing
+// changed upstream) with the same subset.
+func TestDiskToMirrorSubsetWeekly(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 8<<10)
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
+	subset := w.writeISC("subset.yaml", w.additional(0)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-001\n")
+	archiveDir := filepath.Join(w.dir, "archive")
+	root := w.dst.Host() + "/enclave"
+	catRepo := "enclave/redhat/redhat-operator-index"
+	var week1 digest.Digest
+	for week := 1; week <= 2; week++ {
+		if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+			t.Fatalf("mirror-to-disk week %d failed", week)
+		}
+		code, out, _ := w.gapmirror("mirror", "-c", subset, "--from", "file://"+archiveDir, "--prune", "docker://"+root)
+		if code != 0 {
+			t.Fatalf("disk-to-mirror of the subset, week %d: exit %d", week, code)
+		}
+		d := mustDigest(t, w.dst, catRepo, "v4.18")
+		if got := mirroredCatalog(t, w.dst, catRepo, d).PackageNames(); !slices.Equal(got, []string{"operator-001"}) {
+			t.Errorf("week %d: the catalog holds %v", week, got)
+		}
+		if week == 1 {
+			week1 = d
+		} else if d != week1 {
+			t.Errorf("week 2 rebuilt the same catalog to %s, week 1 to %s", d, week1)
+		}
+		if week == 2 && !strings.Contains(out, "0 copied") {
+			t.Errorf("week 2 copied something though nothing changed:\n%s", out)
+		}
+		if _, err := w.dst.ManifestDigest("enclave/"+w.images[1].Repo, w.images[1].Tag); err == nil {
+			t.Errorf("week %d: image 1 is not in the subset but is at the mirror", week)
+		}
 	}
 }
