@@ -217,3 +217,42 @@ func TestDiskToMirrorSubsetWeekly(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskToMirrorSubsetPinnedCatalog: a subset whose catalog entry is the
+// pinned configuration's, with fewer packages, and which keeps the
+// archive's blockedImages rule.
+func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 8<<10)
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	blocked := "  blockedImages:\n  - name: operator-000/operator@\n"
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n"+blocked)
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	pinnedFiles, _ := filepath.Glob(filepath.Join(archiveDir, "working-dir", "isc_pinned_*.yaml"))
+	if len(pinnedFiles) != 1 {
+		t.Fatalf("pinned configurations: %v", pinnedFiles)
+	}
+	pinned, err := imageset.LoadImageSetConfiguration(pinnedFiles[0])
+	must(t, err)
+	entry := pinned.Mirror.Operators[0]
+	entry.Packages = entry.Packages[1:]
+	data, err := imageset.MarshalYAML(&imageset.ImageSetConfiguration{Mirror: imageset.Mirror{Operators: []imageset.OperatorCatalog{entry}, AdditionalImages: pinned.Mirror.AdditionalImages[:1], BlockedImages: pinned.Mirror.BlockedImages}})
+	must(t, err)
+	subset := w.writeFile("subset.yaml", strings.Replace(string(data), "apiVersion: \"\"\nkind: \"\"\n", "kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\n", 1))
+	root := w.dst.Host() + "/enclave"
+	if code, _, _ := w.gapmirror("mirror", "-c", subset, "--from", "file://"+archiveDir, "docker://"+root); code != 0 {
+		t.Fatal("disk-to-mirror of the pinned subset failed")
+	}
+	catRepo := "enclave/redhat/redhat-operator-index"
+	if got := mirroredCatalog(t, w.dst, catRepo, mustDigest(t, w.dst, catRepo, "v4.18")).PackageNames(); !slices.Equal(got, []string{"operator-001"}) {
+		t.Errorf("the catalog holds %v, want operator-001", got)
+	}
+	repos, _ := w.dst.Catalog()
+	if !slices.Contains(repos, "enclave/"+w.images[0].Repo) || slices.Contains(repos, "enclave/"+w.images[1].Repo) {
+		t.Errorf("want image 0 and not image 1: %v", repos)
+	}
+}
