@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
 // additional is a mirror section body listing the images of w at indexes.
@@ -254,5 +256,53 @@ func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
 	repos, _ := w.dst.Catalog()
 	if !slices.Contains(repos, "enclave/"+w.images[0].Repo) || slices.Contains(repos, "enclave/"+w.images[1].Repo) {
 		t.Errorf("want image 0 and not image 1: %v", repos)
+	}
+}
+
+// TestDiskToMirrorSubsetGraph: a subset with fewer channels and graph: true
+// pushes the archive's graph image and writes the UpdateService; with
+// graph left out, neither.
+func TestDiskToMirrorSubsetGraph(t *testing.T) {
+	t.Parallel()
+	versions := []string{"4.18.1", "4.18.2"}
+	w := newReleaseWorld(t, versions, 2, false)
+	g := releasetest.NewGraph("amd64", versions...)
+	for _, v := range versions {
+		g.SetPayload(v, w.payloads[v].PullSpec())
+	}
+	must(t, w.graphs.Put("fast-4.18", g.GenerateEdges()))
+	one := "    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.1\n"
+	two := "    - name: fast-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.2\n"
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.run("mirror", "-c", w.releaseISC("isc", "    graph: true\n    channels:\n"+one+two), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	resources := filepath.Join(archiveDir, "working-dir", "cluster-resources")
+	if code, _, _ := w.run("mirror", "-c", w.releaseISC("graph", "    graph: true\n    channels:\n"+two), "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/graph"); code != 0 {
+		t.Fatal("disk-to-mirror of the subset with the graph failed")
+	}
+	w.assertRelease("graph", w.payloads["4.18.2"], false)
+	if _, err := w.dst.ManifestDigest("graph/openshift/release-images", w.payloads["4.18.1"].Tag); err == nil {
+		t.Error("release 4.18.1 is not in the subset but was pushed")
+	}
+	gd, err := w.dst.ManifestDigest("graph/openshift/graph-image", "latest")
+	if err != nil {
+		t.Fatalf("the graph image is not at the mirror: %v", err)
+	}
+	w.assertGraphImage("graph/openshift/graph-image", gd)
+	if us := readFile(t, filepath.Join(resources, "updateService.yaml")); !strings.Contains(us, w.dst.Host()+"/graph/openshift/graph-image") {
+		t.Errorf("the UpdateService does not name the graph image:\n%s", us)
+	}
+	w.assertSignatureConfigMaps(filepath.Join(resources, "signature-configmap.yaml"), []string{"4.18.2"})
+
+	if code, _, _ := w.run("mirror", "-c", w.releaseISC("nograph", "    channels:\n"+two), "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/nograph"); code != 0 {
+		t.Fatal("disk-to-mirror of the subset without the graph failed")
+	}
+	w.assertRelease("nograph", w.payloads["4.18.2"], false)
+	if _, err := w.dst.ManifestDigest("nograph/openshift/graph-image", "latest"); err == nil {
+		t.Error("the graph image was pushed for a subset without graph: true")
+	}
+	if _, err := os.Stat(filepath.Join(resources, "updateService.yaml")); err == nil {
+		t.Errorf("an UpdateService was written for a subset without graph: true:\n%s", readFile(t, filepath.Join(resources, "updateService.yaml")))
 	}
 }
