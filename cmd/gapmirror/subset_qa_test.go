@@ -306,3 +306,67 @@ func TestDiskToMirrorSubsetGraph(t *testing.T) {
 		t.Errorf("an UpdateService was written for a subset without graph: true:\n%s", readFile(t, filepath.Join(resources, "updateService.yaml")))
 	}
 }
+
+// TestDiskToMirrorSubsetDryRunTwoEnclaves: one archive pushed whole to
+// enclave 1 and as a subset to enclave 2. A dry run of the subset plans
+// and writes the cluster resources of the subset alone, pushing nothing,
+// and plans the very catalog the real run then pushes; each mirror keeps
+// its own record, so --prune on either deletes nothing of the other's.
+func TestDiskToMirrorSubsetDryRunTwoEnclaves(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 8<<10)
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
+	subset := w.writeISC("subset.yaml", w.additional(0)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-001\n")
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	one, two := w.dst.Host()+"/one", w.dst.Host()+"/two"
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+archiveDir, "docker://"+one); code != 0 {
+		t.Fatal("disk-to-mirror of the whole archive to enclave 1 failed")
+	}
+	before, _ := w.dst.Catalog()
+	if code, _, _ := w.gapmirror("mirror", "-c", subset, "--from", "file://"+archiveDir, "--dry-run", "--prune", "docker://"+two); code != 0 {
+		t.Fatal("dry run of the subset failed")
+	}
+	if after, _ := w.dst.Catalog(); !slices.Equal(before, after) {
+		t.Errorf("the dry run pushed: %v → %v", before, after)
+	}
+	dry := filepath.Join(archiveDir, "working-dir", "dry-run")
+	mapping := readFile(t, filepath.Join(dry, "mapping.txt"))
+	if !strings.Contains(mapping, "two/"+w.images[0].Repo) || strings.Contains(mapping, w.images[1].Repo) || strings.Contains(mapping, "operator-000") || !strings.Contains(mapping, "operator-001") {
+		t.Errorf("the dry run's plan is not the subset's:\n%s", mapping)
+	}
+	if cs := readFile(t, filepath.Join(dry, "cluster-resources", "cs-redhat-operator-index-v4-18.yaml")); !strings.Contains(cs, w.dst.Host()+"/two/redhat/redhat-operator-index") {
+		t.Errorf("the dry run's CatalogSource:\n%s", cs)
+	}
+	if idms := readFile(t, filepath.Join(dry, "cluster-resources", "idms-gapmirror.yaml")); strings.Contains(idms, w.images[1].Repo) || strings.Contains(idms, "operator-000") {
+		t.Errorf("the dry run's IDMS names what the subset leaves out:\n%s", idms)
+	}
+
+	if code, _, _ := w.gapmirror("mirror", "-c", subset, "--from", "file://"+archiveDir, "--prune", "docker://"+two); code != 0 {
+		t.Fatal("disk-to-mirror of the subset to enclave 2 failed")
+	}
+	d := mustDigest(t, w.dst, "two/redhat/redhat-operator-index", "v4.18")
+	if !strings.Contains(mapping, d.String()) {
+		t.Errorf("the dry run planned another catalog than the run pushed (%s):\n%s", d, mapping)
+	}
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+archiveDir, "--prune", "docker://"+one); code != 0 {
+		t.Fatal("disk-to-mirror of the whole archive to enclave 1 again failed")
+	}
+	repos, _ := w.dst.Catalog()
+	for i := range 2 {
+		if _, err := w.dst.ManifestDigest("one/"+w.images[i].Repo, w.images[i].Tag); err != nil {
+			t.Errorf("image %d is gone from enclave 1: %v", i, err)
+		}
+	}
+	if !slices.Contains(repos, "one/operator-000/operator") || slices.Contains(repos, "two/operator-000/operator") || slices.Contains(repos, "two/"+w.images[1].Repo) {
+		t.Errorf("enclave 1 should hold the whole archive, enclave 2 the subset: %v", repos)
+	}
+	rec := readFile(t, filepath.Join(archiveDir, "working-dir", "mirrors", strings.NewReplacer("/", "_", ":", "_").Replace(two)+".json"))
+	if strings.Contains(rec, w.images[1].Repo) || strings.Contains(rec, "operator-000") {
+		t.Errorf("enclave 2's record names what the subset leaves out:\n%s", rec)
+	}
+}
