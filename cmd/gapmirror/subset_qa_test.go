@@ -257,6 +257,24 @@ func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
 	if !slices.Contains(repos, "enclave/"+w.images[0].Repo) || slices.Contains(repos, "enclave/"+w.images[1].Repo) {
 		t.Errorf("want image 0 and not image 1: %v", repos)
 	}
+
+	// Refused, every entry named: the catalog under another targetTag, a
+	// catalog the archive lacks, a package the archive's catalog lacks.
+	other := w.writeISC("other.yaml", "  operators:\n  - catalog: "+oc.Ref+"\n    targetTag: v9\n  - catalog: "+w.up.Host()+"/other/index:v1\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-002\n")
+	code, _, errOut := w.gapmirror("mirror", "-c", other, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/refused")
+	for _, want := range []string{
+		"mirror.operators[0] " + oc.Ref + ": the archive holds this catalog with another destination",
+		"mirror.operators[1] " + w.up.Host() + "/other/index:v1: not a catalog of the archive",
+		"mirror.operators[2] " + oc.Ref + ": ",
+		"operator-002",
+	} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("refusal: want exit 1 and %q, got exit %d: %s", want, code, errOut)
+		}
+	}
+	if repos, _ := w.dst.Catalog(); slices.ContainsFunc(repos, func(r string) bool { return strings.HasPrefix(r, "refused/") }) {
+		t.Errorf("a refused subset pushed: %v", repos)
+	}
 }
 
 // TestDiskToMirrorSubsetGraph: a subset with fewer channels and graph: true
