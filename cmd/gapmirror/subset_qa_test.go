@@ -218,6 +218,27 @@ func TestDiskToMirrorSubsetWeekly(t *testing.T) {
 			t.Errorf("week %d: image 1 is not in the subset but is at the mirror", week)
 		}
 	}
+	// Week 3: the catalog changed upstream (same base layer, new FBC): the
+	// incremental archive carries only what changed.
+	w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *catalog.Catalog) {
+		for _, b := range c.Package("operator-001").Bundles {
+			b.Properties = append(b.Properties, catalog.Property{Type: "example.week", Value: json.RawMessage(`"3"`)})
+		}
+	}})
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk week 3 failed")
+	}
+	if code, _, _ := w.gapmirror("mirror", "-c", subset, "--from", "file://"+archiveDir, "--prune", "docker://"+root); code != 0 {
+		t.Fatal("disk-to-mirror of the subset, week 3, failed")
+	}
+	d := mustDigest(t, w.dst, catRepo, "v4.18")
+	c := mirroredCatalog(t, w.dst, catRepo, d)
+	if got := c.PackageNames(); !slices.Equal(got, []string{"operator-001"}) || len(c.Package("operator-001").Bundles[0].PropertyValues("example.week")) != 1 {
+		t.Errorf("week 3: the catalog (%s) holds %v, without week 3's change or with other packages", d, got)
+	}
+	if _, err := w.dst.ManifestDigest(catRepo, week1.String()); err == nil {
+		t.Errorf("week 3 --prune left week 1's catalog %s", week1)
+	}
 }
 
 // TestDiskToMirrorSubsetPinnedCatalog: a subset whose catalog entry is the
