@@ -341,7 +341,12 @@ func (r *Report) printBlocked(w io.Writer) {
 	if len(list) > 5 {
 		list, more = list[:5], fmt.Sprintf(" and %d more", len(list)-5)
 	}
-	fmt.Fprintf(w, "%d images left out by mirror.blockedImages (not mirrored, not in IDMS/ITMS): %s%s\n", len(r.Resolution.Blocked), strings.Join(list, ", "), more)
+	by := "mirror.blockedImages"
+	if r.BlockedByArchive {
+		// A subset's sections may not have named some of them at all.
+		by = "the archive's mirror.blockedImages, in the whole archive (this -c subset may not name them)"
+	}
+	fmt.Fprintf(w, "%d images left out by %s (not mirrored, not in IDMS/ITMS): %s%s\n", len(r.Resolution.Blocked), by, strings.Join(list, ", "), more)
 }
 
 // neededBy names who needs an operator image or an image several sections

@@ -115,6 +115,9 @@ type Report struct {
 	FailedFile string
 	// LeftOut names images of the set a partial archive does not carry.
 	LeftOut []string
+	// BlockedByArchive: Resolution.Blocked are what the archive's
+	// configuration blocked, pushed here as a subset (-c) of it.
+	BlockedByArchive bool
 	// Prune is what the prune step did or would do (mirror destinations).
 	Prune *PruneReport
 	// HelmCharts lists the chart files written into working-dir/helm.
@@ -640,7 +643,8 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 		return nil, err
 	}
 	set := plan.Set
-	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root(), ArchiveID: idx.ID}
+	rep := &Report{Mode: "disk-to-mirror", Set: set, Resolution: &imageset.Resolution{Blocked: idx.Blocked}, Workspace: ws, LeftOut: idx.LeftOut, Mirror: dst.Root(), ArchiveID: idx.ID,
+		BlockedByArchive: rebuilt != nil || t.Config != nil && plan.Config != ""}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
 	name := filepath.Join(dir, first)
 	src := rebuilt.source(&ArchiveSource{Archive: ar, Name: name, Mirror: dst})

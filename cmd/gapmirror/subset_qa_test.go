@@ -267,8 +267,14 @@ func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
 	must(t, err)
 	subset := w.writeFile("subset.yaml", strings.Replace(string(data), "apiVersion: \"\"\nkind: \"\"\n", "kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\n", 1))
 	root := w.dst.Host() + "/enclave"
-	if code, _, _ := w.gapmirror("mirror", "-c", subset, "--from", "file://"+archiveDir, "docker://"+root); code != 0 {
+	code, stdout, _ := w.gapmirror("mirror", "-c", subset, "--from", "file://"+archiveDir, "docker://"+root)
+	if code != 0 {
 		t.Fatal("disk-to-mirror of the pinned subset failed")
+	}
+	// The blocked images are the whole archive's: operator-000's, a
+	// package this subset leaves out; the summary says whose they are.
+	if !strings.Contains(stdout, "left out by the archive's mirror.blockedImages, in the whole archive (this -c subset may not name them)") {
+		t.Errorf("the summary counts the archive's blocked images as the subset's:\n%s", stdout)
 	}
 	catRepo := "enclave/redhat/redhat-operator-index"
 	if got := mirroredCatalog(t, w.dst, catRepo, mustDigest(t, w.dst, catRepo, "v4.18")).PackageNames(); !slices.Equal(got, []string{"operator-001"}) {
