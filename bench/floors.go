@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -56,6 +57,57 @@ func measureCapacity(ctx context.Context, reg *registrytest.Registry, repo strin
 	}
 	c.bandwidth = float64(size) / best.Seconds()
 	const total, workers = 2000, 8
+	var err error
+	if c.rate, err = rate(workers, total, func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}); err != nil {
+		return c, fmt.Errorf("measuring the request rate: %w", err)
+	}
+	const uploads = 400
+	var next atomic.Int64
+	writes, err := rate(workers, uploads, func() error {
+		i := next.Add(1) - 1 // blob 0 is read back below
+		return upload(ctx, client, reg.URL(), fmt.Appendf(make([]byte, 0, 1024), "%01024d", i))
+	})
+	if err != nil {
+		return c, fmt.Errorf("measuring the upload rate: %w", err)
+	}
+	c.writeRate = 2 * writes // a POST and a PUT each
+
+	const gets = 1000
+	small := reg.URL() + "/v2/calibration/blobs/" + digest.FromBytes(fmt.Appendf(nil, "%01024d", 0)).String()
+	if c.blobReads, err = rate(workers, gets, func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, small, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		n, err := io.Copy(io.Discard, resp.Body)
+		if err == nil && (resp.StatusCode != http.StatusOK || n != 1024) {
+			err = fmt.Errorf("GET %s: %s, %d bytes", small, resp.Status, n)
+		}
+		return err
+	}); err != nil {
+		return c, fmt.Errorf("measuring the blob read rate: %w", err)
+	}
+	return c, nil
+}
+
+// rate runs do total times, workers at a time, and returns how many per
+// second; the first error stops it.
+func rate(workers, total int, do func() error) (float64, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
@@ -65,16 +117,11 @@ func measureCapacity(ctx context.Context, reg *registrytest.Registry, repo strin
 		go func() {
 			defer wg.Done()
 			for range total / workers {
-				req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
-				if err == nil {
-					var resp *http.Response
-					if resp, err = client.Do(req); err == nil {
-						resp.Body.Close()
-					}
-				}
-				if err != nil {
+				if err := do(); err != nil {
 					mu.Lock()
-					first = err
+					if first == nil {
+						first = err
+					}
 					mu.Unlock()
 					return
 				}
@@ -82,72 +129,7 @@ func measureCapacity(ctx context.Context, reg *registrytest.Registry, repo strin
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return c, fmt.Errorf("measuring the request rate: %w", first)
-	}
-	c.rate = total / time.Since(start).Seconds()
-
-	const uploads = 400
-	work := make(chan int)
-	start = time.Now()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := upload(ctx, client, reg.URL(), fmt.Appendf(make([]byte, 0, 1024), "%01024d", i)); err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range uploads {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return c, fmt.Errorf("measuring the upload rate: %w", first)
-	}
-	c.writeRate = 2 * uploads / time.Since(start).Seconds()
-
-	const gets = 1000
-	small := reg.URL() + "/v2/calibration/blobs/" + digest.FromBytes(fmt.Appendf(nil, "%01024d", 0)).String()
-	start = time.Now()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range gets / workers {
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, small, nil)
-				if err == nil {
-					var resp *http.Response
-					if resp, err = client.Do(req); err == nil {
-						var n int64
-						n, err = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-						if err == nil && (resp.StatusCode != http.StatusOK || n != 1024) {
-							err = fmt.Errorf("GET %s: %s, %d bytes", small, resp.Status, n)
-						}
-					}
-				}
-				if err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		return c, fmt.Errorf("measuring the blob read rate: %w", first)
-	}
-	c.blobReads = gets / time.Since(start).Seconds()
-	return c, nil
+	return float64(total) / time.Since(start).Seconds(), first
 }
 
 // upload stores data as a blob of the repository "calibration" with a POST
