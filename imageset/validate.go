@@ -97,11 +97,9 @@ func (v *validator) content(prefix string, m Mirror) {
 		v.additionalImage(fmt.Sprintf("%s.additionalImages[%d]", prefix, i), img)
 	}
 	v.helm(prefix+".helm", m.Helm)
-	type rule struct {
-		re   *regexp.Regexp
-		path string
-	}
-	var rules []rule
+	// The rules that compile, as Resolve holds them (compileBlocked), each
+	// named by its field path.
+	var rules blockList
 	for i, b := range m.BlockedImages {
 		p := fmt.Sprintf("%s.blockedImages[%d].name", prefix, i)
 		if b.Name == "" {
@@ -113,49 +111,35 @@ func (v *validator) content(prefix string, m Mirror) {
 			v.add(p, "%q is not a valid regular expression (Go syntax): %v", b.Name, err)
 			continue
 		}
-		rules = append(rules, rule{re, p})
+		rules = append(rules, blockRule{re: re, path: p})
 	}
-	if prefix != "mirror" {
+	if prefix != "mirror" || len(rules) == 0 {
 		return
 	}
 	// A catalog or additional image its own configuration blocks is a
 	// contradiction said now, before the run creates anything (resolving
 	// says it too).
-	blockedBy := func(origin, dest string) *rule {
-		for k := range rules {
-			if rules[k].re.MatchString(origin) || rules[k].re.MatchString(dest) {
-				return &rules[k]
-			}
+	blocked := func(path, what, name string, origin, dest string) {
+		if r := rules.match(origin, dest); r != "" {
+			i := slices.IndexFunc(rules, func(b blockRule) bool { return b.path == r })
+			v.add(path, "%s is blocked by %s (%q): remove the %s or the blocking rule", name, v.at(r), rules[i].re.String(), what)
 		}
-		return nil
 	}
 	for i, oc := range m.Operators {
-		if _, isLayout := oc.OCILayoutPath(); isLayout || len(rules) == 0 {
+		if _, isLayout := oc.OCILayoutPath(); isLayout {
 			continue
 		}
-		named, err := reference.ParseNormalizedNamed(oc.Catalog)
-		if err != nil {
-			continue // said by operators
-		}
-		if r := blockedBy(reference.TagNameOnly(named).String(), reference.Path(named)); r != nil {
-			v.add(fmt.Sprintf("%s.operators[%d].catalog", prefix, i), "%s is blocked by %s (%q): remove the catalog or the blocking rule", oc.Catalog, v.at(r.path), r.re.String())
+		if named, err := reference.ParseNormalizedNamed(oc.Catalog); err == nil { // else said by operators
+			blocked(fmt.Sprintf("%s.operators[%d].catalog", prefix, i), "catalog", oc.Catalog, reference.TagNameOnly(named).String(), reference.Path(named))
 		}
 	}
 	for i, img := range m.AdditionalImages {
-		if _, isLayout := img.OCILayoutPath(); isLayout || len(rules) == 0 {
+		if _, isLayout := img.OCILayoutPath(); isLayout {
 			continue
 		}
-		named, err := reference.ParseNormalizedNamed(img.Name)
-		if err != nil {
-			continue // said by additionalImage
-		}
-		named = reference.TagNameOnly(named)
-		dest := strings.Trim(img.TargetRepo, "/")
-		if dest == "" {
-			dest = reference.Path(named)
-		}
-		if r := blockedBy(named.String(), dest); r != nil {
-			v.add(fmt.Sprintf("%s.additionalImages[%d].name", prefix, i), "%s is blocked by %s (%q): remove the image or the blocking rule", img.Name, v.at(r.path), r.re.String())
+		if named, err := reference.ParseNormalizedNamed(img.Name); err == nil { // else said by additionalImage
+			w := Wanted{Named: reference.TagNameOnly(named), Repo: strings.Trim(img.TargetRepo, "/")}
+			blocked(fmt.Sprintf("%s.additionalImages[%d].name", prefix, i), "image", img.Name, w.Named.String(), w.destRepo())
 		}
 	}
 }
