@@ -451,8 +451,7 @@ func (r *Registry) newSharedClient(named reference.Named, sys *types.SystemConte
 		if err != nil {
 			return nil
 		}
-		whole, err := sysregistriesv2.FindRegistry(r.sys, host+"/x")
-		if err != nil || (repo != nil && repo.Insecure) != (whole != nil && whole.Insecure) {
+		if whole, err := r.hostInsecure(host); err != nil || (repo != nil && repo.Insecure) != whole {
 			return nil
 		}
 	}
@@ -987,12 +986,18 @@ func (r *Registry) onlySource(ref reference.Named) (reference.Named, bool) {
 	if r.sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
 		// containers/image verifies TLS as the source's entry says; the
 		// client as the entry of the source's whole host says.
-		whole, err := sysregistriesv2.FindRegistry(r.sys, reference.Domain(sources[0].Reference)+"/x")
-		if err != nil || sources[0].Endpoint.Insecure != (whole != nil && whole.Insecure) {
+		if whole, err := r.hostInsecure(reference.Domain(sources[0].Reference)); err != nil || sources[0].Endpoint.Insecure != whole {
 			return nil, false
 		}
 	}
 	return sources[0].Reference, true
+}
+
+// hostInsecure is what registries.conf says of host as a whole (the entry
+// registryapi.Transport reads for the run's shared client of host).
+func (r *Registry) hostInsecure(host string) (bool, error) {
+	whole, err := sysregistriesv2.FindRegistry(r.sys, host+"/x")
+	return whole != nil && whole.Insecure, err
 }
 
 // pullRef is the reference img is read by: its name here (upstream, its
