@@ -46,10 +46,7 @@ func TestDiskToMirrorSubsetTwoArchives(t *testing.T) {
 		}
 	}
 	lacking := w.writeISC("lacking.yaml", w.additional(0)+"  - name: "+w.up.Host()+"/not/in-archive:v1\n")
-	code, _, errOut := w.gapmirror("mirror", "-c", lacking, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/refused")
-	if code != 1 || !strings.Contains(errOut, "mirror.additionalImages[1] "+w.up.Host()+"/not/in-archive:v1: not an additional image of the archive") {
-		t.Errorf("a subset the latest archive lacks: exit %d: %s", code, errOut)
-	}
+	w.refusedSubset(lacking, archiveDir, "refused", "mirror.additionalImages[1] "+w.up.Host()+"/not/in-archive:v1: not an additional image of the archive")
 	if repos, _ := w.dst.Catalog(); len(repos) > 0 {
 		t.Errorf("a refused subset pushed: %v", repos)
 	}
@@ -288,18 +285,26 @@ func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
 	// Refused, every entry named: the catalog under another targetTag, a
 	// catalog the archive lacks, a package the archive's catalog lacks.
 	other := w.writeISC("other.yaml", "  operators:\n  - catalog: "+oc.Ref+"\n    targetTag: v9\n  - catalog: "+w.up.Host()+"/other/index:v1\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-002\n")
-	code, _, errOut := w.gapmirror("mirror", "-c", other, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/refused")
-	for _, want := range []string{
-		"mirror.operators[0] " + oc.Ref + ": the archive holds this catalog with another destination",
-		"mirror.operators[1] " + w.up.Host() + "/other/index:v1: not a catalog of the archive",
-		"mirror.operators[2] " + oc.Ref + ": ",
-		"operator-002",
-	} {
+	w.refusedSubset(other, archiveDir, "refused",
+		"mirror.operators[0] "+oc.Ref+": the archive holds this catalog with another destination",
+		"mirror.operators[1] "+w.up.Host()+"/other/index:v1: not a catalog of the archive",
+		"mirror.operators[2] "+oc.Ref+": ",
+		"operator-002")
+}
+
+// refusedSubset pushes the archive in archiveDir with the subset isc into
+// prefix at the world's mirror and checks that it is refused (exit 1),
+// naming each of wants, and that nothing reached prefix.
+func (w *world) refusedSubset(isc, archiveDir, prefix string, wants ...string) {
+	t := w.t
+	t.Helper()
+	code, _, errOut := w.gapmirror("mirror", "-c", isc, "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/"+prefix)
+	for _, want := range wants {
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("refusal: want exit 1 and %q, got exit %d: %s", want, code, errOut)
 		}
 	}
-	if repos, _ := w.dst.Catalog(); slices.ContainsFunc(repos, func(r string) bool { return strings.HasPrefix(r, "refused/") }) {
+	if repos, _ := w.dst.Catalog(); slices.ContainsFunc(repos, func(r string) bool { return strings.HasPrefix(r, prefix+"/") }) {
 		t.Errorf("a refused subset pushed: %v", repos)
 	}
 }
