@@ -12,7 +12,6 @@ import (
 	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // SignatureTag is the tag under which cosign stores the sigstore signature
@@ -267,11 +266,12 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 		if err != nil {
 			return "", fmt.Errorf("registries.conf sources of %s: %w", canonical, err)
 		}
-		if len(pulls) > 0 {
-			sources = sources[:0]
-			for _, s := range pulls {
-				sources = append(sources, source{reference.TrimNamed(s.Reference), types.NewOptionalBool(s.Endpoint.Insecure)})
-			}
+		// registries.conf's own list: its mirrors, then the primary unless
+		// its entry is blocked (then it is not asked, as containers/image
+		// would not ask it; none at all when it has no mirrors).
+		sources = sources[:0]
+		for _, s := range pulls {
+			sources = append(sources, source{reference.TrimNamed(s.Reference), types.NewOptionalBool(s.Endpoint.Insecure)})
 		}
 	}
 	var first error
@@ -279,11 +279,6 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 		repo := s.repo
 		if !r.regsD.sigstoreAttachments(repo.Name(), k.manifest) {
 			continue // registries.d: no sigstore attachments from this source
-		}
-		if registryapi.Blocked(r.sys, repo.Name()) != nil {
-			// registries.conf blocks it (a primary reached through its
-			// mirrors only): not asked, as containers/image would not.
-			continue
 		}
 		d, err := r.headTag(ctx, repo, SignatureTag(k.manifest), s.skipVerify)
 		switch {
