@@ -104,8 +104,9 @@ type Registry struct {
 	mu    sync.Mutex
 	srcs  map[string]types.ImageSource
 	dests map[string]types.ImageDestination
-	// resolved keeps the manifests ResolveDigest read, by digest, so the
-	// signature lookup need not read them again.
+	// resolved keeps the manifests ResolveDigest and the signature lookup
+	// read, by digest, so that neither they nor the copy's planning pass
+	// read one twice.
 	resolved map[digest.Digest][]byte
 	// regsD is the registries.d of an upstream, read once per run: which
 	// repositories get sigstore signature lookups (nil: all).
@@ -298,13 +299,13 @@ func (r *Registry) Close() error {
 // the manifest the tag resolution read, else one GET by digest (verified
 // by the client); elsewhere through containers/image.
 func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+	r.mu.Lock()
+	data, ok := r.resolved[d]
+	r.mu.Unlock()
+	if ok {
+		return data, mediaTypeOf(data), nil
+	}
 	if c, repo := r.pullClient(img); c != nil {
-		r.mu.Lock()
-		data, ok := r.resolved[d]
-		r.mu.Unlock()
-		if ok {
-			return data, mediaTypeOf(data), nil
-		}
 		data, mt, err := c.Manifest(ctx, repo, d.String())
 		if err != nil {
 			return nil, "", explain(err, r.Name(img))
@@ -1049,6 +1050,17 @@ func (r *Registry) triedInTurn(img imageset.Image) bool {
 	}
 	reg, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
 	return err == nil && reg != nil && len(reg.Mirrors) > 0
+}
+
+// keepResolved keeps data for later reads of manifest d in this run (see
+// resolved) when it is d.
+func (r *Registry) keepResolved(d digest.Digest, data []byte) {
+	if d.Validate() != nil || d.Algorithm().FromBytes(data) != d {
+		return
+	}
+	r.mu.Lock()
+	r.resolved[d] = data
+	r.mu.Unlock()
 }
 
 // ResolveDigest returns the manifest digest ref (by tag or digest) names

@@ -347,7 +347,13 @@ func (c *releaseContributor) single(ctx context.Context, p imageset.Platform) (r
 type payloadImages struct{ up *Registry }
 
 func (p payloadImages) Manifest(ctx context.Context, ref string, d digest.Digest) ([]byte, string, error) {
-	return p.up.Manifest(ctx, imageset.Image{Source: ref}, d)
+	data, mt, err := p.up.Manifest(ctx, imageset.Image{Source: ref}, d)
+	if err == nil {
+		// The payload is mirrored too: its signature lookup and the copy's
+		// planning take it from here.
+		p.up.keepResolved(d, data)
+	}
+	return data, mt, err
 }
 
 func (p payloadImages) Blob(ctx context.Context, ref string, d digest.Digest, size int64) (io.ReadCloser, error) {

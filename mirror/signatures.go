@@ -94,10 +94,21 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, ws
 			known = platformsRecord{}
 		}
 	}
+	// One read per manifest: images sharing one (release components of
+	// several payloads, an image listed twice) take the first's answer.
+	first := map[digest.Digest]int{}
+	var distinct []int
+	for i, tg := range images {
+		if _, ok := first[tg.manifest]; !ok {
+			first[tg.manifest] = i
+			distinct = append(distinct, i)
+		}
+	}
 	kidsOf := make([][]digest.Digest, len(images))
 	have := make([]bool, len(images))
 	var reads atomic.Int64
-	parallelDo(len(images), parallel, func(i int) {
+	parallelDo(len(distinct), parallel, func(j int) {
+		i := distinct[j]
 		tg := images[i]
 		if kids, ok := known.Platforms[tg.manifest]; ok {
 			kidsOf[i], have[i] = kids, true
@@ -118,6 +129,11 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, ws
 			}
 		}
 	})
+	for i, tg := range images {
+		if f := first[tg.manifest]; f != i {
+			kidsOf[i], have[i] = kidsOf[f], have[f]
+		}
+	}
 	stats.IndexReads = int(reads.Load())
 	rec := platformsRecord{FormatVersion: recordFormat, Platforms: map[digest.Digest][]digest.Digest{}}
 	for i, tg := range images {
@@ -230,6 +246,9 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 		data, _, err = up.Manifest(ctx, img, d)
 		return err
 	})
+	if err == nil {
+		up.keepResolved(d, data) // for the copy's planning pass
+	}
 	return data, err
 }
 

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/registryapi"
@@ -27,7 +29,7 @@ func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destina
 	if e, ok := dst.(expecter); ok {
 		e.Expect(set)
 	}
-	ps, pd := &plannedSource{Source: src, manifests: map[string]manifestRead{}}, &plannedDestination{Destination: dst, has: map[string]bool{}}
+	ps, pd := newPlannedSource(src), &plannedDestination{Destination: dst, has: map[string]bool{}}
 	o.Progress.Phase("planning", len(set.Images)-set.Signatures(), Totals{})
 	of := map[string][]ocispec.Descriptor{}
 	var mu sync.Mutex
@@ -71,11 +73,12 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 	defer done()
 	var walk func(d digest.Digest, top bool) bool
 	walk = func(d digest.Digest, top bool) bool {
-		data, mt, err := read(ctx, d)
-		if err != nil || digest.FromBytes(data) != d {
+		m, err := ps.read(ctx, d, read)
+		if err != nil {
 			return false
 		}
-		ps.remember(img, d, data, mt)
+		data, mt := m.data, m.mt
+		ps.remember(d, data, mt)
 		if guessed := mediaTypeOf(data); guessed != "" {
 			mt = guessed
 		}
@@ -170,24 +173,72 @@ type manifestRead struct {
 	mt   string
 }
 
-// plannedSource serves the manifests the planning pass read, each once.
+// plannedSource serves the manifests the planning pass read. A manifest is
+// kept by digest until every image the pass read it for has taken it: the
+// release components several payloads share, or one image tagged in two
+// places, are read upstream once, and memory holds each manifest once.
 type plannedSource struct {
 	Source
 	mu        sync.Mutex
-	manifests map[string]manifestRead
+	manifests map[digest.Digest]*plannedManifest
+	reading   singleflight.Group // images planned at once that share a manifest wait for one read
 }
 
-func (p *plannedSource) remember(img imageset.Image, d digest.Digest, data []byte, mt string) {
+type plannedManifest struct {
+	manifestRead
+	takers int // reads the copy is still expected to make
+}
+
+func newPlannedSource(src Source) *plannedSource {
+	return &plannedSource{Source: src, manifests: map[digest.Digest]*plannedManifest{}}
+}
+
+// read returns manifest d, checked against d: the one the pass already
+// read for another image, else read's answer, which images planned at the
+// same time share. The caller then remembers it for its own image.
+func (p *plannedSource) read(ctx context.Context, d digest.Digest, read func(context.Context, digest.Digest) ([]byte, string, error)) (manifestRead, error) {
 	p.mu.Lock()
-	p.manifests[img.Destination+"@"+d.String()] = manifestRead{data, mt}
+	m, ok := p.manifests[d]
 	p.mu.Unlock()
+	if ok {
+		return m.manifestRead, nil
+	}
+	v, err, _ := p.reading.Do(string(d), func() (any, error) {
+		data, mt, err := read(ctx, d)
+		if err != nil {
+			return nil, err
+		}
+		if digest.FromBytes(data) != d {
+			return nil, fmt.Errorf("manifest %s: the registry sent other bytes", d)
+		}
+		return manifestRead{data, mt}, nil
+	})
+	if err != nil {
+		return manifestRead{}, err
+	}
+	return v.(manifestRead), nil
+}
+
+// remember keeps data, manifest d, for one read by the copy. The caller
+// has checked that data hashes to d: it is served to every image naming d.
+func (p *plannedSource) remember(d digest.Digest, data []byte, mt string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.manifests[d]; ok {
+		m.takers++
+		return
+	}
+	p.manifests[d] = &plannedManifest{manifestRead: manifestRead{data, mt}, takers: 1}
 }
 
 func (p *plannedSource) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
-	k := img.Destination + "@" + d.String()
 	p.mu.Lock()
-	m, ok := p.manifests[k]
-	delete(p.manifests, k)
+	m, ok := p.manifests[d]
+	if ok {
+		if m.takers--; m.takers <= 0 {
+			delete(p.manifests, d)
+		}
+	}
 	p.mu.Unlock()
 	if ok {
 		return m.data, m.mt, nil

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+)
+
+// manifestReads counts the GETs of manifests by digest an upstream serves,
+// by digest (whatever the repository).
+type manifestReads struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (m *manifestReads) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ref, ok := strings.Cut(r.URL.Path, "/manifests/"); ok && r.Method == http.MethodGet && strings.HasPrefix(ref, "sha256:") {
+			m.mu.Lock()
+			m.n[ref]++
+			m.mu.Unlock()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readTwice lists the manifests read more than once, and how often.
+func (m *manifestReads) readTwice() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for d, n := range m.n {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s ×%d", d, n))
+		}
+	}
+	return out
+}
+
+// TestEachManifestReadOnce: a first mirror-to-mirror, and a first
+// mirror-to-disk, read every manifest upstream once, though the signature
+// lookup needs the top manifest of each image to find its platform
+// manifests, the copy's planning pass reads them all, and one manifest
+// stands for several images: a multi-arch index under two names, release
+// components of two payloads. What is mirrored is still every image by
+// digest.
+func TestEachManifestReadOnce(t *testing.T) {
+	t.Parallel()
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2"}, 3, false)
+	w.pushFleet(8, 16<<10)
+	idx := w.images[3] // multi-arch
+	ctx := context.Background()
+	// The same index under a second name, as one image is often listed
+	// twice (a catalog's related image and an additional image).
+	copyRepo := "copies/app-03"
+	idxSpec, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(5, 4<<10)}},
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(6, 4<<10)}},
+	}})
+	must(t, err)
+	must(t, imagebuilder.PushIndex(ctx, w.upTarget(), idx.Repo, "twin", idxSpec))
+	must(t, imagebuilder.PushIndex(ctx, w.upTarget(), copyRepo, "twin", idxSpec))
+	w.images = append(w.images,
+		example{Ref: w.up.Host() + "/" + idx.Repo + ":twin", Repo: idx.Repo, Tag: "twin", Digest: idxSpec.Digest},
+		example{Ref: w.up.Host() + "/" + copyRepo + ":twin", Repo: copyRepo, Tag: "twin", Digest: idxSpec.Digest})
+	// Two payloads whose components are the same images, as z-stream
+	// releases share most of theirs.
+	isc := w.isc("  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n")
+
+	for _, trip := range []struct {
+		name string
+		args []string
+	}{
+		{"mirror-to-mirror", []string{"--workspace", "file://" + filepath.Join(w.dir, "ws"), "docker://" + w.dst.Host() + "/m"}},
+		{"mirror-to-disk", []string{"--cache-dir", filepath.Join(w.dir, "cache-m2d"), "file://" + filepath.Join(w.dir, "archive")}},
+	} {
+		reads := &manifestReads{n: map[string]int{}}
+		w.up.SetWrap(reads.wrap)
+		code, _, _ := w.run(append([]string{"mirror", "-c", isc}, trip.args...)...)
+		w.up.SetWrap(nil)
+		if code != 0 {
+			t.Fatalf("%s: exit %d", trip.name, code)
+		}
+		if len(reads.n) == 0 {
+			t.Fatalf("%s: no manifest read by digest counted", trip.name)
+		}
+		if twice := reads.readTwice(); len(twice) > 0 {
+			t.Errorf("%s: manifests read more than once upstream: %v", trip.name, twice)
+		}
+	}
+	for _, ex := range w.images {
+		path := "m/" + ex.Repo
+		tag := ex.Tag
+		if d, err := w.dst.ManifestDigest(path, tag); err != nil || d != ex.Digest {
+			t.Errorf("%s:%s at the mirror: %s, %v (want %s)", path, tag, d, err, ex.Digest)
+		}
+	}
+	for _, v := range []string{"4.18.1", "4.18.2"} {
+		w.assertRelease("m", w.payloads[v], false)
+	}
+	w.applyArchive(filepath.Join(w.dir, "archive"))
+}
