@@ -228,11 +228,11 @@ func afterCopy(root string, set *imageset.Set, src Source) *prune.After {
 		a.Tags[repo+":"+tag] = digest.Digest(img.Digest)
 		byTag[repo+":"+tag] = img
 	}
-	a.Manifest = func(ctx context.Context, repoTag string) ([]byte, string, error) {
+	a.Manifest = func(ctx context.Context, repoTag string, d digest.Digest) ([]byte, string, error) {
 		img := byTag[repoTag]
 		read, done := planReader(src, img)
 		defer done()
-		data, mt, err := read(ctx, digest.Digest(img.Digest))
+		data, mt, err := read(ctx, d)
 		if err != nil {
 			return nil, "", err
 		}

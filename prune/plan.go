@@ -149,10 +149,11 @@ type After struct {
 	// Tags maps "repo:tag" (registry host relative) to the digest the tag
 	// will name.
 	Tags map[string]digest.Digest
-	// Manifest reads the manifest Tags gives repoTag, from wherever the
-	// copy would take it; only asked when the registry's tag names
-	// something else.
-	Manifest func(ctx context.Context, repoTag string) (data []byte, mediaType string, err error)
+	// Manifest reads manifest d of the image the copy puts at repoTag (the
+	// one Tags gives it, or an index's platform manifest, or a nested
+	// index), from wherever the copy would take it; only asked when the
+	// registry's tag names something else.
+	Manifest func(ctx context.Context, repoTag string, d digest.Digest) (data []byte, mediaType string, err error)
 }
 
 // ComputeAfter is Compute against the registry as it will be once after's
@@ -342,7 +343,9 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 }
 
 // applyAfter sets in live the tags of repo that after's copy sets or
-// moves, noting the platform manifests of those that are indexes.
+// moves, noting the manifests those that are indexes need: their platform
+// manifests and, through nested indexes, theirs (as childrenOf does for
+// the registry's indexes).
 func applyAfter(ctx context.Context, repo string, live map[string]liveTag, kids map[digest.Digest][]digest.Digest, after *After) error {
 	if after == nil {
 		return nil
@@ -352,32 +355,62 @@ func applyAfter(ctx context.Context, repo string, live map[string]liveTag, kids 
 		if r != repo || live[tag].digest == d {
 			continue
 		}
-		data, mt, err := after.Manifest(ctx, rt)
+		data, mt, err := after.Manifest(ctx, rt, d)
 		if err != nil {
 			// Unreadable: the tag still protects the manifest itself;
 			// only its platform manifests are not known.
 			live[tag] = liveTag{digest: d}
 			continue
 		}
-		if mt == "" {
-			var probe struct {
-				MediaType string `json:"mediaType"`
-			}
-			_ = json.Unmarshal(data, &probe)
-			mt = probe.MediaType
-		}
+		mt = mediaTypeOr(mt, data)
 		live[tag] = liveTag{digest: d, mediaType: mt}
-		if isIndex(mt) {
-			list, err := parseChildren(data)
+		if !isIndex(mt) {
+			continue
+		}
+		seen := map[digest.Digest]bool{d: true}
+		queue := []manifestData{{d, data}}
+		for len(queue) > 0 {
+			cur := queue[0]
+			queue = queue[1:]
+			list, err := parseChildren(cur.data)
 			if err != nil {
-				return fmt.Errorf("index %s@%s: %w", repo, d, err)
+				return fmt.Errorf("index %s@%s: %w", repo, cur.digest, err)
 			}
 			for _, c := range list {
+				if seen[c.digest] {
+					continue
+				}
+				seen[c.digest] = true
 				kids[d] = append(kids[d], c.digest)
+				if !isIndex(c.mediaType) {
+					continue
+				}
+				// A nested index unreadable here lists nothing, as one
+				// the registry lacks does for childrenOf.
+				if nested, _, err := after.Manifest(ctx, rt, c.digest); err == nil {
+					queue = append(queue, manifestData{c.digest, nested})
+				}
 			}
 		}
 	}
 	return nil
+}
+
+type manifestData struct {
+	digest digest.Digest
+	data   []byte
+}
+
+// mediaTypeOr is mt, else the mediaType data declares.
+func mediaTypeOr(mt string, data []byte) string {
+	if mt != "" {
+		return mt
+	}
+	var probe struct {
+		MediaType string `json:"mediaType"`
+	}
+	_ = json.Unmarshal(data, &probe)
+	return probe.MediaType
 }
 
 func appendUnique(list []string, s string) []string {

@@ -567,3 +567,50 @@ func TestPruneNestedIndex(t *testing.T) {
 	}
 	w.gone(w.dst, "m/apps/nested", "sha256-"+amd.Encoded(), "")
 }
+
+// TestPruneDryRunNestedIndex: the --dry-run --prune preview, made before
+// the copy it skips, knows that a new index nesting another index needs
+// the platform manifests of the nested one: like the real run, it deletes
+// only the tag of a platform manifest mirrored on its own before, not the
+// manifest the new index needs.
+func TestPruneDryRunNestedIndex(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	ctx := context.Background()
+	inner, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(31, 4<<10)}},
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(32, 4<<10)}},
+	}})
+	must(t, err)
+	up := imagebuilder.Target{URL: w.up.URL()}
+	must(t, imagebuilder.PushIndex(ctx, up, "apps/nested", "", inner))
+	outer := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"%s","size":%d}]}`,
+		inner.Digest, len(inner.Manifest))
+	must(t, imagebuilder.PushManifest(ctx, up, "apps/nested", "outer", "application/vnd.oci.image.index.v1+json", []byte(outer)))
+	amd := inner.Images[0].Digest
+	ws := "file://" + filepath.Join(w.dir, "ws")
+	dst := "docker://" + w.dst.Host() + "/m"
+	ref := w.up.Host() + "/apps/nested"
+	// First the platform manifest alone; next week the index nesting it.
+	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("1.yaml", entry{name: ref + "@" + amd.String()}), "--workspace", ws, dst); code != 0 {
+		t.Fatal("m2m failed")
+	}
+	isc := w.iscOf("2.yaml", entry{name: ref + ":outer"})
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
+		t.Fatal("dry run failed")
+	}
+	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("--prune failed")
+	}
+	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	want := []string{string(prune.DeleteTag) + " m/apps/nested@" + amd.String() + ":sha256-" + amd.Encoded()}
+	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") || strings.Join(b, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the dry run's preview listed\n%s\n--prune deleted\n%s\nwant\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"), strings.Join(want, "\n"))
+	}
+	w.present(w.dst, "m/apps/nested", "outer", digest.FromString(outer))
+	for _, img := range inner.Images {
+		w.assertComplete(w.dst, "m/apps/nested", img.Digest)
+	}
+	w.gone(w.dst, "m/apps/nested", "sha256-"+amd.Encoded(), "")
+}
