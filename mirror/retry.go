@@ -20,6 +20,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/internal/backoff"
 	"github.com/gapmirror/gapmirror/registryapi"
 )
 
@@ -55,19 +56,12 @@ func WithProgress(ctx context.Context, p Progress) context.Context {
 }
 
 func retryReporting(ctx context.Context, retries int, delay time.Duration, p Progress, op func() error) error {
-	for attempt := 0; ; attempt++ {
+	return backoff.Policy{Retries: retries, Delay: delay, Max: 30 * time.Second,
+		OnRetry: func(attempt int, err error, wait time.Duration) { p.Retry("registry request", err, attempt, wait) },
+	}.Do(ctx, func() (bool, error) {
 		err := op()
-		if err == nil || attempt >= retries || !Transient(err) {
-			return err
-		}
-		p.Retry("registry request", err, attempt+1, delay)
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 30*time.Second)
-	}
+		return Transient(err), err
+	})
 }
 
 // Transient reports whether err may go away when the operation is tried

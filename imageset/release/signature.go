@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gapmirror/gapmirror/internal/backoff"
 )
 
 // Default release signature store and the environment variable that
@@ -108,23 +110,19 @@ func (s *SignatureStore) Signatures(ctx context.Context, digest string) ([][]byt
 // fetch GETs one signature, trying again as Retries allows; found is
 // false when the store has none there.
 func (s *SignatureStore) fetch(ctx context.Context, client *http.Client, loc string) (data []byte, found bool, err error) {
-	delay := s.RetryDelay
-	for attempt := 0; ; attempt++ {
-		var transient bool
+	attempts := 0
+	err = backoff.Policy{Retries: s.Retries, Delay: s.RetryDelay, Max: 10 * time.Second}.Do(ctx, func() (transient bool, err error) {
+		attempts++
 		data, found, transient, err = s.fetchOnce(ctx, client, loc)
-		if err == nil || !transient || attempt >= s.Retries {
-			if err != nil && attempt > 0 {
-				err = fmt.Errorf("%w (after %d attempts)", err, attempt+1)
-			}
-			return data, found, err
+		return transient, err
+	})
+	if err != nil {
+		if attempts > 1 {
+			err = fmt.Errorf("%w (after %d attempts)", err, attempts)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, false, err
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 10*time.Second)
+		return nil, false, err
 	}
+	return data, found, nil
 }
 
 // fetchOnce GETs one signature; transient says whether a failure may pass.
