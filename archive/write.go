@@ -551,7 +551,11 @@ func chooseSeq(dir string, seq int, replace bool) (int, error) {
 	}
 	if len(clash) > 0 && !replace {
 		sort.Strings(clash)
-		return 0, &ReplaceError{Dir: dir, Chunks: clash}
+		e := &ReplaceError{Dir: dir, Chunks: clash}
+		if idx, err := readIndexFile(dir, SeqChunkName(seq, 1)); err == nil {
+			e.ID, e.Workspace = idx.ID, idx.Workspace
+		}
+		return 0, e
 	}
 	return seq, nil
 }
@@ -561,10 +565,20 @@ func chooseSeq(dir string, seq int, replace bool) (int, error) {
 type ReplaceError struct {
 	Dir    string
 	Chunks []string
+	// ID and Workspace are the earlier archive's, when its first chunk
+	// could be read.
+	ID, Workspace string
+	// Orphan says the earlier archive is one of this workspace's that no
+	// record names: a run was stopped after writing it, before recording it.
+	Orphan bool
 }
 
 // Error names the chunks and says what to do.
 func (e *ReplaceError) Error() string {
+	if e.Orphan {
+		return fmt.Sprintf("%s already holds %s of archive %s, which an earlier run of this workspace wrote but was stopped before recording: "+
+			"the workspace's next archives are not based on it; carry those chunks away first if you need them, or pass --force to replace them", e.Dir, strings.Join(e.Chunks, ", "), e.ID)
+	}
 	return fmt.Sprintf("%s already holds %s of an earlier archive with the same sequence number (the workspace records of the archives written there were removed or replaced): "+
 		"this archive would overwrite it; carry those chunks away first, or pass --force to replace them", e.Dir, strings.Join(e.Chunks, ", "))
 }

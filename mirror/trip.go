@@ -210,6 +210,11 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !t.Copy.Force {
+		if base, err = r.adoptOrphan(dir, base); err != nil {
+			return nil, err
+		}
+	}
 	// A run killed while staging its archive left a journal of the blobs
 	// it had whole: keep them for this run.
 	r.recoverKilled(dir, store)
@@ -217,6 +222,14 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// diskDestination); a run that ends before Commit leaves none of them.
 	p := t.Copy.withDefaults().Progress
 	stage, err := archive.Stage(dir, t.now(), archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p), Seq: base.seq, Replace: t.Copy.Force})
+	var clash *archive.ReplaceError
+	if errors.As(err, &clash) && clash.ID != "" {
+		// Ours, or was our record of it removed? (An archive adoptOrphan
+		// could take would not clash.)
+		if id, idErr := r.ws.identity(t.now()); idErr == nil && id == clash.Workspace {
+			clash.Orphan = true
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -292,6 +305,44 @@ func (r *run) baseline() (archiveBaseline, error) {
 		b.basedOn = a.ID
 	}
 	return b, nil
+}
+
+// adoptOrphan takes into the workspace's records the archive a run of
+// this workspace wrote into dir as its next one, whole, but was stopped
+// before recording (killed between moving the chunks into place and
+// writing the record): it is a good archive the admin may already have
+// carried, so it is neither overwritten nor carried again; this run's
+// archive builds on it. Anything else in its place is left for Stage to
+// refuse.
+func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, error) {
+	idx, err := archive.Whole(dir, base.seq)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.t.Log.Debug("no archive to adopt", "dir", dir, "seq", base.seq, "error", err)
+		}
+		return base, nil
+	}
+	id, err := r.ws.identity(r.t.now())
+	if err != nil {
+		return base, err
+	}
+	if idx.Workspace != id || idx.Seq != base.seq || idx.BasedOn != base.basedOn {
+		return base, nil
+	}
+	rec := archiveRecord{Seq: idx.Seq, ID: idx.ID, BasedOn: idx.BasedOn, Created: idx.Created}
+	if idx.Set != nil {
+		rec.Images = len(idx.Set.Images)
+	}
+	for _, b := range idx.Blobs {
+		rec.Blobs = append(rec.Blobs, b.Digest)
+		rec.Bytes += b.Size
+	}
+	if err := r.ws.saveArchive(rec); err != nil {
+		return base, fmt.Errorf("recording archive %s, which an earlier run wrote into %s and was stopped before recording: %w", idx.ID, dir, err)
+	}
+	r.t.Log.Warn("an earlier run was stopped after writing an archive and before recording it; the archive is whole, now recorded, and this run's archive builds on it: carry both, in order",
+		"archive", idx.ID, "chunks", archive.SeqChunkName(idx.Seq, 1)+"…", "dir", dir)
+	return r.baseline()
 }
 
 // writeArchive commits the staged archive with set (the plan's, less what
