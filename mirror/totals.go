@@ -48,6 +48,16 @@ func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destina
 		})
 	}
 	g.Wait()
+	// The copy reads manifests from ps from here on: what the resolution
+	// kept of them for the pass (Registry.resolved) would only hold memory.
+	switch s := src.(type) {
+	case *Registry:
+		s.forgetResolved()
+	case builtSource:
+		if r, ok := s.Source.(*Registry); ok {
+			r.forgetResolved()
+		}
+	}
 	opts.Totals = TotalsOf(of)
 	return copySet(ctx, set, ps, pd, opts, of)
 }
