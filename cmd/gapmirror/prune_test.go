@@ -537,18 +537,7 @@ func TestPruneTwoMirrorsOneArchiveDir(t *testing.T) {
 func TestPruneNestedIndex(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
-	ctx := context.Background()
-	inner, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
-		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(21, 4<<10)}},
-		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(22, 4<<10)}},
-	}})
-	must(t, err)
-	up := imagebuilder.Target{URL: w.up.URL()}
-	must(t, imagebuilder.PushIndex(ctx, up, "apps/nested", "", inner))
-	outer := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"%s","size":%d}]}`,
-		inner.Digest, len(inner.Manifest))
-	must(t, imagebuilder.PushManifest(ctx, up, "apps/nested", "outer", "application/vnd.oci.image.index.v1+json", []byte(outer)))
-	outerDigest := digest.FromString(outer)
+	inner, outerDigest := w.pushNestedIndex(21)
 	amd := inner.Images[0].Digest
 	ws := "file://" + filepath.Join(w.dir, "ws")
 	dst := "docker://" + w.dst.Host() + "/m"
@@ -576,17 +565,7 @@ func TestPruneNestedIndex(t *testing.T) {
 func TestPruneDryRunNestedIndex(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
-	ctx := context.Background()
-	inner, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
-		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(31, 4<<10)}},
-		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(32, 4<<10)}},
-	}})
-	must(t, err)
-	up := imagebuilder.Target{URL: w.up.URL()}
-	must(t, imagebuilder.PushIndex(ctx, up, "apps/nested", "", inner))
-	outer := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"%s","size":%d}]}`,
-		inner.Digest, len(inner.Manifest))
-	must(t, imagebuilder.PushManifest(ctx, up, "apps/nested", "outer", "application/vnd.oci.image.index.v1+json", []byte(outer)))
+	inner, outerDigest := w.pushNestedIndex(31)
 	amd := inner.Images[0].Digest
 	ws := "file://" + filepath.Join(w.dir, "ws")
 	dst := "docker://" + w.dst.Host() + "/m"
@@ -608,9 +587,29 @@ func TestPruneDryRunNestedIndex(t *testing.T) {
 	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") || strings.Join(b, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the dry run's preview listed\n%s\n--prune deleted\n%s\nwant\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"), strings.Join(want, "\n"))
 	}
-	w.present(w.dst, "m/apps/nested", "outer", digest.FromString(outer))
+	w.present(w.dst, "m/apps/nested", "outer", outerDigest)
 	for _, img := range inner.Images {
 		w.assertComplete(w.dst, "m/apps/nested", img.Digest)
 	}
 	w.gone(w.dst, "m/apps/nested", "sha256-"+amd.Encoded(), "")
+}
+
+// pushNestedIndex pushes upstream, as apps/nested:outer, an index whose
+// only entry is a two-platform index (layers from seed and seed+1), and
+// returns the inner index and the outer one's digest.
+func (w *world) pushNestedIndex(seed uint64) (*imagebuilder.Index, digest.Digest) {
+	t := w.t
+	t.Helper()
+	ctx := context.Background()
+	inner, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(seed, 4<<10)}},
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(seed+1, 4<<10)}},
+	}})
+	must(t, err)
+	up := imagebuilder.Target{URL: w.up.URL()}
+	must(t, imagebuilder.PushIndex(ctx, up, "apps/nested", "", inner))
+	outer := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"%s","size":%d}]}`,
+		inner.Digest, len(inner.Manifest))
+	must(t, imagebuilder.PushManifest(ctx, up, "apps/nested", "outer", "application/vnd.oci.image.index.v1+json", []byte(outer)))
+	return inner, digest.FromString(outer)
 }
