@@ -414,8 +414,8 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 		// not ship (arm64 and ppc64le releases never have one).
 		r.Warn("mirror.platform.kubeVirtContainer: release %s (arch %s) is mirrored without a KubeVirt container disk: %s", rel.Version, rel.Arch, p.NoKubeVirt)
 	}
-	if p.KubeVirt != nil {
-		comps = append(append([]release.Component(nil), comps...), *p.KubeVirt)
+	if len(p.KubeVirt) > 0 {
+		comps = append(append([]release.Component(nil), comps...), p.KubeVirt...)
 	}
 	why := fmt.Sprintf("component of release %s (arch %s)", rel.Version, rel.Arch)
 	for _, comp := range comps {

@@ -47,6 +47,41 @@ func TestReleasesKubeVirtTwoArchitectures(t *testing.T) {
 	w.assertSignatureConfigMaps(filepath.Join(ws, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.2", "4.18.2-arm64"})
 }
 
+// TestReleasesKubeVirtMulti: kubeVirtContainer with a multi-architecture
+// release mirrors the KubeVirt container disk of every architecture that
+// ships one (x86_64 and s390x, not arm64), each under its own tag
+// (<release tag>-kube-virt-container-<arch>, as oc-mirror names them), by
+// digest; the disks are in the release's plan and at the mirror.
+func TestReleasesKubeVirtMulti(t *testing.T) {
+	t.Parallel()
+	w := newReleaseWorld(t, []string{"4.18.1"}, 3, false)
+	multi := w.publishMulti(releasetest.PayloadSpec{Version: "4.18.2", Components: 3, KubeVirt: true, Platforms: []string{"amd64", "arm64", "s390x"}})
+	isc := w.releaseISC("isc", "    kubeVirtContainer: true\n    architectures: [multi]\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.2\n")
+	code, out, errOut := w.run("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out+errOut, "without a KubeVirt container disk") {
+		t.Errorf("a multi release with disks was said to have none:\n%s%s", out, errOut)
+	}
+	w.assertRelease("m", multi, false)
+	for arch, tagArch := range map[string]string{"amd64": "x86_64", "s390x": "s390x"} {
+		kv, ok := multi.KubeVirt[arch]
+		if !ok {
+			t.Fatalf("the fixture has no %s disk", arch)
+		}
+		tag := multi.Tag + "-kube-virt-container-" + tagArch
+		if d, err := w.dst.ManifestDigest("m/openshift/release", tag); err != nil || d != kv.Digest {
+			t.Errorf("openshift/release:%s at the mirror: %s, %v (want %s)", tag, d, err, kv.Digest)
+			continue
+		}
+		w.assertComplete(w.dst, "m/openshift/release", kv.Digest)
+	}
+	if _, err := w.dst.ManifestDigest("m/openshift/release", multi.Tag+"-kube-virt-container-aarch64"); err == nil {
+		t.Error("an arm64 KubeVirt container disk reached the mirror")
+	}
+}
+
 // TestReleasesSignatureStoreFailsAfterGoodSignature: a signature store that
 // serves a trusted signature-1 and then fails on signature-2 (HTTP 503) has
 // proved the release: it is mirrored, with signature-1 in its ConfigMap,

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -63,9 +65,12 @@ type Payload struct {
 	Metadata json.RawMessage
 	// Components are the images of image-references, sorted by name.
 	Components []Component
-	// KubeVirt is the KubeVirt container disk, only when asked for.
-	KubeVirt *Component
-	// NoKubeVirt says why KubeVirt is nil although it was asked for: the
+	// KubeVirt are the KubeVirt container disks, only when asked for: the
+	// one of the release's architecture or, for a multi-architecture
+	// release, one per architecture that ships one (x86_64, s390x), named
+	// kube-virt-container-<arch> when there are several, as oc-mirror does.
+	KubeVirt []Component
+	// NoKubeVirt says why KubeVirt is empty although it was asked for: the
 	// release ships no KubeVirt container disk for its architecture (only
 	// x86_64 and s390x have one), or has no boot images file at all.
 	NoKubeVirt string
@@ -177,7 +182,7 @@ func ReadPayload(ctx context.Context, r ImageReader, ref string, d digest.Digest
 	if o.kubeVirt {
 		if bootImages, ok := found[BootImagesFile]; !ok {
 			p.NoKubeVirt = fmt.Sprintf("the release has no %s, so no KubeVirt container disk", BootImagesFile)
-		} else if p.KubeVirt, p.NoKubeVirt, err = parseBootImages(bootImages, p.Arch); err != nil {
+		} else if p.KubeVirt, p.NoKubeVirt, err = parseBootImages(bootImages, p.Arch, releaseArch == ArchMulti); err != nil {
 			return nil, fmt.Errorf("release image %s: %s: %w", label, BootImagesFile, err)
 		}
 	}
@@ -744,10 +749,11 @@ type coreOSStream struct {
 	} `json:"architectures"`
 }
 
-// parseBootImages returns the KubeVirt container disk of arch from the boot
-// images ConfigMap, or nil and why there is none (the stream has no such
-// architecture or no disk for it); a ConfigMap it cannot read is an error.
-func parseBootImages(data []byte, arch string) (*Component, string, error) {
+// parseBootImages returns the KubeVirt container disks from the boot
+// images ConfigMap: arch's, or with multi every architecture's that has one
+// (sorted by architecture); else none and why (the stream has no such
+// architecture or no disk for it). A ConfigMap it cannot read is an error.
+func parseBootImages(data []byte, arch string, multi bool) ([]Component, string, error) {
 	var cm bootImagesDoc
 	if err := yaml.Unmarshal(data, &cm); err != nil {
 		return nil, "", fmt.Errorf("not a valid ConfigMap: %w", err)
@@ -763,21 +769,50 @@ func parseBootImages(data []byte, arch string) (*Component, string, error) {
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		return nil, "", fmt.Errorf("data.stream is not valid JSON: %w", err)
 	}
+	disk := func(key string) (*Component, error) {
+		kv := s.Architectures[key].Images.KubeVirt
+		if kv == nil || kv.DigestRef == "" {
+			return nil, nil
+		}
+		d, err := pinnedDigest(kv.DigestRef)
+		if err != nil {
+			return nil, fmt.Errorf("architectures.%s.images.kubevirt.digest-ref: %w", key, err)
+		}
+		return &Component{Name: KubeVirtComponentName, Image: kv.DigestRef, Digest: d}, nil
+	}
+	if multi {
+		var out []Component
+		for _, key := range slices.Sorted(maps.Keys(s.Architectures)) {
+			c, err := disk(key)
+			if err != nil {
+				return nil, "", err
+			}
+			if c != nil {
+				c.Name += "-" + key
+				out = append(out, *c)
+			}
+		}
+		switch len(out) {
+		case 0:
+			return nil, fmt.Sprintf("%s data.stream has no architecture with images.kubevirt.digest-ref: the release ships no KubeVirt container disk", BootImagesFile), nil
+		case 1:
+			out[0].Name = KubeVirtComponentName
+		}
+		return out, "", nil
+	}
 	if arch == "" {
 		arch = ArchAMD64
 	}
 	key := TagArch(arch)
-	a, ok := s.Architectures[key]
-	if !ok {
+	if _, ok := s.Architectures[key]; !ok {
 		return nil, fmt.Sprintf("%s data.stream has no architectures.%s: the release has no boot images, so no KubeVirt container disk, for %s", BootImagesFile, key, arch), nil
 	}
-	kv := a.Images.KubeVirt
-	if kv == nil || kv.DigestRef == "" {
+	c, err := disk(key)
+	if err != nil {
+		return nil, "", err
+	}
+	if c == nil {
 		return nil, fmt.Sprintf("%s data.stream has no architectures.%s.images.kubevirt.digest-ref: the release ships no KubeVirt container disk for %s (x86_64 and s390x releases do)", BootImagesFile, key, arch), nil
 	}
-	d, err := pinnedDigest(kv.DigestRef)
-	if err != nil {
-		return nil, "", fmt.Errorf("architectures.%s.images.kubevirt.digest-ref: %w", key, err)
-	}
-	return &Component{Name: KubeVirtComponentName, Image: kv.DigestRef, Digest: d}, "", nil
+	return []Component{*c}, "", nil
 }

@@ -190,8 +190,19 @@ func TestReadPayload(t *testing.T) {
 				t.Errorf("read instance %s (%s), want %s (%s)", got.Instance, got.Arch, img.Digest, c.readArch)
 			}
 			if c.kubeVirt {
-				want := p.KubeVirt[c.readArch]
-				if got.KubeVirt == nil || *got.KubeVirt != (release.Component{Name: release.KubeVirtComponentName, Image: want.Image, Digest: want.Digest}) {
+				// One disk for the architecture read; every architecture's
+				// that has one for a multi release, each named after it.
+				var want []release.Component
+				if c.arch == "multi" {
+					for _, arch := range []string{"s390x", "amd64"} {
+						kv := p.KubeVirt[arch]
+						want = append(want, release.Component{Name: release.KubeVirtComponentName + "-" + release.TagArch(arch), Image: kv.Image, Digest: kv.Digest})
+					}
+				} else {
+					kv := p.KubeVirt[c.readArch]
+					want = []release.Component{{Name: release.KubeVirtComponentName, Image: kv.Image, Digest: kv.Digest}}
+				}
+				if !slices.Equal(got.KubeVirt, want) {
 					t.Errorf("KubeVirt %+v, want %+v", got.KubeVirt, want)
 				}
 			} else if got.KubeVirt != nil {
