@@ -295,16 +295,23 @@ func (b *bench) registryBehind(ctx context.Context, name string, front func(http
 	if r, ok := b.registries[name]; ok {
 		return r, nil
 	}
+	return b.startRegistry(ctx, name, registrytest.Options{}, front)
+}
+
+// startRegistry starts registry name with opts (its Dir and Wrap set here).
+func (b *bench) startRegistry(ctx context.Context, name string, opts registrytest.Options, front func(http.Handler) http.Handler) (*registrytest.Registry, error) {
 	side := "mirror"
 	if strings.HasSuffix(name, "upstream") {
 		side = "upstream"
 	}
-	r, err := registrytest.New(ctx, registrytest.Options{Dir: filepath.Join(b.dir, "registries", name), Wrap: func(next http.Handler) http.Handler {
+	opts.Dir = filepath.Join(b.dir, "registries", name)
+	opts.Wrap = func(next http.Handler) http.Handler {
 		if front != nil {
 			next = front(next)
 		}
 		return b.count(side, next)
-	}})
+	}
+	r, err := registrytest.New(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("starting registry %s: %w", name, err)
 	}

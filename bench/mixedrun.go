@@ -100,6 +100,11 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 		}
 	}
 
+	cdn, err := b.cdnTrips(ctx, dir, n, isc, m.flags)
+	if err != nil {
+		return err
+	}
+
 	fmt.Println()
 	fmt.Printf("  %-50s %11s  %-32s %10s %7s %15s %9s\n", fmt.Sprintf("E: %d images, %d blobs, %s", n, m.blobs, humanBytes(m.bytes)),
 		"gapmirror s", "baseline", "baseline s", "ratio", "req/img mirror", "upstream")
@@ -132,11 +137,16 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 	for _, l := range []struct {
 		what string
 		r    tripResult
-	}{{"disk-to-mirror, single-request uploads", single.d2m}, {"mirror-to-mirror, single-request uploads", single.m2m}} {
+	}{{"disk-to-mirror, single-request uploads", single.d2m}, {"mirror-to-mirror, single-request uploads", single.m2m},
+		{"mirror-to-disk, CDN-backed upstream", cdn.m2d}, {"mirror-to-mirror, CDN-backed upstream", cdn.m2m}} {
 		fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", l.what, l.r.row.took.Seconds(), "-", "-", "-", perImage(l.r, "mirror"), perImage(l.r, "upstream"))
 	}
 	fmt.Println("  single-request uploads: into a registry that stores a blob from one POST ?digest= with its body, as the OCI")
 	fmt.Println("  distribution spec allows (distribution itself opens a session for a PUT: two requests per blob).")
+	fmt.Println("  CDN-backed upstream: the same upstream storage served by a registry that answers blob GETs with a redirect to a")
+	fmt.Printf("  file server, as quay.io and registry.redhat.io redirect to their CDNs; upstream req/img counts the registry's\n")
+	fmt.Printf("  requests, the file server served %.2f more per image (mirror-to-disk) and %.2f (mirror-to-mirror).\n",
+		float64(cdn.m2dCDN)/float64(n), float64(cdn.m2mCDN)/float64(n))
 	fmt.Println()
 	printFloors(b.capacity, m.bytes, t)
 	fmt.Println()
@@ -152,6 +162,50 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 	fmt.Println("  that side served during the run ÷ images (the update service and signature store are not registries and are not counted).")
 	fmt.Println("  skopeo copies each image once (release components shared by payloads once), the catalog as it is upstream, not the graph image.")
 	return nil
+}
+
+// cdnTrips is trips of a first mirror-to-disk and mirror-to-mirror with the
+// upstream restarted (same address, same storage) as a registry behind a
+// CDN: blob GETs answered 307 to a file server (registrytest.BlobCDN), as
+// quay.io and registry.redhat.io answer them. Run last: the upstream stays
+// that way.
+type cdnTrips struct {
+	m2d, m2m       tripResult
+	m2dCDN, m2mCDN int64 // requests the file server served in each
+}
+
+func (b *bench) cdnTrips(ctx context.Context, dir string, n int, isc string, upstreamArgs []string) (t cdnTrips, err error) {
+	old := b.registries["e-upstream"]
+	if old == nil {
+		return t, fmt.Errorf("CDN-backed upstream: no upstream to restart")
+	}
+	addr := old.Host()
+	if err := old.Close(); err != nil {
+		return t, fmt.Errorf("CDN-backed upstream: closing the upstream: %w", err)
+	}
+	delete(b.registries, "e-upstream")
+	up, err := b.startRegistry(ctx, "e-upstream", registrytest.Options{Addr: addr, BlobCDN: true}, nil)
+	if err != nil {
+		return t, fmt.Errorf("CDN-backed upstream: %w", err)
+	}
+	before := up.CDNRequests()
+	args := append([]string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-cdn"), "file://" + filepath.Join(dir, "archive-cdn")}, upstreamArgs...)
+	if t.m2d, err = b.trip(ctx, "E mirror-to-disk, CDN-backed upstream", n, false, true, args...); err != nil {
+		return t, err
+	}
+	t.m2dCDN = up.CDNRequests() - before
+	m2m, err := b.registry(ctx, "e-m2m-cdn")
+	if err != nil {
+		return t, err
+	}
+	before = up.CDNRequests()
+	args = append([]string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-m2m-cdn"),
+		"--workspace", "file://" + filepath.Join(dir, "workspace-cdn"), "docker://" + m2m.Host() + "/mirror"}, upstreamArgs...)
+	if t.m2m, err = b.trip(ctx, "E mirror-to-mirror, CDN-backed upstream", n, false, true, args...); err != nil {
+		return t, err
+	}
+	t.m2mCDN = up.CDNRequests() - before
+	return t, nil
 }
 
 // singlePostTrips pushes the archive of runTripSet and mirrors the set

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ import (
 	_ "github.com/distribution/distribution/v3/registry/auth/token"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/filesystem"
 	_ "github.com/distribution/distribution/v3/registry/storage/driver/inmemory"
+	_ "github.com/distribution/distribution/v3/registry/storage/driver/middleware/redirect"
 )
 
 // Options configures a Registry. The zero value is an in-memory, plain-HTTP
@@ -79,6 +81,14 @@ type Options struct {
 	// Wrap, when set, wraps the registry's handler (fault injection, request
 	// recording). It can be replaced later with SetWrap.
 	Wrap func(http.Handler) http.Handler
+	// BlobCDN serves blob GETs as registries behind a CDN do (quay.io,
+	// registry.redhat.io, Docker Hub): 307 to a plain file server on its
+	// own 127.0.0.1 port, named localhost, over the storage (Dir is
+	// required), which, like a
+	// presigned S3 URL, refuses any request carrying an Authorization
+	// header (400), so a client that sends the registry's credentials
+	// along fails. See CDNRequests.
+	BlobCDN bool
 	// Debug lets the registry's own log lines and the HTTP server's errors
 	// through to the standard logrus logger and stderr; they are dropped otherwise.
 	Debug bool
@@ -107,6 +117,10 @@ type Registry struct {
 	hidden   atomic.Int64                 // anonymous requests HideFromAnonymous answered
 	served   chan error
 
+	cdn         *http.Server // Options.BlobCDN's file server, else nil
+	cdnURL      string
+	cdnRequests atomic.Int64
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -122,6 +136,9 @@ func New(ctx context.Context, opts Options) (*Registry, error) {
 	}
 	if opts.HideFromAnonymous && opts.Username == "" && opts.Token == nil {
 		return nil, errors.New("registrytest: Options.HideFromAnonymous needs auth (Username or Token)")
+	}
+	if opts.BlobCDN && opts.Dir == "" {
+		return nil, errors.New("registrytest: Options.BlobCDN needs Options.Dir (the file server serves the storage directory)")
 	}
 	if len(opts.ReadOnly) > 0 && (opts.Username == "" || opts.Token != nil) {
 		return nil, errors.New("registrytest: Options.ReadOnly needs basic auth (Options.Username, no Options.Token); with Token use TokenUser.Actions")
@@ -154,6 +171,12 @@ func (r *Registry) start(ctx context.Context) error {
 			return err
 		}
 		r.tokens = ts
+	}
+	if opts.BlobCDN {
+		// The redirect base goes into the configuration, so the CDN starts first.
+		if err := r.startCDN(); err != nil {
+			return r.closeTokens(err)
+		}
 	}
 	cfg, err := r.configuration()
 	if err != nil {
@@ -230,13 +253,57 @@ func (r *Registry) abort(err error) error {
 	return r.closeTokens(err)
 }
 
-// closeTokens stops the token server, if any, and returns err.
+// closeTokens stops the token server and the CDN, if any, and returns err.
 func (r *Registry) closeTokens(err error) error {
 	if r.tokens != nil {
 		_ = r.tokens.close()
 	}
+	if r.cdn != nil {
+		_ = r.cdn.Close()
+	}
 	return err
 }
+
+// startCDN serves Options.Dir over plain HTTP on a port of its own: the
+// storage a blob GET is redirected to.
+func (r *Registry) startCDN() error {
+	dir, err := filepath.Abs(r.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("registrytest: Options.Dir %q: %w", r.opts.Dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("registrytest: creating storage directory Options.Dir %q: %w", r.opts.Dir, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("registrytest: listening for the CDN: %w", err)
+	}
+	files := http.FileServer(http.Dir(dir))
+	r.cdn = &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			r.cdnRequests.Add(1)
+			if req.Header.Get("Authorization") != "" {
+				http.Error(w, "InvalidArgument: Only one auth mechanism allowed", http.StatusBadRequest)
+				return
+			}
+			files.ServeHTTP(w, req)
+		}),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	// Another host name than the registry's, as a CDN has: clients then
+	// drop the registry's credentials on the redirect (net/http compares
+	// host names, not ports).
+	r.cdnURL = "http://localhost:" + strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
+	go func() { _ = r.cdn.Serve(ln) }()
+	return nil
+}
+
+// CDNRequests is how many requests Options.BlobCDN's file server got.
+func (r *Registry) CDNRequests() int64 { return r.cdnRequests.Load() }
+
+// CDNHost is the host:port of Options.BlobCDN's file server; "" without it.
+func (r *Registry) CDNHost() string { return strings.TrimPrefix(r.cdnURL, "http://") }
 
 // configuration builds the registry configuration in code, without reading the
 // environment.
@@ -257,7 +324,7 @@ func (r *Registry) configuration() (*configuration.Configuration, error) {
 
 	storage := configuration.Storage{
 		"delete":      configuration.Parameters{"enabled": !opts.DisableDelete},
-		"redirect":    configuration.Parameters{"disable": true},
+		"redirect":    configuration.Parameters{"disable": !opts.BlobCDN},
 		"cache":       configuration.Parameters{"blobdescriptor": "inmemory"},
 		"maintenance": configuration.Parameters{"uploadpurging": map[any]any{"enabled": false}},
 	}
@@ -274,6 +341,11 @@ func (r *Registry) configuration() (*configuration.Configuration, error) {
 		storage["inmemory"] = configuration.Parameters{}
 	}
 	cfg.Storage = storage
+	if opts.BlobCDN {
+		cfg.Middleware = map[string][]configuration.Middleware{
+			"storage": {{Name: "redirect", Options: configuration.Parameters{"baseurl": r.cdnURL}}},
+		}
+	}
 
 	if opts.SparseIndexes {
 		cfg.Validation.Manifests.Indexes.Platforms = "none"
@@ -475,6 +547,11 @@ func (r *Registry) Close() error {
 		if r.tokens != nil {
 			if err := r.tokens.close(); err != nil {
 				errs = append(errs, err)
+			}
+		}
+		if r.cdn != nil {
+			if err := r.cdn.Shutdown(ctx); err != nil {
+				_ = r.cdn.Close()
 			}
 		}
 		r.client.CloseIdleConnections()
