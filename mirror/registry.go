@@ -1063,14 +1063,6 @@ func (r *Registry) keepResolved(d digest.Digest, data []byte) {
 	r.mu.Unlock()
 }
 
-// forgetResolved drops the manifests kept for reading again: a later read
-// asks the registry.
-func (r *Registry) forgetResolved() {
-	r.mu.Lock()
-	r.resolved = map[digest.Digest][]byte{} // clear would keep the buckets
-	r.mu.Unlock()
-}
-
 // ResolveDigest returns the manifest digest ref (by tag or digest) names
 // upstream, honouring registries.conf mirrors.
 func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (digest.Digest, error) {

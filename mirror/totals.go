@@ -48,16 +48,6 @@ func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destina
 		})
 	}
 	g.Wait()
-	// The copy reads manifests from ps from here on: what the resolution
-	// kept of them for the pass (Registry.resolved) would only hold memory.
-	switch s := src.(type) {
-	case *Registry:
-		s.forgetResolved()
-	case builtSource:
-		if r, ok := s.Source.(*Registry); ok {
-			r.forgetResolved()
-		}
-	}
 	opts.Totals = TotalsOf(of)
 	return copySet(ctx, set, ps, pd, opts, of)
 }
@@ -143,10 +133,12 @@ func planReader(src Source, img imageset.Image) (read func(context.Context, dige
 	}
 	if named, c := r.planClient(img); c != nil {
 		return func(ctx context.Context, d digest.Digest) ([]byte, string, error) {
-			// The manifest the tag resolution read, as Registry.Manifest
-			// serves it, else one GET by digest.
+			// The manifest the resolution read, as Registry.Manifest
+			// serves it, else one GET by digest. Taken: from here the
+			// pass keeps it (plannedSource), for every image naming it.
 			r.mu.Lock()
 			data, ok := r.resolved[d]
+			delete(r.resolved, d)
 			r.mu.Unlock()
 			if ok {
 				return data, mediaTypeOf(data), nil

@@ -46,7 +46,8 @@ func (m *manifestReads) readTwice() []string {
 // TestEachManifestReadOnce: a first mirror-to-mirror, and a first
 // mirror-to-disk, read every manifest upstream once, though the signature
 // lookup needs the top manifest of each image to find its platform
-// manifests, the copy's planning pass reads them all, and one manifest
+// manifests, the copy's planning pass reads them all, the catalog and the
+// graph image's base are copied while the set is resolved, and one manifest
 // stands for several images: a multi-arch index under two names, release
 // components of two payloads. What is mirrored is still every image by
 // digest.
@@ -70,8 +71,11 @@ func TestEachManifestReadOnce(t *testing.T) {
 		example{Ref: w.up.Host() + "/" + idx.Repo + ":twin", Repo: idx.Repo, Tag: "twin", Digest: idxSpec.Digest},
 		example{Ref: w.up.Host() + "/" + copyRepo + ":twin", Repo: copyRepo, Tag: "twin", Digest: idxSpec.Digest})
 	// Two payloads whose components are the same images, as z-stream
-	// releases share most of theirs.
-	isc := w.isc("  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n")
+	// releases share most of theirs; the graph image and a catalog, each
+	// copied into the store while the set is resolved.
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: monthSpec})
+	isc := w.isc("  platform:\n    graph: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.2\n" +
+		"  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n    - name: operator-000\n")
 
 	for _, trip := range []struct {
 		name string
