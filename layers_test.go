@@ -16,17 +16,18 @@ const module = "github.com/gapmirror/gapmirror/"
 // allowedImports is docs/architecture.md's table: the gapmirror packages
 // each production package may import.
 var allowedImports = map[string][]string{
+	"backoff":             nil,
 	"imageset/spelling":   nil,
 	"imageset/yamlbudget": nil,
 	"imageset/catalog":    {"imageset/spelling", "imageset/yamlbudget"},
-	"imageset/release":    {"imageset/spelling"},
+	"imageset/release":    {"backoff", "imageset/spelling"},
 	"imageset/helm":       nil,
 	"imageset":            {"imageset/helm", "imageset/spelling", "imageset/yamlbudget"},
 	"registryapi":         nil,
 	"archive":             {"imageset"},
 	"generate":            {"imageset"},
 	"prune":               {"registryapi"},
-	"mirror":              {"archive", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi"},
+	"mirror":              {"archive", "backoff", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi"},
 	"serve":               nil,
 	"cmd/gapmirror":       {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve"},
 }

@@ -18,9 +18,9 @@ import (
 	v2 "github.com/docker/distribution/registry/api/v2"
 	"go.podman.io/image/v5/docker"
 
+	"github.com/gapmirror/gapmirror/backoff"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/internal/backoff"
 	"github.com/gapmirror/gapmirror/registryapi"
 )
 

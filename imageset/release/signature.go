@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gapmirror/gapmirror/internal/backoff"
+	"github.com/gapmirror/gapmirror/backoff"
 )
 
 // Default release signature store and the environment variable that
