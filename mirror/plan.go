@@ -172,6 +172,26 @@ func unresolved(list []imageset.Unresolved) []Unresolved {
 // resolve works out the Plan of the configuration. It reads the workspace
 // ws (signatures and charts earlier runs kept) but writes nothing into it:
 // a dry run leaves the workspace as it was, and execution keeps the plan.
+// seenManifests is Registry.seen for a run of workspace ws: the top
+// manifests whose platform manifests earlier runs recorded for the
+// signature lookup, and those in the store; nil when no earlier run
+// recorded any (a first run reads each tag's manifest with one GET).
+func seenManifests(ws string, store *Store) func(digest.Digest) bool {
+	if ws == "" {
+		return nil
+	}
+	var rec platformsRecord
+	if ok, err := (workspace{ws}).read(&rec, platformsFile...); !ok || err != nil || len(rec.Platforms) == 0 {
+		return nil
+	}
+	return func(d digest.Digest) bool {
+		if _, ok := rec.Platforms[d]; ok {
+			return true
+		}
+		return store != nil && store.Has(d)
+	}
+}
+
 func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws string) (*Plan, *imageset.Resolution, error) {
 	if t.RetryFailed != "" {
 		return nil, nil, errors.New("internal: resolve called for a retry")
@@ -186,6 +206,7 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 		t.Log.Warn(w.Error())
 	}
 	ctx = WithProgress(ctx, opts.Progress)
+	up.seen = seenManifests(ws, store)
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {

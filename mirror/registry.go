@@ -108,6 +108,10 @@ type Registry struct {
 	// read, by digest, so that neither they nor the copy's planning pass
 	// read one twice.
 	resolved map[digest.Digest][]byte
+	// seen says whether earlier runs of the workspace handled manifest d
+	// (its platform manifests are on record, or the store holds it), so a
+	// tag resolving to it needs no manifest read; nil on a first run.
+	seen func(d digest.Digest) bool
 	// regsD is the registries.d of an upstream, read once per run: which
 	// repositories get sigstore signature lookups (nil: all).
 	regsD *registriesD
@@ -1069,9 +1073,12 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 	if c, ok := ref.(reference.Canonical); ok {
 		return c.Digest(), nil
 	}
-	if data, ok, err := r.readTagShared(ctx, ref); ok {
+	if data, d, ok, err := r.readTagShared(ctx, ref); ok {
 		if err != nil {
 			return "", explain(err, ref.String())
+		}
+		if data == nil {
+			return d, nil // known from earlier runs: HEAD said which
 		}
 		if d, err := manifest.Digest(data); err == nil {
 			r.mu.Lock()
@@ -1116,27 +1123,45 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 // may hide private repositories, and which says how to log in where the
 // run has none). Otherwise the caller asks containers/image, which also
 // retries and words the other errors.
-func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data []byte, ok bool, err error) {
+//
+// Where earlier runs of the workspace knew manifests (see Registry.seen),
+// the tag is asked with a HEAD first, and a digest known already is the
+// whole answer (data nil): a weekly rerun then reads no manifest for its
+// tags, and on Docker Hub a HEAD does not count against the pull limit.
+// A tag that moved costs its HEAD and one GET by digest.
+func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data []byte, d digest.Digest, ok bool, err error) {
 	if _, tagged := ref.(reference.NamedTagged); !tagged {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	target, ok := r.onlySource(ref)
 	if !ok {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	tagged, isTagged := target.(reference.NamedTagged)
 	c := r.sharedClient(target)
 	if !isTagged || c == nil {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
-	m, _, err := c.Manifest(ctx, reference.Path(target), tagged.Tag())
+	get := tagged.Tag()
+	if r.seen != nil {
+		hd, _, err := c.Head(ctx, reference.Path(target), tagged.Tag())
+		switch {
+		case err == nil && r.seen(hd):
+			return nil, hd, true, nil
+		case err == nil:
+			get = hd.String() // moved: read what it names now
+		case registryapi.IsNotFound(err):
+			return nil, "", true, err
+		}
+	}
+	m, _, err := c.Manifest(ctx, reference.Path(target), get)
 	switch {
 	case err == nil:
-		return m, true, nil
+		return m, "", true, nil
 	case registryapi.IsNotFound(err):
-		return nil, true, err
+		return nil, "", true, err
 	}
-	return nil, false, nil
+	return nil, "", false, nil
 }
 
 func isNotFound(err error) bool {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 )
 
@@ -108,5 +110,97 @@ func TestEachManifestReadOnce(t *testing.T) {
 	for _, v := range []string{"4.18.1", "4.18.2"} {
 		w.assertRelease("m", w.payloads[v], false)
 	}
+	w.applyArchive(filepath.Join(w.dir, "archive"))
+}
+
+// manifestAsks counts the manifest requests an upstream serves, as
+// "METHOD tag", "METHOD digest" or "METHOD signature tag" (cosign's).
+type manifestAsks struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (m *manifestAsks) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ref, ok := strings.Cut(r.URL.Path, "/manifests/"); ok {
+			by := "tag"
+			switch {
+			case strings.HasPrefix(ref, "sha256:"):
+				by = "digest"
+			case strings.HasSuffix(ref, ".sig"):
+				by = "signature tag"
+			}
+			m.mu.Lock()
+			m.n[r.Method+" "+by]++
+			m.mu.Unlock()
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (m *manifestAsks) get(k string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n[k]
+}
+
+// TestRerunResolvesTagsWithHead: a rerun of the workspace asks each tag
+// with a HEAD and reads no manifest for tags that still name what earlier
+// runs mirrored (on Docker Hub a HEAD does not count against the pull
+// limit); a tag that moved is read once by digest and mirrored, by
+// mirror-to-mirror and by mirror-to-disk alike.
+func TestRerunResolvesTagsWithHead(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(6, 16<<10)
+	isc := w.isc("")
+	trips := []struct {
+		name string
+		args []string
+	}{
+		{"mirror-to-mirror", []string{"--workspace", "file://" + filepath.Join(w.dir, "ws"), "docker://" + w.dst.Host() + "/m"}},
+		{"mirror-to-disk", []string{"file://" + filepath.Join(w.dir, "archive")}},
+	}
+	tags := 0
+	for _, ex := range w.images {
+		if !strings.Contains(ex.Ref, "@") {
+			tags++
+		}
+	}
+	for _, trip := range trips {
+		if code, _, _ := w.gapmirror(append([]string{"mirror", "-c", isc}, trip.args...)...); code != 0 {
+			t.Fatalf("first %s failed", trip.name)
+		}
+		asks := &manifestAsks{n: map[string]int{}}
+		w.up.SetWrap(asks.wrap)
+		code, _, _ := w.gapmirror(append([]string{"mirror", "-c", isc}, trip.args...)...)
+		w.up.SetWrap(nil)
+		if code != 0 {
+			t.Fatalf("%s rerun failed", trip.name)
+		}
+		if asks.get("GET tag") != 0 || asks.get("GET digest") != 0 || asks.get("HEAD tag") != tags {
+			t.Errorf("%s rerun, nothing changed: manifest requests upstream %v, want a HEAD for each of the %d tags and no GET", trip.name, asks.n, tags)
+		}
+	}
+
+	// One tag moves.
+	moved := w.images[0]
+	img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(4242, 8<<10)}})
+	must(t, err)
+	must(t, imagebuilder.Push(context.Background(), w.upTarget(), moved.Repo, moved.Tag, img))
+	w.images[0].Digest = img.Digest
+	for _, trip := range trips {
+		asks := &manifestAsks{n: map[string]int{}}
+		w.up.SetWrap(asks.wrap)
+		code, _, _ := w.gapmirror(append([]string{"mirror", "-c", isc}, trip.args...)...)
+		w.up.SetWrap(nil)
+		if code != 0 {
+			t.Fatalf("%s after a tag moved failed", trip.name)
+		}
+		if asks.get("GET tag") != 0 || asks.get("GET digest") != 1 || asks.get("HEAD tag") != tags {
+			t.Errorf("%s after a tag moved: manifest requests upstream %v, want a HEAD per tag and one GET of the new manifest", trip.name, asks.n)
+		}
+	}
+	w.assertMirrored(w.dst, "m")
 	w.applyArchive(filepath.Join(w.dir, "archive"))
 }
