@@ -24,10 +24,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/distribution/distribution/v3/configuration"
 	"github.com/distribution/distribution/v3/registry/handlers"
+	registrymiddleware "github.com/distribution/distribution/v3/registry/middleware/registry"
+	"github.com/distribution/distribution/v3/registry/storage"
 	"go.yaml.in/yaml/v3"
 
 	// Storage drivers a --registry-config may name (and clouddrivers.go).
@@ -362,6 +365,14 @@ func defaultConfiguration(root string) ([]byte, error) {
 	})
 }
 
+// noDigestResumption turns off, once per process, the hash state
+// distribution saves after every upload request so that a later PATCH can
+// resume hashing: pushes (gapmirror's, skopeo's, podman's monolithic ones)
+// send a blob in one request, and for them that state is a file written
+// and fsynced twice per blob for nothing. A client that uploads in parts
+// gets its blob hashed once more when it commits instead.
+var noDigestResumption sync.Once
+
 // newApp builds the registry application, turning its construction panics
 // (a storage driver that cannot start) into errors.
 func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handlers.App, err error) {
@@ -370,6 +381,7 @@ func newApp(ctx context.Context, cfg *configuration.Configuration) (app *handler
 			err = fmt.Errorf("starting the registry: %v", p)
 		}
 	}()
+	noDigestResumption.Do(func() { _ = registrymiddleware.RegisterOptions(storage.DisableDigestResumption) })
 	return handlers.NewApp(ctx, cfg), nil
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 )
 
@@ -238,5 +240,89 @@ func TestServerCertificateNames(t *testing.T) {
 				t.Errorf("--tls-san with %+v: %v, want it refused saying %q", tc.opts, err, want)
 			}
 		}
+	}
+}
+
+// TestServerUploads: without distribution's resumable hash state (off in
+// serve: pushes send a blob in one request), a blob uploaded in parts
+// (POST, two PATCHes, PUT) is still checked against its digest when it is
+// committed: the right digest stores it, a wrong one is refused; a
+// one-request PUT leaves no hash state behind in the storage.
+func TestServerUploads(t *testing.T) {
+	root := t.TempDir()
+	srv := startPlain(t, Options{Root: root})
+	client := &http.Client{}
+	do := func(method, url string, body []byte, header map[string]string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth(PushUser, srv.pushPassword)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	location := func(resp *http.Response) string {
+		t.Helper()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusAccepted || loc == "" {
+			t.Fatalf("upload answered %s, Location %q", resp.Status, loc)
+		}
+		if strings.HasPrefix(loc, "/") {
+			loc = srv.URL() + loc
+		}
+		return loc
+	}
+	withDigest := func(loc, d string) string {
+		sep := "?"
+		if strings.Contains(loc, "?") {
+			sep = "&"
+		}
+		return loc + sep + "digest=" + d
+	}
+	part1, part2 := []byte(strings.Repeat("a", 3000)), []byte(strings.Repeat("b", 2000))
+	whole := append(append([]byte{}, part1...), part2...)
+	d := digest.FromBytes(whole)
+	for _, c := range []struct {
+		name   string
+		digest digest.Digest
+		want   int
+	}{
+		{"right digest", d, http.StatusCreated},
+		{"wrong digest", digest.FromString("something else"), http.StatusBadRequest},
+	} {
+		loc := location(do(http.MethodPost, srv.URL()+"/v2/apps/parts/blobs/uploads/", nil, nil))
+		loc = location(do(http.MethodPatch, loc, part1, map[string]string{"Content-Type": "application/octet-stream", "Content-Range": "0-2999"}))
+		loc = location(do(http.MethodPatch, loc, part2, map[string]string{"Content-Type": "application/octet-stream", "Content-Range": "3000-4999"}))
+		if resp := do(http.MethodPut, withDigest(loc, c.digest.String()), nil, nil); resp.StatusCode != c.want {
+			t.Errorf("%s: the PUT closing a three-part upload answered %s, want %d", c.name, resp.Status, c.want)
+		}
+	}
+	if resp := do(http.MethodHead, srv.URL()+"/v2/apps/parts/blobs/"+d.String(), nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("the blob uploaded in parts: HEAD %s", resp.Status)
+	}
+
+	one := []byte("one request")
+	loc := location(do(http.MethodPost, srv.URL()+"/v2/apps/one/blobs/uploads/", nil, nil))
+	if resp := do(http.MethodPut, withDigest(loc, digest.FromBytes(one).String()), one, map[string]string{"Content-Type": "application/octet-stream"}); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("one-request upload: %s", resp.Status)
+	}
+	var hashStates []string
+	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err == nil && strings.Contains(p, "hashstates") {
+			hashStates = append(hashStates, p)
+		}
+		return nil
+	})
+	if len(hashStates) > 0 {
+		t.Errorf("hash state written by uploads: %v", hashStates)
 	}
 }
