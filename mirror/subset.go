@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/Masterminds/semver/v3"
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -20,7 +21,8 @@ import (
 // Disk-to-mirror with a subset: -c may name a configuration whose entries
 // are entries of the archive's configuration (as written, or as the pinned
 // configuration wrote them): fewer additional images, operator catalogs or
-// release channels, or no platform or helm section. The run then pushes
+// release channels (or a channel's version range narrowed), or no platform
+// or helm section. The run then pushes
 // and generates resources for exactly those images, as oc-mirror does to
 // serve several enclaves from one archive. What the archive cannot answer
 // (an entry it does not hold, a catalog filtered differently, which would
@@ -392,6 +394,7 @@ func (s *subsetter) match(m *imageset.Mirror) func(imageset.Image) bool {
 		}
 	}
 	allReleases := false
+	var narrowed []releaseRange
 	switch {
 	case yamlOf(m.Platform) == yamlOf(imageset.Platform{}):
 	case yamlOf(m.Platform) == yamlOf(made.Platform) || yamlOf(m.Platform) == yamlOf(pinned.Platform):
@@ -407,11 +410,16 @@ func (s *subsetter) match(m *imageset.Mirror) func(imageset.Image) bool {
 		}
 		for i, c := range m.Platform.Channels {
 			j := index(c, made.Platform.Channels, pinned.Platform.Channels)
-			if j < 0 {
-				s.refused = append(s.refused, fmt.Sprintf("mirror.platform.channels[%d] %s: not a channel of the archive, or with other versions", i, c.Name))
+			if j >= 0 {
+				reasons = append(reasons, fmt.Sprintf("mirror.platform.channels[%d] ", j))
 				continue
 			}
-			reasons = append(reasons, fmt.Sprintf("mirror.platform.channels[%d] ", j))
+			nr, why := narrowedChannel(i, c, made.Platform.Channels, pinned.Platform.Channels)
+			if why != "" {
+				s.refused = append(s.refused, why)
+				continue
+			}
+			narrowed = append(narrowed, nr)
 		}
 		if m.Platform.Graph {
 			reasons = append(reasons, "mirror.platform.graph")
@@ -435,9 +443,73 @@ func (s *subsetter) match(m *imageset.Mirror) func(imageset.Image) bool {
 			if hasAnyPrefix(why, reasons) || hasAnyPrefix(why, catalogs) {
 				return true
 			}
+			if img.Kind == imageset.KindRelease && slices.ContainsFunc(narrowed, func(r releaseRange) bool { return r.keeps(why, img) }) {
+				return true
+			}
 		}
 		return false
 	}
+}
+
+// releaseRange is a release channel of -c that is a channel of the archive
+// with a narrower version range: of the releases that channel selected,
+// those in [min, max] are kept, with their components.
+type releaseRange struct {
+	why      string // the archive's channel, as a release's Why starts
+	min, max *semver.Version
+}
+
+func (r releaseRange) keeps(why string, img imageset.Image) bool {
+	if !strings.HasPrefix(why, r.why) {
+		return false
+	}
+	v, err := semver.NewVersion(releaseVersion(tagOf(img.Destination)))
+	return err == nil && !v.LessThan(r.min) && !v.GreaterThan(r.max)
+}
+
+// releaseVersion is the version of a release image's tag, <version>-<arch>.
+func releaseVersion(tag string) string {
+	for _, arch := range []string{"x86_64", "aarch64", "ppc64le", "s390x", "multi"} {
+		if v, ok := strings.CutSuffix(tag, "-"+arch); ok {
+			return v
+		}
+	}
+	return tag
+}
+
+// narrowedChannel matches channel c (mirror.platform.channels[i] of -c)
+// with a channel of the archive that differs from it only by a version
+// range holding c's: the archive holds every release c would select from
+// it. why says why it is refused otherwise.
+func narrowedChannel(i int, c imageset.ReleaseChannel, made, pinned []imageset.ReleaseChannel) (releaseRange, string) {
+	field := fmt.Sprintf("mirror.platform.channels[%d] %s", i, c.Name)
+	cmin, errMin := semver.NewVersion(c.MinVersion)
+	cmax, errMax := semver.NewVersion(c.MaxVersion)
+	for _, list := range [][]imageset.ReleaseChannel{made, pinned} {
+		for j, a := range list {
+			same, other := c, a
+			same.MinVersion, same.MaxVersion, other.MinVersion, other.MaxVersion = "", "", "", ""
+			if yamlOf(same) != yamlOf(other) || a.MinVersion == "" || a.MaxVersion == "" {
+				continue
+			}
+			amin, err1 := semver.NewVersion(a.MinVersion)
+			amax, err2 := semver.NewVersion(a.MaxVersion)
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			if errMin != nil || errMax != nil {
+				return releaseRange{}, fmt.Sprintf("%s: a channel narrowing the archive's %s (minVersion %s, maxVersion %s) needs both minVersion and maxVersion", field, a.Name, a.MinVersion, a.MaxVersion)
+			}
+			if cmin.LessThan(amin) || cmax.GreaterThan(amax) || cmin.GreaterThan(cmax) {
+				return releaseRange{}, fmt.Sprintf("%s: versions %s to %s are not within the archive's %s to %s: the archive holds no releases outside them", field, c.MinVersion, c.MaxVersion, a.MinVersion, a.MaxVersion)
+			}
+			if a.ShortestPath {
+				return releaseRange{}, fmt.Sprintf("%s: the archive's channel takes the shortest path from %s to %s, which a narrower range would choose anew: keep its range, or leave the channel out", field, a.MinVersion, a.MaxVersion)
+			}
+			return releaseRange{why: fmt.Sprintf("mirror.platform.channels[%d] ", j), min: cmin, max: cmax}, ""
+		}
+	}
+	return releaseRange{}, field + ": not a channel of the archive, nor one of them with a narrower version range"
 }
 
 func isReleaseKind(k imageset.Kind) bool {

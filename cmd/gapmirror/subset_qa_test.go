@@ -420,3 +420,40 @@ func TestDiskToMirrorSubsetDryRunTwoEnclaves(t *testing.T) {
 		t.Errorf("enclave 2's record names what the subset leaves out:\n%s", rec)
 	}
 }
+
+// TestDiskToMirrorSubsetNarrowsReleases: a subset whose release channel is
+// the archive's with a narrower version range pushes the archive's
+// releases of that channel within it, with their components and their
+// signature ConfigMaps, and nothing of the others; a range reaching
+// outside the archive's is refused, naming both ranges, and pushes nothing.
+func TestDiskToMirrorSubsetNarrowsReleases(t *testing.T) {
+	t.Parallel()
+	versions := []string{"4.18.1", "4.18.2", "4.18.3"}
+	w := newReleaseWorld(t, versions, 2, false)
+	archiveDir := filepath.Join(w.dir, "archive")
+	channel := func(min, max string) string {
+		return "    channels:\n    - name: stable-4.18\n      minVersion: " + min + "\n      maxVersion: " + max + "\n"
+	}
+	if code, _, _ := w.run("mirror", "-c", w.releaseISC("isc", channel("4.18.1", "4.18.3")), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	if code, _, _ := w.run("mirror", "-c", w.releaseISC("narrow", channel("4.18.2", "4.18.3")), "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/narrow"); code != 0 {
+		t.Fatal("disk-to-mirror of the narrowed channel failed")
+	}
+	for _, v := range []string{"4.18.2", "4.18.3"} {
+		w.assertRelease("narrow", w.payloads[v], false)
+	}
+	p1 := w.payloads["4.18.1"]
+	if _, err := w.dst.ManifestDigest("narrow/openshift/release-images", p1.Tag); err == nil {
+		t.Error("release 4.18.1 is outside the subset's range but was pushed")
+	}
+	for _, c := range p1.Components {
+		if _, err := w.dst.ManifestDigest("narrow/openshift/release", p1.Tag+"-"+c.Name); err == nil {
+			t.Errorf("component %s of 4.18.1 was pushed", c.Name)
+		}
+	}
+	w.assertSignatureConfigMaps(filepath.Join(archiveDir, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.2", "4.18.3"})
+
+	w.world.refusedSubset(w.releaseISC("wide", channel("4.18.0", "4.18.2")), archiveDir, "wide",
+		"mirror.platform.channels[0] stable-4.18: versions 4.18.0 to 4.18.2 are not within the archive's 4.18.1 to 4.18.3")
+}
