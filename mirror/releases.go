@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -465,6 +466,15 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	dataURL := opts.GraphDataURL
 	if dataURL == "" {
 		dataURL = release.DefaultGraphDataURL
+		// An enclave's own update service (UPDATE_URL_OVERRIDE) is where
+		// api.openshift.com is out of reach: as oc-mirror, reuse the graph
+		// image an earlier run built rather than download the graph data.
+		if override := os.Getenv(release.EnvUpdateURLOverride); override != "" {
+			if img, ok := c.builtGraphImage(); ok {
+				c.t.Log.Info("mirror.platform.graph: "+release.EnvUpdateURLOverride+" is set: reusing the graph image an earlier run built (pass --graph-data-url to build it anew)", "digest", img.Digest, "updateService", override)
+				return r.Set.Add(img)
+			}
+		}
 	}
 	baseRef := opts.GraphBaseImage
 	if baseRef == "" {
@@ -472,6 +482,9 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	}
 	tgz, err := release.FetchGraphData(ctx, opts.HTTPClient, dataURL)
 	if err != nil {
+		if os.Getenv(release.EnvUpdateURLOverride) != "" && opts.GraphDataURL == "" {
+			return fmt.Errorf("mirror.platform.graph: %w (%s is set and no earlier run built a graph image to reuse: point --graph-data-url at a reachable copy of the graph data)", err, release.EnvUpdateURLOverride)
+		}
 		return fmt.Errorf("mirror.platform.graph: %w", err)
 	}
 	named, err := reference.ParseNormalizedNamed(baseRef)
@@ -502,15 +515,33 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	if err := c.store.SaveIndex(); err != nil {
 		return err
 	}
-	ref := "localhost/gapmirror/graph-image@" + d.String()
-	img := imageset.Image{Source: ref, Origin: ref, Digest: d.String(), Destination: release.GraphImageDestination,
-		Kind: imageset.KindReleaseGraph, Built: true,
-		Why: []string{fmt.Sprintf("mirror.platform.graph: update graph data from %s on %s", dataURL, baseRef)}}
+	img := graphImageOf(d, fmt.Sprintf("mirror.platform.graph: update graph data from %s on %s", dataURL, baseRef))
 	if err := r.Set.Add(img); err != nil {
 		return fmt.Errorf("mirror.platform.graph: %w", err)
 	}
 	c.t.Log.Info("graph data image built", "digest", d, "base", baseRef, "graphData", dataURL)
 	return nil
+}
+
+// graphImageOf is the Set's image of the graph image d, built here.
+func graphImageOf(d digest.Digest, why string) imageset.Image {
+	ref := "localhost/gapmirror/graph-image@" + d.String()
+	return imageset.Image{Source: ref, Origin: ref, Digest: d.String(), Destination: release.GraphImageDestination,
+		Kind: imageset.KindReleaseGraph, Built: true, Why: []string{why}}
+}
+
+// builtGraphImage is the graph image an earlier run built into the store,
+// when the store still holds all of it.
+func (c *releaseContributor) builtGraphImage() (imageset.Image, bool) {
+	desc, ok := c.store.Resolve(release.GraphImageDestination)
+	if !ok {
+		return imageset.Image{}, false
+	}
+	img := graphImageOf(desc.Digest, "mirror.platform.graph: the graph image an earlier run built ("+release.EnvUpdateURLOverride+" is set)")
+	if _, err := c.store.Blobs(img); err != nil {
+		return imageset.Image{}, false
+	}
+	return img, true
 }
 
 // releaseSignatures returns the signatures of the release images that

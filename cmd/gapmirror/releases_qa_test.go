@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
@@ -248,4 +251,48 @@ func TestReleasesRealTwoMinorsShortestPath(t *testing.T) {
 		t.Errorf("plan holds\n%v\nwant\n%v", got, wanted)
 	}
 	t.Logf("stable-4.17 %s..%s + stable-4.18 %s..%s: %d releases, upgrade path %s", min417, max417, min418, head, len(want), strings.Join(path, " → "))
+}
+
+// TestReleasesGraphWithUpdateURLOverride: with UPDATE_URL_OVERRIDE set (an
+// enclave's own update service, where api.openshift.com is out of reach)
+// and no --graph-data-url, graph: true reuses the graph image an earlier
+// run built, as oc-mirror does, instead of downloading the graph data from
+// its default address; disk-to-mirror pushes it as usual.
+func TestReleasesGraphWithUpdateURLOverride(t *testing.T) {
+	w := newReleaseWorld(t, []string{"4.18.1"}, 2, false)
+	isc := w.releaseISC("isc", "    graph: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.1\n      maxVersion: 4.18.1\n")
+	first := filepath.Join(w.dir, "first")
+	if code, _, _ := w.run("mirror", "-c", isc, "file://"+first); code != 0 {
+		t.Fatal("the first mirror-to-disk failed")
+	}
+	built := graphImageIn(t, first)
+	t.Setenv("UPDATE_URL_OVERRIDE", w.services.GraphURL())
+	second := filepath.Join(w.dir, "second")
+	code, stdout, stderr := w.gapmirror("mirror", "-c", isc, "file://"+second,
+		"--release-signature-url", w.services.SignatureURL(), "--release-signature-key", w.keyFile, "--graph-base-image", w.up.Host()+"/ubi9/ubi:latest")
+	if code != 0 {
+		t.Fatalf("mirror-to-disk with UPDATE_URL_OVERRIDE: exit %d", code)
+	}
+	if !strings.Contains(stdout+stderr, "reusing the graph image an earlier run built") {
+		t.Error("the run did not say it reused the graph image")
+	}
+	if got := graphImageIn(t, second); got != built {
+		t.Errorf("graph image %s, want the one the first run built, %s", got, built)
+	}
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+second, "docker://"+w.dst.Host()+"/m"); code != 0 {
+		t.Fatal("disk-to-mirror failed")
+	}
+	w.assertGraphImage("m/openshift/graph-image", built)
+}
+
+// graphImageIn is the digest of the graph image in the archive of dir.
+func graphImageIn(t *testing.T, dir string) digest.Digest {
+	t.Helper()
+	for _, img := range archiveOf(t, dir).Set.Images {
+		if img.Kind == imageset.KindReleaseGraph {
+			return digest.Digest(img.Digest)
+		}
+	}
+	t.Fatalf("no graph image in the archive of %s", dir)
+	return ""
 }
