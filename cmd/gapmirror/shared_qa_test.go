@@ -63,3 +63,53 @@ mirror:
 		}
 	}
 }
+
+// TestSharedReadQARetried: two images naming one multi-arch index with
+// other platforms, whose blob reads are cut once each and retried
+// (--retry-times): both arrive whole with their own platforms, to a
+// mirror and through an archive.
+func TestSharedReadQARetried(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.dst = registrytest.Start(t, registrytest.Options{SparseIndexes: true})
+	fx := w.pushSparseFixture()
+	must(t, imagebuilder.PushIndex(context.Background(), w.upTarget(), "multi/copy", "v1", fx.index))
+	isc := filepath.Join(w.dir, "isc.yaml")
+	must(t, os.WriteFile(isc, []byte(fmt.Sprintf(`kind: ImageSetConfiguration
+apiVersion: mirror.openshift.io/v2alpha1
+mirror:
+  additionalImages:
+  - name: %[1]s/multi/tool:v1
+    platforms:
+    - os: linux
+      architecture: arm64
+  - name: %[1]s/multi/copy@%[2]s
+    platforms:
+    - os: linux
+      architecture: amd64
+    - os: linux
+      architecture: ppc64le
+`, w.up.Host(), fx.index.Digest)), 0o644))
+	cut := registrytest.NewBlobTruncator(1000, 1)
+	w.up.SetWrap(cut.Wrap)
+	code, _, _ := w.gapmirror("mirror", "-c", isc, "--retry-times", "3", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m")
+	if code != 0 {
+		t.Fatalf("mirror-to-mirror with cut blobs: exit %d", code)
+	}
+	out := filepath.Join(w.dir, "out")
+	code, _, _ = w.gapmirror("mirror", "-c", isc, "--retry-times", "3", "file://"+out)
+	w.up.SetWrap(nil)
+	if code != 0 {
+		t.Fatalf("mirror-to-disk with cut blobs: exit %d", code)
+	}
+	if cut.Cuts() == 0 {
+		t.Fatal("no blob read was cut")
+	}
+	if code, _, _ := w.gapmirror("mirror", "--from", "file://"+out, "docker://"+w.dst.Host()+"/d"); code != 0 {
+		t.Fatal("disk-to-mirror failed")
+	}
+	for _, p := range []string{"m", "d"} {
+		w.assertSparseIndex(w.dst, p+"/multi/tool", "multi/tool", fx.index.Digest, "arm64")
+		w.assertSparseIndex(w.dst, p+"/multi/copy", "multi/copy", fx.index.Digest, "amd64", "ppc64le")
+	}
+}
