@@ -848,30 +848,21 @@ func (r *Reader) Chunks() []string {
 }
 
 // Whole reads the verified index of the archive with sequence seq in dir
-// and checks that every chunk it lists is there at its recorded size (the
-// chunks' contents are checked when the archive is read). It fails with
-// an error satisfying errors.Is(err, fs.ErrNotExist) when dir holds no
-// first chunk of that sequence.
+// and checks that every chunk it lists is there at its recorded size and
+// that the tar headers of every chunk, the first included, hold each blob
+// and extra file the index places there at its size (as OpenFirst: a first
+// chunk cut short, whose index still reads, is not whole; the chunks'
+// contents are checked when the archive is read). It fails with an error
+// satisfying errors.Is(err, fs.ErrNotExist) when dir holds no first chunk
+// of that sequence.
 func Whole(dir string, seq int) (*Index, error) {
 	first := SeqChunkName(seq, 1)
 	if _, err := os.Stat(filepath.Join(dir, first)); err != nil {
 		return nil, err
 	}
-	idx, err := readIndexFile(dir, first)
+	r, err := OpenFirst(dir, first)
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range idx.Chunks {
-		if c.Number == 1 {
-			continue // its size is not recorded in the index it holds
-		}
-		fi, err := os.Stat(filepath.Join(dir, c.Name))
-		if err != nil {
-			return nil, fmt.Errorf("chunk %s of archive %s: %w", c.Name, idx.ID, err)
-		}
-		if fi.Size() != c.Size {
-			return nil, fmt.Errorf("chunk %s of archive %s has %d bytes, its index says %d", c.Name, idx.ID, fi.Size(), c.Size)
-		}
-	}
-	return idx, nil
+	return r.idx, nil
 }

@@ -105,9 +105,11 @@ type Registry struct {
 	srcs  map[string]types.ImageSource
 	dests map[string]types.ImageDestination
 	// resolved keeps the manifests ResolveDigest and the signature lookup
-	// read, by digest, so that neither they nor the copy's planning pass
-	// read one twice.
-	resolved map[digest.Digest][]byte
+	// read, by repository and digest, so that neither they nor the copy's
+	// planning pass read one twice. (A manifest read from one repository
+	// says nothing of another: an image naming a digest its repository does
+	// not hold must fail, not be served another repository's read.)
+	resolved map[manifestKey][]byte
 	// seen says whether earlier runs of the workspace handled manifest d
 	// (its platform manifests are on record, or the store holds it), so a
 	// tag resolving to it needs no manifest read; nil on a first run.
@@ -172,7 +174,7 @@ type listedTags struct {
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{sys: o.SystemContext(), cache: memory.New(), Retries: 5, RetryDelay: 500 * time.Millisecond,
-		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[digest.Digest][]byte{}, clients: map[clientKey]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{},
+		srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, resolved: map[manifestKey][]byte{}, clients: map[clientKey]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{},
 		known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{}, trusted: map[string]bool{},
 		expect: map[string]int{}, tags: map[string]*listedTags{}, knownRepos: map[string]bool{}}
 }
@@ -304,7 +306,7 @@ func (r *Registry) Close() error {
 // by the client); elsewhere through containers/image.
 func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
 	r.mu.Lock()
-	data, ok := r.resolved[d]
+	data, ok := r.resolved[manifestKey{repoOf(r.Name(img)), d}]
 	r.mu.Unlock()
 	if ok {
 		return data, mediaTypeOf(data), nil
@@ -1056,14 +1058,30 @@ func (r *Registry) triedInTurn(img imageset.Image) bool {
 	return err == nil && reg != nil && len(reg.Mirrors) > 0
 }
 
-// keepResolved keeps data for later reads of manifest d in this run (see
-// resolved) when it is d.
-func (r *Registry) keepResolved(d digest.Digest, data []byte) {
+// manifestKey is a manifest of one upstream repository.
+type manifestKey struct {
+	repo string
+	d    digest.Digest
+}
+
+// repoOf is the repository of image reference name (its normalized name
+// without tag or digest), name itself when it does not parse.
+func repoOf(name string) string {
+	named, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return name
+	}
+	return named.Name()
+}
+
+// keepResolved keeps data for later reads of manifest d of the repository
+// of name in this run (see resolved) when it is d.
+func (r *Registry) keepResolved(name string, d digest.Digest, data []byte) {
 	if d.Validate() != nil || d.Algorithm().FromBytes(data) != d {
 		return
 	}
 	r.mu.Lock()
-	r.resolved[d] = data
+	r.resolved[manifestKey{repoOf(name), d}] = data
 	r.mu.Unlock()
 }
 
@@ -1082,7 +1100,7 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 		}
 		if d, err := manifest.Digest(data); err == nil {
 			r.mu.Lock()
-			r.resolved[d] = data
+			r.resolved[manifestKey{ref.Name(), d}] = data
 			r.mu.Unlock()
 			return d, nil
 		}
@@ -1104,7 +1122,7 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 		}
 		if d, err = manifest.Digest(data); err == nil {
 			r.mu.Lock()
-			r.resolved[d] = data
+			r.resolved[manifestKey{ref.Name(), d}] = data
 			r.mu.Unlock()
 		}
 		return err

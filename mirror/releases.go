@@ -352,7 +352,7 @@ func (p payloadImages) Manifest(ctx context.Context, ref string, d digest.Digest
 	if err == nil {
 		// The payload is mirrored too: its signature lookup and the copy's
 		// planning take it from here.
-		p.up.keepResolved(d, data)
+		p.up.keepResolved(ref, d, data)
 	}
 	return data, mt, err
 }

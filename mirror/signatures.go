@@ -96,11 +96,13 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, ws
 	}
 	// One read per manifest: images sharing one (release components of
 	// several payloads, an image listed twice) take the first's answer.
-	first := map[digest.Digest]int{}
+	// (By repository too: one whose repository does not hold the manifest
+	// must not take another's answer, nor give its failure to another.)
+	first := map[signatureLookup]int{}
 	var distinct []int
 	for i, tg := range images {
-		if _, ok := first[tg.manifest]; !ok {
-			first[tg.manifest] = i
+		if _, ok := first[signatureLookup{tg.repo, tg.manifest}]; !ok {
+			first[signatureLookup{tg.repo, tg.manifest}] = i
 			distinct = append(distinct, i)
 		}
 	}
@@ -130,7 +132,7 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, ws
 		}
 	})
 	for i, tg := range images {
-		if f := first[tg.manifest]; f != i {
+		if f := first[signatureLookup{tg.repo, tg.manifest}]; f != i {
 			kidsOf[i], have[i] = kidsOf[f], have[f]
 		}
 	}
@@ -233,7 +235,7 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 		return store.ReadBlob(d)
 	}
 	up.mu.Lock()
-	data, ok := up.resolved[d]
+	data, ok := up.resolved[manifestKey{repoOf(up.Name(img)), d}]
 	up.mu.Unlock()
 	if ok {
 		return data, nil
@@ -247,7 +249,7 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 		return err
 	})
 	if err == nil {
-		up.keepResolved(d, data) // for the copy's planning pass
+		up.keepResolved(up.Name(img), d, data) // for the copy's planning pass
 	}
 	return data, err
 }

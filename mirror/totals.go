@@ -73,12 +73,12 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 	defer done()
 	var walk func(d digest.Digest, top bool) bool
 	walk = func(d digest.Digest, top bool) bool {
-		m, err := ps.read(ctx, d, read)
+		m, err := ps.read(ctx, img, d, read)
 		if err != nil {
 			return false
 		}
 		data, mt := m.data, m.mt
-		ps.remember(d, data, mt)
+		ps.remember(img, d, data, mt)
 		if guessed := mediaTypeOf(data); guessed != "" {
 			mt = guessed
 		}
@@ -136,9 +136,10 @@ func planReader(src Source, img imageset.Image) (read func(context.Context, dige
 			// The manifest the resolution read, as Registry.Manifest
 			// serves it, else one GET by digest. Taken: from here the
 			// pass keeps it (plannedSource), for every image naming it.
+			k := manifestKey{repoOf(r.Name(img)), d}
 			r.mu.Lock()
-			data, ok := r.resolved[d]
-			delete(r.resolved, d)
+			data, ok := r.resolved[k]
+			delete(r.resolved, k)
 			r.mu.Unlock()
 			if ok {
 				return data, mediaTypeOf(data), nil
@@ -175,14 +176,16 @@ type manifestRead struct {
 	mt   string
 }
 
-// plannedSource serves the manifests the planning pass read. A manifest is
+// plannedSource serves the manifests the planning pass read, by digest;
+// an image's top manifest by its source repository too (see key). A
+// manifest is
 // kept by digest until every image the pass read it for has taken it: the
 // release components several payloads share, or one image tagged in two
 // places, are read upstream once, and memory holds each manifest once.
 type plannedSource struct {
 	Source
 	mu        sync.Mutex
-	manifests map[digest.Digest]*plannedManifest
+	manifests map[manifestKey]*plannedManifest
 	reading   singleflight.Group // images planned at once that share a manifest wait for one read
 }
 
@@ -191,21 +194,34 @@ type plannedManifest struct {
 	takers int // reads the copy is still expected to make
 }
 
+// key is where manifest d of img is kept. Platform manifests are shared by
+// digest across repositories (a registry holds an index's platform
+// manifests in the index's repository), top manifests are not: an image
+// named by a digest its repository does not hold must fail with its
+// registry's answer, not be served the manifest another repository gave.
+func (p *plannedSource) key(img imageset.Image, d digest.Digest) manifestKey {
+	if d == digest.Digest(img.Digest) {
+		return manifestKey{repoOf(img.Source), d}
+	}
+	return manifestKey{d: d}
+}
+
 func newPlannedSource(src Source) *plannedSource {
-	return &plannedSource{Source: src, manifests: map[digest.Digest]*plannedManifest{}}
+	return &plannedSource{Source: src, manifests: map[manifestKey]*plannedManifest{}}
 }
 
 // read returns manifest d, checked against d: the one the pass already
 // read for another image, else read's answer, which images planned at the
 // same time share. The caller then remembers it for its own image.
-func (p *plannedSource) read(ctx context.Context, d digest.Digest, read func(context.Context, digest.Digest) ([]byte, string, error)) (manifestRead, error) {
+func (p *plannedSource) read(ctx context.Context, img imageset.Image, d digest.Digest, read func(context.Context, digest.Digest) ([]byte, string, error)) (manifestRead, error) {
+	k := p.key(img, d)
 	p.mu.Lock()
-	m, ok := p.manifests[d]
+	m, ok := p.manifests[k]
 	p.mu.Unlock()
 	if ok {
 		return m.manifestRead, nil
 	}
-	v, err, _ := p.reading.Do(string(d), func() (any, error) {
+	v, err, _ := p.reading.Do(k.repo+"@"+string(d), func() (any, error) {
 		data, mt, err := read(ctx, d)
 		if err != nil {
 			return nil, err
@@ -223,22 +239,24 @@ func (p *plannedSource) read(ctx context.Context, d digest.Digest, read func(con
 
 // remember keeps data, manifest d, for one read by the copy. The caller
 // has checked that data hashes to d: it is served to every image naming d.
-func (p *plannedSource) remember(d digest.Digest, data []byte, mt string) {
+func (p *plannedSource) remember(img imageset.Image, d digest.Digest, data []byte, mt string) {
+	k := p.key(img, d)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m, ok := p.manifests[d]; ok {
+	if m, ok := p.manifests[k]; ok {
 		m.takers++
 		return
 	}
-	p.manifests[d] = &plannedManifest{manifestRead: manifestRead{data, mt}, takers: 1}
+	p.manifests[k] = &plannedManifest{manifestRead: manifestRead{data, mt}, takers: 1}
 }
 
 func (p *plannedSource) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
+	k := p.key(img, d)
 	p.mu.Lock()
-	m, ok := p.manifests[d]
+	m, ok := p.manifests[k]
 	if ok {
 		if m.takers--; m.takers <= 0 {
-			delete(p.manifests, d)
+			delete(p.manifests, k)
 		}
 	}
 	p.mu.Unlock()

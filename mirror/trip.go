@@ -312,37 +312,57 @@ func (r *run) baseline() (archiveBaseline, error) {
 // before recording (killed between moving the chunks into place and
 // writing the record): it is a good archive the admin may already have
 // carried, so it is neither overwritten nor carried again; this run's
-// archive builds on it. Anything else in its place is left for Stage to
+// archive builds on it. Several in a row (records of the last few lost)
+// are adopted in order. The orphan must build on nothing or on an archive
+// the workspace records (a run with --since bases its archive on an older
+// one than the newest). Anything else in its place is left for Stage to
 // refuse.
 func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, error) {
-	idx, err := archive.Whole(dir, base.seq)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			r.t.Log.Debug("no archive to adopt", "dir", dir, "seq", base.seq, "error", err)
+	for {
+		idx, err := archive.Whole(dir, base.seq)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				r.t.Log.Debug("no archive to adopt", "dir", dir, "seq", base.seq, "error", err)
+			}
+			return base, nil
 		}
-		return base, nil
+		id, err := r.ws.identity(r.t.now())
+		if err != nil {
+			return base, err
+		}
+		if idx.Workspace != id || idx.Seq != base.seq {
+			return base, nil
+		}
+		if idx.BasedOn != "" {
+			history, err := r.ws.archives()
+			if err != nil {
+				return base, err
+			}
+			known := false
+			for _, a := range history {
+				known = known || (a.ID == idx.BasedOn && a.Seq < idx.Seq)
+			}
+			if !known {
+				return base, nil
+			}
+		}
+		rec := archiveRecord{Seq: idx.Seq, ID: idx.ID, BasedOn: idx.BasedOn, Created: idx.Created}
+		if idx.Set != nil {
+			rec.Images = len(idx.Set.Images)
+		}
+		for _, b := range idx.Blobs {
+			rec.Blobs = append(rec.Blobs, b.Digest)
+			rec.Bytes += b.Size
+		}
+		if err := r.ws.saveArchive(rec); err != nil {
+			return base, fmt.Errorf("recording archive %s, which an earlier run wrote into %s and was stopped before recording: %w", idx.ID, dir, err)
+		}
+		r.t.Log.Warn("an earlier run was stopped after writing an archive and before recording it; the archive is whole, now recorded, and this run's archive builds on it: carry both, in order",
+			"archive", idx.ID, "chunks", archive.SeqChunkName(idx.Seq, 1)+"…", "dir", dir)
+		if base, err = r.baseline(); err != nil {
+			return base, err
+		}
 	}
-	id, err := r.ws.identity(r.t.now())
-	if err != nil {
-		return base, err
-	}
-	if idx.Workspace != id || idx.Seq != base.seq || idx.BasedOn != base.basedOn {
-		return base, nil
-	}
-	rec := archiveRecord{Seq: idx.Seq, ID: idx.ID, BasedOn: idx.BasedOn, Created: idx.Created}
-	if idx.Set != nil {
-		rec.Images = len(idx.Set.Images)
-	}
-	for _, b := range idx.Blobs {
-		rec.Blobs = append(rec.Blobs, b.Digest)
-		rec.Bytes += b.Size
-	}
-	if err := r.ws.saveArchive(rec); err != nil {
-		return base, fmt.Errorf("recording archive %s, which an earlier run wrote into %s and was stopped before recording: %w", idx.ID, dir, err)
-	}
-	r.t.Log.Warn("an earlier run was stopped after writing an archive and before recording it; the archive is whole, now recorded, and this run's archive builds on it: carry both, in order",
-		"archive", idx.ID, "chunks", archive.SeqChunkName(idx.Seq, 1)+"…", "dir", dir)
-	return r.baseline()
 }
 
 // writeArchive commits the staged archive with set (the plan's, less what
