@@ -176,12 +176,11 @@ type manifestRead struct {
 	mt   string
 }
 
-// plannedSource serves the manifests the planning pass read, by digest;
-// an image's top manifest by its source repository too (see key). A
-// manifest is
-// kept by digest until every image the pass read it for has taken it: the
-// release components several payloads share, or one image tagged in two
-// places, are read upstream once, and memory holds each manifest once.
+// plannedSource serves the manifests the planning pass read, by digest
+// (an image's top manifest by its source repository too, see key). A
+// manifest is kept until every image the pass read it for has taken it:
+// the release components several payloads share are read upstream once,
+// and memory holds each manifest once.
 type plannedSource struct {
 	Source
 	mu        sync.Mutex
