@@ -226,8 +226,15 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if errors.As(err, &clash) && clash.ID != "" {
 		// Ours, or was our record of it removed? (An archive adoptOrphan
 		// could take would not clash.)
-		if id, idErr := r.ws.identity(t.now()); idErr == nil && id == clash.Workspace {
-			clash.Orphan = true
+		if id, idErr := r.ws.identity(t.now()); idErr == nil {
+			switch clash.Workspace {
+			case id:
+				clash.Orphan = true
+			case "":
+				// Written before archives named their workspace.
+			default:
+				clash.Foreign = clash.Workspace
+			}
 		}
 	}
 	if err != nil {

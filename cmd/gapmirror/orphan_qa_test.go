@@ -107,7 +107,8 @@ func TestOrphanQASince(t *testing.T) {
 }
 
 // TestOrphanQAForeign: another workspace's archive copied in under the
-// next sequence name is refused and left alone, never adopted.
+// next sequence name is refused, saying whose it is, and left alone,
+// never adopted.
 func TestOrphanQAForeign(t *testing.T) {
 	t.Parallel()
 	_, out, mirrorDisk := orphanWorld(t, 751)
@@ -129,7 +130,7 @@ func TestOrphanQAForeign(t *testing.T) {
 		sizes[name] = int64(len(data))
 	}
 	code, stdout, stderr := mirrorDisk()
-	if code == 0 || strings.Contains(stdout+stderr, "now recorded") || strings.Contains(stderr, "this workspace wrote") {
+	if code == 0 || strings.Contains(stdout+stderr, "now recorded") || strings.Contains(stderr, "this workspace wrote") || !strings.Contains(stderr, "written by another mirror-to-disk workspace") {
 		t.Errorf("a foreign archive under the next name: exit %d\n%s", code, stderr)
 	}
 	for name, n := range sizes {

@@ -61,7 +61,7 @@ func TestStoppedBeforeRecordIsAdopted(t *testing.T) {
 	last := chunks[len(chunks)-1]
 	must(t, os.Rename(last, last+".away"))
 	code, _, stderr := mirrorDisk(isc)
-	if code == 0 || !strings.Contains(stderr, "an earlier run of this workspace wrote but was stopped before recording") {
+	if code == 0 || !strings.Contains(stderr, "an earlier run of this workspace wrote but was stopped before recording, and which is not whole") {
 		t.Fatalf("a stopped run's partial archive: exit %d, stderr:\n%s", code, stderr)
 	}
 	must(t, os.Rename(last+".away", last))
