@@ -415,11 +415,15 @@ func (s *subsetter) match(m *imageset.Mirror) func(imageset.Image) bool {
 				continue
 			}
 			nr, why := narrowedChannel(i, c, made.Platform.Channels, pinned.Platform.Channels)
+			if nr.min != nil {
+				// Also when refused for reaching outside the archive's
+				// range: an earlier archive of several (partialSubset)
+				// pushes what it holds within it.
+				narrowed = append(narrowed, nr)
+			}
 			if why != "" {
 				s.refused = append(s.refused, why)
-				continue
 			}
-			narrowed = append(narrowed, nr)
 		}
 		if m.Platform.Graph {
 			reasons = append(reasons, "mirror.platform.graph")
@@ -500,13 +504,19 @@ func narrowedChannel(i int, c imageset.ReleaseChannel, made, pinned []imageset.R
 			if errMin != nil || errMax != nil {
 				return releaseRange{}, fmt.Sprintf("%s: a channel narrowing the archive's %s (minVersion %s, maxVersion %s) needs both minVersion and maxVersion", field, a.Name, a.MinVersion, a.MaxVersion)
 			}
-			if cmin.LessThan(amin) || cmax.GreaterThan(amax) || cmin.GreaterThan(cmax) {
-				return releaseRange{}, fmt.Sprintf("%s: versions %s to %s are not within the archive's %s to %s: the archive holds no releases outside them", field, c.MinVersion, c.MaxVersion, a.MinVersion, a.MaxVersion)
-			}
 			if a.ShortestPath {
 				return releaseRange{}, fmt.Sprintf("%s: the archive's channel takes the shortest path from %s to %s, which a narrower range would choose anew: keep its range, or leave the channel out", field, a.MinVersion, a.MaxVersion)
 			}
-			return releaseRange{why: fmt.Sprintf("mirror.platform.channels[%d] ", j), min: cmin, max: cmax}, ""
+			if cmin.GreaterThan(cmax) {
+				return releaseRange{}, fmt.Sprintf("%s: minVersion %s is newer than maxVersion %s", field, c.MinVersion, c.MaxVersion)
+			}
+			r := releaseRange{why: fmt.Sprintf("mirror.platform.channels[%d] ", j), min: cmin, max: cmax}
+			if cmin.LessThan(amin) || cmax.GreaterThan(amax) {
+				// Refused, with the range: an earlier archive of several
+				// pushes the releases it holds within it.
+				return r, fmt.Sprintf("%s: versions %s to %s are not within the archive's %s to %s: the archive holds no releases outside them", field, c.MinVersion, c.MaxVersion, a.MinVersion, a.MaxVersion)
+			}
+			return r, ""
 		}
 	}
 	return releaseRange{}, field + ": not a channel of the archive, nor one of them with a narrower version range"
