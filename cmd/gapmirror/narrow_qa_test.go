@@ -19,11 +19,18 @@ func narrowChannel(min, max string) string {
 // publishMultis pushes and signs a multi payload per version and serves
 // them as the multi graph of stable-4.18, as payloads["<version>-multi"].
 func (w *releaseWorld) publishMultis(components int, versions ...string) {
+	w.t.Helper()
+	w.publishMultiSpecs(releasetest.PayloadSpec{Components: components}, versions...)
+}
+
+// publishMultiSpecs is publishMultis with spec for every payload.
+func (w *releaseWorld) publishMultiSpecs(spec releasetest.PayloadSpec, versions ...string) {
 	t := w.t
 	t.Helper()
 	g := releasetest.NewGraph("multi", versions...)
 	for _, v := range versions {
-		p, err := releasetest.NewPayload(releasetest.PayloadSpec{Version: v, Components: components, Arch: "multi", Host: w.up.Host()})
+		spec.Version, spec.Arch, spec.Host = v, "multi", w.up.Host()
+		p, err := releasetest.NewPayload(spec)
 		must(t, err)
 		must(t, p.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}))
 		sig, err := w.key.SignRelease(p.Digest.String(), p.Ref())
