@@ -159,3 +159,39 @@ func TestNarrowQATwoArchives(t *testing.T) {
 		t.Error("4.18.1 is outside the subset but was pushed")
 	}
 }
+
+// TestNarrowQATwoChannels: an archive of two channels selecting the same
+// releases; a subset narrowing only the second (the first left out) pushes
+// the releases within its range, and one keeping the first whole beside
+// the narrowed second pushes them all.
+func TestNarrowQATwoChannels(t *testing.T) {
+	t.Parallel()
+	w := newReleaseWorld(t, []string{"4.18.1", "4.18.2", "4.18.3"}, 2, false)
+	g := releasetest.NewGraph("amd64", "4.18.1", "4.18.2", "4.18.3")
+	for _, v := range []string{"4.18.1", "4.18.2", "4.18.3"} {
+		g.SetPayload(v, w.payloads[v].PullSpec())
+	}
+	must(t, w.graphs.Put("fast-4.18", g.GenerateEdges()))
+	fast := func(min, max string) string {
+		return "    - name: fast-4.18\n      minVersion: " + min + "\n      maxVersion: " + max + "\n"
+	}
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.run("mirror", "-c", w.releaseISC("isc", narrowChannel("4.18.1", "4.18.3")+fast("4.18.1", "4.18.3")), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	if code, _, _ := w.run("mirror", "-c", w.releaseISC("second", "    channels:\n"+fast("4.18.2", "4.18.3")), "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/second"); code != 0 {
+		t.Fatal("the subset narrowing the second channel failed")
+	}
+	for _, v := range []string{"4.18.2", "4.18.3"} {
+		w.assertRelease("second", w.payloads[v], false)
+	}
+	if _, err := w.dst.ManifestDigest("second/openshift/release-images", w.payloads["4.18.1"].Tag); err == nil {
+		t.Error("4.18.1 is outside the subset but was pushed")
+	}
+	if code, _, _ := w.run("mirror", "-c", w.releaseISC("both", narrowChannel("4.18.1", "4.18.3")+fast("4.18.3", "4.18.3")), "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/both"); code != 0 {
+		t.Fatal("the subset keeping the first channel whole failed")
+	}
+	for _, v := range []string{"4.18.1", "4.18.2", "4.18.3"} {
+		w.assertRelease("both", w.payloads[v], false)
+	}
+}
