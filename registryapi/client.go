@@ -47,6 +47,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -541,12 +542,20 @@ type Error struct {
 	// Denied: the credentials were accepted but lack the action (403, or a
 	// token registry's 401 with error="insufficient_scope").
 	Denied bool
+	// Redirected: the answer came from where the registry redirected the
+	// request (the storage or CDN a blob GET is sent to), not the registry.
+	Redirected bool
 }
 
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("%s %s: registry answered %d", e.Method, e.URL, e.Status)
-	if e.Body != "" {
-		msg += " " + e.Body
+	who := "registry"
+	if e.Redirected {
+		who = "the storage the registry redirected to"
+	}
+	msg := fmt.Sprintf("%s %s: %s answered %d", e.Method, e.URL, who, e.Status)
+	// Plain-text bodies often start with the status again ("404 page not found").
+	if body := strings.TrimSpace(strings.TrimPrefix(e.Body, strconv.Itoa(e.Status))); body != "" {
+		msg += " " + body
 	}
 	if e.Hint != "" {
 		msg += " (" + e.Hint + ")"
@@ -654,7 +663,8 @@ func redact(u *url.URL) string {
 func (c *Client) answer(resp *http.Response, method string) *Error {
 	defer drain(resp)
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	e := &Error{Method: method, URL: redact(resp.Request.URL), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: c.authHint(resp.StatusCode, resp.Header.Get("WWW-Authenticate"))}
+	e := &Error{Method: method, URL: redact(resp.Request.URL), Status: resp.StatusCode, Body: strings.TrimSpace(string(body)), Hint: c.authHint(resp.StatusCode, resp.Header.Get("WWW-Authenticate")),
+		Redirected: resp.Request.URL.Host != c.host}
 	// Without credentials a missing action is a missing login, not a denial.
 	if c.creds.Username != "" || c.creds.IdentityToken != "" {
 		e.Denied = resp.StatusCode == http.StatusForbidden || (resp.StatusCode == http.StatusUnauthorized && strings.Contains(resp.Header.Get("WWW-Authenticate"), "insufficient_scope"))

@@ -84,6 +84,9 @@ func TestBlobsFromCDNQAMissing(t *testing.T) {
 		if !strings.Contains(out+errOut, lost.String()) && !strings.Contains(out+errOut, lost.Encoded()[:12]) {
 			t.Errorf("%s: the failure does not name blob %s", name, lost)
 		}
+		if !strings.Contains(out+errOut, "the storage the registry redirected to answered 404 page not found") {
+			t.Errorf("%s: the failure does not say that the storage, not the registry, answered 404:\n%s%s", name, out, errOut)
+		}
 	}
 	for _, i := range []int{1, 2, 3, 4} {
 		if d, err := w.dst.ManifestDigest("m2m/"+w.images[i].Repo, w.images[i].Tag); err != nil || d != w.images[i].Digest {
