@@ -487,8 +487,8 @@ func releaseVersion(tag string) string {
 // it. why says why it is refused otherwise.
 func narrowedChannel(i int, c imageset.ReleaseChannel, made, pinned []imageset.ReleaseChannel) (releaseRange, string) {
 	field := fmt.Sprintf("mirror.platform.channels[%d] %s", i, c.Name)
-	cmin, errMin := semver.NewVersion(c.MinVersion)
-	cmax, errMax := semver.NewVersion(c.MaxVersion)
+	cmin, errMin := semver.StrictNewVersion(c.MinVersion)
+	cmax, errMax := semver.StrictNewVersion(c.MaxVersion)
 	for _, list := range [][]imageset.ReleaseChannel{made, pinned} {
 		for j, a := range list {
 			same, other := c, a
@@ -502,7 +502,7 @@ func narrowedChannel(i int, c imageset.ReleaseChannel, made, pinned []imageset.R
 				continue
 			}
 			if errMin != nil || errMax != nil {
-				return releaseRange{}, fmt.Sprintf("%s: a channel narrowing the archive's %s (minVersion %s, maxVersion %s) needs both minVersion and maxVersion", field, a.Name, a.MinVersion, a.MaxVersion)
+				return releaseRange{}, fmt.Sprintf("%s: a channel narrowing the archive's %s (minVersion %s, maxVersion %s) needs both minVersion and maxVersion, each a full version (x.y.z)", field, a.Name, a.MinVersion, a.MaxVersion)
 			}
 			if a.ShortestPath {
 				return releaseRange{}, fmt.Sprintf("%s: the archive's channel takes the shortest path from %s to %s, which a narrower range would choose anew: keep its range, or leave the channel out", field, a.MinVersion, a.MaxVersion)

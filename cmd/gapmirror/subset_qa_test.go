@@ -456,4 +456,7 @@ func TestDiskToMirrorSubsetNarrowsReleases(t *testing.T) {
 
 	w.world.refusedSubset(w.releaseISC("wide", channel("4.18.0", "4.18.2")), archiveDir, "wide",
 		"mirror.platform.channels[0] stable-4.18: versions 4.18.0 to 4.18.2 are not within the archive's 4.18.1 to 4.18.3")
+	// As mirror-to-disk reads versions: x.y.z, nothing shorter.
+	w.world.refusedSubset(w.releaseISC("short", channel("4.18.2", "4.18")), archiveDir, "short",
+		`short.yaml:8: mirror.platform.channels[0].maxVersion: "4.18" is not a valid`)
 }
