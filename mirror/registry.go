@@ -305,10 +305,7 @@ func (r *Registry) Close() error {
 // the manifest the tag resolution read, else one GET by digest (verified
 // by the client); elsewhere through containers/image.
 func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
-	r.mu.Lock()
-	data, ok := r.resolved[manifestKey{repoOf(r.Name(img)), d}]
-	r.mu.Unlock()
-	if ok {
+	if data, ok := r.keptManifest(img, d, false); ok {
 		return data, mediaTypeOf(data), nil
 	}
 	if c, repo := r.pullClient(img); c != nil {
@@ -1074,6 +1071,20 @@ func repoOf(name string) string {
 	return named.Name()
 }
 
+// keptManifest is manifest d of img's repository as the resolution kept
+// it (see resolved); take also forgets it, for a reader that keeps it from
+// then on.
+func (r *Registry) keptManifest(img imageset.Image, d digest.Digest, take bool) ([]byte, bool) {
+	k := manifestKey{repoOf(r.Name(img)), d}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	data, ok := r.resolved[k]
+	if take {
+		delete(r.resolved, k)
+	}
+	return data, ok
+}
+
 // keepResolved keeps data for later reads of manifest d of the repository
 // of name in this run (see resolved) when it is d.
 func (r *Registry) keepResolved(name string, d digest.Digest, data []byte) {
@@ -1099,9 +1110,7 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 			return d, nil // known from earlier runs: HEAD said which
 		}
 		if d, err := manifest.Digest(data); err == nil {
-			r.mu.Lock()
-			r.resolved[manifestKey{ref.Name(), d}] = data
-			r.mu.Unlock()
+			r.keepResolved(ref.Name(), d, data)
 			return d, nil
 		}
 	}
@@ -1121,9 +1130,7 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 			return err
 		}
 		if d, err = manifest.Digest(data); err == nil {
-			r.mu.Lock()
-			r.resolved[manifestKey{ref.Name(), d}] = data
-			r.mu.Unlock()
+			r.keepResolved(ref.Name(), d, data)
 		}
 		return err
 	})

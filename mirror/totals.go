@@ -136,12 +136,7 @@ func planReader(src Source, img imageset.Image) (read func(context.Context, dige
 			// The manifest the resolution read, as Registry.Manifest
 			// serves it, else one GET by digest. Taken: from here the
 			// pass keeps it (plannedSource), for every image naming it.
-			k := manifestKey{repoOf(r.Name(img)), d}
-			r.mu.Lock()
-			data, ok := r.resolved[k]
-			delete(r.resolved, k)
-			r.mu.Unlock()
-			if ok {
+			if data, ok := r.keptManifest(img, d, true); ok {
 				return data, mediaTypeOf(data), nil
 			}
 			return c.Manifest(ctx, reference.Path(named), d.String())
