@@ -169,29 +169,40 @@ func unresolved(list []imageset.Unresolved) []Unresolved {
 	return out
 }
 
-// resolve works out the Plan of the configuration. It reads the workspace
-// ws (signatures and charts earlier runs kept) but writes nothing into it:
-// a dry run leaves the workspace as it was, and execution keeps the plan.
-// seenManifests is Registry.seen for a run of workspace ws: the top
-// manifests whose platform manifests earlier runs recorded for the
+// platformsOf reads the workspace ws's record of the platform manifests
+// earlier runs found (empty on a first run, or when it cannot be read:
+// the manifests are then read again).
+func (t *Trip) platformsOf(ws string) platformsRecord {
+	var rec platformsRecord
+	if ws == "" {
+		return rec
+	}
+	if _, err := (workspace{ws}).read(&rec, platformsFile...); err != nil {
+		t.Log.Warn("reading the record of platform manifests; reading the manifests again", "error", err)
+		return platformsRecord{}
+	}
+	return rec
+}
+
+// seenManifests is Registry.seen for a run whose workspace recorded known:
+// the top manifests whose platform manifests earlier runs recorded for the
 // signature lookup, and those in the store; nil when no earlier run
 // recorded any (a first run reads each tag's manifest with one GET).
-func seenManifests(ws string, store *Store) func(digest.Digest) bool {
-	if ws == "" {
-		return nil
-	}
-	var rec platformsRecord
-	if ok, err := (workspace{ws}).read(&rec, platformsFile...); !ok || err != nil || len(rec.Platforms) == 0 {
+func seenManifests(known platformsRecord, store *Store) func(digest.Digest) bool {
+	if len(known.Platforms) == 0 {
 		return nil
 	}
 	return func(d digest.Digest) bool {
-		if _, ok := rec.Platforms[d]; ok {
+		if _, ok := known.Platforms[d]; ok {
 			return true
 		}
 		return store != nil && store.Has(d)
 	}
 }
 
+// resolve works out the Plan of the configuration. It reads the workspace
+// ws (signatures and charts earlier runs kept) but writes nothing into it:
+// a dry run leaves the workspace as it was, and execution keeps the plan.
 func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws string) (*Plan, *imageset.Resolution, error) {
 	if t.RetryFailed != "" {
 		return nil, nil, errors.New("internal: resolve called for a retry")
@@ -206,7 +217,8 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 		t.Log.Warn(w.Error())
 	}
 	ctx = WithProgress(ctx, opts.Progress)
-	up.seen = seenManifests(ws, store)
+	known := t.platformsOf(ws)
+	up.seen = seenManifests(known, store)
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
@@ -224,7 +236,7 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 	}
 	if !t.RemoveSignatures {
 		sigStart := time.Now()
-		st := t.addSignatures(ctx, up, store, ws, plan, res)
+		st := t.addSignatures(ctx, up, store, known, plan, res)
 		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
 	}
 	if t.SecurePolicy {

@@ -61,8 +61,8 @@ type SignatureStats struct {
 // and adds each one found to set, to be mirrored by digest under the same
 // tag. An absent signature is normal; one that cannot be read is a warning
 // in res and leaves the image itself alone. The platform manifests earlier
-// runs recorded in ws are reused; the updated record goes into the plan.
-func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, wsDir string, plan *Plan, res *imageset.Resolution) SignatureStats {
+// runs recorded (known) are reused; the updated record goes into the plan.
+func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, known platformsRecord, plan *Plan, res *imageset.Resolution) SignatureStats {
 	set := plan.Set
 	var stats SignatureStats
 	parallel := t.Copy.withDefaults().ParallelImages
@@ -86,14 +86,6 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, ws
 	// Platform manifests of indexes: from the workspace's record of earlier
 	// runs (a manifest by digest never changes), the store, the tag
 	// resolution's read, else upstream.
-	ws := workspace{wsDir}
-	var known platformsRecord
-	if wsDir != "" {
-		if _, err := ws.read(&known, platformsFile...); err != nil {
-			t.Log.Warn("reading the record of platform manifests; reading the manifests again", "error", err)
-			known = platformsRecord{}
-		}
-	}
 	// One read per manifest: images sharing one (release components of
 	// several payloads, an image listed twice) take the first's answer.
 	// (By repository too: one whose repository does not hold the manifest
@@ -234,16 +226,14 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 	if store != nil && store.Has(d) {
 		return store.ReadBlob(d)
 	}
-	up.mu.Lock()
-	data, ok := up.resolved[manifestKey{repoOf(up.Name(img)), d}]
-	up.mu.Unlock()
-	if ok {
+	if data, ok := up.keptManifest(img, d, false); ok {
 		return data, nil
 	}
 	reads.Add(1)
 	// Close the connection right away: keeping one open per image until its
 	// copy would hold thousands of idle connections on large sets.
 	defer up.ImageDone(img)
+	var data []byte
 	err := Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
 		data, _, err = up.Manifest(ctx, img, d)
 		return err
