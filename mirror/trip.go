@@ -325,6 +325,10 @@ func (r *run) baseline() (archiveBaseline, error) {
 // one than the newest). Anything else in its place is left for Stage to
 // refuse.
 func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, error) {
+	id, err := r.ws.identity(r.t.now())
+	if err != nil {
+		return base, err
+	}
 	for {
 		idx, err := archive.Whole(dir, base.seq)
 		if err != nil {
@@ -332,10 +336,6 @@ func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, er
 				r.t.Log.Debug("no archive to adopt", "dir", dir, "seq", base.seq, "error", err)
 			}
 			return base, nil
-		}
-		id, err := r.ws.identity(r.t.now())
-		if err != nil {
-			return base, err
 		}
 		if idx.Workspace != id || idx.Seq != base.seq {
 			return base, nil
