@@ -16,6 +16,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
 // Disk-to-mirror with a subset: -c may name a configuration whose entries
@@ -467,18 +468,8 @@ func (r releaseRange) keeps(why string, img imageset.Image) bool {
 	if !strings.HasPrefix(why, r.why) {
 		return false
 	}
-	v, err := semver.NewVersion(releaseVersion(tagOf(img.Destination)))
+	v, err := semver.NewVersion(release.TagVersion(tagOf(img.Destination)))
 	return err == nil && !v.LessThan(r.min) && !v.GreaterThan(r.max)
-}
-
-// releaseVersion is the version of a release image's tag, <version>-<arch>.
-func releaseVersion(tag string) string {
-	for _, arch := range []string{"x86_64", "aarch64", "ppc64le", "s390x", "multi"} {
-		if v, ok := strings.CutSuffix(tag, "-"+arch); ok {
-			return v
-		}
-	}
-	return tag
 }
 
 // narrowedChannel matches channel c (mirror.platform.channels[i] of -c)

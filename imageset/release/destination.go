@@ -1,5 +1,7 @@
 package release
 
+import "strings"
+
 // Destinations under the mirror root, as oc-mirror v2 names them, so that
 // mirrors made by either tool look the same to clusters and to users.
 const (
@@ -26,6 +28,17 @@ func tagArchOf(arch string) string {
 // e.g. 4.18.1-x86_64 for amd64, 4.18.1-multi.
 func ReleaseTag(version, arch string) string {
 	return version + "-" + tagArchOf(arch)
+}
+
+// TagVersion is the version of a release tag ReleaseTag made (4.18.1 of
+// 4.18.1-x86_64); a tag without an architecture suffix is returned whole.
+func TagVersion(tag string) string {
+	for _, suffix := range releaseTagArch {
+		if v, ok := strings.CutSuffix(tag, "-"+suffix); ok {
+			return v
+		}
+	}
+	return tag
 }
 
 // ReleaseImageDestination is where a release image goes under the mirror
