@@ -568,22 +568,25 @@ type ReplaceError struct {
 	// ID and Workspace are the earlier archive's, when its first chunk
 	// could be read.
 	ID, Workspace string
-	// Orphan says the earlier archive is one of this workspace's that no
-	// record names: a run was stopped after writing it, before recording
-	// it. Foreign names the other workspace that wrote it, when not ours.
-	Orphan  bool
-	Foreign string
+	// Writing is the workspace of the archive that would replace it, when
+	// the caller knows it: the same Workspace means a run of it wrote the
+	// earlier archive and was stopped before recording it (the caller
+	// adopts such an archive when whole: this one is not); another means
+	// another workspace's archive.
+	Writing string
 }
 
 // Error names the chunks and says what to do.
 func (e *ReplaceError) Error() string {
-	if e.Orphan {
+	mine := e.Writing != "" && e.Workspace == e.Writing
+	foreign := e.Writing != "" && e.Workspace != "" && e.Workspace != e.Writing
+	if mine {
 		return fmt.Sprintf("%s already holds %s of archive %s, which an earlier run of this workspace wrote but was stopped before recording, and which is not whole (a chunk missing, cut short or damaged): "+
 			"the workspace's next archives are not based on it; carry those chunks away first if you need them, or pass --force to replace them", e.Dir, strings.Join(e.Chunks, ", "), e.ID)
 	}
-	if e.Foreign != "" {
+	if foreign {
 		return fmt.Sprintf("%s already holds %s of archive %s, written by another mirror-to-disk workspace (%s): "+
-			"this archive would overwrite it; give each workspace's archives a directory of their own, carry those chunks away first, or pass --force to replace them", e.Dir, strings.Join(e.Chunks, ", "), e.ID, e.Foreign)
+			"this archive would overwrite it; give each workspace's archives a directory of their own, carry those chunks away first, or pass --force to replace them", e.Dir, strings.Join(e.Chunks, ", "), e.ID, e.Workspace)
 	}
 	return fmt.Sprintf("%s already holds %s of an earlier archive with the same sequence number (the workspace records of the archives written there were removed or replaced): "+
 		"this archive would overwrite it; carry those chunks away first, or pass --force to replace them", e.Dir, strings.Join(e.Chunks, ", "))

@@ -223,19 +223,10 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	p := t.Copy.withDefaults().Progress
 	stage, err := archive.Stage(dir, t.now(), archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p), Seq: base.seq, Replace: t.Copy.Force})
 	var clash *archive.ReplaceError
-	if errors.As(err, &clash) && clash.ID != "" {
-		// Ours, or was our record of it removed? (An archive adoptOrphan
-		// could take would not clash.)
-		if id, idErr := r.ws.identity(t.now()); idErr == nil {
-			switch clash.Workspace {
-			case id:
-				clash.Orphan = true
-			case "":
-				// Written before archives named their workspace.
-			default:
-				clash.Foreign = clash.Workspace
-			}
-		}
+	if errors.As(err, &clash) {
+		// Ours (not whole: adoptOrphan would have taken it), or another
+		// workspace's: the error says which.
+		clash.Writing, _ = r.ws.identity(t.now())
 	}
 	if err != nil {
 		return nil, err
