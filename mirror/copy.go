@@ -188,6 +188,7 @@ type copier struct {
 
 	mu        sync.Mutex
 	lanes     map[string]*blobLane // blob transfers queue here, by source and destination registry
+	hostsOf   sync.Map             // hosts' answers, by image source and destination
 	flights   map[digest.Digest]*flight
 	reuses    map[string]*flight // by destination repository@digest
 	locations map[digest.Digest]string

@@ -391,7 +391,16 @@ func (c *copier) endpoints() (Source, Destination) {
 // hosts are the registries img is copied from and to ("" for a local side:
 // the store, an archive, a layout; and for a source registries.conf gives
 // mirrors to try in turn: see trip).
+//
+// Asked for every blob of img (its lane) and every image (the breaker),
+// the answer is worked out once per image: it parses references and looks
+// registries.conf up.
 func (c *copier) hosts(img imageset.Image) (from, to string) {
+	key := img.Source + "\x00" + img.Destination
+	if h, ok := c.hostsOf.Load(key); ok {
+		pair := h.([2]string)
+		return pair[0], pair[1]
+	}
 	_, dst := c.endpoints()
 	if r := c.upstream(img); r != nil && !r.triedInTurn(img) {
 		from = refHost(r.Name(img))
@@ -399,6 +408,7 @@ func (c *copier) hosts(img imageset.Image) (from, to string) {
 	if r, ok := dst.(*Registry); ok {
 		to = refHost(r.Name(img))
 	}
+	c.hostsOf.Store(key, [2]string{from, to})
 	return from, to
 }
 
