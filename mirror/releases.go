@@ -463,13 +463,14 @@ func (c *releaseContributor) keepSignatures(releaseDigest string, sigs [][]byte)
 // adds it to the Set (graph: true).
 func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolving) error {
 	opts := c.t.Releases
+	override := os.Getenv(release.EnvUpdateURLOverride)
 	dataURL := opts.GraphDataURL
 	if dataURL == "" {
 		dataURL = release.DefaultGraphDataURL
 		// An enclave's own update service (UPDATE_URL_OVERRIDE) is where
 		// api.openshift.com is out of reach: as oc-mirror, reuse the graph
 		// image an earlier run built rather than download the graph data.
-		if override := os.Getenv(release.EnvUpdateURLOverride); override != "" {
+		if override != "" {
 			if img, ok := c.builtGraphImage(); ok {
 				c.t.Log.Info("mirror.platform.graph: "+release.EnvUpdateURLOverride+" is set: reusing the graph image an earlier run built (pass --graph-data-url to build it anew)", "digest", img.Digest, "updateService", override)
 				return r.Set.Add(img)
@@ -482,7 +483,7 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	}
 	tgz, err := release.FetchGraphData(ctx, opts.HTTPClient, dataURL)
 	if err != nil {
-		if os.Getenv(release.EnvUpdateURLOverride) != "" && opts.GraphDataURL == "" {
+		if override != "" && opts.GraphDataURL == "" {
 			return fmt.Errorf("mirror.platform.graph: %w (%s is set and no earlier run built a graph image to reuse: point --graph-data-url at a reachable copy of the graph data)", err, release.EnvUpdateURLOverride)
 		}
 		return fmt.Errorf("mirror.platform.graph: %w", err)
