@@ -28,6 +28,17 @@ func (w *world) additional(indexes ...int) string {
 	return b.String()
 }
 
+// operatorsBody is a mirror section body filtering the catalog at
+// catalogRef to the named packages.
+func operatorsBody(catalogRef string, pkgs ...string) string {
+	var b strings.Builder
+	b.WriteString("  operators:\n  - catalog: " + catalogRef + "\n    packages:\n")
+	for _, p := range pkgs {
+		fmt.Fprintf(&b, "    - name: %s\n", p)
+	}
+	return b.String()
+}
+
 // TestDiskToMirrorSubsetTwoArchives: a fresh enclave given a subset and a
 // directory of two archives (the first never pushed there) gets the subset
 // of each, not the whole first archive; the first archive may lack entries
@@ -86,15 +97,8 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 			b.Properties = append(b.Properties, catalog.Property{Type: catalog.PropertyPackageRequired, Value: json.RawMessage(`{"packageName":"operator-000","versionRange":">=0.0.0"}`)})
 		}
 	}})
-	entry := func(pkgs ...string) string {
-		s := "  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n"
-		for _, p := range pkgs {
-			s += "    - name: " + p + "\n"
-		}
-		return s
-	}
 	archiveDir := filepath.Join(w.dir, "archive")
-	if code, _, _ := w.gapmirror("mirror", "-c", w.writeISC("isc.yaml", w.additional(0, 1, 2)+entry("operator-000", "operator-001", "operator-002")), "file://"+archiveDir); code != 0 {
+	if code, _, _ := w.gapmirror("mirror", "-c", w.writeISC("isc.yaml", w.additional(0, 1, 2)+operatorsBody(oc.Ref, "operator-000", "operator-001", "operator-002")), "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
 	root := w.dst.Host() + "/enclave"
@@ -115,7 +119,7 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 	}
 
 	// A: images 0 and 1, operator-002 (which requires operator-000).
-	a := w.writeISC("a.yaml", w.additional(0, 1)+entry("operator-002"))
+	a := w.writeISC("a.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-002"))
 	if code, _, _ := w.gapmirror("mirror", "-c", a, "--from", "file://"+archiveDir, "docker://"+root); code != 0 {
 		t.Fatal("disk-to-mirror of subset A failed")
 	}
@@ -131,7 +135,7 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 	}
 
 	// B: images 1 and 2, operator-001. A dry run first.
-	b := w.writeISC("b.yaml", w.additional(1, 2)+entry("operator-001"))
+	b := w.writeISC("b.yaml", w.additional(1, 2)+operatorsBody(oc.Ref, "operator-001"))
 	before, _ := w.dst.Catalog()
 	code, out, _ := w.gapmirror("mirror", "-c", b, "--from", "file://"+archiveDir, "--prune", "--dry-run", "docker://"+root)
 	if code != 0 {
@@ -185,8 +189,8 @@ func TestDiskToMirrorSubsetWeekly(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 8<<10)
 	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
-	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
-	subset := w.writeISC("subset.yaml", w.additional(0)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-001\n")
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001"))
+	subset := w.writeISC("subset.yaml", w.additional(0)+operatorsBody(oc.Ref, "operator-001"))
 	archiveDir := filepath.Join(w.dir, "archive")
 	root := w.dst.Host() + "/enclave"
 	catRepo := "enclave/redhat/redhat-operator-index"
@@ -247,7 +251,7 @@ func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
 	w.pushFleet(2, 8<<10)
 	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
 	blocked := "  blockedImages:\n  - name: operator-000/operator@\n"
-	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n"+blocked)
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001")+blocked)
 	archiveDir := filepath.Join(w.dir, "archive")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
@@ -367,8 +371,8 @@ func TestDiskToMirrorSubsetDryRunTwoEnclaves(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(2, 8<<10)
 	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
-	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
-	subset := w.writeISC("subset.yaml", w.additional(0)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-001\n")
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001"))
+	subset := w.writeISC("subset.yaml", w.additional(0)+operatorsBody(oc.Ref, "operator-001"))
 	archiveDir := filepath.Join(w.dir, "archive")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
