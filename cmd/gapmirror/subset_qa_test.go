@@ -256,12 +256,7 @@ func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
-	pinnedFiles, _ := filepath.Glob(filepath.Join(archiveDir, "working-dir", "isc_pinned_*.yaml"))
-	if len(pinnedFiles) != 1 {
-		t.Fatalf("pinned configurations: %v", pinnedFiles)
-	}
-	pinned, err := imageset.LoadImageSetConfiguration(pinnedFiles[0])
-	must(t, err)
+	pinned := pinnedConfig(t, archiveDir)
 	entry := pinned.Mirror.Operators[0]
 	entry.Packages = entry.Packages[1:]
 	data, err := imageset.MarshalYAML(&imageset.ImageSetConfiguration{Mirror: imageset.Mirror{Operators: []imageset.OperatorCatalog{entry}, AdditionalImages: pinned.Mirror.AdditionalImages[:1], BlockedImages: pinned.Mirror.BlockedImages}})
