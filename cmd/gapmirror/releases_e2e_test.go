@@ -762,14 +762,7 @@ func TestPruneReleaseLeavesRange(t *testing.T) {
 		t.Fatal("first m2m failed")
 	}
 	one := w.releaseISC("one", "    graph: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.2\n")
-	if code, _, _ := w.run("mirror", "-c", one, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
-		t.Fatal("dry run")
-	}
-	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
-	if code, _, _ := w.run("mirror", "-c", one, "--workspace", ws, "--prune", dst); code != 0 {
-		t.Fatal("--prune failed")
-	}
-	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	dry, pruned := dryRunThenPrune(t, w.run, one, filepath.Join(w.dir, "ws"), dst)
 	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") {
 		t.Errorf("dry\n%s\nreal\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}
