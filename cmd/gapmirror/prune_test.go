@@ -560,11 +560,7 @@ func TestPruneNestedIndex(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("2.yaml", entry{name: ref + ":outer"}), "--workspace", ws, "--prune", dst); code != 0 {
 		t.Fatal("--prune failed")
 	}
-	w.present(w.dst, "m/apps/nested", "outer", outerDigest)
-	for _, img := range inner.Images {
-		w.assertComplete(w.dst, "m/apps/nested", img.Digest)
-	}
-	w.gone(w.dst, "m/apps/nested", "sha256-"+amd.Encoded(), "")
+	w.assertNestedKept(inner, outerDigest)
 }
 
 // TestPruneDryRunNestedIndex: the --dry-run --prune preview, made before
@@ -590,11 +586,19 @@ func TestPruneDryRunNestedIndex(t *testing.T) {
 	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") || strings.Join(b, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the dry run's preview listed\n%s\n--prune deleted\n%s\nwant\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"), strings.Join(want, "\n"))
 	}
-	w.present(w.dst, "m/apps/nested", "outer", outerDigest)
+	w.assertNestedKept(inner, outerDigest)
+}
+
+// assertNestedKept checks, under the mirror's m/apps/nested, that the
+// pushNestedIndex index (outer) is there with every platform manifest of
+// inner complete, and that the amd64 one's own tag is gone.
+func (w *world) assertNestedKept(inner *imagebuilder.Index, outer digest.Digest) {
+	w.t.Helper()
+	w.present(w.dst, "m/apps/nested", "outer", outer)
 	for _, img := range inner.Images {
 		w.assertComplete(w.dst, "m/apps/nested", img.Digest)
 	}
-	w.gone(w.dst, "m/apps/nested", "sha256-"+amd.Encoded(), "")
+	w.gone(w.dst, "m/apps/nested", "sha256-"+inner.Images[0].Digest.Encoded(), "")
 }
 
 // pushNestedIndex pushes upstream, as apps/nested:outer, an index whose
