@@ -39,6 +39,15 @@ func operatorsBody(catalogRef string, pkgs ...string) string {
 	return b.String()
 }
 
+// newSubsetCatalogWorld is a world with two images upstream and the small
+// single-image catalog at redhat/redhat-operator-index:v4.18.
+func newSubsetCatalogWorld(t *testing.T) (*world, *opCatalog) {
+	t.Helper()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 8<<10)
+	return w, w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+}
+
 // TestDiskToMirrorSubsetTwoArchives: a fresh enclave given a subset and a
 // directory of two archives (the first never pushed there) gets the subset
 // of each, not the whole first archive; the first archive may lack entries
@@ -186,9 +195,7 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 // changed upstream) with the same subset.
 func TestDiskToMirrorSubsetWeekly(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(2, 8<<10)
-	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	w, oc := newSubsetCatalogWorld(t)
 	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001"))
 	subset := w.writeISC("subset.yaml", w.additional(0)+operatorsBody(oc.Ref, "operator-001"))
 	archiveDir := filepath.Join(w.dir, "archive")
@@ -247,9 +254,7 @@ func TestDiskToMirrorSubsetWeekly(t *testing.T) {
 // archive's blockedImages rule.
 func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(2, 8<<10)
-	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	w, oc := newSubsetCatalogWorld(t)
 	blocked := "  blockedImages:\n  - name: operator-000/operator@\n"
 	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001")+blocked)
 	archiveDir := filepath.Join(w.dir, "archive")
@@ -363,9 +368,7 @@ func TestDiskToMirrorSubsetGraph(t *testing.T) {
 // its own record, so --prune on either deletes nothing of the other's.
 func TestDiskToMirrorSubsetDryRunTwoEnclaves(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(2, 8<<10)
-	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	w, oc := newSubsetCatalogWorld(t)
 	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001"))
 	subset := w.writeISC("subset.yaml", w.additional(0)+operatorsBody(oc.Ref, "operator-001"))
 	archiveDir := filepath.Join(w.dir, "archive")
