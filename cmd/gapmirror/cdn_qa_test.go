@@ -22,23 +22,7 @@ func TestBlobsFromCDNQAToken(t *testing.T) {
 	w.upUser, w.upPassword = "pusher", upPush
 	w.pushFleetTo(w.upTarget(), 5, 16<<10)
 	w.setAuth(login{w.up.Host(), "puller", upPull, ""})
-	isc := w.isc("")
-	out := filepath.Join(w.dir, "archive")
-	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+out); code != 0 {
-		t.Fatal("mirror-to-disk from a token-auth CDN-backed upstream failed")
-	}
-	fromCDN := w.up.CDNRequests()
-	if fromCDN == 0 {
-		t.Fatal("no blob was read from the CDN")
-	}
-	w.applyArchive(out)
-	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m"); code != 0 {
-		t.Fatal("mirror-to-mirror from a token-auth CDN-backed upstream failed")
-	}
-	if w.up.CDNRequests() == fromCDN {
-		t.Error("mirror-to-mirror read no blob from the CDN")
-	}
-	w.assertMirrored(w.dst, "m2m")
+	w.assertMirrorsFromCDN("a token-auth CDN-backed upstream")
 }
 
 // TestBlobsFromCDNQAMissing: a blob the registry redirects for but the CDN

@@ -19,10 +19,19 @@ func TestBlobsFromCDN(t *testing.T) {
 	w.pushFleetAuth(5, "alice", "s3cret")
 	auth := `{"auths":{"` + w.up.Host() + `":{"auth":"YWxpY2U6czNjcmV0"}}}` // alice:s3cret
 	must(t, os.WriteFile(w.authFile, []byte(auth), 0o600))
+	w.assertMirrorsFromCDN("a CDN-backed upstream")
+}
+
+// assertMirrorsFromCDN mirrors the fleet from a CDN-backed upstream (named
+// in failures as upstream) to disk, then to a mirror, checking that each
+// read blobs from the CDN and that the mirror has the fleet.
+func (w *world) assertMirrorsFromCDN(upstream string) {
+	t := w.t
+	t.Helper()
 	isc := w.isc("")
 	out := filepath.Join(w.dir, "archive")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+out); code != 0 {
-		t.Fatal("mirror-to-disk from a CDN-backed upstream failed")
+		t.Fatalf("mirror-to-disk from %s failed", upstream)
 	}
 	fromCDN := w.up.CDNRequests()
 	if fromCDN == 0 {
@@ -30,7 +39,7 @@ func TestBlobsFromCDN(t *testing.T) {
 	}
 	w.applyArchive(out)
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m2m"); code != 0 {
-		t.Fatal("mirror-to-mirror from a CDN-backed upstream failed")
+		t.Fatalf("mirror-to-mirror from %s failed", upstream)
 	}
 	if w.up.CDNRequests() == fromCDN {
 		t.Error("mirror-to-mirror read no blob from the CDN")

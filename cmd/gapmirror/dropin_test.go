@@ -488,12 +488,7 @@ func TestDiskToMirrorSubset(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
-	pinnedFiles, _ := filepath.Glob(filepath.Join(archiveDir, "working-dir", "isc_pinned_*.yaml"))
-	if len(pinnedFiles) != 1 {
-		t.Fatalf("pinned configurations: %v", pinnedFiles)
-	}
-	pinned, err := imageset.LoadImageSetConfiguration(pinnedFiles[0])
-	must(t, err)
+	pinned := pinnedConfig(t, archiveDir)
 	p2 := pinned.Mirror.AdditionalImages[2]
 
 	// Images 0 (as written), 2 (as pinned), 3 and the catalog; not image 1.
@@ -649,6 +644,19 @@ func TestDiskToMirrorSubsetReleases(t *testing.T) {
 		}
 	}
 	w.assertSignatureConfigMaps(filepath.Join(archiveDir, "working-dir", "cluster-resources", "signature-configmap.yaml"), []string{"4.18.3"})
+}
+
+// pinnedConfig loads the one pinned configuration a run wrote in dir's
+// working-dir.
+func pinnedConfig(t *testing.T, dir string) *imageset.ImageSetConfiguration {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "working-dir", "isc_pinned_*.yaml"))
+	if len(files) != 1 {
+		t.Fatalf("pinned configurations: %v", files)
+	}
+	pinned, err := imageset.LoadImageSetConfiguration(files[0])
+	must(t, err)
+	return pinned
 }
 
 func mustDigest(t *testing.T, reg *registrytest.Registry, repo, tag string) digest.Digest {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
-	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
 // noHeadDigest leaves Docker-Content-Digest out of HEAD answers for manifests.
@@ -56,16 +54,9 @@ func hideTag(repo, tag string) func(http.Handler) http.Handler {
 // --remove-signatures after runs without; a deleted tag fails clearly.
 func TestHeadFirstQASparseMoved(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, registrytest.Options{})
-	w.dst = registrytest.Start(t, registrytest.Options{SparseIndexes: true})
-	fx := w.pushSparseFixture()
+	w, fx := newSparseCopyWorld(t)
 	ctx := context.Background()
-	must(t, imagebuilder.PushIndex(ctx, w.upTarget(), "multi/copy", "v1", fx.index))
-	isc := filepath.Join(w.dir, "isc.yaml")
-	must(t, os.WriteFile(isc, []byte(fmt.Sprintf(`kind: ImageSetConfiguration
-apiVersion: mirror.openshift.io/v2alpha1
-mirror:
-  additionalImages:
+	isc := w.writeISC("isc.yaml", fmt.Sprintf(`  additionalImages:
   - name: %[1]s/multi/tool:v1
     platforms:
     - os: linux
@@ -75,7 +66,7 @@ mirror:
     - os: linux
       architecture: ppc64le
   - name: %[1]s/single/tool:v1
-`, w.up.Host())), 0o644))
+`, w.up.Host()))
 	ws := "file://" + filepath.Join(w.dir, "ws")
 	m2m := func(extra ...string) (int, string, string) {
 		return w.gapmirror(append(append([]string{"mirror", "-c", isc, "--workspace", ws}, extra...), "docker://"+w.dst.Host()+"/m")...)

@@ -52,18 +52,17 @@ func (w *world) childOf(ex example) digest.Digest {
 	return idx.Manifests[0].Digest
 }
 
-// deletionFile reads the newest prune/delete record matching pattern.
-func deletionFile(t *testing.T, pattern string) (string, struct {
+// deletionRecord is a prune/delete record as a run writes it.
+type deletionRecord struct {
 	Kind    string         `json:"kind"`
 	Plan    prune.Plan     `json:"plan"`
 	Outcome *prune.Outcome `json:"outcome"`
-}) {
+}
+
+// deletionFile reads the newest prune/delete record matching pattern.
+func deletionFile(t *testing.T, pattern string) (string, deletionRecord) {
 	t.Helper()
-	var rec struct {
-		Kind    string         `json:"kind"`
-		Plan    prune.Plan     `json:"plan"`
-		Outcome *prune.Outcome `json:"outcome"`
-	}
+	var rec deletionRecord
 	files, _ := filepath.Glob(pattern)
 	if len(files) == 0 {
 		t.Fatalf("no file %s", pattern)
@@ -73,6 +72,24 @@ func deletionFile(t *testing.T, pattern string) (string, struct {
 	must(t, err)
 	must(t, json.Unmarshal(data, &rec))
 	return files[len(files)-1], rec
+}
+
+// dryRunThenPrune runs mirror -c isc --prune into dst with the workspace at
+// wsDir, first with --dry-run, with run (a world's gapmirror or a release
+// world's run), and returns the dry run's preview and the real run's
+// pruned record.
+func dryRunThenPrune(t *testing.T, run func(args ...string) (int, string, string), isc, wsDir, dst string) (dry, pruned deletionRecord) {
+	t.Helper()
+	ws := "file://" + wsDir
+	if code, _, _ := run("mirror", "-c", isc, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
+		t.Fatal("dry run failed")
+	}
+	_, dry = deletionFile(t, filepath.Join(wsDir, "working-dir", "dry-run", "prune-preview.json"))
+	if code, _, _ := run("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
+		t.Fatal("--prune failed")
+	}
+	_, pruned = deletionFile(t, filepath.Join(wsDir, "working-dir", "prune", "*-pruned.json"))
+	return dry, pruned
 }
 
 func actionKeys(list []prune.Action) []string {
@@ -431,14 +448,7 @@ func TestPruneDryRunAgrees(t *testing.T) {
 	must(t, err)
 	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}, im[1].Repo, "v1", newer))
 	isc := w.iscOf("b.yaml", entry{name: im[0].Ref, targetTag: "v2"}, entry{name: im[1].Ref}, entry{name: im[3].Ref}, entry{name: im[4].Ref})
-	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
-		t.Fatal("dry run failed")
-	}
-	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
-	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
-		t.Fatal("--prune failed")
-	}
-	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	dry, pruned := dryRunThenPrune(t, w.gapmirror, isc, filepath.Join(w.dir, "ws"), dst)
 	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") || len(b) != 3 {
 		t.Errorf("the dry run's preview listed\n%s\nbut --prune deleted\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}
@@ -550,11 +560,7 @@ func TestPruneNestedIndex(t *testing.T) {
 	if code, _, _ := w.gapmirror("mirror", "-c", w.iscOf("2.yaml", entry{name: ref + ":outer"}), "--workspace", ws, "--prune", dst); code != 0 {
 		t.Fatal("--prune failed")
 	}
-	w.present(w.dst, "m/apps/nested", "outer", outerDigest)
-	for _, img := range inner.Images {
-		w.assertComplete(w.dst, "m/apps/nested", img.Digest)
-	}
-	w.gone(w.dst, "m/apps/nested", "sha256-"+amd.Encoded(), "")
+	w.assertNestedKept(inner, outerDigest)
 }
 
 // TestPruneDryRunNestedIndex: the --dry-run --prune preview, made before
@@ -575,23 +581,24 @@ func TestPruneDryRunNestedIndex(t *testing.T) {
 		t.Fatal("m2m failed")
 	}
 	isc := w.iscOf("2.yaml", entry{name: ref + ":outer"})
-	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
-		t.Fatal("dry run failed")
-	}
-	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
-	if code, _, _ := w.gapmirror("mirror", "-c", isc, "--workspace", ws, "--prune", dst); code != 0 {
-		t.Fatal("--prune failed")
-	}
-	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	dry, pruned := dryRunThenPrune(t, w.gapmirror, isc, filepath.Join(w.dir, "ws"), dst)
 	want := []string{string(prune.DeleteTag) + " m/apps/nested@" + amd.String() + ":sha256-" + amd.Encoded()}
 	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") || strings.Join(b, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the dry run's preview listed\n%s\n--prune deleted\n%s\nwant\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"), strings.Join(want, "\n"))
 	}
-	w.present(w.dst, "m/apps/nested", "outer", outerDigest)
+	w.assertNestedKept(inner, outerDigest)
+}
+
+// assertNestedKept checks, under the mirror's m/apps/nested, that the
+// pushNestedIndex index (outer) is there with every platform manifest of
+// inner complete, and that the amd64 one's own tag is gone.
+func (w *world) assertNestedKept(inner *imagebuilder.Index, outer digest.Digest) {
+	w.t.Helper()
+	w.present(w.dst, "m/apps/nested", "outer", outer)
 	for _, img := range inner.Images {
 		w.assertComplete(w.dst, "m/apps/nested", img.Digest)
 	}
-	w.gone(w.dst, "m/apps/nested", "sha256-"+amd.Encoded(), "")
+	w.gone(w.dst, "m/apps/nested", "sha256-"+inner.Images[0].Digest.Encoded(), "")
 }
 
 // pushNestedIndex pushes upstream, as apps/nested:outer, an index whose

@@ -548,6 +548,28 @@ func TestReleasesBadInput(t *testing.T) {
 	}
 }
 
+// plannedReleases lists the destinations of the release images in the
+// plan a --dry-run wrote in dir's working-dir.
+func plannedReleases(t *testing.T, dir string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "working-dir", "dry-run", "set.json"))
+	must(t, err)
+	var set struct {
+		Images []struct {
+			Destination string `json:"destination"`
+			Kind        string `json:"kind"`
+		} `json:"images"`
+	}
+	must(t, json.Unmarshal(raw, &set))
+	var out []string
+	for _, img := range set.Images {
+		if img.Kind == "release" {
+			out = append(out, img.Destination)
+		}
+	}
+	return out
+}
+
 // publishMulti pushes and signs the multi payload of spec and makes it the
 // multi-architecture graph of channel stable-4.18, as payloads["<version>-multi"].
 func (w *releaseWorld) publishMulti(spec releasetest.PayloadSpec) *releasetest.Payload {
@@ -714,20 +736,9 @@ func TestReleasesRealChannel(t *testing.T) {
 	if code, _, _ := w.run("mirror", "-c", isc, "--dry-run", "file://"+dir); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "working-dir", "dry-run", "set.json"))
-	must(t, err)
-	var set struct {
-		Images []struct {
-			Destination string `json:"destination"`
-			Kind        string `json:"kind"`
-		} `json:"images"`
-	}
-	must(t, json.Unmarshal(raw, &set))
 	got := map[string]bool{}
-	for _, img := range set.Images {
-		if img.Kind == "release" {
-			got[img.Destination] = true
-		}
+	for _, d := range plannedReleases(t, dir) {
+		got[d] = true
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) || len(want) < 2 {
 		t.Errorf("plan from %s to %s holds %v, want %v", from, to, got, want)
@@ -751,14 +762,7 @@ func TestPruneReleaseLeavesRange(t *testing.T) {
 		t.Fatal("first m2m failed")
 	}
 	one := w.releaseISC("one", "    graph: true\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.2\n")
-	if code, _, _ := w.run("mirror", "-c", one, "--workspace", ws, "--dry-run", "--prune", dst); code != 0 {
-		t.Fatal("dry run")
-	}
-	_, dry := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "dry-run", "prune-preview.json"))
-	if code, _, _ := w.run("mirror", "-c", one, "--workspace", ws, "--prune", dst); code != 0 {
-		t.Fatal("--prune failed")
-	}
-	_, pruned := deletionFile(t, filepath.Join(w.dir, "ws", "working-dir", "prune", "*-pruned.json"))
+	dry, pruned := dryRunThenPrune(t, w.run, one, filepath.Join(w.dir, "ws"), dst)
 	if a, b := actionKeys(dry.Plan.Actions), actionKeys(pruned.Outcome.Done); strings.Join(a, "\n") != strings.Join(b, "\n") {
 		t.Errorf("dry\n%s\nreal\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -227,21 +225,8 @@ func TestReleasesRealTwoMinorsShortestPath(t *testing.T) {
 	if code, out, _ := w.run("mirror", "-c", isc, "--dry-run", "file://"+dir); code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "working-dir", "dry-run", "set.json"))
-	must(t, err)
-	var set struct {
-		Images []struct {
-			Destination string `json:"destination"`
-			Kind        string `json:"kind"`
-		} `json:"images"`
-	}
-	must(t, json.Unmarshal(raw, &set))
-	var got, wanted []string
-	for _, img := range set.Images {
-		if img.Kind == "release" {
-			got = append(got, img.Destination)
-		}
-	}
+	got := plannedReleases(t, dir)
+	var wanted []string
 	for d := range want {
 		wanted = append(wanted, d)
 	}

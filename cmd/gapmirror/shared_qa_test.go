@@ -70,15 +70,8 @@ mirror:
 // mirror and through an archive.
 func TestSharedReadQARetried(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, registrytest.Options{})
-	w.dst = registrytest.Start(t, registrytest.Options{SparseIndexes: true})
-	fx := w.pushSparseFixture()
-	must(t, imagebuilder.PushIndex(context.Background(), w.upTarget(), "multi/copy", "v1", fx.index))
-	isc := filepath.Join(w.dir, "isc.yaml")
-	must(t, os.WriteFile(isc, []byte(fmt.Sprintf(`kind: ImageSetConfiguration
-apiVersion: mirror.openshift.io/v2alpha1
-mirror:
-  additionalImages:
+	w, fx := newSparseCopyWorld(t)
+	isc := w.writeISC("isc.yaml", fmt.Sprintf(`  additionalImages:
   - name: %[1]s/multi/tool:v1
     platforms:
     - os: linux
@@ -89,7 +82,7 @@ mirror:
       architecture: amd64
     - os: linux
       architecture: ppc64le
-`, w.up.Host(), fx.index.Digest)), 0o644))
+`, w.up.Host(), fx.index.Digest))
 	cut := registrytest.NewBlobTruncator(1000, 1)
 	w.up.SetWrap(cut.Wrap)
 	code, _, _ := w.gapmirror("mirror", "-c", isc, "--retry-times", "3", "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/m")

@@ -29,6 +29,17 @@ type sparseFixture struct {
 	single *imagebuilder.Image
 }
 
+// newSparseCopyWorld is a world whose mirror keeps sparse indexes, with the
+// sparse fixture upstream and its index pushed again as multi/copy:v1.
+func newSparseCopyWorld(t *testing.T) (*world, sparseFixture) {
+	t.Helper()
+	w := newWorld(t, registrytest.Options{})
+	w.dst = registrytest.Start(t, registrytest.Options{SparseIndexes: true})
+	fx := w.pushSparseFixture()
+	must(t, imagebuilder.PushIndex(context.Background(), w.upTarget(), "multi/copy", "v1", fx.index))
+	return w, fx
+}
+
 func (w *world) pushSparseFixture() sparseFixture {
 	t := w.t
 	t.Helper()

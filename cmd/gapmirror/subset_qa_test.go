@@ -28,6 +28,26 @@ func (w *world) additional(indexes ...int) string {
 	return b.String()
 }
 
+// operatorsBody is a mirror section body filtering the catalog at
+// catalogRef to the named packages.
+func operatorsBody(catalogRef string, pkgs ...string) string {
+	var b strings.Builder
+	b.WriteString("  operators:\n  - catalog: " + catalogRef + "\n    packages:\n")
+	for _, p := range pkgs {
+		fmt.Fprintf(&b, "    - name: %s\n", p)
+	}
+	return b.String()
+}
+
+// newSubsetCatalogWorld is a world with two images upstream and the small
+// single-image catalog at redhat/redhat-operator-index:v4.18.
+func newSubsetCatalogWorld(t *testing.T) (*world, *opCatalog) {
+	t.Helper()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 8<<10)
+	return w, w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+}
+
 // TestDiskToMirrorSubsetTwoArchives: a fresh enclave given a subset and a
 // directory of two archives (the first never pushed there) gets the subset
 // of each, not the whole first archive; the first archive may lack entries
@@ -86,15 +106,8 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 			b.Properties = append(b.Properties, catalog.Property{Type: catalog.PropertyPackageRequired, Value: json.RawMessage(`{"packageName":"operator-000","versionRange":">=0.0.0"}`)})
 		}
 	}})
-	entry := func(pkgs ...string) string {
-		s := "  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n"
-		for _, p := range pkgs {
-			s += "    - name: " + p + "\n"
-		}
-		return s
-	}
 	archiveDir := filepath.Join(w.dir, "archive")
-	if code, _, _ := w.gapmirror("mirror", "-c", w.writeISC("isc.yaml", w.additional(0, 1, 2)+entry("operator-000", "operator-001", "operator-002")), "file://"+archiveDir); code != 0 {
+	if code, _, _ := w.gapmirror("mirror", "-c", w.writeISC("isc.yaml", w.additional(0, 1, 2)+operatorsBody(oc.Ref, "operator-000", "operator-001", "operator-002")), "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
 	root := w.dst.Host() + "/enclave"
@@ -115,7 +128,7 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 	}
 
 	// A: images 0 and 1, operator-002 (which requires operator-000).
-	a := w.writeISC("a.yaml", w.additional(0, 1)+entry("operator-002"))
+	a := w.writeISC("a.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-002"))
 	if code, _, _ := w.gapmirror("mirror", "-c", a, "--from", "file://"+archiveDir, "docker://"+root); code != 0 {
 		t.Fatal("disk-to-mirror of subset A failed")
 	}
@@ -131,7 +144,7 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 	}
 
 	// B: images 1 and 2, operator-001. A dry run first.
-	b := w.writeISC("b.yaml", w.additional(1, 2)+entry("operator-001"))
+	b := w.writeISC("b.yaml", w.additional(1, 2)+operatorsBody(oc.Ref, "operator-001"))
 	before, _ := w.dst.Catalog()
 	code, out, _ := w.gapmirror("mirror", "-c", b, "--from", "file://"+archiveDir, "--prune", "--dry-run", "docker://"+root)
 	if code != 0 {
@@ -182,11 +195,9 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 // changed upstream) with the same subset.
 func TestDiskToMirrorSubsetWeekly(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(2, 8<<10)
-	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
-	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
-	subset := w.writeISC("subset.yaml", w.additional(0)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-001\n")
+	w, oc := newSubsetCatalogWorld(t)
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001"))
+	subset := w.writeISC("subset.yaml", w.additional(0)+operatorsBody(oc.Ref, "operator-001"))
 	archiveDir := filepath.Join(w.dir, "archive")
 	root := w.dst.Host() + "/enclave"
 	catRepo := "enclave/redhat/redhat-operator-index"
@@ -243,21 +254,14 @@ func TestDiskToMirrorSubsetWeekly(t *testing.T) {
 // archive's blockedImages rule.
 func TestDiskToMirrorSubsetPinnedCatalog(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(2, 8<<10)
-	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
+	w, oc := newSubsetCatalogWorld(t)
 	blocked := "  blockedImages:\n  - name: operator-000/operator@\n"
-	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n"+blocked)
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001")+blocked)
 	archiveDir := filepath.Join(w.dir, "archive")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
 	}
-	pinnedFiles, _ := filepath.Glob(filepath.Join(archiveDir, "working-dir", "isc_pinned_*.yaml"))
-	if len(pinnedFiles) != 1 {
-		t.Fatalf("pinned configurations: %v", pinnedFiles)
-	}
-	pinned, err := imageset.LoadImageSetConfiguration(pinnedFiles[0])
-	must(t, err)
+	pinned := pinnedConfig(t, archiveDir)
 	entry := pinned.Mirror.Operators[0]
 	entry.Packages = entry.Packages[1:]
 	data, err := imageset.MarshalYAML(&imageset.ImageSetConfiguration{Mirror: imageset.Mirror{Operators: []imageset.OperatorCatalog{entry}, AdditionalImages: pinned.Mirror.AdditionalImages[:1], BlockedImages: pinned.Mirror.BlockedImages}})
@@ -364,11 +368,9 @@ func TestDiskToMirrorSubsetGraph(t *testing.T) {
 // its own record, so --prune on either deletes nothing of the other's.
 func TestDiskToMirrorSubsetDryRunTwoEnclaves(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, registrytest.Options{})
-	w.pushFleet(2, 8<<10)
-	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
-	isc := w.writeISC("isc.yaml", w.additional(0, 1)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
-	subset := w.writeISC("subset.yaml", w.additional(0)+"  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-001\n")
+	w, oc := newSubsetCatalogWorld(t)
+	isc := w.writeISC("isc.yaml", w.additional(0, 1)+operatorsBody(oc.Ref, "operator-000", "operator-001"))
+	subset := w.writeISC("subset.yaml", w.additional(0)+operatorsBody(oc.Ref, "operator-001"))
 	archiveDir := filepath.Join(w.dir, "archive")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {
 		t.Fatal("mirror-to-disk failed")
