@@ -120,9 +120,8 @@ func (v *validator) content(prefix string, m Mirror) {
 	// contradiction said now, before the run creates anything (resolving
 	// says it too).
 	blocked := func(path, what, name string, origin, dest string) {
-		if r := rules.match(origin, dest); r != "" {
-			i := slices.IndexFunc(rules, func(b blockRule) bool { return b.path == r })
-			v.add(path, "%s is blocked by %s (%q): remove the %s or the blocking rule", name, v.at(r), rules[i].re.String(), what)
+		if r := rules.find(origin, dest); r != nil {
+			v.add(path, "%s is blocked by %s (%q): remove the %s or the blocking rule", name, v.at(r.path), r.re.String(), what)
 		}
 	}
 	for i, oc := range m.Operators {
