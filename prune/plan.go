@@ -217,7 +217,8 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 	if err := applyAfter(ctx, repo, live, pendingKids, after); err != nil {
 		return nil, err
 	}
-	childrenOf := func(ctx context.Context, reg *registryapi.Client, repo string, d digest.Digest) ([]digest.Digest, error) {
+	// kidsOf is childrenOf, but for the indexes after's copy brings.
+	kidsOf := func(d digest.Digest) ([]digest.Digest, error) {
 		if kids, ok := pendingKids[d]; ok {
 			return kids, nil
 		}
@@ -247,7 +248,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 			protected[lt.digest] = TagNamesIt(repo, tag)
 		}
 		if isIndex(lt.mediaType) {
-			kids, err := childrenOf(ctx, reg, repo, lt.digest)
+			kids, err := kidsOf(lt.digest)
 			if err != nil {
 				return nil, err
 			}
@@ -323,7 +324,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 		planned[d] = len(rp.tops)
 		rp.tops = append(rp.tops, a)
 		if isIndex(mt) {
-			kids, err := childrenOf(ctx, reg, repo, d)
+			kids, err := kidsOf(d)
 			if err != nil {
 				return nil, err
 			}
