@@ -320,7 +320,7 @@ func (v *validator) additionalImage(ip string, img AdditionalImage) {
 		err := checkImageReference(img.Name)
 		v.add(ip+".name", "%q is not a valid image reference: %v", img.Name, err)
 	default:
-		if w := ShortNameWarning(strings.TrimPrefix(img.Name, "docker://")); w != "" {
+		if w := ShortNameWarning(img.Name); w != "" { // checkImageReference refused a docker:// prefix
 			v.warn(ip+".name", "%s", w)
 		}
 	}
