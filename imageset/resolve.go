@@ -304,12 +304,20 @@ func compileBlocked(list []BlockedImage) (blockList, error) {
 
 // match returns the rule blocking an image (by origin or destination), or "".
 func (l blockList) match(origin, dest string) string {
-	for _, r := range l {
-		if r.re.MatchString(origin) || r.re.MatchString(dest) {
-			return r.path
-		}
+	if r := l.find(origin, dest); r != nil {
+		return r.path
 	}
 	return ""
+}
+
+// find returns the rule blocking an image (by origin or destination), or nil.
+func (l blockList) find(origin, dest string) *blockRule {
+	for i, r := range l {
+		if r.re.MatchString(origin) || r.re.MatchString(dest) {
+			return &l[i]
+		}
+	}
+	return nil
 }
 
 // notImplemented fails loudly for configuration sections this version

@@ -120,9 +120,8 @@ func (v *validator) content(prefix string, m Mirror) {
 	// contradiction said now, before the run creates anything (resolving
 	// says it too).
 	blocked := func(path, what, name string, origin, dest string) {
-		if r := rules.match(origin, dest); r != "" {
-			i := slices.IndexFunc(rules, func(b blockRule) bool { return b.path == r })
-			v.add(path, "%s is blocked by %s (%q): remove the %s or the blocking rule", name, v.at(r), rules[i].re.String(), what)
+		if r := rules.find(origin, dest); r != nil {
+			v.add(path, "%s is blocked by %s (%q): remove the %s or the blocking rule", name, v.at(r.path), r.re.String(), what)
 		}
 	}
 	for i, oc := range m.Operators {
@@ -321,7 +320,7 @@ func (v *validator) additionalImage(ip string, img AdditionalImage) {
 		err := checkImageReference(img.Name)
 		v.add(ip+".name", "%q is not a valid image reference: %v", img.Name, err)
 	default:
-		if w := ShortNameWarning(strings.TrimPrefix(img.Name, "docker://")); w != "" {
+		if w := ShortNameWarning(img.Name); w != "" { // checkImageReference refused a docker:// prefix
 			v.warn(ip+".name", "%s", w)
 		}
 	}

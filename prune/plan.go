@@ -217,7 +217,8 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 	if err := applyAfter(ctx, repo, live, pendingKids, after); err != nil {
 		return nil, err
 	}
-	childrenOf := func(ctx context.Context, reg *registryapi.Client, repo string, d digest.Digest) ([]digest.Digest, error) {
+	// kidsOf is childrenOf, but for the indexes after's copy brings.
+	kidsOf := func(d digest.Digest) ([]digest.Digest, error) {
 		if kids, ok := pendingKids[d]; ok {
 			return kids, nil
 		}
@@ -247,7 +248,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 			protected[lt.digest] = TagNamesIt(repo, tag)
 		}
 		if isIndex(lt.mediaType) {
-			kids, err := childrenOf(ctx, reg, repo, lt.digest)
+			kids, err := kidsOf(lt.digest)
 			if err != nil {
 				return nil, err
 			}
@@ -323,7 +324,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 		planned[d] = len(rp.tops)
 		rp.tops = append(rp.tops, a)
 		if isIndex(mt) {
-			kids, err := childrenOf(ctx, reg, repo, d)
+			kids, err := kidsOf(d)
 			if err != nil {
 				return nil, err
 			}
@@ -367,38 +368,26 @@ func applyAfter(ctx context.Context, repo string, live map[string]liveTag, kids 
 		if !isIndex(mt) {
 			continue
 		}
-		seen := map[digest.Digest]bool{d: true}
-		queue := []manifestData{{d, data}}
-		for len(queue) > 0 {
-			cur := queue[0]
-			queue = queue[1:]
-			list, err := parseChildren(cur.data)
+		list, err := walkIndex(d, repo, func(cur digest.Digest) ([]byte, error) {
+			if cur == d {
+				return data, nil
+			}
+			// A nested index unreadable here lists nothing, as one
+			// the registry lacks does for childrenOf.
+			nested, _, err := after.Manifest(ctx, rt, cur)
 			if err != nil {
-				return fmt.Errorf("index %s@%s: %w", repo, cur.digest, err)
+				return nil, nil
 			}
-			for _, c := range list {
-				if seen[c.digest] {
-					continue
-				}
-				seen[c.digest] = true
-				kids[d] = append(kids[d], c.digest)
-				if !isIndex(c.mediaType) {
-					continue
-				}
-				// A nested index unreadable here lists nothing, as one
-				// the registry lacks does for childrenOf.
-				if nested, _, err := after.Manifest(ctx, rt, c.digest); err == nil {
-					queue = append(queue, manifestData{c.digest, nested})
-				}
-			}
+			return nested, nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(list) > 0 {
+			kids[d] = list
 		}
 	}
 	return nil
-}
-
-type manifestData struct {
-	digest digest.Digest
-	data   []byte
 }
 
 // mediaTypeOr is mt, else the mediaType data declares.
@@ -461,22 +450,38 @@ func isIndex(mt string) bool {
 // allowed to list indexes, those the nested ones list in turn: all of them
 // are what d needs. A nested index the registry lacks lists nothing here.
 func childrenOf(ctx context.Context, reg *registryapi.Client, repo string, d digest.Digest) ([]digest.Digest, error) {
+	return walkIndex(d, reg.Host()+"/"+repo, func(cur digest.Digest) ([]byte, error) {
+		data, _, err := reg.Manifest(ctx, repo, cur.String())
+		if err != nil {
+			if cur != d && registryapi.IsNotFound(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("reading index %s/%s@%s: %w", reg.Host(), repo, cur, err)
+		}
+		return data, nil
+	})
+}
+
+// walkIndex lists the manifests index d lists and, through the nested
+// indexes, theirs, each once. read gives an index's manifest (nil data:
+// it lists nothing); where names its repository in errors.
+func walkIndex(d digest.Digest, where string, read func(digest.Digest) ([]byte, error)) ([]digest.Digest, error) {
 	var out []digest.Digest
 	seen := map[digest.Digest]bool{d: true}
 	queue := []digest.Digest{d}
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		data, _, err := reg.Manifest(ctx, repo, cur.String())
+		data, err := read(cur)
 		if err != nil {
-			if cur != d && registryapi.IsNotFound(err) {
-				continue
-			}
-			return nil, fmt.Errorf("reading index %s/%s@%s: %w", reg.Host(), repo, cur, err)
+			return nil, err
+		}
+		if data == nil {
+			continue
 		}
 		kids, err := parseChildren(data)
 		if err != nil {
-			return nil, fmt.Errorf("index %s/%s@%s: %w", reg.Host(), repo, cur, err)
+			return nil, fmt.Errorf("index %s@%s: %w", where, cur, err)
 		}
 		for _, k := range kids {
 			if seen[k.digest] {

@@ -269,6 +269,21 @@ func existingFile(flag, p, what string) error {
 	return nil
 }
 
+// existingDir refuses a path given by flag that is not a directory: one
+// that is not there (give what), or a file (give instead).
+func existingDir(flag, p, what, instead string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case os.IsNotExist(err):
+		return fmt.Errorf("%s %s: the directory does not exist: give %s", flag, p, what)
+	case err != nil:
+		return fmt.Errorf("%s %s: %w", flag, p, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s %s is a file: give %s", flag, p, instead)
+	}
+	return nil
+}
+
 // checkRegistriesConfig refuses a registries.conf (--registries-conf, else
 // $CONTAINERS_REGISTRIES_CONF) that is not there or does not parse, and a
 // --registries.d that is not a directory: containers/image would fail every
@@ -283,15 +298,9 @@ func (g *globalFlags) checkRegistriesConfig() error {
 			return err
 		}
 	}
-	if dir := g.registriesConfDir; dir != "" {
-		fi, err := os.Stat(dir)
-		switch {
-		case os.IsNotExist(err):
-			return fmt.Errorf("--registries-conf-dir %s: the directory does not exist: give the registries.conf.d directory (*.conf drop-ins), or leave the flag out to use the system's", dir)
-		case err != nil:
-			return fmt.Errorf("--registries-conf-dir %s: %w", dir, err)
-		case !fi.IsDir():
-			return fmt.Errorf("--registries-conf-dir %s is a file: give the directory holding the drop-ins (or the file with --registries-conf)", dir)
+	if g.registriesConfDir != "" {
+		if err := existingDir("--registries-conf-dir", g.registriesConfDir, "the registries.conf.d directory (*.conf drop-ins), or leave the flag out to use the system's", "the directory holding the drop-ins (or the file with --registries-conf)"); err != nil {
+			return err
 		}
 	}
 	sys := &types.SystemContext{SystemRegistriesConfPath: g.registriesConf, SystemRegistriesConfDirPath: g.registriesConfDir}
@@ -303,15 +312,7 @@ func (g *globalFlags) checkRegistriesConfig() error {
 		return fmt.Errorf("%s: %w: fix the file, or give another with --registries-conf", where, err)
 	}
 	if g.registriesD != "" {
-		fi, err := os.Stat(g.registriesD)
-		switch {
-		case os.IsNotExist(err):
-			return fmt.Errorf("--registries.d %s: the directory does not exist: give the registries.d directory (*.yaml files with the signature settings per registry), or leave the flag out to use ~/.config/containers/registries.d and /etc/containers/registries.d", g.registriesD)
-		case err != nil:
-			return fmt.Errorf("--registries.d %s: %w", g.registriesD, err)
-		case !fi.IsDir():
-			return fmt.Errorf("--registries.d %s is a file: give the directory holding it", g.registriesD)
-		}
+		return existingDir("--registries.d", g.registriesD, "the registries.d directory (*.yaml files with the signature settings per registry), or leave the flag out to use ~/.config/containers/registries.d and /etc/containers/registries.d", "the directory holding it")
 	}
 	return nil
 }

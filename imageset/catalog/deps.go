@@ -23,19 +23,12 @@ func (r *run) dependencies() bool {
 				continue // rejected when the catalog was loaded
 			}
 			desc := fmt.Sprintf("%s %s %s", PropertyPackageRequired, req.PackageName, req.VersionRange)
-			match := func(c *Bundle) bool { return c.Package == req.PackageName && rng.Contains(c.version) }
-			var candidates []*Bundle
-			if p := r.c.Package(req.PackageName); p != nil {
-				candidates = p.Bundles
-			}
-			if r.require(b, desc, candidates, match) {
+			if r.requirePackage(b, desc, req.PackageName, rng) {
 				changed = true
 			}
 		}
 		for _, gvk := range b.requiresGVKs {
-			desc := fmt.Sprintf("%s %s", PropertyGVKRequired, gvk)
-			match := func(c *Bundle) bool { return slices.Contains(c.provides, gvk) }
-			if r.require(b, desc, r.providers(gvk), match) {
+			if r.requireGVK(b, fmt.Sprintf("%s %s", PropertyGVKRequired, gvk), gvk) {
 				changed = true
 			}
 		}
@@ -64,10 +57,7 @@ func (r *run) constraints(b *Bundle) bool {
 		_ = json.Unmarshal(raw, &v)
 		switch {
 		case v.GVK != nil && v.GVK.Kind != "":
-			gvk := *v.GVK
-			desc := fmt.Sprintf("%s gvk %s", PropertyConstraint, gvk)
-			match := func(c *Bundle) bool { return slices.Contains(c.provides, gvk) }
-			if r.require(b, desc, r.providers(gvk), match) {
+			if r.requireGVK(b, fmt.Sprintf("%s gvk %s", PropertyConstraint, *v.GVK), *v.GVK) {
 				changed = true
 			}
 		case v.Package != nil && cmp.Or(v.Package.PackageName, v.Package.Name) != "":
@@ -78,12 +68,7 @@ func (r *run) constraints(b *Bundle) bool {
 				continue
 			}
 			desc := fmt.Sprintf("%s package %s %s", PropertyConstraint, name, v.Package.VersionRange)
-			match := func(c *Bundle) bool { return c.Package == name && rng.Contains(c.version) }
-			var candidates []*Bundle
-			if p := r.c.Package(name); p != nil {
-				candidates = p.Bundles
-			}
-			if r.require(b, desc, candidates, match) {
+			if r.requirePackage(b, desc, name, rng) {
 				changed = true
 			}
 		default:
@@ -91,6 +76,21 @@ func (r *run) constraints(b *Bundle) bool {
 		}
 	}
 	return changed
+}
+
+// requirePackage satisfies b's requirement desc of a bundle of package
+// name whose version rng contains.
+func (r *run) requirePackage(b *Bundle, desc, name string, rng Range) bool {
+	var candidates []*Bundle
+	if p := r.c.Package(name); p != nil {
+		candidates = p.Bundles
+	}
+	return r.require(b, desc, candidates, func(c *Bundle) bool { return c.Package == name && rng.Contains(c.version) })
+}
+
+// requireGVK satisfies b's requirement desc of a bundle providing gvk.
+func (r *run) requireGVK(b *Bundle, desc string, gvk GVK) bool {
+	return r.require(b, desc, r.providers(gvk), func(c *Bundle) bool { return slices.Contains(c.provides, gvk) })
 }
 
 // compact shortens a raw JSON value for a message.
