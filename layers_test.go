@@ -27,9 +27,10 @@ var allowedImports = map[string][]string{
 	"archive":             {"imageset"},
 	"generate":            {"imageset"},
 	"prune":               {"registryapi"},
-	"mirror":              {"archive", "backoff", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi"},
+	"transfer":            {"archive", "backoff", "imageset", "imageset/release", "registryapi"},
+	"mirror":              {"archive", "backoff", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi", "transfer"},
 	"serve":               nil,
-	"cmd/gapmirror":       {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve"},
+	"cmd/gapmirror":       {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve", "transfer"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

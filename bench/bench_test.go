@@ -15,6 +15,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // TestMain lets the test binary play the launcher and the filter child, as
@@ -173,7 +174,7 @@ func TestMixedScenarioSmoke(t *testing.T) {
 				t.Fatal(err)
 			}
 			trip := &mirror.Trip{Config: cfg, ConfigPath: isc, StoreDir: filepath.Join(dir, "store"), DryRun: true,
-				Upstream: mirror.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: regsConf, AuthFile: filepath.Join(dir, "absent-auth.json")},
+				Upstream: transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: regsConf, AuthFile: filepath.Join(dir, "absent-auth.json")},
 				Log:      slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
 				Releases: mirror.ReleaseOptions{GraphURL: flags["--graph-url"], SignatureURL: flags["--release-signature-url"],
 					SignatureKeys: []string{flags["--release-signature-key"]}, GraphDataURL: flags["--graph-data-url"], GraphBaseImage: flags["--graph-base-image"]},

@@ -21,6 +21,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // DeleteListKind is the kind of a delete plan file (oc-mirror's name).
@@ -60,7 +61,7 @@ type DeleteItem struct {
 
 // Delete generates and executes delete plans for a mirror registry.
 type Delete struct {
-	Mirror RegistryOptions
+	Mirror transfer.RegistryOptions
 	// StoreDir is the local store, where catalogs mirrored from this
 	// machine already are; others are read from the mirror into it.
 	StoreDir    string
@@ -94,7 +95,7 @@ func (d *Delete) now() time.Time {
 
 // normalRoot validates and normalises a mirror root as the trips do.
 func normalRoot(root string) (string, error) {
-	r, err := NewMirror(root, RegistryOptions{})
+	r, err := transfer.NewMirror(root, transfer.RegistryOptions{})
 	if err != nil {
 		return "", err
 	}
@@ -190,12 +191,12 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", nil, err
 	}
-	if err := writeFileAtomic(path, data); err != nil {
+	if err := transfer.WriteFileAtomic(path, data); err != nil {
 		return "", nil, err
 	}
 	// Keep the configuration next to the plan, as oc-mirror does.
 	if src, err := os.ReadFile(cfgPath); err == nil {
-		if err := writeFileAtomic(w.path("delete", "delete-imageset-config"+suffix+".yaml"), src); err != nil {
+		if err := transfer.WriteFileAtomic(w.path("delete", "delete-imageset-config"+suffix+".yaml"), src); err != nil {
 			return "", nil, err
 		}
 	}

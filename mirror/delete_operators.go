@@ -23,6 +23,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/prune"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // bundleWhy matches the reason operators.bundleImages gives an image.
@@ -340,13 +341,13 @@ func latestSet(w workspace, root string, images []MirroredImage) (*imageset.Set,
 
 // catalogStore opens the local store delete reads catalogs from: the
 // configured one, or a temporary one when none is configured.
-func (d *Delete) catalogStore(ctx context.Context) (*Store, func(), error) {
+func (d *Delete) catalogStore(ctx context.Context) (*transfer.Store, func(), error) {
 	if d.StoreDir != "" {
 		lock, err := lockStore(ctx, d.StoreDir, nil) // takes its turn with the runs using it
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := OpenStore(d.StoreDir)
+		s, err := transfer.OpenStore(d.StoreDir)
 		if err != nil {
 			lock.Release()
 		}
@@ -356,14 +357,14 @@ func (d *Delete) catalogStore(ctx context.Context) (*Store, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := OpenStore(dir)
+	s, err := transfer.OpenStore(dir)
 	return s, func() { os.RemoveAll(dir) }, err
 }
 
 // loadMirroredCatalog loads the FBC of the catalog image m recorded at the
 // root: from the store when it holds it (the run built or copied it there),
 // else pulled from the mirror by its recorded digest.
-func (d *Delete) loadMirroredCatalog(ctx context.Context, store *Store, root string, m MirroredImage, tmp string) (*catalog.Catalog, error) {
+func (d *Delete) loadMirroredCatalog(ctx context.Context, store *transfer.Store, root string, m MirroredImage, tmp string) (*catalog.Catalog, error) {
 	dg, err := digest.Parse(m.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace records catalog %s with a bad digest %q: %w", m.Destination, m.Digest, err)
@@ -377,7 +378,7 @@ func (d *Delete) loadMirroredCatalog(ctx context.Context, store *Store, root str
 			Destination: catalogSourcesRepo + "mirrored/" + repo + ":" + imageset.DigestTag(dg),
 			Kind:        imageset.KindOperatorCatalog,
 		}
-		if err := copyIntoStore(ctx, img, NewUpstream(d.Mirror), store, Options{}); err != nil {
+		if err := copyIntoStore(ctx, img, transfer.NewUpstream(d.Mirror), store, transfer.Options{}); err != nil {
 			return nil, fmt.Errorf("reading the mirrored catalog %s/%s@%s to find its bundles: %w", root, repo, m.Digest, err)
 		}
 	}

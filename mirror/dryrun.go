@@ -13,6 +13,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // DryRunFigures are what a dry run found out, for a go/no-go decision.
@@ -43,10 +44,10 @@ func (f *DryRunFigures) print(w io.Writer) {
 	}
 	if f.Mirror != "" {
 		fmt.Fprintf(w, "mirror %s: reachable, credentials and push accepted; %d images already there, %d to copy: at most %d blobs, %s to move\n",
-			f.Mirror, f.Present, f.Missing, f.Blobs, HumanBytes(f.Bytes))
+			f.Mirror, f.Present, f.Missing, f.Blobs, transfer.HumanBytes(f.Bytes))
 	} else {
 		fmt.Fprintf(w, "local store: %d images already there, %d to download (%d blobs, %s); the archive would be %s\n",
-			f.Present, f.Missing, f.Blobs, HumanBytes(f.Bytes), HumanBytes(f.ArchiveBytes))
+			f.Present, f.Missing, f.Blobs, transfer.HumanBytes(f.Bytes), transfer.HumanBytes(f.ArchiveBytes))
 	}
 	if f.Unreadable > 0 {
 		fmt.Fprintf(w, "%d images could not be read and are not counted (the run would report them)\n", f.Unreadable)
@@ -59,7 +60,7 @@ func (f *DryRunFigures) print(w io.Writer) {
 // the bytes to move (read through src), and writes the cluster resources
 // the run would write into dry-run/cluster-resources. An unreachable
 // mirror, refused credentials or push fail the dry run.
-func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) error {
+func (r *run) dryRunToMirror(ctx context.Context, dst *transfer.Registry, src transfer.Source) error {
 	t, set := r.t, r.rep.Set
 	fig := &DryRunFigures{Mirror: dst.Root()}
 	if len(set.Images) > 0 {
@@ -72,7 +73,7 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) err
 	}
 	present := make([]bool, len(set.Images))
 	errs := make([]error, len(set.Images))
-	parallelDo(len(set.Images), max(t.Copy.withDefaults().ParallelImages, 1), func(i int) {
+	parallelDo(len(set.Images), max(t.Copy.WithDefaults().ParallelImages, 1), func(i int) {
 		present[i], errs[i] = dst.HasManifest(ctx, set.Images[i], digest.Digest(set.Images[i].Digest))
 	})
 	var missing []imageset.Image
@@ -94,7 +95,7 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) err
 	// in dry-run/ so the workspace a real run trusts stays as it was. They
 	// come from the plan alone, catalog templates included.
 	dry := &run{t: t, ws: workspace{r.ws.path("dry-run")}, plan: r.plan,
-		rep: &Report{Mode: r.rep.Mode, Set: set, Resolution: r.rep.Resolution, Result: &Result{Skipped: set.Images}}}
+		rep: &Report{Mode: r.rep.Mode, Set: set, Resolution: r.rep.Resolution, Result: &transfer.Result{Skipped: set.Images}}}
 	if err := dry.generate(dst.Root()); err != nil {
 		return err
 	}
@@ -106,12 +107,12 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *Registry, src Source) err
 // the archive it would write. An image needs no download when its manifests
 // are stored and each blob is stored, linked in an archive still in place,
 // or carried by an earlier archive of the workspace (see diskDestination).
-func (t *Trip) dryRunToDisk(ctx context.Context, src Source, store *Store, set *imageset.Set, carried map[digest.Digest]bool, rep *Report) {
+func (t *Trip) dryRunToDisk(ctx context.Context, src transfer.Source, store *transfer.Store, set *imageset.Set, carried map[digest.Digest]bool, rep *Report) {
 	fig := &DryRunFigures{}
 	var missing []imageset.Image
 	present := func(d digest.Digest) bool { return carried[d] || store.Has(d) }
 	for _, img := range set.Images {
-		if _, err := store.blobs(img, digest.Digest(img.Digest), present); err == nil {
+		if _, err := store.BlobsWalk(img, digest.Digest(img.Digest), present); err == nil {
 			fig.Present++
 		} else {
 			missing = append(missing, img)
@@ -125,7 +126,7 @@ func (t *Trip) dryRunToDisk(ctx context.Context, src Source, store *Store, set *
 
 // sizeOf reads the manifests of images through src and adds up their
 // distinct blobs and manifests, leaving out those in skip.
-func (t *Trip) sizeOf(ctx context.Context, src Source, images []imageset.Image, skip map[digest.Digest]bool) (blobs int, bytes int64, unreadable int) {
+func (t *Trip) sizeOf(ctx context.Context, src transfer.Source, images []imageset.Image, skip map[digest.Digest]bool) (blobs int, bytes int64, unreadable int) {
 	var mu sync.Mutex
 	seen := map[digest.Digest]bool{}
 	add := func(descs []ocispec.Descriptor) {
@@ -139,7 +140,7 @@ func (t *Trip) sizeOf(ctx context.Context, src Source, images []imageset.Image, 
 			seen[d.Digest] = true
 		}
 	}
-	parallelDo(len(images), max(t.Copy.withDefaults().ParallelImages, 1), func(i int) {
+	parallelDo(len(images), max(t.Copy.WithDefaults().ParallelImages, 1), func(i int) {
 		descs, err := imageBlobs(ctx, src, images[i], digest.Digest(images[i].Digest), true)
 		if err != nil {
 			mu.Lock()
@@ -155,28 +156,28 @@ func (t *Trip) sizeOf(ctx context.Context, src Source, images []imageset.Image, 
 
 // imageBlobs lists the manifests and blobs of img's manifest d that a copy
 // moves (for a sparse image, only the instances of its platforms).
-func imageBlobs(ctx context.Context, src Source, img imageset.Image, d digest.Digest, top bool) ([]ocispec.Descriptor, error) {
+func imageBlobs(ctx context.Context, src transfer.Source, img imageset.Image, d digest.Digest, top bool) ([]ocispec.Descriptor, error) {
 	data, mt, err := src.Manifest(ctx, img, d)
 	if err != nil {
 		return nil, err
 	}
-	if guessed := mediaTypeOf(data); guessed != "" {
+	if guessed := transfer.MediaTypeOf(data); guessed != "" {
 		mt = guessed
 	}
 	out := []ocispec.Descriptor{{MediaType: mt, Digest: d, Size: int64(len(data))}}
-	if !isIndex(mt) {
-		bs, err := blobsOf(data)
+	if !transfer.IsIndex(mt) {
+		bs, err := transfer.BlobsOf(data)
 		if err != nil {
 			return nil, fmt.Errorf("parsing manifest %s: %w", d, err)
 		}
 		return append(out, bs...), nil
 	}
-	kids, err := children(data)
+	kids, err := transfer.Children(data)
 	if err != nil {
 		return nil, fmt.Errorf("parsing index %s: %w", d, err)
 	}
 	if top {
-		if kids, err = instances(img, d, kids); err != nil {
+		if kids, err = transfer.Instances(img, d, kids); err != nil {
 			return nil, err
 		}
 	}
@@ -192,12 +193,12 @@ func imageBlobs(ctx context.Context, src Source, img imageset.Image, d digest.Di
 
 // checkPush asks the mirror whether the run's credentials may push into
 // img's repository, by starting an upload and cancelling it.
-func checkPush(ctx context.Context, dst *Registry, img imageset.Image) error {
+func checkPush(ctx context.Context, dst *transfer.Registry, img imageset.Image) error {
 	named, err := reference.ParseNormalizedNamed(dst.Name(img))
 	if err != nil {
 		return err
 	}
-	c, err := registryapi.NewClient(reference.Domain(named), dst.sys)
+	c, err := registryapi.NewClient(reference.Domain(named), dst.SystemContext())
 	if err != nil {
 		return fmt.Errorf("mirror registry %s: %w", dst.Root(), err)
 	}

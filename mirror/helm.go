@@ -22,6 +22,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // Where helm charts travel: in the archive (extra files of chunk 1, since
@@ -42,7 +43,7 @@ type helmCharts struct {
 	ws string
 	// store receives each chart as an OCI artifact (nil: charts are not
 	// served from the mirror).
-	store *Store
+	store *transfer.Store
 }
 
 func (h *helmCharts) Sections() []string { return []string{"mirror.helm"} }
@@ -371,7 +372,7 @@ func writeWorkingFile(ws, name string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(p, data)
+	return transfer.WriteFileAtomic(p, data)
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._+-]`)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/internal/helmtest"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // TestHelmHTTPClientTLS: chart repositories get the source side's TLS
@@ -26,12 +27,12 @@ func TestHelmHTTPClientTLS(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		opts    RegistryOptions
+		opts    transfer.RegistryOptions
 		wantErr string
 	}{
-		{"verified, unknown CA", RegistryOptions{}, "certificate"},
-		{"private CA from the cert dir", RegistryOptions{CertDir: certDir}, ""},
-		{"verification off", RegistryOptions{TLSVerify: types.OptionalBoolFalse}, ""},
+		{"verified, unknown CA", transfer.RegistryOptions{}, "certificate"},
+		{"private CA from the cert dir", transfer.RegistryOptions{CertDir: certDir}, ""},
+		{"verification off", transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			client, err := (&Trip{Upstream: c.opts}).helmHTTPClient()

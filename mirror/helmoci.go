@@ -35,6 +35,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // chartsRepo is where charts from HTTP repositories and local paths go
@@ -364,7 +365,7 @@ func (t *Trip) chartsRefused(rep *Report) {
 	if rep.Result == nil {
 		return
 	}
-	var kept []Failure
+	var kept []transfer.Failure
 	var refused []string
 	var answer error
 	for _, f := range rep.Result.Failed {
@@ -435,7 +436,7 @@ func writeChartReferences(dir, root string, done *imageset.Set) (string, error) 
 		}
 		fmt.Fprintf(&b, "- %s\n", data)
 	}
-	return p, writeFileAtomic(p, []byte(b.String()))
+	return p, transfer.WriteFileAtomic(p, []byte(b.String()))
 }
 
 // chartOf reads the chart name and version from a chart image's Why.

@@ -13,6 +13,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // layoutImages mirrors the additional images that are OCI image layouts on
@@ -22,7 +23,7 @@ import (
 // in IDMS/ITMS since no cluster pulls it by its path on disk).
 type layoutImages struct {
 	t     *Trip
-	store *Store
+	store *transfer.Store
 }
 
 func (l *layoutImages) Sections() []string { return []string{imageset.SectionLayoutImages} }
@@ -57,10 +58,10 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 		if l.store != nil {
 			// Planned, with its own planning and copying lines: a layout
 			// image may be large.
-			res := copyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, &ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, l.store.Destination(), l.t.Copy)
+			res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, &transfer.ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, l.store.Destination(), l.t.Copy)
 			if len(res.Failed) > 0 {
 				err := res.Failed[0].Err
-				if missing := (*MissingBlobError)(nil); errors.As(err, &missing) {
+				if missing := (*transfer.MissingBlobError)(nil); errors.As(err, &missing) {
 					return fmt.Errorf("%s: %s: the OCI layout %s is incomplete: it lacks blob %s (%s), which its manifests name; %s",
 						at, ai.Name, abs, missing.Digest, layoutBlobs{dir: abs}.path(missing.Digest), rewriteLayout(abs))
 				}

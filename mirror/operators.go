@@ -30,6 +30,7 @@ import (
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // catalogSourcesRepo prefixes the store names of the original catalog
@@ -39,8 +40,8 @@ const catalogSourcesRepo = "gapmirror-catalog-sources/"
 // operators is the Contributor for mirror.operators.
 type operators struct {
 	trip  *Trip
-	up    *Registry
-	store *Store
+	up    *transfer.Registry
+	store *transfer.Store
 	plan  *Plan
 }
 
@@ -101,7 +102,7 @@ func (ci *CatalogImage) Load(tmp string) (*catalog.Catalog, error) {
 // FetchCatalog pins the catalog ref (an image reference or an oci: layout
 // path) to a digest and makes sure the image is in store, copying it there
 // if needed; a catalog already in the store is not fetched again.
-func FetchCatalog(ctx context.Context, ref string, up *Registry, store *Store, opts Options) (*CatalogImage, error) {
+func FetchCatalog(ctx context.Context, ref string, up *transfer.Registry, store *transfer.Store, opts transfer.Options) (*CatalogImage, error) {
 	if layout, ok := (imageset.OperatorCatalog{Catalog: ref}).OCILayoutPath(); ok {
 		return fetchLayoutCatalog(ctx, ref, layout, store, opts)
 	}
@@ -131,8 +132,8 @@ func FetchCatalog(ctx context.Context, ref string, up *Registry, store *Store, o
 // planned: a catalog image can take minutes, so it shows its planning and
 // copying lines (nested in the resolving phase), the total fixed from the
 // first.
-func copyIntoStore(ctx context.Context, img imageset.Image, src Source, store *Store, opts Options) error {
-	res := copyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, src, store.Destination(), opts)
+func copyIntoStore(ctx context.Context, img imageset.Image, src transfer.Source, store *transfer.Store, opts transfer.Options) error {
+	res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, src, store.Destination(), opts)
 	if len(res.Failed) > 0 {
 		return fmt.Errorf("cannot copy catalog %s into the local store %s: %w", img.Origin, store.Dir(), res.Failed[0].Err)
 	}
@@ -143,7 +144,7 @@ func copyIntoStore(ctx context.Context, img imageset.Image, src Source, store *S
 // store. A layout naming one manifest uses it; a layout naming several
 // platform images (as some tools write a multi-arch catalog) is gathered
 // into one index.
-func fetchLayoutCatalog(ctx context.Context, ref, dir string, store *Store, opts Options) (*CatalogImage, error) {
+func fetchLayoutCatalog(ctx context.Context, ref, dir string, store *transfer.Store, opts transfer.Options) (*CatalogImage, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", ref, err)
@@ -165,7 +166,7 @@ func fetchLayoutCatalog(ctx context.Context, ref, dir string, store *Store, opts
 		top = idx.Manifests[0]
 	default:
 		for _, m := range idx.Manifests {
-			if isIndex(m.MediaType) {
+			if transfer.IsIndex(m.MediaType) {
 				return nil, fmt.Errorf("catalog %s: the OCI layout %s names %d images, among them an index: keep only the catalog image in it", ref, abs, n)
 			}
 		}
@@ -189,7 +190,7 @@ func fetchLayoutCatalog(ctx context.Context, ref, dir string, store *Store, opts
 		Destination: catalogSourcesRepo + "oci/" + layoutRepo(abs) + ":" + imageset.DigestTag(top.Digest),
 		Kind:        imageset.KindOperatorCatalog,
 	}
-	if err := copyIntoStore(ctx, img, &ArchiveSource{Archive: blobs, Name: "OCI layout " + abs}, store, opts); err != nil {
+	if err := copyIntoStore(ctx, img, &transfer.ArchiveSource{Archive: blobs, Name: "OCI layout " + abs}, store, opts); err != nil {
 		return nil, err
 	}
 	return &CatalogImage{Origin: ref, Digest: top.Digest, Blobs: store}, nil
@@ -250,7 +251,7 @@ func (l layoutBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
 
 // ReadOnlyBlobs lets a catalog be read from blobs that cannot be written
 // (an archive): Put fails.
-type ReadOnlyBlobs struct{ BlobReader }
+type ReadOnlyBlobs struct{ transfer.BlobReader }
 
 // Put implements catalog.Blobs by refusing.
 func (ReadOnlyBlobs) Put(d digest.Digest, _ int64, _ io.Reader) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // realCatalogDir holds real community catalogs in the shared workspace
@@ -39,7 +40,7 @@ func catalogImageSpec(p imagebuilder.Platform, files map[string][]byte) imagebui
 }
 
 func quietTrip() *Trip {
-	return &Trip{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Copy: Options{Retries: -1}}
+	return &Trip{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Copy: transfer.Options{Retries: -1}}
 }
 
 // TestLayoutWithSeveralPlatformImages: an OCI layout naming one image per
@@ -59,11 +60,11 @@ func TestLayoutWithSeveralPlatformImages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store, err := OpenStore(filepath.Join(t.TempDir(), "store"))
+	store, err := transfer.OpenStore(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ci, err := FetchCatalog(context.Background(), "oci://"+layout, nil, store, Options{})
+	ci, err := FetchCatalog(context.Background(), "oci://"+layout, nil, store, transfer.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestRealCatalogContribution(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store, err := OpenStore(filepath.Join(t.TempDir(), "store"))
+	store, err := transfer.OpenStore(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/distribution/reference"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // Pinned configurations: after resolving, a run writes the configuration
@@ -130,10 +131,10 @@ func (t *Trip) writePinned(ws string, plan *Plan) (string, error) {
 	}
 	stamp := t.now().Format(time.RFC3339)
 	path := filepath.Join(ws, "isc_pinned_"+stamp+".yaml")
-	if err := writeFileAtomic(path, []byte(plan.Pinned)); err != nil {
+	if err := transfer.WriteFileAtomic(path, []byte(plan.Pinned)); err != nil {
 		return "", err
 	}
-	if err := writeFileAtomic(filepath.Join(ws, "disc_pinned_"+stamp+".yaml"), []byte(plan.PinnedDelete)); err != nil {
+	if err := transfer.WriteFileAtomic(filepath.Join(ws, "disc_pinned_"+stamp+".yaml"), []byte(plan.PinnedDelete)); err != nil {
 		return "", err
 	}
 	return path, nil

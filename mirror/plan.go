@@ -20,6 +20,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // Plan is what a run is to do. Resolution alone makes it (writing nothing
@@ -162,7 +163,7 @@ func unresolved(list []imageset.Unresolved) []Unresolved {
 	for _, f := range list {
 		u := Unresolved{Origin: f.Origin, Kind: f.Kind, Why: f.Why, NotImage: f.NotImage}
 		if f.Err != nil {
-			u.Error = Message(f.Err)
+			u.Error = transfer.Message(f.Err)
 		}
 		out = append(out, u)
 	}
@@ -188,7 +189,7 @@ func (t *Trip) platformsOf(ws string) platformsRecord {
 // the top manifests whose platform manifests earlier runs recorded for the
 // signature lookup, and those in the store; nil when no earlier run
 // recorded any (a first run reads each tag's manifest with one GET).
-func seenManifests(known platformsRecord, store *Store) func(digest.Digest) bool {
+func seenManifests(known platformsRecord, store *transfer.Store) func(digest.Digest) bool {
 	if len(known.Platforms) == 0 {
 		return nil
 	}
@@ -203,22 +204,22 @@ func seenManifests(known platformsRecord, store *Store) func(digest.Digest) bool
 // resolve works out the Plan of the configuration. It reads the workspace
 // ws (signatures and charts earlier runs kept) but writes nothing into it:
 // a dry run leaves the workspace as it was, and execution keeps the plan.
-func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws string) (*Plan, *imageset.Resolution, error) {
+func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (*Plan, *imageset.Resolution, error) {
 	if t.RetryFailed != "" {
 		return nil, nil, errors.New("internal: resolve called for a retry")
 	}
 	start := time.Now()
-	opts := t.Copy.withDefaults()
+	opts := t.Copy.WithDefaults()
 	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
 	plan := &Plan{}
-	opts.Progress.Phase("resolving", 0, Totals{})
+	opts.Progress.Phase("resolving", 0, transfer.Totals{})
 	defer opts.Progress.Finish()
 	for _, w := range t.Config.Warnings() {
 		t.Log.Warn(w.Error())
 	}
-	ctx = WithProgress(ctx, opts.Progress)
+	ctx = transfer.WithProgress(ctx, opts.Progress)
 	known := t.platformsOf(ws)
-	up.seen = seenManifests(known, store)
+	up.Seen = seenManifests(known, store)
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
@@ -227,20 +228,19 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
 	plan.Set = set
+	var rd *registriesD
 	if !t.RemoveSignatures || t.SecurePolicy {
-		rd, err := loadRegistriesD(up.sys)
-		if err != nil {
+		if rd, err = loadRegistriesD(up.SystemContext()); err != nil {
 			return nil, nil, err
 		}
-		up.regsD = rd
 	}
 	if !t.RemoveSignatures {
 		sigStart := time.Now()
-		st := t.addSignatures(ctx, up, store, known, plan, res)
+		st := t.addSignatures(ctx, up, rd, store, known, plan, res)
 		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
 	}
 	if t.SecurePolicy {
-		if err := t.verifySignatures(ctx, up, set, res); err != nil {
+		if err := t.verifySignatures(ctx, up, rd, set, res); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -250,14 +250,14 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 	for _, f := range res.Failed {
 		// The summary prints each cause once; the log keeps every one.
 		if f.NotImage {
-			t.Log.Debug("cannot use", "what", f.Origin, "why", f.Why, "error", Message(f.Err))
+			t.Log.Debug("cannot use", "what", f.Origin, "why", f.Why, "error", transfer.Message(f.Err))
 			continue
 		}
 		what := "cannot resolve image"
-		if errors.Is(f.Err, ErrPolicyRefused) {
+		if errors.Is(f.Err, transfer.ErrPolicyRefused) {
 			what = "image refused by the signature policy"
 		}
-		t.Log.Debug(what, "image", f.Origin, "why", f.Why, "error", Message(f.Err))
+		t.Log.Debug(what, "image", f.Origin, "why", f.Why, "error", transfer.Message(f.Err))
 	}
 	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	plan.Blocked, plan.Unresolved = res.Blocked, unresolved(res.Failed)
@@ -277,7 +277,7 @@ func (t *Trip) resolve(ctx context.Context, up *Registry, store *Store, ws strin
 // plan is the Plan of a trip and the part of its Set to copy: all of it,
 // or with --retry-failed the images an earlier run failed, with the plan
 // that run recorded.
-func (t *Trip) plan(ctx context.Context, up *Registry, store *Store, ws string) (plan *Plan, todo *imageset.Set, res *imageset.Resolution, err error) {
+func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (plan *Plan, todo *imageset.Set, res *imageset.Resolution, err error) {
 	if t.RetryFailed == "" {
 		plan, res, err = t.resolve(ctx, up, store, ws)
 		if err != nil {
@@ -447,7 +447,7 @@ func (w workspace) saveFiles(files []PlanFile) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(p, f.data); err != nil {
+		if err := transfer.WriteFileAtomic(p, f.data); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // A run record and failure file as gapmirror wrote them before the record
@@ -106,7 +107,7 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 	plan.addFile(signatureExtra("sha256:3333333333333333333333333333333333333333333333333333333333333333", 1), []byte("signature one"))
 	plan.addFile(templateExtra("a/catalog:v1"), []byte("kind: CatalogSource\n"))
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Mirror: "registry.example:5000/m",
-		Result: &Result{Copied: set.Images[:1], Failed: []Failure{{Image: set.Images[1], Err: io.ErrUnexpectedEOF}}}}
+		Result: &transfer.Result{Copied: set.Images[:1], Failed: []transfer.Failure{{Image: set.Images[1], Err: io.ErrUnexpectedEOF}}}}
 	tr := stampedTrip()
 	r := &run{t: tr, ws: ws, plan: plan, rep: rep}
 	if err := r.record(); err != nil {
@@ -207,7 +208,7 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 
 	generated := func(plan *Plan) map[string]string {
 		t.Helper()
-		rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: &imageset.Resolution{}, Result: &Result{Copied: set.Images}}
+		rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: &imageset.Resolution{}, Result: &transfer.Result{Copied: set.Images}}
 		dir := filepath.Join(t.TempDir(), "cluster-resources")
 		r := &run{t: stampedTrip(), ws: ws, plan: plan, rep: rep}
 		if err := r.generateInto(dir, "registry.example:5000/m"); err != nil {

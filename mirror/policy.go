@@ -16,23 +16,21 @@ import (
 	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/transfer"
 )
-
-// ErrPolicyRefused marks images the signature policy (--secure-policy) refused.
-var ErrPolicyRefused = errors.New("refused by the signature policy (--secure-policy)")
 
 // verifySignatures evaluates the signature policy (--secure-policy) for
 // every upstream image of set: an image passes when the policy accepts its
 // manifest or, for a multi-arch image, every platform manifest (publishers
 // that sign per architecture). A refused image leaves the set with its
 // signatures and is reported as failed, so nothing unverified is mirrored.
-func (t *Trip) verifySignatures(ctx context.Context, up *Registry, set *imageset.Set, res *imageset.Resolution) error {
+func (t *Trip) verifySignatures(ctx context.Context, up *transfer.Registry, rd *registriesD, set *imageset.Set, res *imageset.Resolution) error {
 	var policy *signature.Policy
 	var err error
 	if t.PolicyPath != "" {
 		policy, err = signature.NewPolicyFromFile(t.PolicyPath)
 	} else {
-		policy, err = signature.DefaultPolicy(up.sys)
+		policy, err = signature.DefaultPolicy(up.SystemContext())
 	}
 	if err != nil {
 		return fmt.Errorf("--secure-policy: reading the signature policy: %w (give one with --policy FILE, a containers policy.json)", err)
@@ -47,16 +45,15 @@ func (t *Trip) verifySignatures(ctx context.Context, up *Registry, set *imageset
 		return err
 	}
 	defer os.RemoveAll(dir)
-	rd := up.regsD
 	if rd == nil {
-		if rd, err = loadRegistriesD(up.sys); err != nil {
+		if rd, err = loadRegistriesD(up.SystemContext()); err != nil {
 			return err
 		}
 	}
 	if err := policyRegistriesD(rd, dir); err != nil {
 		return err
 	}
-	sys := *up.sys
+	sys := *up.SystemContext()
 	sys.RegistriesDirPath = dir
 
 	var images []imageset.Image
@@ -96,7 +93,7 @@ func (t *Trip) verifySignatures(ctx context.Context, up *Registry, set *imageset
 }
 
 // allowed is nil when the policy accepts img, else why it refuses it.
-func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, sys *types.SystemContext, up *Registry, img imageset.Image) error {
+func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, sys *types.SystemContext, up *transfer.Registry, img imageset.Image) error {
 	named, err := reference.ParseNormalizedNamed(img.Source)
 	if err != nil {
 		return err
@@ -106,12 +103,12 @@ func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, s
 		return err
 	}
 	var src types.ImageSource
-	err = Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
+	err = transfer.Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
 		src, err = ref.NewImageSource(ctx, sys)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("not verified: reading the image: %w", explain(err, img.Source))
+		return fmt.Errorf("not verified: reading the image: %w", transfer.Explain(err, img.Source))
 	}
 	defer src.Close()
 	check := func(instance *digest.Digest) error {
@@ -128,8 +125,8 @@ func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, s
 		return nil
 	}
 	data, _, err := src.GetManifest(ctx, nil)
-	if err == nil && isIndex(mediaTypeOf(data)) {
-		if kids, err := children(data); err == nil && len(kids) > 0 {
+	if err == nil && transfer.IsIndex(transfer.MediaTypeOf(data)) {
+		if kids, err := transfer.Children(data); err == nil && len(kids) > 0 {
 			var kidErr error
 			for _, k := range kids {
 				if err := check(&k.Digest); err != nil {
@@ -143,5 +140,5 @@ func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, s
 			topErr = fmt.Errorf("%w, and not every platform manifest is signed either (%w)", topErr, kidErr)
 		}
 	}
-	return fmt.Errorf("%w: %w; sign the image (cosign sign), fix the policy (--policy), or mirror without --secure-policy", ErrPolicyRefused, topErr)
+	return fmt.Errorf("%w: %w; sign the image (cosign sign), fix the policy (--policy), or mirror without --secure-policy", transfer.ErrPolicyRefused, topErr)
 }

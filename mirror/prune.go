@@ -16,6 +16,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // MirroredImage is one manifest at a mirror root that a run of this
@@ -62,7 +63,7 @@ func sortImages(list []MirroredImage) {
 // remember adds what a copy pushed and found at the root to r, the root's
 // record, and saves it right after the copy, so that even a run that fails
 // later keeps track of what it pushed.
-func (t *Trip) remember(w workspace, r *locationRecord, res *Result) error {
+func (t *Trip) remember(w workspace, r *locationRecord, res *transfer.Result) error {
 	root := r.Mirror
 	if len(r.Images) > 0 && r.MaxNestedPaths != t.MaxNestedPaths {
 		// The record holds the names images were pushed under, so prune
@@ -138,7 +139,7 @@ var dryRunPreview = []string{"dry-run", "prune-preview.json"}
 // A dry run (src is where its skipped copy would read the images) works
 // the plan out as the registry will be after that copy, so that its
 // preview lists what the real run deletes.
-func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep *Report, rec *locationRecord, src Source) error {
+func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *transfer.Registry, rep *Report, rec *locationRecord, src transfer.Source) error {
 	why := ""
 	switch {
 	case t.RetryFailed != "":
@@ -220,7 +221,7 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *Registry, rep 
 // afterCopy is what the copy of set into root, which a dry run skips,
 // does to the registry's tags; the manifests come from src, where the copy
 // would read them.
-func afterCopy(root string, set *imageset.Set, src Source) *prune.After {
+func afterCopy(root string, set *imageset.Set, src transfer.Source) *prune.After {
 	a := &prune.After{Tags: map[string]digest.Digest{}}
 	byTag := map[string]imageset.Image{}
 	for _, img := range set.Images {
@@ -230,13 +231,13 @@ func afterCopy(root string, set *imageset.Set, src Source) *prune.After {
 	}
 	a.Manifest = func(ctx context.Context, repoTag string, d digest.Digest) ([]byte, string, error) {
 		img := byTag[repoTag]
-		read, done := planReader(src, img)
+		read, done := transfer.PlanReader(src, img)
 		defer done()
 		data, mt, err := read(ctx, d)
 		if err != nil {
 			return nil, "", err
 		}
-		if guessed := mediaTypeOf(data); guessed != "" {
+		if guessed := transfer.MediaTypeOf(data); guessed != "" {
 			mt = guessed
 		}
 		return data, mt, nil
@@ -412,7 +413,7 @@ func printKept(w io.Writer, p *prune.Plan) {
 // leftOut names what a mirror-to-disk run could not carry: images that
 // failed, and what its plan could not resolve (a retry's plan keeps its
 // first run's, so its archive is not taken for complete).
-func leftOut(res *Result, plan *Plan) []string {
+func leftOut(res *transfer.Result, plan *Plan) []string {
 	var out []string
 	if res != nil {
 		for _, f := range res.Failed {

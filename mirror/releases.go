@@ -19,6 +19,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // ReleaseOptions say where release payloads, their update graphs and
@@ -65,8 +66,8 @@ const ocpReleaseRepository = "quay.io/openshift-release-dev/ocp-release"
 // selection, signature verification, payload components, graph image.
 type releaseContributor struct {
 	t     *Trip
-	up    *Registry
-	store *Store
+	up    *transfer.Registry
+	store *transfer.Store
 	// out is the plan being made.
 	out *Plan
 	// ws holds the signatures earlier runs verified (read only).
@@ -196,7 +197,7 @@ func (c *releaseContributor) Contribute(ctx context.Context, cfg *imageset.Image
 // trusted key is available and verification is not skipped.
 func (c *releaseContributor) verifier() (*release.Verifier, error) {
 	opts := c.t.Releases
-	copts := c.t.Copy.withDefaults()
+	copts := c.t.Copy.WithDefaults()
 	v := &release.Verifier{
 		// A store's 503 is retried as a registry's would be (--retry-times, --retry-delay).
 		Source: &release.SignatureStore{URL: opts.SignatureURL, HTTPClient: opts.HTTPClient, UserAgent: "gapmirror/" + c.t.ToolVersion,
@@ -345,14 +346,14 @@ func (c *releaseContributor) single(ctx context.Context, p imageset.Platform) (r
 }
 
 // payloadImages reads release images through the upstream registry.
-type payloadImages struct{ up *Registry }
+type payloadImages struct{ up *transfer.Registry }
 
 func (p payloadImages) Manifest(ctx context.Context, ref string, d digest.Digest) ([]byte, string, error) {
 	data, mt, err := p.up.Manifest(ctx, imageset.Image{Source: ref}, d)
 	if err == nil {
 		// The payload is mirrored too: its signature lookup and the copy's
 		// planning take it from here.
-		p.up.keepResolved(ref, d, data)
+		p.up.KeepResolved(ref, d, data)
 	}
 	return data, mt, err
 }
@@ -370,7 +371,7 @@ func (c *releaseContributor) readPayload(ctx context.Context, rel release.Releas
 	}
 	defer c.up.ImageDone(imageset.Image{Source: rel.Payload})
 	var p *release.Payload
-	err := Retry(ctx, c.up.Retries, c.up.RetryDelay, func() (err error) {
+	err := transfer.Retry(ctx, c.up.Retries, c.up.RetryDelay, func() (err error) {
 		p, err = release.ReadPayload(ctx, payloadImages{c.up}, rel.Payload, digest.Digest(rel.Digest), rel.Arch, opts...)
 		return err
 	})
@@ -500,7 +501,7 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	base := imageset.Image{Source: reference.TrimNamed(named).String() + "@" + bd.String(), Origin: named.String(), Digest: bd.String(),
 		Destination: "gapmirror-graph-base:" + imageset.DigestTag(bd), Kind: imageset.KindReleaseGraph}
 	// Planned, so its progress has its total from the first frame.
-	res := copyPlanned(ctx, &imageset.Set{Images: []imageset.Image{base}}, c.up, c.store.Destination(), c.t.Copy)
+	res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{base}}, c.up, c.store.Destination(), c.t.Copy)
 	if err := res.Err(); err != nil {
 		return fmt.Errorf("mirror.platform.graph: copying the graph image base %s into the local store: %w", baseRef, err)
 	}
@@ -512,7 +513,7 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	if err != nil {
 		return err
 	}
-	c.store.Tag(release.GraphImageDestination, ocispec.Descriptor{MediaType: mediaTypeOf(data), Digest: d, Size: int64(len(data))})
+	c.store.Tag(release.GraphImageDestination, ocispec.Descriptor{MediaType: transfer.MediaTypeOf(data), Digest: d, Size: int64(len(data))})
 	if err := c.store.SaveIndex(); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // SignatureTag is the tag under which cosign stores the sigstore signature
@@ -62,10 +63,10 @@ type SignatureStats struct {
 // tag. An absent signature is normal; one that cannot be read is a warning
 // in res and leaves the image itself alone. The platform manifests earlier
 // runs recorded (known) are reused; the updated record goes into the plan.
-func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, known platformsRecord, plan *Plan, res *imageset.Resolution) SignatureStats {
+func (t *Trip) addSignatures(ctx context.Context, up *transfer.Registry, rd *registriesD, store *transfer.Store, known platformsRecord, plan *Plan, res *imageset.Resolution) SignatureStats {
 	set := plan.Set
 	var stats SignatureStats
-	parallel := t.Copy.withDefaults().ParallelImages
+	parallel := t.Copy.WithDefaults().ParallelImages
 	type target struct {
 		img      imageset.Image
 		repo     string
@@ -114,8 +115,8 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, kn
 			return
 		}
 		have[i] = true
-		if isIndex(mediaTypeOf(data)) {
-			kids, err := children(data)
+		if transfer.IsIndex(transfer.MediaTypeOf(data)) {
+			kids, err := transfer.Children(data)
 			if err == nil {
 				for _, k := range kids {
 					kidsOf[i] = append(kidsOf[i], k.Digest)
@@ -154,25 +155,25 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, kn
 	asked := order[:0:0]
 	lookasides := map[string]bool{}
 	for _, k := range order {
-		if l := up.regsD.lookaside(k.repo, k.manifest); l != "" && !lookasides[l] {
+		if l := rd.lookaside(k.repo, k.manifest); l != "" && !lookasides[l] {
 			lookasides[l] = true
 			t.Log.Info("registries.d names a lookaside for simple-signing signatures: gapmirror reads it only to verify (--secure-policy) and does not mirror those signatures", "repository", k.repo, "lookaside", l)
 		}
-		if up.regsD.sigstoreAttachments(k.repo, k.manifest) {
+		if rd.sigstoreAttachments(k.repo, k.manifest) {
 			asked = append(asked, k)
 		} else {
 			stats.Off++
 		}
 	}
 	if stats.Off > 0 {
-		t.Log.Info("registries.d turns sigstore attachments off for some repositories (use-sigstore-attachments: false): their signatures are not looked for or mirrored", "lookupsSkipped", stats.Off, "registriesD", up.regsD.from)
+		t.Log.Info("registries.d turns sigstore attachments off for some repositories (use-sigstore-attachments: false): their signatures are not looked for or mirrored", "lookupsSkipped", stats.Off, "registriesD", rd.from)
 	}
 	stats.Lookups = len(asked)
 	// A HEAD is cheap for the registry: twice the copy's parallelism keeps a
 	// no-change rerun of thousands of images short (429s are retried).
 	parallelDo(len(asked), 2*parallel, func(i int) {
 		k := asked[i]
-		lookups[k].sig, lookups[k].err = up.signature(ctx, k)
+		lookups[k].sig, lookups[k].err = lookupSignature(ctx, up, rd, k)
 	})
 
 	warned := map[signatureLookup]bool{}
@@ -184,7 +185,7 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, kn
 				if !warned[k] {
 					warned[k] = true
 					stats.Failed++
-					if Classify(a.err).Registry {
+					if transfer.Classify(a.err).Registry {
 						continue // the image fails for the same cause, said once in the summary
 					}
 					res.Warnings = append(res.Warnings, fmt.Sprintf("signature of %s@%s could not be read, so it is not mirrored (the image is): %v; if the registry is at fault run again later, or pass --remove-signatures to stop looking", k.repo, d, a.err))
@@ -222,11 +223,11 @@ func (t *Trip) addSignatures(ctx context.Context, up *Registry, store *Store, kn
 }
 
 // signatureManifest reads manifest d of img, from the store if it is there.
-func signatureManifest(ctx context.Context, up *Registry, store *Store, img imageset.Image, d digest.Digest, reads *atomic.Int64) ([]byte, error) {
+func signatureManifest(ctx context.Context, up *transfer.Registry, store *transfer.Store, img imageset.Image, d digest.Digest, reads *atomic.Int64) ([]byte, error) {
 	if store != nil && store.Has(d) {
 		return store.ReadBlob(d)
 	}
-	if data, ok := up.keptManifest(img, d, false); ok {
+	if data, ok := up.KeptManifest(img, d, false); ok {
 		return data, nil
 	}
 	reads.Add(1)
@@ -234,17 +235,17 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 	// copy would hold thousands of idle connections on large sets.
 	defer up.ImageDone(img)
 	var data []byte
-	err := Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
+	err := transfer.Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
 		data, _, err = up.Manifest(ctx, img, d)
 		return err
 	})
 	if err == nil {
-		up.keepResolved(up.Name(img), d, data) // for the copy's planning pass
+		up.KeepResolved(up.Name(img), d, data) // for the copy's planning pass
 	}
 	return data, err
 }
 
-// signature returns the digest of the signature tag of k, "" when there
+// lookupSignature returns the digest of the signature tag of k, "" when there
 // is none. It asks where registries.conf sends pulls of k's manifest by
 // digest (mirrors first, as an enclave needs), and the first source that
 // answers decides: every "not there" answer (404 with MANIFEST_UNKNOWN,
@@ -252,7 +253,7 @@ func signatureManifest(ctx context.Context, up *Registry, store *Store, img imag
 // NAME_UNKNOWN for a tag that does not exist. Only when no source answers
 // is it an error. A source registries.d turns sigstore attachments off for
 // is not asked.
-func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Digest, error) {
+func lookupSignature(ctx context.Context, r *transfer.Registry, rd *registriesD, k signatureLookup) (digest.Digest, error) {
 	named, err := reference.ParseNormalizedNamed(k.repo)
 	if err != nil {
 		return "", err
@@ -268,7 +269,7 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 	if err != nil {
 		return "", err
 	}
-	reg, err := sysregistriesv2.FindRegistry(r.sys, canonical.String())
+	reg, err := sysregistriesv2.FindRegistry(r.SystemContext(), canonical.String())
 	if err != nil {
 		return "", fmt.Errorf("reading registries.conf: %w", err)
 	}
@@ -288,14 +289,14 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 	var first error
 	for _, s := range sources {
 		repo := s.repo
-		if !r.regsD.sigstoreAttachments(repo.Name(), k.manifest) {
+		if !rd.sigstoreAttachments(repo.Name(), k.manifest) {
 			continue // registries.d: no sigstore attachments from this source
 		}
-		d, err := r.headTag(ctx, repo, SignatureTag(k.manifest), s.skipVerify)
+		d, err := headTag(ctx, r, repo, SignatureTag(k.manifest), s.skipVerify)
 		switch {
 		case err == nil:
 			return d, nil
-		case isNotFound(err):
+		case transfer.IsNotFound(err):
 			return "", nil
 		case first == nil:
 			first = err
@@ -306,18 +307,18 @@ func (r *Registry) signature(ctx context.Context, k signatureLookup) (digest.Dig
 
 // headTag returns the digest repo:tag names, with one HEAD (and retries);
 // skipVerify as for headDigestAt.
-func (r *Registry) headTag(ctx context.Context, repo reference.Named, tag string, skipVerify types.OptionalBool) (digest.Digest, error) {
+func headTag(ctx context.Context, r *transfer.Registry, repo reference.Named, tag string, skipVerify types.OptionalBool) (digest.Digest, error) {
 	tagged, err := reference.WithTag(repo, tag)
 	if err != nil {
 		return "", err
 	}
 	var d digest.Digest
-	err = Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
-		d, err = r.headDigestAt(ctx, tagged, skipVerify)
+	err = transfer.Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
+		d, err = r.HeadDigestAt(ctx, tagged, skipVerify)
 		return err
 	})
-	if err != nil && !isNotFound(err) {
-		return "", explain(err, tagged.String())
+	if err != nil && !transfer.IsNotFound(err) {
+		return "", transfer.Explain(err, tagged.String())
 	}
 	return d, err
 }

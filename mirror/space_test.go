@@ -13,6 +13,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // TestRecordOnFullDisk: a workspace record that does not fit leaves the
@@ -85,17 +86,17 @@ func TestRecordOnFullDisk(t *testing.T) {
 func TestNoSpaceNamesTheDiskThatFilled(t *testing.T) {
 	archiveDir, store := "/data/out", "/data/out/cache/store" // the store may lie inside the archive directory
 	enospc := &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}
-	fail := func(path string, need int64, what string) Failure {
-		return Failure{Image: imageset.Image{Destination: what}, Err: fmt.Errorf("image %s: %w", what, archive.NoSpace(fmt.Errorf("writing blob %s: %w", what, enospc), path, need, true))}
+	fail := func(path string, need int64, what string) transfer.Failure {
+		return transfer.Failure{Image: imageset.Image{Destination: what}, Err: fmt.Errorf("image %s: %w", what, archive.NoSpace(fmt.Errorf("writing blob %s: %w", what, enospc), path, need, true))}
 	}
-	res := &Result{Failed: []Failure{
+	res := &transfer.Result{Failed: []transfer.Failure{
 		fail(store+"/blobs/sha256/aa", 2048, "manifest-a"),
 		fail(archiveDir, 1<<20, "layer-b"),
 		fail(archiveDir, 1<<20, "layer-b"), // the same blob, for another image
 		fail(store+"/blobs/sha256/cc", 1024, "manifest-c"),
 		{Image: imageset.Image{Destination: "d"}, Err: errors.New("manifest unknown")},
 	}}
-	err := noSpace(res, archiveDir, store)
+	err := transfer.NoSpace(res, archiveDir, store)
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -109,7 +110,7 @@ func TestNoSpaceNamesTheDiskThatFilled(t *testing.T) {
 	if !errors.As(err, &ns) || !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("the error is not a NoSpaceError wrapping ENOSPC: %#v", err)
 	}
-	if err := noSpace(&Result{Failed: res.Failed[4:]}, archiveDir, store); err != nil {
+	if err := transfer.NoSpace(&transfer.Result{Failed: res.Failed[4:]}, archiveDir, store); err != nil {
 		t.Errorf("no image failed for space, yet: %v", err)
 	}
 }

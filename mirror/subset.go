@@ -17,6 +17,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // Disk-to-mirror with a subset: -c may name a configuration whose entries
@@ -36,7 +37,7 @@ import (
 // root is the mirror root pushed to: the catalog images a subset filters again are kept for it in
 // working-dir/subset-catalogs/, so the next, incremental, archive (which
 // does not carry their unchanged blobs) can be filtered again too.
-func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir, root string) (*rebuilt, error) {
+func (t *Trip) subset(ctx context.Context, plan *Plan, ar transfer.BlobReader, archiveDir, root string) (*rebuilt, error) {
 	if t.Config == nil || plan.Config == "" {
 		return nil, nil
 	}
@@ -114,7 +115,7 @@ func (t *Trip) subset(ctx context.Context, plan *Plan, ar BlobReader, archiveDir
 // rebuilt are the catalogs a subset filtered again: the new images in a
 // store of their own and the bundle and related images they keep.
 type rebuilt struct {
-	store *Store
+	store *transfer.Store
 	// catalogs maps the digest of an archive catalog image to its rebuilt
 	// Set entry.
 	catalogs map[string]imageset.Image
@@ -147,7 +148,7 @@ func (r *rebuilt) keeps(img imageset.Image) bool {
 }
 
 // source reads the rebuilt catalogs from their store, the rest from src.
-func (r *rebuilt) source(src Source) Source {
+func (r *rebuilt) source(src transfer.Source) transfer.Source {
 	if r == nil {
 		return src
 	}
@@ -166,7 +167,7 @@ func (r *rebuilt) Close() {
 // on the archive's, as mirror-to-disk does on the upstream one. The
 // archive's catalog holds only what its configuration selected, so -c can
 // take no more than that: a package it lacks is refused.
-func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s *subsetter, ws, root string) (*rebuilt, error) {
+func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.BlobReader, s *subsetter, ws, root string) (*rebuilt, error) {
 	// On the archive's disk: a catalog can be large for /tmp.
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, err
@@ -175,7 +176,7 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s
 	if err != nil {
 		return nil, err
 	}
-	store, err := OpenStore(tmp)
+	store, err := transfer.OpenStore(tmp)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -183,7 +184,7 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar BlobReader, s
 	rb := &rebuilt{store: store, catalogs: map[string]imageset.Image{}, images: map[string]map[string]bool{}}
 	// The catalog images read for root, kept from run to run: an
 	// incremental archive lacks their unchanged blobs.
-	kept, err := OpenStore(filepath.Join(ws, subsetCatalogs, strings.TrimSuffix(locationFile(root), ".json")))
+	kept, err := transfer.OpenStore(filepath.Join(ws, subsetCatalogs, strings.TrimSuffix(locationFile(root), ".json")))
 	if err != nil {
 		rb.Close()
 		return nil, err
@@ -253,8 +254,8 @@ const subsetCatalogs = "subset-catalogs"
 // runs, else the archive, and writes into the store: a catalog rebuilt on
 // an archive's image. With save, what it reads from the archive is kept.
 type overlayBlobs struct {
-	read        BlobReader
-	store, kept *Store
+	read        transfer.BlobReader
+	store, kept *transfer.Store
 	save        bool
 	// used are the blobs read from kept or the archive.
 	used map[digest.Digest]bool
@@ -304,8 +305,8 @@ func (o *overlayBlobs) prune() {
 
 // storeFirst reads what store holds from there, the rest from Source.
 type storeFirst struct {
-	Source
-	store *Store
+	transfer.Source
+	store *transfer.Store
 }
 
 func (s storeFirst) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {

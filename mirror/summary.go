@@ -12,6 +12,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // Summary prints what the trip did: one set of figures, then each failure
@@ -47,8 +48,8 @@ func (r *Report) Summary(w io.Writer) {
 		inSet = "in the set"
 	}
 	fmt.Fprintf(w, "blobs: %d %s (%s): %d moved (%s), %d already at the destination (%s); %d shared references reused; %.1fs, %s/s\n",
-		t.Blobs, inSet, HumanBytes(t.Bytes), t.BlobsMoved, HumanBytes(t.BytesMoved), t.BlobsFound, HumanBytes(t.BytesFound), t.Reused,
-		secs, HumanBytes(int64(float64(t.BytesMoved)/max(secs, 0.001))))
+		t.Blobs, inSet, transfer.HumanBytes(t.Bytes), t.BlobsMoved, transfer.HumanBytes(t.BytesMoved), t.BlobsFound, transfer.HumanBytes(t.BytesFound), t.Reused,
+		secs, transfer.HumanBytes(int64(float64(t.BytesMoved)/max(secs, 0.001))))
 	if n.Signatures > 0 {
 		fmt.Fprintf(w, "signatures: %d copied, %d already at the destination, %d failed\n", n.SigCopied, n.SigThere, n.SigFailed)
 	}
@@ -63,7 +64,7 @@ func (r *Report) Summary(w io.Writer) {
 			len(r.LeftOut), strings.Join(r.LeftOut, ", "))
 	}
 	if len(r.Archive) > 0 {
-		fmt.Fprintf(w, "archive: %d blobs and manifests (%s) in %d chunk(s)", r.ArchiveFiles, HumanBytes(r.ArchiveBytes), len(r.Archive))
+		fmt.Fprintf(w, "archive: %d blobs and manifests (%s) in %d chunk(s)", r.ArchiveFiles, transfer.HumanBytes(r.ArchiveBytes), len(r.Archive))
 		if r.ArchiveCarried > 0 {
 			fmt.Fprintf(w, "; %d more carried by earlier archives", r.ArchiveCarried)
 		}
@@ -140,7 +141,7 @@ func (r *Report) Counts() RunCounts {
 
 // failureGroup is the failures of one cause at one place.
 type failureGroup struct {
-	cause  Cause
+	cause  transfer.Cause
 	where  string // registry host, when known
 	answer string // the registry's answer (or the error) of the first
 	count  int    // failures: an image mirrored to two places fails twice
@@ -157,21 +158,21 @@ type failureGroup struct {
 // from when known: without the advice RegistryError and the registry
 // client add, as the fix of its cause has a line of its own.
 func answerOf(err error) (where, answer string) {
-	var me *MissingError
+	var me *transfer.MissingError
 	if errors.As(err, &me) {
 		return me.Host, me.Answer
 	}
-	answer = Message(err)
-	var re *RegistryError
+	answer = transfer.Message(err)
+	var re *transfer.RegistryError
 	if errors.As(err, &re) {
 		where = re.Host()
 		if re == err {
-			answer = Message(re.Err)
-		} else if fix := Classify(re.Err).Fix; fix != "" {
+			answer = transfer.Message(re.Err)
+		} else if fix := transfer.Classify(re.Err).Fix; fix != "" {
 			answer = strings.ReplaceAll(answer, " ("+fix+")", "")
 		}
 	}
-	if Classify(err).Fix != "" {
+	if transfer.Classify(err).Fix != "" {
 		var pe *registryapi.Error
 		if errors.As(err, &pe) && pe.Hint != "" {
 			answer = strings.ReplaceAll(answer, " ("+pe.Hint+")", "")
@@ -189,16 +190,16 @@ func (r *Report) failures() []*failureGroup {
 	var groups []*failureGroup
 	byKey := map[string]*failureGroup{}
 	add := func(name string, err error, unresolved bool) {
-		cause := Classify(err)
+		cause := transfer.Classify(err)
 		where, answer := answerOf(err)
 		missing := ""
-		var me *MissingError
+		var me *transfer.MissingError
 		if errors.As(err, &me) {
 			missing = me.File
 		}
 		// Images a retry could not try stay apart from those it tried.
 		key := cause.Kind + "\x00" + where + "\x00" + missing
-		if where == "" || cause.Kind == CauseOther {
+		if where == "" || cause.Kind == transfer.CauseOther {
 			key += "\x00" + answer // unlike causes stay apart
 		}
 		g := byKey[key]
@@ -284,7 +285,7 @@ func (r *Report) printFailures(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s%s\n", strings.Join(list, ", "), more)
 		unresolved = unresolved || g.unresolved
-		retry = retry && !g.unresolved && (g.cause.Kind == CauseTransient || g.cause.Kind == CauseUnreachable)
+		retry = retry && !g.unresolved && (g.cause.Kind == transfer.CauseTransient || g.cause.Kind == transfer.CauseUnreachable)
 	}
 	r.printAdvice(w)
 	again := "run the configuration again"
@@ -315,7 +316,7 @@ func (r *Report) printAdvice(w io.Writer) {
 			unusable++
 		case errors.Is(f.Err, release.ErrReleaseNotVerified):
 			refused++
-		case errors.Is(f.Err, ErrPolicyRefused):
+		case errors.Is(f.Err, transfer.ErrPolicyRefused):
 			unsigned++
 		}
 	}
@@ -473,35 +474,13 @@ func unresolvedRecords(res *imageset.Resolution) []failureRecord {
 // the error in full, and its cause and registry, so that a --retry-failed
 // run reports the images it cannot copy under the cause they failed for.
 func newFailureRecord(image string, err error) failureRecord {
-	var me *MissingError
+	var me *transfer.MissingError
 	if errors.As(err, &me) {
 		// Still missing from an earlier run: what that run was told.
-		return failureRecord{Image: image, Error: me.Answer, Cause: me.cause().Kind, Host: me.Host}
+		return failureRecord{Image: image, Error: me.Answer, Cause: me.Cause().Kind, Host: me.Host}
 	}
 	where, _ := answerOf(err)
-	return failureRecord{Image: image, Error: Message(err), Cause: Classify(err).Kind, Host: where}
-}
-
-// MissingError is an image a --retry-failed run cannot copy: the run that
-// wrote File never resolved it to a digest. Kind and Host are the cause
-// that run recorded, so the summary groups these images as it did then.
-type MissingError struct {
-	File   string // the failure file
-	Kind   string // Classify's kind then; "" in files written before kinds were kept
-	Host   string // the registry that failed then, when known
-	Answer string // what it failed with
-}
-
-func (e *MissingError) Error() string {
-	return fmt.Sprintf("still missing: the run that wrote %s never resolved it to a digest, so --retry-failed cannot copy it: %s", e.File, e.Answer)
-}
-
-// cause is the recorded cause, or (an older file) the answer's.
-func (e *MissingError) cause() Cause {
-	if e.Kind != "" {
-		return causeOf(e.Kind)
-	}
-	return Classify(errors.New(e.Answer))
+	return failureRecord{Image: image, Error: transfer.Message(err), Cause: transfer.Classify(err).Kind, Host: where}
 }
 
 // stillUnresolved are the entries of a failure file --retry-failed cannot
@@ -518,13 +497,13 @@ func stillUnresolved(all []failureRecord, missing map[string]bool, file string) 
 		}
 		// The recorded error names the image and ends with the fix of its
 		// cause, which the summary says on lines of their own.
-		me := &MissingError{File: file, Kind: f.Cause, Host: f.Host, Answer: strings.TrimPrefix(f.Error, f.Image+": ")}
+		me := &transfer.MissingError{File: file, Kind: f.Cause, Host: f.Host, Answer: strings.TrimPrefix(f.Error, f.Image+": ")}
 		if me.Host == "" && me.Answer != f.Error {
 			// A file from before hosts were kept: the error is the
 			// registry's answer about the image's own reference.
-			me.Host = refHost(f.Image)
+			me.Host = transfer.RefHost(f.Image)
 		}
-		if fix := me.cause().Fix; fix != "" {
+		if fix := me.Cause().Fix; fix != "" {
 			me.Answer = strings.ReplaceAll(me.Answer, " ("+fix+")", "")
 		}
 		out = append(out, imageset.Unresolved{Origin: f.Image, Kind: kind, Err: me})

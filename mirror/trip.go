@@ -18,6 +18,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // WorkingDir is the folder, inside the user's directory, where gapmirror
@@ -32,9 +33,9 @@ type Trip struct {
 	ConfigPath string
 	// StoreDir is the local store (an OCI layout) used by mirror-to-disk.
 	StoreDir string
-	Upstream RegistryOptions
-	Mirror   RegistryOptions
-	Copy     Options
+	Upstream transfer.RegistryOptions
+	Mirror   transfer.RegistryOptions
+	Copy     transfer.Options
 	// ArchiveSize is the chunk size in bytes (0: 500 GiB).
 	ArchiveSize   int64
 	StrictArchive bool
@@ -95,7 +96,7 @@ type Report struct {
 	Mode       string
 	Set        *imageset.Set
 	Resolution *imageset.Resolution
-	Result     *Result
+	Result     *transfer.Result
 	// Archive lists the chunk files written (mirror-to-disk).
 	Archive []string
 	// ArchiveID is the archive written (mirror-to-disk) or pushed
@@ -141,7 +142,7 @@ func (t *Trip) now() time.Time {
 // contributors resolve the configuration sections that need more than a
 // tag lookup: operator catalogs, release payloads and helm charts, into
 // plan; ws is read for what earlier runs kept, never written.
-func (t *Trip) contributors(up *Registry, store *Store, plan *Plan, ws string) []imageset.Contributor {
+func (t *Trip) contributors(up *transfer.Registry, store *transfer.Store, plan *Plan, ws string) []imageset.Contributor {
 	return []imageset.Contributor{
 		&operators{trip: t, up: up, store: store, plan: plan},
 		&releaseContributor{t: t, up: up, store: store, out: plan, ws: ws},
@@ -151,8 +152,8 @@ func (t *Trip) contributors(up *Registry, store *Store, plan *Plan, ws string) [
 }
 
 // copyPlan copies todo and counts the rest of set as done by an earlier run.
-func (t *Trip) copyPlan(ctx context.Context, set, todo *imageset.Set, src Source, dst Destination) *Result {
-	res := copyPlanned(ctx, todo, src, dst, t.Copy)
+func (t *Trip) copyPlan(ctx context.Context, set, todo *imageset.Set, src transfer.Source, dst transfer.Destination) *transfer.Result {
+	res := transfer.CopyPlanned(ctx, todo, src, dst, t.Copy)
 	if len(todo.Images) != len(set.Images) {
 		in := map[string]bool{}
 		for _, img := range todo.Images {
@@ -179,9 +180,9 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		return nil, err
 	}
 	defer release()
-	up := NewUpstream(t.Upstream)
+	up := transfer.NewUpstream(t.Upstream)
 	defer up.Close()
-	store, err := OpenStore(t.StoreDir)
+	store, err := transfer.OpenStore(t.StoreDir)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +197,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		t.dryRunToDisk(ctx, builtSource{up, store}, store, set, carried, rep)
+		t.dryRunToDisk(ctx, transfer.WithStore(up, store), store, set, carried, rep)
 		return rep, t.writePlan(ws, "", set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
 	}
 	r := &run{t: t, ws: workspace{ws}, plan: plan, rep: rep}
@@ -220,8 +221,8 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	r.recoverKilled(dir, store)
 	// Blobs stream straight into the archive's chunks as they arrive (see
 	// diskDestination); a run that ends before Commit leaves none of them.
-	p := t.Copy.withDefaults().Progress
-	stage, err := archive.Stage(dir, t.now(), archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: ArchiveProgress(p), Seq: base.seq, Replace: t.Copy.Force})
+	p := t.Copy.WithDefaults().Progress
+	stage, err := archive.Stage(dir, t.now(), archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: transfer.ArchiveProgress(p), Seq: base.seq, Replace: t.Copy.Force})
 	var clash *archive.ReplaceError
 	if errors.As(err, &clash) {
 		// Ours (not whole: adoptOrphan would have taken it), or another
@@ -235,7 +236,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	t.Log.Info("copying into the archive", "dir", dir, "manifests", store.Dir(), "images", len(set.Images))
 	copyCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	rep.Result = t.copyPlan(copyCtx, set, todo, builtSource{up, store}, diskDestination{storeEndpoint{store}, stage, base.carried, stop})
+	rep.Result = t.copyPlan(copyCtx, set, todo, transfer.WithStore(up, store), transfer.NewDiskDestination(store, stage, base.carried, stop))
 	if err := store.SaveIndex(); err != nil {
 		return nil, err
 	}
@@ -247,7 +248,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		kept := r.salvage(stage, store)
 		return rep, fmt.Errorf("interrupted: %w (run again to resume: %d blobs already downloaded are kept for it)", ctx.Err(), kept)
 	}
-	if err := noSpace(rep.Result, dir, store.Dir()); err != nil {
+	if err := transfer.NoSpace(rep.Result, dir, store.Dir()); err != nil {
 		return rep, err
 	}
 	// The archive carries what is complete; failed images are reported and
@@ -262,7 +263,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 }
 
 // succeeded is the subset of set that was copied or already present.
-func (t *Trip) succeeded(set *imageset.Set, res *Result) *imageset.Set {
+func (t *Trip) succeeded(set *imageset.Set, res *transfer.Result) *imageset.Set {
 	failed := map[string]bool{}
 	for _, f := range res.Failed {
 		failed[f.Image.Destination] = true
@@ -367,7 +368,7 @@ func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, er
 // failed) and the plan's files; leftOut and the plan's blocked list name
 // the images of the configuration the archive does not carry. Blobs not
 // staged by this run's copy come from the store.
-func (r *run) writeArchive(ctx context.Context, dir string, store *Store, stage *archive.Staging, base archiveBaseline, set *imageset.Set, leftOut []string) ([]string, error) {
+func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Store, stage *archive.Staging, base archiveBaseline, set *imageset.Set, leftOut []string) ([]string, error) {
 	t, ws := r.t, r.ws
 	carried, basedOn, seq := base.carried, base.basedOn, base.seq
 	present := func(d digest.Digest) bool { return carried[d] || stage.Has(d) || store.Has(d) }
@@ -376,7 +377,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, stage 
 	var refs []string
 	var bytes int64
 	for _, img := range set.Images {
-		descs, err := store.blobs(img, digest.Digest(img.Digest), present)
+		descs, err := store.BlobsWalk(img, digest.Digest(img.Digest), present)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", img.Destination, err)
 		}
@@ -416,14 +417,14 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, stage 
 	// An archive holds manifests as blobs too (OCI layout), and the
 	// images gapmirror built: its figures are not the copy's.
 	r.rep.ArchiveFiles, r.rep.ArchiveBytes, r.rep.ArchiveCarried = len(blobs), bytes, len(seen)-len(blobs)
-	args := []any{"dir", dir, "blobsAndManifests", len(blobs), "bytes", HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
+	args := []any{"dir", dir, "blobsAndManifests", len(blobs), "bytes", transfer.HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
 	if basedOn != "" {
 		args = append(args, "basedOn", basedOn)
 	}
 	t.Log.Info("writing archive", args...)
 	// The sequence keeps this archive from replacing one not yet carried.
-	p := t.Copy.withDefaults().Progress
-	p.Phase("writing archive", 0, Totals{Blobs: int64(len(blobs)), Bytes: bytes})
+	p := t.Copy.WithDefaults().Progress
+	p.Phase("writing archive", 0, transfer.Totals{Blobs: int64(len(blobs)), Bytes: bytes})
 	written, err := stage.Commit(ctx, idx, store)
 	p.Finish()
 	if err != nil {
@@ -453,7 +454,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *Store, stage 
 // linkStaged links the store to the blobs this run streamed into the
 // archive (see Store.Link). A link is a shortcut, not a record: failing to
 // write one costs a later run a download, so it is logged, not returned.
-func (r *run) linkStaged(dir string, written *archive.Index, store *Store, stage *archive.Staging) {
+func (r *run) linkStaged(dir string, written *archive.Index, store *transfer.Store, stage *archive.Staging) {
 	abs, err := filepath.Abs(dir)
 	if err == nil {
 		var ar *archive.Reader
@@ -461,7 +462,7 @@ func (r *run) linkStaged(dir string, written *archive.Index, store *Store, stage
 			for _, b := range written.Blobs {
 				// Staged now, or kept by an interrupted run: the new
 				// archive is where they stay.
-				if !stage.Has(b.Digest) && !store.linkedUnder(b.Digest, r.ws.path(salvageDir)) {
+				if !stage.Has(b.Digest) && !store.LinkedUnder(b.Digest, r.ws.path(salvageDir)) {
 					continue
 				}
 				if l, ok := ar.Locate(b.Digest); ok {
@@ -488,7 +489,7 @@ const salvageDir = "salvage"
 
 // recoverKilled links the store to the blobs a killed mirror-to-disk had
 // staged whole in dir (archive.Recover checks each against its digest).
-func (r *run) recoverKilled(dir string, store *Store) {
+func (r *run) recoverKilled(dir string, store *transfer.Store) {
 	n := r.keepBlobs(store, "some blobs of a killed run could not be kept", func(into string) ([]archive.Salvaged, error) {
 		return archive.Recover(dir, into)
 	})
@@ -501,13 +502,13 @@ func (r *run) recoverKilled(dir string, store *Store) {
 // chunk files move into the workspace and the store links to them, so the
 // next run reads them instead of downloading them again (verified against
 // their digests as it reads). It returns how many it kept.
-func (r *run) salvage(stage *archive.Staging, store *Store) int {
+func (r *run) salvage(stage *archive.Staging, store *transfer.Store) int {
 	return r.keepBlobs(store, "some downloaded blobs could not be kept for the next run", stage.Salvage)
 }
 
 // keepBlobs has move put kept blobs into the workspace's salvage directory and
 // links the store to each; it returns how many it linked.
-func (r *run) keepBlobs(store *Store, warning string, move func(into string) ([]archive.Salvaged, error)) int {
+func (r *run) keepBlobs(store *transfer.Store, warning string, move func(into string) ([]archive.Salvaged, error)) int {
 	into, err := filepath.Abs(r.ws.path(salvageDir))
 	if err != nil {
 		r.t.Log.Warn(warning, "err", err)
@@ -541,7 +542,7 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		return nil, err
 	}
 	defer release()
-	mirrorRoot, err := NewMirror(root, t.Mirror)
+	mirrorRoot, err := transfer.NewMirror(root, t.Mirror)
 	if err != nil {
 		return nil, err
 	}
@@ -682,7 +683,7 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 	}
 	idx := ar.Index()
 	w := workspace{ws}
-	dst, err := NewMirror(root, t.Mirror)
+	dst, err := transfer.NewMirror(root, t.Mirror)
 	if err != nil {
 		return nil, err
 	}
@@ -716,10 +717,10 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 		BlockedByArchive: rebuilt != nil || t.Config != nil && plan.Config != ""}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
 	name := filepath.Join(dir, first)
-	src := rebuilt.source(&ArchiveSource{Archive: ar, Name: name, Mirror: dst})
-	return r.toMirror(ctx, dst, src, func() *Result {
+	src := rebuilt.source(&transfer.ArchiveSource{Archive: ar, Name: name, Mirror: dst})
+	return r.toMirror(ctx, dst, src, func() *transfer.Result {
 		t.Log.Info("pushing archive to the mirror", "archive", name, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
-		return copyPlanned(ctx, set, src, dst, t.Copy)
+		return transfer.CopyPlanned(ctx, set, src, dst, t.Copy)
 	}, func() error {
 		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Workspace: idx.Workspace, Mirror: dst.Root(), Applied: t.now()})
 	})
@@ -769,7 +770,7 @@ func (e *PredecessorError) Error() string {
 // may be nil), the cluster resources, prune and the run record. src is
 // where the images come from (a dry run reads their sizes through it). The mirror
 // root's record is read once here and handed down.
-func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll func() *Result, applied func() error) (*Report, error) {
+func (r *run) toMirror(ctx context.Context, dst *transfer.Registry, src transfer.Source, copyAll func() *transfer.Result, applied func() error) (*Report, error) {
 	t, w, rep := r.t, r.ws, r.rep
 	set := rep.Set
 	mrec, err := w.mirrorRecord(dst.Root())
@@ -801,7 +802,7 @@ func (r *run) toMirror(ctx context.Context, dst *Registry, src Source, copyAll f
 	// Blobs the records place in an image's repository are taken to be
 	// there without asking; the manifest PUT finds any the registry lost,
 	// and they are sent again from src.
-	dst.resendFrom(src, t.Log)
+	dst.ResendFrom(src, t.Log)
 	rep.Result = copyAll()
 	t.chartsRefused(rep)
 	for d, repo := range rep.Result.Locations {
@@ -839,16 +840,16 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		return nil, err
 	}
 	defer release()
-	dst, err := NewMirror(root, t.Mirror)
+	dst, err := transfer.NewMirror(root, t.Mirror)
 	if err != nil {
 		return nil, err
 	}
 	defer dst.Close()
-	up := NewUpstream(t.Upstream)
+	up := transfer.NewUpstream(t.Upstream)
 	defer up.Close()
 	// The store holds what gapmirror builds (filtered catalogs) and the
 	// catalog images it reads, so reruns reuse them.
-	store, err := OpenStore(t.StoreDir)
+	store, err := transfer.OpenStore(t.StoreDir)
 	if err != nil {
 		return nil, err
 	}
@@ -868,9 +869,9 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	set := plan.Set
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
 	r := &run{t: t, ws: workspace{ws}, plan: plan, rep: rep}
-	return r.toMirror(ctx, dst, builtSource{up, store}, func() *Result {
+	return r.toMirror(ctx, dst, transfer.WithStore(up, store), func() *transfer.Result {
 		t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
-		return t.copyPlan(ctx, set, todo, builtSource{up, store}, dst)
+		return t.copyPlan(ctx, set, todo, transfer.WithStore(up, store), dst)
 	}, nil)
 }
 
@@ -915,12 +916,12 @@ func withoutSignatures(set *imageset.Set) *imageset.Set {
 // seedLocations tells the mirror where earlier runs put blobs, so images
 // that share them are mounted rather than sent again, and which images they
 // copied sparse, so that wanting more of those is noticed.
-func seedLocations(r *locationRecord, dst *Registry) {
+func seedLocations(r *locationRecord, dst *transfer.Registry) {
 	dst.KnownLocations(r.Blobs)
-	dst.sparse = map[string][]string{}
+	dst.Sparse = map[string][]string{}
 	for _, m := range r.Images {
 		if len(m.Platforms) > 0 {
-			dst.sparse[m.key()] = m.Platforms
+			dst.Sparse[m.key()] = m.Platforms
 		}
 	}
 }
@@ -936,7 +937,7 @@ func (t *Trip) writePlan(ws, root string, set *imageset.Set, missing func(images
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "set.json"), data); err != nil {
+	if err := transfer.WriteFileAtomic(filepath.Join(dir, "set.json"), data); err != nil {
 		return err
 	}
 	var mapping, miss strings.Builder
@@ -951,11 +952,11 @@ func (t *Trip) writePlan(ws, root string, set *imageset.Set, missing func(images
 		}
 		fmt.Fprintf(t.Out, "%-18s %s -> %s  (%s)%s\n", img.Kind, img.Origin, img.Destination, strings.Join(img.Why, "; "), sparse)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, "mapping.txt"), []byte(mapping.String())); err != nil {
+	if err := transfer.WriteFileAtomic(filepath.Join(dir, "mapping.txt"), []byte(mapping.String())); err != nil {
 		return err
 	}
 	if missing != nil {
-		if err := writeFileAtomic(filepath.Join(dir, "missing.txt"), []byte(miss.String())); err != nil {
+		if err := transfer.WriteFileAtomic(filepath.Join(dir, "missing.txt"), []byte(miss.String())); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/opencontainers/go-digest"
 )
 
@@ -115,7 +116,7 @@ func (w workspace) write(v any, parts ...string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(p, data)
+	return transfer.WriteFileAtomic(p, data)
 }
 
 func (w workspace) read(v any, parts ...string) (bool, error) {

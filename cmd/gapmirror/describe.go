@@ -15,6 +15,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 func newDescribeCommand(g *globalFlags) *cobra.Command {
@@ -132,7 +133,7 @@ func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir stri
 	d := mirror.Describe(dir, a.Index)
 	r, err := archive.OpenFirst(dir, a.First)
 	if err != nil {
-		return d, describeCheck{Quick: quick, Damage: mirror.Message(err)}
+		return d, describeCheck{Quick: quick, Damage: transfer.Message(err)}
 	}
 	check := describeCheck{Quick: quick, Stray: r.Stray()}
 	if quick {
@@ -143,12 +144,12 @@ func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir stri
 	for _, c := range r.Index().Chunks {
 		total += c.Size
 	}
-	p.Phase("checking archive", 0, mirror.Totals{Blobs: int64(len(r.Index().Blobs)), Bytes: total})
-	r.SetProgress(mirror.ArchiveProgress(p))
+	p.Phase("checking archive", 0, transfer.Totals{Blobs: int64(len(r.Index().Blobs)), Bytes: total})
+	r.SetProgress(transfer.ArchiveProgress(p))
 	verr := r.Verify(cmd.Context())
 	p.Finish()
 	if verr != nil {
-		check.Damage = mirror.Message(verr)
+		check.Damage = transfer.Message(verr)
 	} else {
 		check.Intact = true
 	}
@@ -163,7 +164,7 @@ func describe(w io.Writer, d *mirror.Description, c describeCheck, images bool) 
 	if d.Signatures > 0 {
 		fmt.Fprintf(w, " and %d signatures", d.Signatures)
 	}
-	fmt.Fprintf(w, "; %d blobs, %s in %d chunk(s)\n", d.Blobs, mirror.HumanBytes(d.Bytes), len(d.Chunks))
+	fmt.Fprintf(w, "; %d blobs, %s in %d chunk(s)\n", d.Blobs, transfer.HumanBytes(d.Bytes), len(d.Chunks))
 	switch {
 	case d.BasedOn == nil:
 		fmt.Fprintln(w, "builds on: nothing (a full archive)")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // TestGraphOverrideQAMirrorToMirror: mirror-to-mirror with graph: true,
@@ -57,7 +57,7 @@ func TestGraphOverrideQACarried(t *testing.T) {
 	for _, c := range chunks {
 		must(t, os.Rename(c, filepath.Join(carried, filepath.Base(c))))
 	}
-	store, err := mirror.OpenStore(filepath.Join(w.dir, "cache", ".gapmirror", "store"))
+	store, err := transfer.OpenStore(filepath.Join(w.dir, "cache", ".gapmirror", "store"))
 	must(t, err)
 	desc, ok := store.Resolve(release.GraphImageDestination)
 	if !ok || desc.Digest != gd {

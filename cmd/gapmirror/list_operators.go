@@ -17,6 +17,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // listOperatorsFlags are the flags of `gapmirror list operators`.
@@ -87,7 +88,7 @@ func (f *listOperatorsFlags) listCatalogs(ctx context.Context, g *globalFlags, o
 	if err != nil {
 		return err
 	}
-	up := mirror.NewUpstream(uo)
+	up := transfer.NewUpstream(uo)
 	defer up.Close()
 	up.Retries = 0 // a missing catalog is an answer, not an outage
 	type found struct {
@@ -210,7 +211,7 @@ func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirr
 	if err != nil {
 		return nil, "", err
 	}
-	store, err := mirror.OpenStore(storeDir)
+	store, err := transfer.OpenStore(storeDir)
 	if err != nil {
 		return nil, "", err
 	}
@@ -226,9 +227,9 @@ func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirr
 	if err != nil {
 		return nil, "", err
 	}
-	up := mirror.NewUpstream(uo)
+	up := transfer.NewUpstream(uo)
 	defer up.Close()
-	ci, err = mirror.FetchCatalog(ctx, f.catalog, up, store, mirror.Options{})
+	ci, err = mirror.FetchCatalog(ctx, f.catalog, up, store, transfer.Options{})
 	return ci, "", err
 }
 

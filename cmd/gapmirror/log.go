@@ -12,9 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/sirupsen/logrus"
-
-	"github.com/gapmirror/gapmirror/mirror"
 )
 
 // LevelTrace is below debug: containers/image's request-level lines.
@@ -88,7 +87,7 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	r.Attrs(write)
 	b.WriteString("\n")
-	_, err := io.WriteString(h.w, mirror.Redact(b.String()))
+	_, err := io.WriteString(h.w, transfer.Redact(b.String()))
 	return err
 }
 
@@ -181,7 +180,7 @@ func (l *runLog) Finish(log *slog.Logger, err error) {
 		return
 	}
 	if err != nil {
-		log.Debug("run failed", "error", mirror.Message(err))
+		log.Debug("run failed", "error", transfer.Message(err))
 	}
 	log.Info("the full log of this run", "path", l.Path)
 	l.Close()

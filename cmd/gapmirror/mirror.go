@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 type mirrorFlags struct {
@@ -167,7 +168,7 @@ func prepareMirror(g *globalFlags, f *mirrorFlags, target string) (*mirror.Trip,
 		StoreDir:    storeDir,
 		DryRun:      f.dryRun,
 		ToolVersion: version,
-		Copy: mirror.Options{
+		Copy: transfer.Options{
 			ParallelImages: f.parallelImages,
 			ParallelLayers: f.parallelLayers,
 			Retries:        f.retryTimes,

@@ -9,13 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
 	"golang.org/x/term"
-
-	"github.com/gapmirror/gapmirror/mirror"
 )
 
 // globalFlags are shared by every command that talks to registries.
@@ -35,7 +34,7 @@ type globalFlags struct {
 	cacheDir          string
 	noProgress        bool
 	// term is stderr shared by log lines and the progress line (bar mode).
-	term      *mirror.Terminal
+	term      *transfer.Terminal
 	src, dest credentialFlags
 }
 
@@ -189,7 +188,7 @@ func (g *globalFlags) runLogger(ws, mode string) (*slog.Logger, *runLog, error) 
 	}
 	var w io.Writer = g.stderr
 	if g.bar() {
-		g.term = mirror.NewTerminal(g.stderr)
+		g.term = transfer.NewTerminal(g.stderr)
 		w = g.term
 	}
 	handlers := teeHandler{newLineHandler(w, lvl)}
@@ -235,11 +234,11 @@ func (g *globalFlags) bar() bool {
 // side returns one side's registry options; verify is its --*-tls-verify.
 // The files the options name are checked here, so that a wrong path stops
 // the command up front rather than failing every image later.
-func (g *globalFlags) side(verify types.OptionalBool, certDir string, creds *credentialFlags, name string) (mirror.RegistryOptions, error) {
+func (g *globalFlags) side(verify types.OptionalBool, certDir string, creds *credentialFlags, name string) (transfer.RegistryOptions, error) {
 	if verify == types.OptionalBoolUndefined {
 		verify = g.tlsVerify
 	}
-	o := mirror.RegistryOptions{AuthFile: g.authFile, TLSVerify: verify, CertDir: certDir,
+	o := transfer.RegistryOptions{AuthFile: g.authFile, TLSVerify: verify, CertDir: certDir,
 		RegistriesConf: g.registriesConf, RegistriesConfDir: g.registriesConfDir, RegistriesDir: g.registriesD, UserAgent: "gapmirror/" + version}
 	if creds.authFile != "" {
 		if err := existingFile("--"+name+"-authfile", creds.authFile, "the auth.json podman login / docker login wrote"); err != nil {
@@ -319,16 +318,16 @@ func (g *globalFlags) checkRegistriesConfig() error {
 
 // upstream and mirror are the options of registries a command contacts,
 // with the auth file checked.
-func (g *globalFlags) upstream() (mirror.RegistryOptions, error) {
+func (g *globalFlags) upstream() (transfer.RegistryOptions, error) {
 	if err := g.checkAuthFile(); err != nil {
-		return mirror.RegistryOptions{}, err
+		return transfer.RegistryOptions{}, err
 	}
 	return g.side(g.srcTLSVerify, g.srcCertDir, &g.src, "src")
 }
 
-func (g *globalFlags) mirror() (mirror.RegistryOptions, error) {
+func (g *globalFlags) mirror() (transfer.RegistryOptions, error) {
 	if err := g.checkAuthFile(); err != nil {
-		return mirror.RegistryOptions{}, err
+		return transfer.RegistryOptions{}, err
 	}
 	return g.side(g.destTLSVerify, g.destCertDir, &g.dest, "dest")
 }
@@ -353,11 +352,11 @@ func (g *globalFlags) storeDir() (string, error) {
 
 // progress is the status line on a terminal, else the same line logged
 // every few seconds.
-func (g *globalFlags) progress(log *slog.Logger) *mirror.Meter {
+func (g *globalFlags) progress(log *slog.Logger) *transfer.Meter {
 	if g.term != nil {
-		return mirror.NewBarProgress(g.term, log)
+		return transfer.NewBarProgress(g.term, log)
 	}
-	return mirror.NewLineProgress(log, lineEvery)
+	return transfer.NewLineProgress(log, lineEvery)
 }
 
 // lineEvery is how often line mode prints the status (tests shorten it).

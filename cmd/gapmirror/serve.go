@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/mirror"
 	"github.com/gapmirror/gapmirror/serve"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 type serveFlags struct {
@@ -152,7 +153,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 // pushInputs is what serve --from needs besides the registry.
 type pushInputs struct {
 	archiveDir, storeDir string
-	upstream             mirror.RegistryOptions
+	upstream             transfer.RegistryOptions
 }
 
 // checkPushInputs checks --from (a directory holding an archive) and the
@@ -180,7 +181,7 @@ func checkPushInputs(g *globalFlags, from string) (*pushInputs, error) {
 
 // servePushProgress wraps the progress of serve --from's push (tests hold
 // the push at an image with it).
-var servePushProgress = func(p mirror.Progress) mirror.Progress { return p }
+var servePushProgress = func(p transfer.Progress) transfer.Progress { return p }
 
 // pushArchive is disk-to-mirror from the archive directory to the served
 // registry, with the push credential of this process.
@@ -200,7 +201,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *s
 	if f.opts.PlainHTTP {
 		verify = types.OptionalBoolFalse
 	}
-	dest := mirror.RegistryOptions{AuthFile: authFile, CertDir: certDir, TLSVerify: verify,
+	dest := transfer.RegistryOptions{AuthFile: authFile, CertDir: certDir, TLSVerify: verify,
 		RegistriesConf: g.registriesConf, RegistriesConfDir: g.registriesConfDir, UserAgent: "gapmirror/" + version}
 	trip := &mirror.Trip{
 		Upstream:    p.upstream,
@@ -209,7 +210,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *s
 		Log:         log,
 		Out:         cmd.OutOrStdout(),
 		ToolVersion: version,
-		Copy: mirror.Options{ // layers, retries and their delay: the copy's defaults
+		Copy: transfer.Options{ // layers, retries and their delay: the copy's defaults
 			ParallelImages: f.parallelImages,
 			Progress:       servePushProgress(g.progress(log)),
 		},
@@ -328,8 +329,8 @@ func newServeGCCommand(g *globalFlags) *cobra.Command {
 				untagged = fmt.Sprintf("; %d untagged manifests deleted", res.ManifestsBefore-res.ManifestsAfter)
 			}
 			fmt.Fprintf(out, "garbage collection: %d of %d blobs deleted, %s freed%s; %d blobs (%s) remain\n",
-				res.BlobsBefore-res.BlobsAfter, res.BlobsBefore, mirror.HumanBytes(res.BytesBefore-res.BytesAfter),
-				untagged, res.BlobsAfter, mirror.HumanBytes(res.BytesAfter))
+				res.BlobsBefore-res.BlobsAfter, res.BlobsBefore, transfer.HumanBytes(res.BytesBefore-res.BytesAfter),
+				untagged, res.BlobsAfter, transfer.HumanBytes(res.BytesAfter))
 			return nil
 		},
 	}

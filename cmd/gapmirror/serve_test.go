@@ -30,7 +30,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
-	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // served is a gapmirror serve running in-process.
@@ -449,7 +449,7 @@ func TestServeRegistryConfig(t *testing.T) {
 // heldPush is the progress of serve --from's push, holding the copy at the
 // first image it completes until release is closed.
 type heldPush struct {
-	mirror.Progress
+	transfer.Progress
 	mu      sync.Mutex
 	phase   string
 	held    chan struct{} // closed when the copy is held
@@ -457,7 +457,7 @@ type heldPush struct {
 	once    sync.Once
 }
 
-func (h *heldPush) Phase(name string, images int, total mirror.Totals) {
+func (h *heldPush) Phase(name string, images int, total transfer.Totals) {
 	h.mu.Lock()
 	h.phase = name
 	h.mu.Unlock()
@@ -490,8 +490,8 @@ func TestServeInterruptedPush(t *testing.T) {
 		t.Fatal("mirror-to-disk failed")
 	}
 	hold := &heldPush{held: make(chan struct{}), release: make(chan struct{})}
-	defer func(f func(mirror.Progress) mirror.Progress) { servePushProgress = f }(servePushProgress)
-	servePushProgress = func(p mirror.Progress) mirror.Progress { hold.Progress = p; return hold }
+	defer func(f func(transfer.Progress) transfer.Progress) { servePushProgress = f }(servePushProgress)
+	servePushProgress = func(p transfer.Progress) transfer.Progress { hold.Progress = p; return hold }
 	released := false
 	defer func() {
 		if !released {
@@ -539,7 +539,7 @@ func TestServeInterruptedPush(t *testing.T) {
 	if code == 0 || strings.Contains(out.String(), "ready: ") {
 		t.Errorf("serve interrupted during its push: exit %d, want a failure and no ready", code)
 	}
-	servePushProgress = func(p mirror.Progress) mirror.Progress { return p }
+	servePushProgress = func(p transfer.Progress) transfer.Progress { return p }
 	s := w.serve("--root", root, "--address", addr, "--from", "file://"+archiveDir)
 	if s.code != 0 {
 		t.Fatalf("serve --from after the interrupt: exit %d", s.code)
@@ -658,8 +658,8 @@ func TestServeDeleteThenGC(t *testing.T) {
 
 	code, gcOut, gcErr := w.gapmirror("serve", "gc", "--root", root)
 	want := fmt.Sprintf("garbage collection: %d of ", n)
-	if code != 0 || !strings.Contains(gcOut, want) || !strings.Contains(gcOut, " blobs deleted, "+mirror.HumanBytes(freed)+" freed;") {
-		t.Errorf("serve gc: exit %d, want %q… %s freed:\n%s", code, want, mirror.HumanBytes(freed), gcOut)
+	if code != 0 || !strings.Contains(gcOut, want) || !strings.Contains(gcOut, " blobs deleted, "+transfer.HumanBytes(freed)+" freed;") {
+		t.Errorf("serve gc: exit %d, want %q… %s freed:\n%s", code, want, transfer.HumanBytes(freed), gcOut)
 	}
 	if strings.Contains(gcOut+gcErr, "Deleting blob") {
 		t.Errorf("serve gc logged every blob outside debug:\n%s\n%s", gcOut, gcErr)
@@ -756,8 +756,8 @@ func TestServeGCDeleteUntagged(t *testing.T) {
 	}
 	code, out, _ = w.gapmirror("serve", "gc", "--root", root, "--delete-untagged")
 	freed := int64(len(untagged.Manifest)) + untagged.Config.Size + untagged.Layers[0].Size
-	if code != 0 || !strings.Contains(out, "garbage collection: 3 of ") || !strings.Contains(out, " "+mirror.HumanBytes(freed)+" freed; 1 untagged manifests deleted;") {
-		t.Errorf("gc --delete-untagged: exit %d, want the orphan's manifest, config and layer (%s) deleted and 1 untagged manifest:\n%s", code, mirror.HumanBytes(freed), out)
+	if code != 0 || !strings.Contains(out, "garbage collection: 3 of ") || !strings.Contains(out, " "+transfer.HumanBytes(freed)+" freed; 1 untagged manifests deleted;") {
+		t.Errorf("gc --delete-untagged: exit %d, want the orphan's manifest, config and layer (%s) deleted and 1 untagged manifest:\n%s", code, transfer.HumanBytes(freed), out)
 	}
 
 	s = w.serve("--root", root, "--address", addr)

@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // the failed images' other blobs were never tried). A full disk is not the
 // images' fault: the run stops there instead of writing an archive without
 // them.
-func noSpace(res *Result, roots ...string) error {
+func NoSpace(res *Result, roots ...string) error {
 	if res == nil {
 		return nil
 	}

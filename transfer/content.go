@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -44,3 +44,7 @@ func (b builtSource) ImageDone(img imageset.Image) {
 		d.ImageDone(img)
 	}
 }
+
+// WithStore reads the images gapmirror built, and the operator catalogs the
+// store holds, from store, and every other image from up (see builtSource).
+func WithStore(up Source, store *Store) Source { return builtSource{up, store} }

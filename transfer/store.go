@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func OpenStore(dir string) (*Store, error) {
 	layout := filepath.Join(dir, ocispec.ImageLayoutFile)
 	if _, err := os.Stat(layout); errors.Is(err, fs.ErrNotExist) {
 		data, _ := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
-		if err := writeFileAtomic(layout, data); err != nil {
+		if err := WriteFileAtomic(layout, data); err != nil {
 			return nil, err
 		}
 	}
@@ -124,7 +124,7 @@ func (s *Store) Link(d digest.Digest, l archive.Location) error {
 		return fmt.Errorf("linking blob %s in the store: %w", d, err)
 	}
 	data, _ := json.Marshal(l) // cannot fail: plain struct
-	return writeFileAtomic(s.linkPath(d), data)
+	return WriteFileAtomic(s.linkPath(d), data)
 }
 
 // linked is blob d's link, if it points at a chunk of the recorded size.
@@ -147,7 +147,7 @@ func (s *Store) linked(d digest.Digest) (archive.Location, bool) {
 }
 
 // linkedUnder reports whether blob d is linked (not stored) to a file in dir.
-func (s *Store) linkedUnder(d digest.Digest, dir string) bool {
+func (s *Store) LinkedUnder(d digest.Digest, dir string) bool {
 	if _, err := os.Stat(s.BlobPath(d)); err == nil {
 		return false
 	}
@@ -243,7 +243,7 @@ func (s *Store) SaveIndex() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(s.dir, ocispec.ImageIndexFile), data)
+	return WriteFileAtomic(filepath.Join(s.dir, ocispec.ImageIndexFile), data)
 }
 
 // IndexJSON returns an OCI index.json naming the refs given (all refs when
@@ -315,7 +315,7 @@ func (e storeEndpoint) Manifest(_ context.Context, _ imageset.Image, d digest.Di
 	if err != nil {
 		return nil, "", err
 	}
-	return data, mediaTypeOf(data), nil
+	return data, MediaTypeOf(data), nil
 }
 
 func (e storeEndpoint) Blob(_ context.Context, _ imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
@@ -329,7 +329,7 @@ func (e storeEndpoint) HasManifest(_ context.Context, img imageset.Image, d dige
 		return false, nil
 	}
 	if desc, ok := e.s.Resolve(img.Destination); !ok || desc.Digest != d {
-		e.s.Tag(img.Destination, ocispec.Descriptor{MediaType: mediaTypeOf(data), Digest: d, Size: int64(len(data))})
+		e.s.Tag(img.Destination, ocispec.Descriptor{MediaType: MediaTypeOf(data), Digest: d, Size: int64(len(data))})
 	}
 	return true, nil
 }
@@ -372,7 +372,7 @@ func (e *DigestError) Error() string {
 }
 
 // writeFileAtomic replaces path with data, or leaves it as it was.
-func writeFileAtomic(path string, data []byte) error {
+func WriteFileAtomic(path string, data []byte) error {
 	return archive.NoSpace(writeFile(path, data), path, int64(len(data)), false)
 }
 
@@ -402,14 +402,14 @@ func (s *Store) hasInstances(img imageset.Image, d digest.Digest) bool {
 
 // hasInstancesOf is hasInstances for the manifest d already read as data.
 func (s *Store) hasInstancesOf(img imageset.Image, d digest.Digest, data []byte) bool {
-	if !isIndex(mediaTypeOf(data)) {
+	if !IsIndex(MediaTypeOf(data)) {
 		return true
 	}
-	kids, err := children(data)
+	kids, err := Children(data)
 	if err != nil {
 		return false
 	}
-	kids, err = instances(img, d, kids)
+	kids, err = Instances(img, d, kids)
 	if err != nil {
 		return false // the copy reports it
 	}
@@ -425,29 +425,29 @@ func (s *Store) hasInstancesOf(img imageset.Image, d digest.Digest, data []byte)
 // manifests themselves: what an archive must carry for it. Of a sparse
 // image's index only the instances of its platforms count.
 func (s *Store) Blobs(img imageset.Image) ([]ocispec.Descriptor, error) {
-	return s.blobs(img, digest.Digest(img.Digest), s.Has)
+	return s.BlobsWalk(img, digest.Digest(img.Digest), s.Has)
 }
 
 // blobs walks img's manifests from d; every blob they reference must pass
 // have (the store's manifests themselves are read, so they must be here).
-func (s *Store) blobs(img imageset.Image, d digest.Digest, have func(digest.Digest) bool) ([]ocispec.Descriptor, error) {
+func (s *Store) BlobsWalk(img imageset.Image, d digest.Digest, have func(digest.Digest) bool) ([]ocispec.Descriptor, error) {
 	data, err := s.ReadBlob(d)
 	if err != nil {
 		return nil, err
 	}
-	mt := mediaTypeOf(data)
+	mt := MediaTypeOf(data)
 	out := []ocispec.Descriptor{{MediaType: mt, Digest: d, Size: int64(len(data))}}
-	if isIndex(mt) {
-		kids, err := children(data)
+	if IsIndex(mt) {
+		kids, err := Children(data)
 		if err != nil {
 			return nil, fmt.Errorf("store manifest %s: %w", d, err)
 		}
-		if kids, err = instances(img, d, kids); err != nil {
+		if kids, err = Instances(img, d, kids); err != nil {
 			return nil, err
 		}
 		for _, k := range kids {
 			// The filter applies to the image's own index only.
-			more, err := s.blobs(imageset.Image{}, k.Digest, have)
+			more, err := s.BlobsWalk(imageset.Image{}, k.Digest, have)
 			if err != nil {
 				return nil, err
 			}
@@ -455,7 +455,7 @@ func (s *Store) blobs(img imageset.Image, d digest.Digest, have func(digest.Dige
 		}
 		return out, nil
 	}
-	blobs, err := blobsOf(data)
+	blobs, err := BlobsOf(data)
 	if err != nil {
 		return nil, fmt.Errorf("store manifest %s: %w", d, err)
 	}

@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -203,17 +203,17 @@ func TestPlannedCopySchedulesBlobsOfAllImages(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	count := &requestCounter{n: map[string]int{}}
+	count := registrytest.NewRequestCounter()
 	uploads := registrytest.NewUploads()
 	manifests := 0
-	dst.SetWrap(registrytest.Chain(count.wrap, uploads.Wrap, func(next http.Handler) http.Handler {
+	dst.SetWrap(registrytest.Chain(count.Wrap, uploads.Wrap, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			next.ServeHTTP(w, r)
 			q := r.URL.Query()
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/ns/small-") && containsSegment(r.URL.Path, "manifests"):
+			case r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/ns/small-") && registrytest.ContainsSegment(r.URL.Path, "manifests"):
 				events = append(events, "small manifest")
 				if manifests++; manifests == small {
 					close(landed)
@@ -228,7 +228,7 @@ func TestPlannedCopySchedulesBlobsOfAllImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := copyPlanned(ctx, set, NewUpstream(testOptions(t)), mir, Options{ParallelImages: 1, ParallelBlobs: 2})
+	res := CopyPlanned(ctx, set, NewUpstream(testOptions(t)), mir, Options{ParallelImages: 1, ParallelBlobs: 2})
 	if res.Err() != nil || len(res.Copied) != len(set.Images) {
 		t.Fatalf("copy: %v, %d of %d copied", res.Err(), len(res.Copied), len(set.Images))
 	}
@@ -317,7 +317,7 @@ func TestScheduledTransferFailsItsOwnerOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := copyPlanned(ctx, set, NewUpstream(testOptions(t)), store.Destination(), Options{Retries: -1})
+	res := CopyPlanned(ctx, set, NewUpstream(testOptions(t)), store.Destination(), Options{Retries: -1})
 	if len(res.Failed) != 1 || res.Failed[0].Image.Destination != "ns/app-0:v1" || !strings.Contains(res.Failed[0].Err.Error(), baseDigest.String()) {
 		t.Fatalf("failed: %v; want ns/app-0:v1 alone, for the shared layer", res.Failed)
 	}

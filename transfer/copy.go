@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -48,7 +48,7 @@ type Options struct {
 	Totals Totals
 }
 
-func (o Options) withDefaults() Options {
+func (o Options) WithDefaults() Options {
 	if o.ParallelImages <= 0 {
 		o.ParallelImages = 8
 	}
@@ -124,7 +124,7 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 // (by destination) a planning pass found to copy, whose transfers are then
 // scheduled all at once (see schedule).
 func copySet(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options, planned map[string][]ocispec.Descriptor) *Result {
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, lanes: map[string]*blobLane{}, tally: newTally(opts.Totals)}
 	start := time.Now()
 	res := &Result{}
@@ -243,18 +243,18 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 	if err != nil {
 		return fmt.Errorf("reading manifest %s: %w", d, err)
 	}
-	if guessed := mediaTypeOf(data); guessed != "" {
+	if guessed := MediaTypeOf(data); guessed != "" {
 		mt = guessed
 	}
 	switch {
-	case isIndex(mt):
-		kids, err := children(data)
+	case IsIndex(mt):
+		kids, err := Children(data)
 		if err != nil {
 			return fmt.Errorf("parsing index %s: %w", d, err)
 		}
 		if top {
 			all := len(kids)
-			if kids, err = instances(img, d, kids); err != nil {
+			if kids, err = Instances(img, d, kids); err != nil {
 				return err
 			}
 			sparse = len(kids) < all
@@ -267,7 +267,7 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 	case mt == manifest.DockerV2Schema1MediaType || mt == manifest.DockerV2Schema1SignedMediaType:
 		return fmt.Errorf("manifest %s is Docker schema 1, which registries no longer accept: rebuild or re-push the image with a current tool", d)
 	default:
-		blobs, err := blobsOf(data)
+		blobs, err := BlobsOf(data)
 		if err != nil {
 			return fmt.Errorf("parsing manifest %s: %w", d, err)
 		}
@@ -293,7 +293,7 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 // instances are the instances of img's index d to copy: all of them, or
 // those of img.Platforms (a sparse copy). None matching is an error, since
 // an index without any of its images is of no use to a cluster.
-func instances(img imageset.Image, d digest.Digest, kids []ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+func Instances(img imageset.Image, d digest.Digest, kids []ocispec.Descriptor) ([]ocispec.Descriptor, error) {
 	if len(img.Platforms) == 0 {
 		return kids, nil
 	}

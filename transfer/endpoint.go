@@ -1,7 +1,7 @@
 // Package mirror copies the images of a Set from a Source to a Destination
 // by digest, and runs the three trips (mirror-to-disk, disk-to-mirror,
 // mirror-to-mirror) on top of that copy.
-package mirror
+package transfer
 
 import (
 	"context"
@@ -51,17 +51,17 @@ type imageDone interface {
 }
 
 // mediaTypeOf guesses a manifest's media type from its content.
-func mediaTypeOf(data []byte) string {
+func MediaTypeOf(data []byte) string {
 	return manifest.GuessMIMEType(data)
 }
 
 // isIndex reports whether mt is a manifest list or image index.
-func isIndex(mt string) bool {
+func IsIndex(mt string) bool {
 	return mt == ocispec.MediaTypeImageIndex || mt == manifest.DockerV2ListMediaType
 }
 
 // children returns the manifests an index references.
-func children(data []byte) ([]ocispec.Descriptor, error) {
+func Children(data []byte) ([]ocispec.Descriptor, error) {
 	var idx ocispec.Index
 	if err := json.Unmarshal(data, &idx); err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func children(data []byte) ([]ocispec.Descriptor, error) {
 
 // blobsOf returns the config and layers an image manifest references, in
 // order, skipping foreign (non-distributable) layers.
-func blobsOf(data []byte) ([]ocispec.Descriptor, error) {
+func BlobsOf(data []byte) ([]ocispec.Descriptor, error) {
 	var m ocispec.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func (a *ArchiveSource) Manifest(ctx context.Context, img imageset.Image, d dige
 	if err != nil {
 		return nil, "", err
 	}
-	return data, mediaTypeOf(data), nil
+	return data, MediaTypeOf(data), nil
 }
 
 // Blob implements Source.

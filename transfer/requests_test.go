@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/distribution/reference"
@@ -16,149 +15,6 @@ import (
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
-
-// requestCounter counts the requests a registry serves, by "METHOD kind"
-// where kind is ping, manifest, blob or other.
-type requestCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *requestCounter) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		kind := "other"
-		switch {
-		case r.URL.Path == "/v2/" || r.URL.Path == "/v2":
-			kind = "ping"
-		case containsSegment(r.URL.Path, "manifests"):
-			kind = "manifest"
-		case containsSegment(r.URL.Path, "blobs"):
-			kind = "blob"
-		case containsSegment(r.URL.Path, "tags"):
-			kind = "tags"
-		case r.URL.Path == "/v2/_catalog":
-			kind = "catalog"
-		}
-		c.mu.Lock()
-		c.n[r.Method+" "+kind]++
-		c.mu.Unlock()
-		next.ServeHTTP(w, r)
-	})
-}
-
-func containsSegment(path, seg string) bool {
-	return strings.Contains(path+"/", "/"+seg+"/")
-}
-
-func (c *requestCounter) total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, v := range c.n {
-		n += v
-	}
-	return n
-}
-
-// TestNoChangeChecksShareOneClient: on a no-change rerun, the mirror's
-// existence checks, the upstream signature lookups and tag resolutions cost
-// one request per image each, not a ping (GET /v2/) and a HEAD per image as a
-// containers/image client per lookup did; and they still tell present
-// from absent (a changed tag is copied, a missing signature is none).
-func TestNoChangeChecksShareOneClient(t *testing.T) {
-	ctx := context.Background()
-	up := registrytest.Start(t, registrytest.Options{})
-	dst := registrytest.Start(t, registrytest.Options{})
-	set := &imageset.Set{}
-	const n = 12
-	for i := 0; i < n; i++ {
-		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(uint64(100+i), 4<<10)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		repo := fmt.Sprintf("ns/app-%d", i)
-		if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: up.URL()}, repo, "v1", img); err != nil {
-			t.Fatal(err)
-		}
-		set.Images = append(set.Images, imageset.Image{Source: up.Host() + "/" + repo + "@" + img.Digest.String(), Origin: up.Host() + "/" + repo + ":v1",
-			Digest: img.Digest.String(), Destination: repo + ":v1", Kind: imageset.KindAdditional})
-	}
-	src := NewUpstream(testOptions(t))
-	mir, err := NewMirror(dst.Host()+"/m", testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := Copy(ctx, set, src, mir, Options{ParallelImages: 4}); res.Err() != nil {
-		t.Fatal(res.Err())
-	}
-
-	// The rerun, with fresh clients as a new process has.
-	src = NewUpstream(testOptions(t))
-	mir, err = NewMirror(dst.Host()+"/m", testOptions(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	onDst := &requestCounter{n: map[string]int{}}
-	dst.SetWrap(onDst.wrap)
-	res := Copy(ctx, set, src, mir, Options{ParallelImages: 4})
-	if res.Err() != nil {
-		t.Fatal(res.Err())
-	}
-	if len(res.Skipped) != n {
-		t.Errorf("rerun skipped %d images, want %d", len(res.Skipped), n)
-	}
-	if got := onDst.n["HEAD manifest"]; got != n {
-		t.Errorf("rerun: %d manifest HEADs on the mirror, want %d (%v)", got, n, onDst.n)
-	}
-	// Without the workspace's records the run is a first push as far as it
-	// knows: it reads the catalog once, which lists every repository.
-	if got := onDst.total(); got != n+2 || onDst.n["GET catalog"] != 1 {
-		t.Errorf("rerun: %d requests on the mirror, want %d, one per image, one ping and one catalog reading (%v)", got, n+2, onDst.n)
-	}
-
-	onUp := &requestCounter{n: map[string]int{}}
-	up.SetWrap(onUp.wrap)
-	for _, img := range set.Images {
-		named, err := reference.ParseNormalizedNamed(img.Source)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sig, err := src.signature(ctx, signatureLookup{repo: named.Name(), manifest: digest.Digest(img.Digest)})
-		if err != nil || sig != "" {
-			t.Fatalf("signature of %s: %q, %v; want none", img.Source, sig, err)
-		}
-	}
-	if got := onUp.total(); got != n+1 {
-		t.Errorf("%d signature lookups cost %d requests upstream, want %d, one per lookup and one ping (%v)", n, got, n+1, onUp.n)
-	}
-
-	// Resolving a tag upstream: one GET, and the digest it names.
-	onUp.n = map[string]int{}
-	for _, img := range set.Images {
-		named, err := reference.ParseNormalizedNamed(img.Origin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d, err := src.ResolveDigest(ctx, named); err != nil || d.String() != img.Digest {
-			t.Fatalf("ResolveDigest(%s) = %s, %v; want %s", named, d, err, img.Digest)
-		}
-	}
-	if got := onUp.total(); got != n {
-		t.Errorf("resolving %d tags cost %d requests upstream, want %d (%v)", n, got, n, onUp.n)
-	}
-
-	// A tag that now names something else is not taken for present.
-	moved := set.Images[0]
-	moved.Digest = set.Images[1].Digest
-	if has, err := mir.HasManifest(ctx, moved, digest.Digest(moved.Digest)); err != nil || has {
-		t.Errorf("HasManifest of a moved tag: %v, %v; want false", has, err)
-	}
-	missing := set.Images[0]
-	missing.Destination = "ns/never-copied:v1"
-	if has, err := mir.HasManifest(ctx, missing, digest.Digest(missing.Digest)); err != nil || has {
-		t.Errorf("HasManifest of a repository never copied: %v, %v; want false", has, err)
-	}
-}
 
 // TestPushRequestFloor: a first push sends the distribution API's minimum
 // to the mirror, counted on the real registry: one /v2/ ping for the run,
@@ -178,7 +34,7 @@ func TestNoChangeChecksShareOneClient(t *testing.T) {
 // registry lost one).
 func TestPushRequestFloor(t *testing.T) {
 	t.Run("Copy", func(t *testing.T) { pushRequestFloor(t, Copy) })
-	t.Run("copyPlanned", func(t *testing.T) { pushRequestFloor(t, copyPlanned) })
+	t.Run("copyPlanned", func(t *testing.T) { pushRequestFloor(t, CopyPlanned) })
 }
 
 func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set, Source, Destination, Options) *Result) {
@@ -205,8 +61,8 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 	want := map[string]int{"GET ping": 1, "GET catalog": 1, "PUT manifest": n,
 		"POST blob": newBlobs + repos - 1, "PUT blob": newBlobs}
 
-	onUp := &requestCounter{n: map[string]int{}}
-	up.SetWrap(onUp.wrap)
+	onUp := registrytest.NewRequestCounter()
+	up.SetWrap(onUp.Wrap)
 	src := NewUpstream(testOptions(t))
 	for _, img := range set.Images { // what planning does
 		named, err := reference.ParseNormalizedNamed(img.Origin)
@@ -218,8 +74,8 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 		}
 	}
 	m2m := registrytest.Start(t, registrytest.Options{})
-	onM2M := &requestCounter{n: map[string]int{}}
-	m2m.SetWrap(onM2M.wrap)
+	onM2M := registrytest.NewRequestCounter()
+	m2m.SetWrap(onM2M.Wrap)
 	mir, err := NewMirror(m2m.Host()+"/m", testOptions(t))
 	if err != nil {
 		t.Fatal(err)
@@ -245,8 +101,8 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 		t.Fatal(res.Err())
 	}
 	d2m := registrytest.Start(t, registrytest.Options{})
-	onD2M := &requestCounter{n: map[string]int{}}
-	d2m.SetWrap(onD2M.wrap)
+	onD2M := registrytest.NewRequestCounter()
+	d2m.SetWrap(onD2M.Wrap)
 	mir2, err := NewMirror(d2m.Host()+"/m", testOptions(t))
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +134,7 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 		}
 	}
 	mir3.KnownLocations(locs)
-	onD2M.n = map[string]int{}
+	onD2M.N = map[string]int{}
 	manifests := onlyManifests{store: store, has: map[digest.Digest]bool{}}
 	for _, img := range set.Images {
 		manifests.has[digest.Digest(img.Digest)] = true
@@ -295,7 +151,7 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 		t.Fatal(err)
 	}
 	mir4.KnownLocations(locs)
-	onD2M.n = map[string]int{}
+	onD2M.N = map[string]int{}
 	if res := copyAll(ctx, set, &ArchiveSource{Archive: manifests, Name: "incremental"}, mir4, Options{ParallelImages: 4}); res.Err() != nil || len(res.Skipped) != n {
 		t.Fatalf("rerun: %v, %d skipped", res.Err(), len(res.Skipped))
 	}
@@ -327,8 +183,8 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 	}
 	mir5.KnownLocations(locs)
 	src5 := &ArchiveSource{Archive: store, Name: "store", Mirror: mir5}
-	mir5.resendFrom(src5, nil)
-	onD2M.n = map[string]int{}
+	mir5.ResendFrom(src5, nil)
+	onD2M.N = map[string]int{}
 	if res := copyAll(ctx, &imageset.Set{Images: []imageset.Image{added}}, src5, mir5, Options{}); res.Err() != nil || len(res.Copied) != 1 {
 		t.Fatalf("a new tag in a known repository: %v", res.Err())
 	}
@@ -353,12 +209,12 @@ func (a onlyManifests) Open(d digest.Digest) (io.ReadCloser, error) {
 	return a.store.Open(d)
 }
 
-func checkCounts(t *testing.T, what string, c *requestCounter, want map[string]int) {
+func checkCounts(t *testing.T, what string, c *registrytest.RequestCounter, want map[string]int) {
 	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if fmt.Sprint(c.n) != fmt.Sprint(want) {
-		t.Errorf("%s: requests %v, want %v", what, c.n, want)
+	c.Lock()
+	defer c.Unlock()
+	if fmt.Sprint(c.N) != fmt.Sprint(want) {
+		t.Errorf("%s: requests %v, want %v", what, c.N, want)
 	}
 }
 
@@ -412,7 +268,7 @@ func TestPlannedCopyAsksForBlobsAnArchiveLeftOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := copyPlanned(ctx, set[1], &ArchiveSource{Archive: archive, Name: "incremental"}, mir, Options{}); res.Err() != nil || len(res.Copied) != 1 {
+	if res := CopyPlanned(ctx, set[1], &ArchiveSource{Archive: archive, Name: "incremental"}, mir, Options{}); res.Err() != nil || len(res.Copied) != 1 {
 		t.Fatalf("incremental archive through copyPlanned: %v, %d copied", res.Err(), len(res.Copied))
 	}
 }
@@ -457,14 +313,14 @@ func TestFirstPushReadsTheCatalog(t *testing.T) {
 			if err := imagebuilder.Push(ctx, imagebuilder.Target{URL: dst.URL()}, "mm/other", "v0", first); err != nil {
 				t.Fatal(err)
 			}
-			count := &requestCounter{n: map[string]int{}}
+			count := registrytest.NewRequestCounter()
 			dst.SetWrap(func(next http.Handler) http.Handler {
-				counted := count.wrap(next)
+				counted := count.Wrap(next)
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if refuse && r.URL.Path == "/v2/_catalog" {
-						count.mu.Lock()
-						count.n["GET catalog"]++
-						count.mu.Unlock()
+						count.Lock()
+						count.N["GET catalog"]++
+						count.Unlock()
 						http.Error(w, `{"errors":[{"code":"DENIED","message":"catalog is for admins"}]}`, http.StatusForbidden)
 						return
 					}
@@ -475,7 +331,7 @@ func TestFirstPushReadsTheCatalog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := copyPlanned(ctx, set, NewUpstream(testOptions(t)), mir, Options{ParallelImages: 4})
+			res := CopyPlanned(ctx, set, NewUpstream(testOptions(t)), mir, Options{ParallelImages: 4})
 			if res.Err() != nil || len(res.Copied) != 5 || len(res.Skipped) != 1 || res.Skipped[0].Destination != "ns/op-0:v0" {
 				t.Fatalf("first push: %v, %d copied, skipped %v", res.Err(), len(res.Copied), res.Skipped)
 			}

@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -140,7 +140,7 @@ func Classify(err error) Cause {
 	}
 	var missing *MissingError
 	if errors.As(err, &missing) {
-		return missing.cause()
+		return missing.Cause()
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return causes[CauseInterrupted]
@@ -190,7 +190,7 @@ func Classify(err error) Cause {
 	if hasStatus(err, http.StatusForbidden) || hasCode(err, errcode.ErrorCodeDenied) || strings.Contains(low, "denied") {
 		return causes[CauseDenied]
 	}
-	if isNotFound(err) || strings.Contains(low, "manifest unknown") || strings.Contains(low, "name unknown") {
+	if IsNotFound(err) || strings.Contains(low, "manifest unknown") || strings.Contains(low, "name unknown") {
 		if pe != nil && pe.Hint != "" {
 			// Asked without credentials of a registry that asks for none:
 			// it may hide a private repository.
@@ -299,11 +299,11 @@ func (e *RegistryError) Error() string {
 func (e *RegistryError) Unwrap() error { return e.Err }
 
 // Host is the registry the error came from.
-func (e *RegistryError) Host() string { return refHost(e.Ref) }
+func (e *RegistryError) Host() string { return RefHost(e.Ref) }
 
 // explain ties a registry's answer to the reference it was about; Error
 // adds what the user can do about it.
-func explain(err error, ref string) error {
+func Explain(err error, ref string) error {
 	var re *RegistryError
 	if errors.As(err, &re) {
 		return err
@@ -311,7 +311,7 @@ func explain(err error, ref string) error {
 	return &RegistryError{Ref: ref, Err: err}
 }
 
-func refHost(ref string) string {
+func RefHost(ref string) string {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		host, _, _ := strings.Cut(ref, "/")
@@ -403,10 +403,10 @@ func (c *copier) hosts(img imageset.Image) (from, to string) {
 	}
 	_, dst := c.endpoints()
 	if r := c.upstream(img); r != nil && !r.triedInTurn(img) {
-		from = refHost(r.Name(img))
+		from = RefHost(r.Name(img))
 	}
 	if r, ok := dst.(*Registry); ok {
-		to = refHost(r.Name(img))
+		to = RefHost(r.Name(img))
 	}
 	c.hostsOf.Store(key, [2]string{from, to})
 	return from, to
@@ -486,4 +486,29 @@ func Redact(s string) string {
 		}
 	}
 	return s
+}
+
+// ErrPolicyRefused marks images the signature policy (--secure-policy) refused.
+var ErrPolicyRefused = errors.New("refused by the signature policy (--secure-policy)")
+
+// MissingError is an image a --retry-failed run cannot copy: the run that
+// wrote File never resolved it to a digest. Kind and Host are the cause
+// that run recorded, so the summary groups these images as it did then.
+type MissingError struct {
+	File   string // the failure file
+	Kind   string // Classify's kind then; "" in files written before kinds were kept
+	Host   string // the registry that failed then, when known
+	Answer string // what it failed with
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("still missing: the run that wrote %s never resolved it to a digest, so --retry-failed cannot copy it: %s", e.File, e.Answer)
+}
+
+// cause is the recorded cause, or (an older file) the answer's.
+func (e *MissingError) Cause() Cause {
+	if e.Kind != "" {
+		return causeOf(e.Kind)
+	}
+	return Classify(errors.New(e.Answer))
 }

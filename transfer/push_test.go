@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestRegistryClientRetry(t *testing.T) {
 		{&registryapi.Error{Method: http.MethodPut, Status: http.StatusBadRequest, Codes: []string{"DIGEST_INVALID"}}, false},
 		{&registryapi.Error{Method: http.MethodPut, Status: http.StatusServiceUnavailable}, true},
 	} {
-		if got := Transient(explain(c.err, "registry.example/ns/app:v1")); got != c.want {
+		if got := Transient(Explain(c.err, "registry.example/ns/app:v1")); got != c.want {
 			t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
@@ -69,7 +69,7 @@ func TestLostBlobIsSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := copyPlanned(ctx, sets[0], NewUpstream(testOptions(t)), first, Options{})
+	res := CopyPlanned(ctx, sets[0], NewUpstream(testOptions(t)), first, Options{})
 	if res.Err() != nil || res.Locations[baseDigest] != "ns/a" {
 		t.Fatalf("first push: %v, base recorded in %q", res.Err(), res.Locations[baseDigest])
 	}
@@ -79,16 +79,16 @@ func TestLostBlobIsSentAgain(t *testing.T) {
 	}
 
 	// The next run, its locations from the records.
-	count := &requestCounter{n: map[string]int{}}
-	dst.SetWrap(count.wrap)
+	count := registrytest.NewRequestCounter()
+	dst.SetWrap(count.Wrap)
 	mir, err := NewMirror(dst.Host()+"/m", testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mir.KnownLocations(records)
 	src := NewUpstream(testOptions(t))
-	mir.resendFrom(src, nil)
-	res = copyPlanned(ctx, sets[1], src, mir, Options{})
+	mir.ResendFrom(src, nil)
+	res = CopyPlanned(ctx, sets[1], src, mir, Options{})
 	if res.Err() != nil || len(res.Copied) != 1 {
 		t.Fatalf("push after the registry lost a recorded blob: %v", res.Err())
 	}
@@ -126,8 +126,8 @@ func TestLostBlobIsSentAgain(t *testing.T) {
 	}
 	mir2.KnownLocations(records)
 	archived := &ArchiveSource{Archive: incremental, Name: "incremental"}
-	mir2.resendFrom(archived, nil)
-	res = copyPlanned(ctx, sets[2], archived, mir2, Options{Retries: -1})
+	mir2.ResendFrom(archived, nil)
+	res = CopyPlanned(ctx, sets[2], archived, mir2, Options{Retries: -1})
 	if len(res.Failed) != 1 || !strings.Contains(res.Err().Error(), "MANIFEST_BLOB_UNKNOWN") || !strings.Contains(res.Err().Error(), "not in the archive") {
 		t.Fatalf("a lost blob the archive does not carry: %v; want the image failed, saying why", res.Err())
 	}

@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"bytes"
@@ -170,7 +170,7 @@ func descOf(b []byte) ocispec.Descriptor {
 // transfer belongs to no image's turn, B gets it all the same.
 func TestSharedBlobSurvivesOtherImageFailure(t *testing.T) {
 	t.Run("Copy", func(t *testing.T) { sharedBlobSurvivesOtherImageFailure(t, Copy) })
-	t.Run("copyPlanned", func(t *testing.T) { sharedBlobSurvivesOtherImageFailure(t, copyPlanned) })
+	t.Run("copyPlanned", func(t *testing.T) { sharedBlobSurvivesOtherImageFailure(t, CopyPlanned) })
 }
 
 func sharedBlobSurvivesOtherImageFailure(t *testing.T, copyAll func(context.Context, *imageset.Set, Source, Destination, Options) *Result) {
@@ -245,7 +245,7 @@ func TestInstances(t *testing.T) {
 		{[]string{"linux/amd64", "linux/arm64"}, 2, ""},
 		{[]string{"linux/s390x"}, 0, "has none of the platforms linux/s390x (it has linux/amd64, linux/arm64)"},
 	} {
-		got, err := instances(imageset.Image{Platforms: c.platforms}, d, kids)
+		got, err := Instances(imageset.Image{Platforms: c.platforms}, d, kids)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%v: error %v, want %q", c.platforms, err, c.err)

@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"strings"
@@ -21,5 +21,5 @@ func (r *Registry) explain(err error, img imageset.Image) error {
 		delete(r.dests, key)
 		r.mu.Unlock()
 	}
-	return explain(err, r.Name(img))
+	return Explain(err, r.Name(img))
 }

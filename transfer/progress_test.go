@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestProgressFromPlan(t *testing.T) {
 			seen = append(seen, c)
 			mu.Unlock()
 		})
-		res := copyPlanned(ctx, &set, src, mir, Options{ParallelImages: 3, Progress: m})
+		res := CopyPlanned(ctx, &set, src, mir, Options{ParallelImages: 3, Progress: m})
 		m.Finish()
 		if res.Err() != nil {
 			t.Fatal(res.Err())
@@ -109,16 +109,16 @@ func TestProgressFromPlan(t *testing.T) {
 	// HEAD per image already there; the catalog answers for the new ones.
 	push(6)
 	push(7)
-	onDst := &requestCounter{n: map[string]int{}}
-	dst.SetWrap(onDst.wrap)
+	onDst := registrytest.NewRequestCounter()
+	dst.SetWrap(onDst.Wrap)
 	res, cs = run()
 	dst.SetWrap(nil)
 	check("rerun", res, cs)
 	if len(res.Skipped) != 6 || len(res.Copied) != 2 {
 		t.Errorf("rerun: %d skipped, %d copied; want 6 and 2", len(res.Skipped), len(res.Copied))
 	}
-	if got := onDst.n["HEAD manifest"]; got != 6 || onDst.n["GET catalog"] != 1 {
-		t.Errorf("rerun: %d manifest HEADs for 6 images already there, want 6 and one catalog reading (%v)", got, onDst.n)
+	if got := onDst.N["HEAD manifest"]; got != 6 || onDst.N["GET catalog"] != 1 {
+		t.Errorf("rerun: %d manifest HEADs for 6 images already there, want 6 and one catalog reading (%v)", got, onDst.N)
 	}
 }
 
@@ -142,7 +142,7 @@ func TestClassify(t *testing.T) {
 		{`net/http: TLS handshake timeout`, CauseTransient, false, true},
 	}
 	for _, c := range cases {
-		err := explain(errors.New(c.msg), "r/apps/app:v1")
+		err := Explain(errors.New(c.msg), "r/apps/app:v1")
 		got := Classify(err)
 		if got.Kind != c.kind || got.Registry != c.registry || Transient(err) != c.transient {
 			t.Errorf("%q: %+v transient=%v; want %s registry=%v transient=%v", c.msg, got, Transient(err), c.kind, c.registry, c.transient)
@@ -155,18 +155,18 @@ func TestClassify(t *testing.T) {
 		{Method: "PUT", URL: "https://r/v2/apps/app/blobs/uploads/1", Status: 401, Retry: true},
 		{Method: "POST", URL: "https://r/v2/apps/app/blobs/uploads/", Status: 404, Codes: []string{"NAME_UNKNOWN"}, Retry: true},
 	} {
-		err := explain(fmt.Errorf("writing blob: %w", e), "r/apps/app:v1")
+		err := Explain(fmt.Errorf("writing blob: %w", e), "r/apps/app:v1")
 		if got := Classify(err); got.Kind != CauseTransient || got.Registry || !Transient(err) {
 			t.Errorf("%v: %+v, want transient", err, got)
 		}
 	}
-	if got := Classify(explain(&registryapi.Error{Method: "PUT", Status: 401}, "r/apps/app:v1")); got.Kind != CauseAuth {
+	if got := Classify(Explain(&registryapi.Error{Method: "PUT", Status: 401}, "r/apps/app:v1")); got.Kind != CauseAuth {
 		t.Errorf("a 401 not marked Retry: %+v, want %s", got, CauseAuth)
 	}
 	var calls int
 	err := Retry(context.Background(), 5, time.Millisecond, func() error {
 		calls++
-		return explain(errors.New("http: server gave HTTP response to HTTPS client"), "r/x:v1")
+		return Explain(errors.New("http: server gave HTTP response to HTTPS client"), "r/x:v1")
 	})
 	if calls != 1 || err == nil {
 		t.Errorf("a permanent failure was tried %d times", calls)

@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -29,6 +29,13 @@ type diskDestination struct {
 	stop context.CancelCauseFunc
 }
 
+// NewDiskDestination is mirror-to-disk's destination: manifests into store,
+// other blobs into stage; carried are the blobs earlier archives carried;
+// stop ends the run when a blob cannot fit any chunk.
+func NewDiskDestination(store *Store, stage *archive.Staging, carried map[digest.Digest]bool, stop context.CancelCauseFunc) Destination {
+	return diskDestination{storeEndpoint{store}, stage, carried, stop}
+}
+
 // has reports whether blob d needs no transfer.
 func (e diskDestination) has(d digest.Digest) bool {
 	return e.carried[d] || e.stage.Has(d) || e.s.Has(d)
@@ -37,7 +44,7 @@ func (e diskDestination) has(d digest.Digest) bool {
 // HasManifest reports whether img is whole: its manifests in the store and
 // each blob they name stored, staged or carried earlier.
 func (e diskDestination) HasManifest(_ context.Context, img imageset.Image, d digest.Digest) (bool, error) {
-	descs, err := e.s.blobs(img, d, e.has)
+	descs, err := e.s.BlobsWalk(img, d, e.has)
 	if err != nil || len(descs) == 0 {
 		return false, nil // missing or damaged: the copy fetches it again
 	}

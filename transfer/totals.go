@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // the destination which images it lacks and reads their manifests, so that
 // progress shows the true blob and byte totals from its first frame. The
 // copy is handed the answers the pass got, so no request is made twice.
-func copyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
-	o := opts.withDefaults()
+func CopyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options) *Result {
+	o := opts.WithDefaults()
 	// The planning pass makes the existence checks, so the destination
 	// learns here which repositories the run fills (Copy's own call cannot
 	// reach it through plannedDestination): a repository several images go
@@ -69,7 +69,7 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 			return nil, true // nothing to move; found blobs are counted as met
 		}
 	}
-	read, done := planReader(src, img)
+	read, done := PlanReader(src, img)
 	defer done()
 	var walk func(d digest.Digest, top bool) bool
 	walk = func(d digest.Digest, top bool) bool {
@@ -79,16 +79,16 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 		}
 		data, mt := m.data, m.mt
 		ps.remember(img, d, data, mt)
-		if guessed := mediaTypeOf(data); guessed != "" {
+		if guessed := MediaTypeOf(data); guessed != "" {
 			mt = guessed
 		}
-		if isIndex(mt) {
-			kids, err := children(data)
+		if IsIndex(mt) {
+			kids, err := Children(data)
 			if err != nil {
 				return false
 			}
 			if top {
-				if kids, err = instances(img, d, kids); err != nil {
+				if kids, err = Instances(img, d, kids); err != nil {
 					return false
 				}
 			}
@@ -99,7 +99,7 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 			}
 			return true
 		}
-		bs, err := blobsOf(data)
+		bs, err := BlobsOf(data)
 		if err != nil {
 			return false
 		}
@@ -117,7 +117,7 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 // host, so that planning thousands of images holds no connection per image
 // (else through the image's own source, closed when planned: the copy opens
 // it again).
-func planReader(src Source, img imageset.Image) (read func(context.Context, digest.Digest) ([]byte, string, error), done func()) {
+func PlanReader(src Source, img imageset.Image) (read func(context.Context, digest.Digest) ([]byte, string, error), done func()) {
 	direct := func(ctx context.Context, d digest.Digest) ([]byte, string, error) { return src.Manifest(ctx, img, d) }
 	var r *Registry
 	switch s := src.(type) {
@@ -136,8 +136,8 @@ func planReader(src Source, img imageset.Image) (read func(context.Context, dige
 			// The manifest the resolution read, as Registry.Manifest
 			// serves it, else one GET by digest. Taken: from here the
 			// pass keeps it (plannedSource), for every image naming it.
-			if data, ok := r.keptManifest(img, d, true); ok {
-				return data, mediaTypeOf(data), nil
+			if data, ok := r.KeptManifest(img, d, true); ok {
+				return data, MediaTypeOf(data), nil
 			}
 			return c.Manifest(ctx, reference.Path(named), d.String())
 		}, func() {}

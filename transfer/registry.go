@@ -1,4 +1,4 @@
-package mirror
+package transfer
 
 import (
 	"context"
@@ -99,7 +99,7 @@ type Registry struct {
 
 	// sparse are the images (destination@digest) earlier runs copied
 	// sparse, with their platforms; set before a copy, read-only during it.
-	sparse map[string][]string
+	Sparse map[string][]string
 
 	mu    sync.Mutex
 	srcs  map[string]types.ImageSource
@@ -113,10 +113,7 @@ type Registry struct {
 	// seen says whether earlier runs of the workspace handled manifest d
 	// (its platform manifests are on record, or the store holds it), so a
 	// tag resolving to it needs no manifest read; nil on a first run.
-	seen func(d digest.Digest) bool
-	// regsD is the registries.d of an upstream, read once per run: which
-	// repositories get sigstore signature lookups (nil: all).
-	regsD *registriesD
+	Seen func(d digest.Digest) bool
 
 	// clients answer existence checks, read and push with one client per
 	// registry host and credentials for the whole run (see sharedClient).
@@ -194,6 +191,10 @@ func NewMirror(root string, o RegistryOptions) (*Registry, error) {
 // Root is the mirror root, empty for an upstream.
 func (r *Registry) Root() string { return r.root }
 
+// SystemContext is the containers/image context this side's registries
+// are reached with (auth, certs.d, registries.conf, registries.d).
+func (r *Registry) SystemContext() *types.SystemContext { return r.sys }
+
 // Name is where img lives in this registry.
 func (r *Registry) Name(img imageset.Image) string {
 	if r.root == "" {
@@ -234,7 +235,7 @@ func (r *Registry) source(ctx context.Context, img imageset.Image) (types.ImageS
 	}
 	src, err = ref.NewImageSource(ctx, r.sys)
 	if err != nil {
-		return nil, explain(err, key)
+		return nil, Explain(err, key)
 	}
 	r.mu.Lock()
 	if have := r.srcs[key]; have != nil {
@@ -264,7 +265,7 @@ func (r *Registry) dest(ctx context.Context, img imageset.Image) (types.ImageDes
 	}
 	d, err := ref.NewImageDestination(ctx, r.sys)
 	if err != nil {
-		return nil, explain(err, key)
+		return nil, Explain(err, key)
 	}
 	r.dests[key] = d
 	return d, nil
@@ -305,13 +306,13 @@ func (r *Registry) Close() error {
 // the manifest the tag resolution read, else one GET by digest (verified
 // by the client); elsewhere through containers/image.
 func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
-	if data, ok := r.keptManifest(img, d, false); ok {
-		return data, mediaTypeOf(data), nil
+	if data, ok := r.KeptManifest(img, d, false); ok {
+		return data, MediaTypeOf(data), nil
 	}
 	if c, repo := r.pullClient(img); c != nil {
 		data, mt, err := c.Manifest(ctx, repo, d.String())
 		if err != nil {
-			return nil, "", explain(err, r.Name(img))
+			return nil, "", Explain(err, r.Name(img))
 		}
 		return data, mt, nil
 	}
@@ -338,7 +339,7 @@ func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.De
 	if c, repo := r.pullClient(img); c != nil {
 		rc, err := c.Blob(ctx, repo, desc.Digest, desc.Size)
 		if err != nil {
-			return nil, explain(err, r.Name(img))
+			return nil, Explain(err, r.Name(img))
 		}
 		return rc, nil
 	}
@@ -359,13 +360,13 @@ func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.De
 // may; containers/image opens a client, and pings /v2/, for every lookup,
 // which doubled the cost of no-change reruns.
 func (r *Registry) headDigest(ctx context.Context, named reference.Named) (digest.Digest, error) {
-	return r.headDigestAt(ctx, named, types.OptionalBoolUndefined)
+	return r.HeadDigestAt(ctx, named, types.OptionalBoolUndefined)
 }
 
 // headDigestAt is headDigest for a registries.conf pull source (a
 // [[registry.mirror]] or the rewritten location): skipVerify is its
 // entry's insecure where no --*-tls-verify flag decides (see sharedClientAt).
-func (r *Registry) headDigestAt(ctx context.Context, named reference.Named, skipVerify types.OptionalBool) (digest.Digest, error) {
+func (r *Registry) HeadDigestAt(ctx context.Context, named reference.Named, skipVerify types.OptionalBool) (digest.Digest, error) {
 	if c := r.sharedClientAt(named, skipVerify); c != nil {
 		ref := "latest"
 		switch n := named.(type) {
@@ -375,7 +376,7 @@ func (r *Registry) headDigestAt(ctx context.Context, named reference.Named, skip
 			ref = n.Tag()
 		}
 		d, _, err := c.Head(ctx, reference.Path(named), ref)
-		if err == nil || isNotFound(err) {
+		if err == nil || IsNotFound(err) {
 			return d, err
 		}
 		// Anything else (an outage, credentials refused) is asked again
@@ -600,7 +601,7 @@ func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest
 	}
 	got, err := r.headDigest(ctx, named)
 	if err != nil {
-		if isNotFound(err) {
+		if IsNotFound(err) {
 			return false, nil
 		}
 		return false, r.explain(err, img)
@@ -610,7 +611,7 @@ func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest
 	}
 	// A sparse image, or one an earlier run copied sparse: the tag alone
 	// does not say whether the platforms wanted now are there.
-	if len(img.Platforms) > 0 || len(r.sparse[img.Destination+"@"+d.String()]) > 0 {
+	if len(img.Platforms) > 0 || len(r.Sparse[img.Destination+"@"+d.String()]) > 0 {
 		return r.hasInstances(ctx, img, d)
 	}
 	return true, nil
@@ -624,14 +625,14 @@ func (r *Registry) hasInstances(ctx context.Context, img imageset.Image, d diges
 	if err != nil {
 		return false, err
 	}
-	if !isIndex(mediaTypeOf(data)) {
+	if !IsIndex(MediaTypeOf(data)) {
 		return true, nil
 	}
-	kids, err := children(data)
+	kids, err := Children(data)
 	if err != nil {
 		return false, fmt.Errorf("%s: parsing index %s: %w", r.Name(img), d, err)
 	}
-	if kids, err = instances(img, d, kids); err != nil {
+	if kids, err = Instances(img, d, kids); err != nil {
 		return false, nil // the copy reports it
 	}
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
@@ -644,10 +645,10 @@ func (r *Registry) hasInstances(ctx context.Context, img imageset.Image, d diges
 			return false, err
 		}
 		if _, err := r.headDigest(ctx, byDigest); err != nil {
-			if isNotFound(err) {
+			if IsNotFound(err) {
 				return false, nil
 			}
-			return false, explain(err, byDigest.String())
+			return false, Explain(err, byDigest.String())
 		}
 	}
 	return true, nil
@@ -680,7 +681,7 @@ func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec
 		case from != "" && from != repo:
 			mounted, loc, err := c.Mount(ctx, repo, from, desc.Digest)
 			if err != nil {
-				return false, explain(err, r.Name(img))
+				return false, Explain(err, r.Name(img))
 			}
 			if mounted {
 				r.put(repo, desc.Digest)
@@ -731,7 +732,7 @@ func (r *Registry) HeadBlob(ctx context.Context, img imageset.Image, desc ocispe
 	}
 	has, err := c.HasBlob(ctx, repo, desc.Digest)
 	if err != nil {
-		return false, explain(err, r.Name(img))
+		return false, Explain(err, r.Name(img))
 	}
 	if has {
 		r.put(repo, desc.Digest)
@@ -760,7 +761,7 @@ func (r *Registry) PutBlob(ctx context.Context, img imageset.Image, desc ocispec
 		delete(r.sessions, key)
 		r.mu.Unlock()
 		if err := c.PutBlob(ctx, repo, desc.Digest, desc.Size, rd, loc); err != nil {
-			return explain(err, r.Name(img))
+			return Explain(err, r.Name(img))
 		}
 		r.put(repo, desc.Digest)
 		return nil
@@ -816,7 +817,7 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 			}
 		}
 		if err != nil {
-			return explain(err, r.Name(img))
+			return Explain(err, r.Name(img))
 		}
 		return nil
 	}
@@ -837,7 +838,7 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 // resendFrom lets HasBlob trust the workspace's records of which blobs a
 // repository holds: src is where the run reads img's blobs, to send one
 // after all that the registry turns out to have lost. log hears of that.
-func (r *Registry) resendFrom(src Source, log *slog.Logger) {
+func (r *Registry) ResendFrom(src Source, log *slog.Logger) {
 	r.mu.Lock()
 	r.resend, r.log = src, log
 	r.mu.Unlock()
@@ -859,10 +860,10 @@ func refusedManifest(err error) bool {
 // sent is false, with refused as the error, when no such blob was missing:
 // the refusal is about something else.
 func (r *Registry) resendTrusted(ctx context.Context, c *registryapi.Client, repo string, img imageset.Image, data []byte, refused error) (sent bool, err error) {
-	if isIndex(mediaTypeOf(data)) {
+	if IsIndex(MediaTypeOf(data)) {
 		return false, refused
 	}
-	blobs, err := blobsOf(data)
+	blobs, err := BlobsOf(data)
 	if err != nil {
 		return false, refused
 	}
@@ -1074,7 +1075,7 @@ func repoOf(name string) string {
 // keptManifest is manifest d of img's repository as the resolution kept
 // it (see resolved); take also forgets it, for a reader that keeps it from
 // then on.
-func (r *Registry) keptManifest(img imageset.Image, d digest.Digest, take bool) ([]byte, bool) {
+func (r *Registry) KeptManifest(img imageset.Image, d digest.Digest, take bool) ([]byte, bool) {
 	k := manifestKey{repoOf(r.Name(img)), d}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1087,7 +1088,7 @@ func (r *Registry) keptManifest(img imageset.Image, d digest.Digest, take bool) 
 
 // keepResolved keeps data for later reads of manifest d of the repository
 // of name in this run (see resolved) when it is d.
-func (r *Registry) keepResolved(name string, d digest.Digest, data []byte) {
+func (r *Registry) KeepResolved(name string, d digest.Digest, data []byte) {
 	if d.Validate() != nil || d.Algorithm().FromBytes(data) != d {
 		return
 	}
@@ -1104,13 +1105,13 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 	}
 	if data, d, ok, err := r.readTagShared(ctx, ref); ok {
 		if err != nil {
-			return "", explain(err, ref.String())
+			return "", Explain(err, ref.String())
 		}
 		if data == nil {
 			return d, nil // known from earlier runs: HEAD said which
 		}
 		if d, err := manifest.Digest(data); err == nil {
-			r.keepResolved(ref.Name(), d, data)
+			r.KeepResolved(ref.Name(), d, data)
 			return d, nil
 		}
 	}
@@ -1130,12 +1131,12 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 			return err
 		}
 		if d, err = manifest.Digest(data); err == nil {
-			r.keepResolved(ref.Name(), d, data)
+			r.KeepResolved(ref.Name(), d, data)
 		}
 		return err
 	})
 	if err != nil {
-		return "", explain(err, ref.String())
+		return "", Explain(err, ref.String())
 	}
 	return d, nil
 }
@@ -1168,10 +1169,10 @@ func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data
 		return nil, "", false, nil
 	}
 	get := tagged.Tag()
-	if r.seen != nil {
+	if r.Seen != nil {
 		hd, _, err := c.Head(ctx, reference.Path(target), tagged.Tag())
 		switch {
-		case err == nil && r.seen(hd):
+		case err == nil && r.Seen(hd):
 			return nil, hd, true, nil
 		case err == nil:
 			get = hd.String() // moved: read what it names now
@@ -1189,7 +1190,7 @@ func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data
 	return nil, "", false, nil
 }
 
-func isNotFound(err error) bool {
+func IsNotFound(err error) bool {
 	// containers/image reports a bodiless 404 (HEAD) only as text.
 	if strings.Contains(err.Error(), "StatusCode: 404,") {
 		return true
@@ -1208,7 +1209,7 @@ func isNotFound(err error) bool {
 	var ecs errcode.Errors
 	if errors.As(err, &ecs) {
 		for _, e := range ecs {
-			if isNotFound(e) {
+			if IsNotFound(e) {
 				return true
 			}
 		}
