@@ -27,10 +27,12 @@ var allowedImports = map[string][]string{
 	"archive":             {"imageset"},
 	"generate":            {"imageset"},
 	"prune":               {"registryapi"},
-	"transfer":            {"archive", "backoff", "imageset", "imageset/release", "registryapi"},
-	"mirror":              {"archive", "backoff", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi", "transfer"},
+	"failure":             {"imageset/release", "registryapi"},
+	"transfer":            {"archive", "backoff", "failure", "imageset", "registryapi"},
+	"progress":            {"failure", "imageset", "transfer"},
+	"mirror":              {"archive", "backoff", "failure", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "progress", "prune", "registryapi", "transfer"},
 	"serve":               nil,
-	"cmd/gapmirror":       {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve", "transfer"},
+	"cmd/gapmirror":       {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "serve", "transfer"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

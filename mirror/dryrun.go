@@ -12,6 +12,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/registryapi"
 	"github.com/gapmirror/gapmirror/transfer"
 )
@@ -44,10 +45,10 @@ func (f *DryRunFigures) print(w io.Writer) {
 	}
 	if f.Mirror != "" {
 		fmt.Fprintf(w, "mirror %s: reachable, credentials and push accepted; %d images already there, %d to copy: at most %d blobs, %s to move\n",
-			f.Mirror, f.Present, f.Missing, f.Blobs, transfer.HumanBytes(f.Bytes))
+			f.Mirror, f.Present, f.Missing, f.Blobs, progress.HumanBytes(f.Bytes))
 	} else {
 		fmt.Fprintf(w, "local store: %d images already there, %d to download (%d blobs, %s); the archive would be %s\n",
-			f.Present, f.Missing, f.Blobs, transfer.HumanBytes(f.Bytes), transfer.HumanBytes(f.ArchiveBytes))
+			f.Present, f.Missing, f.Blobs, progress.HumanBytes(f.Bytes), progress.HumanBytes(f.ArchiveBytes))
 	}
 	if f.Unreadable > 0 {
 		fmt.Fprintf(w, "%d images could not be read and are not counted (the run would report them)\n", f.Unreadable)

@@ -18,6 +18,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/transfer"
@@ -163,7 +164,7 @@ func unresolved(list []imageset.Unresolved) []Unresolved {
 	for _, f := range list {
 		u := Unresolved{Origin: f.Origin, Kind: f.Kind, Why: f.Why, NotImage: f.NotImage}
 		if f.Err != nil {
-			u.Error = transfer.Message(f.Err)
+			u.Error = failure.Message(f.Err)
 		}
 		out = append(out, u)
 	}
@@ -250,14 +251,14 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	for _, f := range res.Failed {
 		// The summary prints each cause once; the log keeps every one.
 		if f.NotImage {
-			t.Log.Debug("cannot use", "what", f.Origin, "why", f.Why, "error", transfer.Message(f.Err))
+			t.Log.Debug("cannot use", "what", f.Origin, "why", f.Why, "error", failure.Message(f.Err))
 			continue
 		}
 		what := "cannot resolve image"
-		if errors.Is(f.Err, transfer.ErrPolicyRefused) {
+		if errors.Is(f.Err, failure.ErrPolicyRefused) {
 			what = "image refused by the signature policy"
 		}
-		t.Log.Debug(what, "image", f.Origin, "why", f.Why, "error", transfer.Message(f.Err))
+		t.Log.Debug(what, "image", f.Origin, "why", f.Why, "error", failure.Message(f.Err))
 	}
 	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	plan.Blocked, plan.Unresolved = res.Blocked, unresolved(res.Failed)

@@ -15,6 +15,7 @@ import (
 	"go.podman.io/image/v5/signature"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/transfer"
 )
@@ -108,7 +109,7 @@ func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, s
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("not verified: reading the image: %w", transfer.Explain(err, img.Source))
+		return fmt.Errorf("not verified: reading the image: %w", failure.Explain(err, img.Source))
 	}
 	defer src.Close()
 	check := func(instance *digest.Digest) error {
@@ -140,5 +141,5 @@ func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, s
 			topErr = fmt.Errorf("%w, and not every platform manifest is signed either (%w)", topErr, kidErr)
 		}
 	}
-	return fmt.Errorf("%w: %w; sign the image (cosign sign), fix the policy (--policy), or mirror without --secure-policy", transfer.ErrPolicyRefused, topErr)
+	return fmt.Errorf("%w: %w; sign the image (cosign sign), fix the policy (--policy), or mirror without --secure-policy", failure.ErrPolicyRefused, topErr)
 }

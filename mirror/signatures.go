@@ -11,6 +11,7 @@ import (
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/transfer"
 )
@@ -185,7 +186,7 @@ func (t *Trip) addSignatures(ctx context.Context, up *transfer.Registry, rd *reg
 				if !warned[k] {
 					warned[k] = true
 					stats.Failed++
-					if transfer.Classify(a.err).Registry {
+					if failure.Classify(a.err).Registry {
 						continue // the image fails for the same cause, said once in the summary
 					}
 					res.Warnings = append(res.Warnings, fmt.Sprintf("signature of %s@%s could not be read, so it is not mirrored (the image is): %v; if the registry is at fault run again later, or pass --remove-signatures to stop looking", k.repo, d, a.err))
@@ -296,7 +297,7 @@ func lookupSignature(ctx context.Context, r *transfer.Registry, rd *registriesD,
 		switch {
 		case err == nil:
 			return d, nil
-		case transfer.IsNotFound(err):
+		case failure.IsNotFound(err):
 			return "", nil
 		case first == nil:
 			first = err
@@ -317,8 +318,8 @@ func headTag(ctx context.Context, r *transfer.Registry, repo reference.Named, ta
 		d, err = r.HeadDigestAt(ctx, tagged, skipVerify)
 		return err
 	})
-	if err != nil && !transfer.IsNotFound(err) {
-		return "", transfer.Explain(err, tagged.String())
+	if err != nil && !failure.IsNotFound(err) {
+		return "", failure.Explain(err, tagged.String())
 	}
 	return d, err
 }

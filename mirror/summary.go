@@ -9,10 +9,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/registryapi"
-	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // Summary prints what the trip did: one set of figures, then each failure
@@ -48,8 +49,8 @@ func (r *Report) Summary(w io.Writer) {
 		inSet = "in the set"
 	}
 	fmt.Fprintf(w, "blobs: %d %s (%s): %d moved (%s), %d already at the destination (%s); %d shared references reused; %.1fs, %s/s\n",
-		t.Blobs, inSet, transfer.HumanBytes(t.Bytes), t.BlobsMoved, transfer.HumanBytes(t.BytesMoved), t.BlobsFound, transfer.HumanBytes(t.BytesFound), t.Reused,
-		secs, transfer.HumanBytes(int64(float64(t.BytesMoved)/max(secs, 0.001))))
+		t.Blobs, inSet, progress.HumanBytes(t.Bytes), t.BlobsMoved, progress.HumanBytes(t.BytesMoved), t.BlobsFound, progress.HumanBytes(t.BytesFound), t.Reused,
+		secs, progress.HumanBytes(int64(float64(t.BytesMoved)/max(secs, 0.001))))
 	if n.Signatures > 0 {
 		fmt.Fprintf(w, "signatures: %d copied, %d already at the destination, %d failed\n", n.SigCopied, n.SigThere, n.SigFailed)
 	}
@@ -64,7 +65,7 @@ func (r *Report) Summary(w io.Writer) {
 			len(r.LeftOut), strings.Join(r.LeftOut, ", "))
 	}
 	if len(r.Archive) > 0 {
-		fmt.Fprintf(w, "archive: %d blobs and manifests (%s) in %d chunk(s)", r.ArchiveFiles, transfer.HumanBytes(r.ArchiveBytes), len(r.Archive))
+		fmt.Fprintf(w, "archive: %d blobs and manifests (%s) in %d chunk(s)", r.ArchiveFiles, progress.HumanBytes(r.ArchiveBytes), len(r.Archive))
 		if r.ArchiveCarried > 0 {
 			fmt.Fprintf(w, "; %d more carried by earlier archives", r.ArchiveCarried)
 		}
@@ -141,7 +142,7 @@ func (r *Report) Counts() RunCounts {
 
 // failureGroup is the failures of one cause at one place.
 type failureGroup struct {
-	cause  transfer.Cause
+	cause  failure.Cause
 	where  string // registry host, when known
 	answer string // the registry's answer (or the error) of the first
 	count  int    // failures: an image mirrored to two places fails twice
@@ -158,21 +159,21 @@ type failureGroup struct {
 // from when known: without the advice RegistryError and the registry
 // client add, as the fix of its cause has a line of its own.
 func answerOf(err error) (where, answer string) {
-	var me *transfer.MissingError
+	var me *failure.MissingError
 	if errors.As(err, &me) {
 		return me.Host, me.Answer
 	}
-	answer = transfer.Message(err)
-	var re *transfer.RegistryError
+	answer = failure.Message(err)
+	var re *failure.RegistryError
 	if errors.As(err, &re) {
 		where = re.Host()
 		if re == err {
-			answer = transfer.Message(re.Err)
-		} else if fix := transfer.Classify(re.Err).Fix; fix != "" {
+			answer = failure.Message(re.Err)
+		} else if fix := failure.Classify(re.Err).Fix; fix != "" {
 			answer = strings.ReplaceAll(answer, " ("+fix+")", "")
 		}
 	}
-	if transfer.Classify(err).Fix != "" {
+	if failure.Classify(err).Fix != "" {
 		var pe *registryapi.Error
 		if errors.As(err, &pe) && pe.Hint != "" {
 			answer = strings.ReplaceAll(answer, " ("+pe.Hint+")", "")
@@ -190,16 +191,16 @@ func (r *Report) failures() []*failureGroup {
 	var groups []*failureGroup
 	byKey := map[string]*failureGroup{}
 	add := func(name string, err error, unresolved bool) {
-		cause := transfer.Classify(err)
+		cause := failure.Classify(err)
 		where, answer := answerOf(err)
 		missing := ""
-		var me *transfer.MissingError
+		var me *failure.MissingError
 		if errors.As(err, &me) {
 			missing = me.File
 		}
 		// Images a retry could not try stay apart from those it tried.
 		key := cause.Kind + "\x00" + where + "\x00" + missing
-		if where == "" || cause.Kind == transfer.CauseOther {
+		if where == "" || cause.Kind == failure.CauseOther {
 			key += "\x00" + answer // unlike causes stay apart
 		}
 		g := byKey[key]
@@ -285,7 +286,7 @@ func (r *Report) printFailures(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %s%s\n", strings.Join(list, ", "), more)
 		unresolved = unresolved || g.unresolved
-		retry = retry && !g.unresolved && (g.cause.Kind == transfer.CauseTransient || g.cause.Kind == transfer.CauseUnreachable)
+		retry = retry && !g.unresolved && (g.cause.Kind == failure.CauseTransient || g.cause.Kind == failure.CauseUnreachable)
 	}
 	r.printAdvice(w)
 	again := "run the configuration again"
@@ -316,7 +317,7 @@ func (r *Report) printAdvice(w io.Writer) {
 			unusable++
 		case errors.Is(f.Err, release.ErrReleaseNotVerified):
 			refused++
-		case errors.Is(f.Err, transfer.ErrPolicyRefused):
+		case errors.Is(f.Err, failure.ErrPolicyRefused):
 			unsigned++
 		}
 	}
@@ -474,13 +475,13 @@ func unresolvedRecords(res *imageset.Resolution) []failureRecord {
 // the error in full, and its cause and registry, so that a --retry-failed
 // run reports the images it cannot copy under the cause they failed for.
 func newFailureRecord(image string, err error) failureRecord {
-	var me *transfer.MissingError
+	var me *failure.MissingError
 	if errors.As(err, &me) {
 		// Still missing from an earlier run: what that run was told.
 		return failureRecord{Image: image, Error: me.Answer, Cause: me.Cause().Kind, Host: me.Host}
 	}
 	where, _ := answerOf(err)
-	return failureRecord{Image: image, Error: transfer.Message(err), Cause: transfer.Classify(err).Kind, Host: where}
+	return failureRecord{Image: image, Error: failure.Message(err), Cause: failure.Classify(err).Kind, Host: where}
 }
 
 // stillUnresolved are the entries of a failure file --retry-failed cannot
@@ -497,11 +498,11 @@ func stillUnresolved(all []failureRecord, missing map[string]bool, file string) 
 		}
 		// The recorded error names the image and ends with the fix of its
 		// cause, which the summary says on lines of their own.
-		me := &transfer.MissingError{File: file, Kind: f.Cause, Host: f.Host, Answer: strings.TrimPrefix(f.Error, f.Image+": ")}
+		me := &failure.MissingError{File: file, Kind: f.Cause, Host: f.Host, Answer: strings.TrimPrefix(f.Error, f.Image+": ")}
 		if me.Host == "" && me.Answer != f.Error {
 			// A file from before hosts were kept: the error is the
 			// registry's answer about the image's own reference.
-			me.Host = transfer.RefHost(f.Image)
+			me.Host = failure.RefHost(f.Image)
 		}
 		if fix := me.Cause().Fix; fix != "" {
 			me.Answer = strings.ReplaceAll(me.Answer, " ("+fix+")", "")

@@ -18,6 +18,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -222,7 +223,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	// Blobs stream straight into the archive's chunks as they arrive (see
 	// diskDestination); a run that ends before Commit leaves none of them.
 	p := t.Copy.WithDefaults().Progress
-	stage, err := archive.Stage(dir, t.now(), archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: transfer.ArchiveProgress(p), Seq: base.seq, Replace: t.Copy.Force})
+	stage, err := archive.Stage(dir, t.now(), archive.WriteOptions{MaxChunk: t.ArchiveSize, Strict: t.StrictArchive, Logger: t.Log, Progress: progress.ArchiveProgress(p), Seq: base.seq, Replace: t.Copy.Force})
 	var clash *archive.ReplaceError
 	if errors.As(err, &clash) {
 		// Ours (not whole: adoptOrphan would have taken it), or another
@@ -417,7 +418,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 	// An archive holds manifests as blobs too (OCI layout), and the
 	// images gapmirror built: its figures are not the copy's.
 	r.rep.ArchiveFiles, r.rep.ArchiveBytes, r.rep.ArchiveCarried = len(blobs), bytes, len(seen)-len(blobs)
-	args := []any{"dir", dir, "blobsAndManifests", len(blobs), "bytes", transfer.HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
+	args := []any{"dir", dir, "blobsAndManifests", len(blobs), "bytes", progress.HumanBytes(bytes), "carriedEarlier", len(seen) - len(blobs)}
 	if basedOn != "" {
 		args = append(args, "basedOn", basedOn)
 	}

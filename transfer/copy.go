@@ -16,6 +16,7 @@ import (
 	"go.podman.io/image/v5/manifest"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
@@ -125,7 +126,7 @@ func Copy(ctx context.Context, set *imageset.Set, src Source, dst Destination, o
 // scheduled all at once (see schedule).
 func copySet(ctx context.Context, set *imageset.Set, src Source, dst Destination, opts Options, planned map[string][]ocispec.Descriptor) *Result {
 	opts = opts.WithDefaults()
-	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, lanes: map[string]*blobLane{}, tally: newTally(opts.Totals)}
+	c := &copier{src: src, dst: dst, opts: opts, flights: map[digest.Digest]*flight{}, reuses: map[string]*flight{}, locations: map[digest.Digest]string{}, lanes: map[string]*blobLane{}, tally: NewTally(opts.Totals)}
 	start := time.Now()
 	res := &Result{}
 	var mu sync.Mutex
@@ -170,7 +171,7 @@ func copySet(ctx context.Context, set *imageset.Set, src Source, dst Destination
 	}
 	wg.Wait()
 	res.Blobs, res.Bytes, res.Reused, res.Retries = c.blobs.Load(), c.bytes.Load(), c.reused.Load(), c.retries.Load()
-	res.Tally = c.tally.counts()
+	res.Tally = c.tally.Counts()
 	res.Locations = c.locations
 	res.Duration = time.Since(start)
 	opts.Progress.Finish()
@@ -195,7 +196,7 @@ type copier struct {
 
 	blobs, bytes, reused, retries atomic.Int64
 	breaker                       breaker
-	tally                         *tally
+	tally                         *Tally
 }
 
 // flight is one transfer of a blob; images needing the same blob wait on it.
@@ -236,7 +237,7 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 	err := c.retry(ctx, func() (err error) {
 		data, mt, err = c.src.Manifest(ctx, img, d)
 		if err == nil && digest.FromBytes(data) != d {
-			err = &DigestError{Digest: d, Msg: fmt.Sprintf("manifest content has digest %s", digest.FromBytes(data))}
+			err = &failure.DigestError{Digest: d, Msg: fmt.Sprintf("manifest content has digest %s", digest.FromBytes(data))}
 		}
 		return err
 	})
@@ -476,7 +477,7 @@ func (c *copier) transfer(ctx context.Context, img imageset.Image, desc ocispec.
 		}
 		if vr.n != desc.Size || !vr.v.Verified() {
 			c.opts.Progress.Sent(desc, false)
-			return &DigestError{Digest: desc.Digest, Msg: "the destination accepted a blob that was not read whole"}
+			return &failure.DigestError{Digest: desc.Digest, Msg: "the destination accepted a blob that was not read whole"}
 		}
 		c.opts.Progress.Sent(desc, true)
 		c.blobs.Add(1)
@@ -529,17 +530,17 @@ func (r *verifyingReader) Read(p []byte) (int, error) {
 		r.n += int64(n)
 		r.progress.Add(int64(n))
 		if r.n > r.desc.Size {
-			r.err = &DigestError{Digest: r.desc.Digest, Msg: fmt.Sprintf("source sent more than the %d bytes the manifest declares", r.desc.Size)}
+			r.err = &failure.DigestError{Digest: r.desc.Digest, Msg: fmt.Sprintf("source sent more than the %d bytes the manifest declares", r.desc.Size)}
 			return 0, r.err
 		}
 	}
 	if err == io.EOF {
 		if r.n != r.desc.Size {
-			r.err = &DigestError{Digest: r.desc.Digest, Msg: fmt.Sprintf("source sent %d bytes, the manifest declares %d", r.n, r.desc.Size)}
+			r.err = &failure.DigestError{Digest: r.desc.Digest, Msg: fmt.Sprintf("source sent %d bytes, the manifest declares %d", r.n, r.desc.Size)}
 			return n, r.err
 		}
 		if !r.v.Verified() {
-			r.err = &DigestError{Digest: r.desc.Digest, Msg: "content does not match the digest"}
+			r.err = &failure.DigestError{Digest: r.desc.Digest, Msg: "content does not match the digest"}
 			return n, r.err
 		}
 	}

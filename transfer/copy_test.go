@@ -19,6 +19,7 @@ import (
 	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -95,7 +96,7 @@ func TestStoreRefusesCorruptBlobs(t *testing.T) {
 		{"wrong size", good, 3},
 	} {
 		err := s.Put(d, c.size, bytes.NewReader(c.data))
-		var de *DigestError
+		var de *failure.DigestError
 		if !errors.As(err, &de) {
 			t.Errorf("%s: got %v, want a DigestError", c.name, err)
 		}
@@ -148,12 +149,12 @@ func TestTransient(t *testing.T) {
 		{docker.UnexpectedHTTPStatusError{StatusCode: 401}, false},
 		{fmt.Errorf("reading blob: %w", syscall.ECONNRESET), true},
 		{fmt.Errorf("x: %w", io.ErrUnexpectedEOF), true},
-		{&DigestError{Digest: "sha256:00", Msg: "bad"}, true},
+		{&failure.DigestError{Digest: "sha256:00", Msg: "bad"}, true},
 		{context.Canceled, false},
 		{errors.New("manifest unknown"), false},
 		{errors.New("read: connection reset by peer"), true},
 	} {
-		if got := Transient(c.err); got != c.want {
+		if got := failure.Transient(c.err); got != c.want {
 			t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
@@ -91,9 +92,9 @@ func (e diskDestination) PutBlob(_ context.Context, _ imageset.Image, desc ocisp
 	switch {
 	case err != nil:
 	case n != desc.Size:
-		err = &DigestError{Digest: desc.Digest, Msg: fmt.Sprintf("got %d bytes, expected %d", n, desc.Size)}
+		err = &failure.DigestError{Digest: desc.Digest, Msg: fmt.Sprintf("got %d bytes, expected %d", n, desc.Size)}
 	case v != nil && !v.Verified():
-		err = &DigestError{Digest: desc.Digest, Msg: "content does not match the digest"}
+		err = &failure.DigestError{Digest: desc.Digest, Msg: "content does not match the digest"}
 	}
 	if err != nil {
 		slot.Release()

@@ -3,6 +3,7 @@ package transfer
 import (
 	"strings"
 
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
@@ -21,5 +22,5 @@ func (r *Registry) explain(err error, img imageset.Image) error {
 		delete(r.dests, key)
 		r.mu.Unlock()
 	}
-	return Explain(err, r.Name(img))
+	return failure.Explain(err, r.Name(img))
 }

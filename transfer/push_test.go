@@ -9,6 +9,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -29,7 +30,7 @@ func TestRegistryClientRetry(t *testing.T) {
 		{&registryapi.Error{Method: http.MethodPut, Status: http.StatusBadRequest, Codes: []string{"DIGEST_INVALID"}}, false},
 		{&registryapi.Error{Method: http.MethodPut, Status: http.StatusServiceUnavailable}, true},
 	} {
-		if got := Transient(Explain(c.err, "registry.example/ns/app:v1")); got != c.want {
+		if got := failure.Transient(failure.Explain(c.err, "registry.example/ns/app:v1")); got != c.want {
 			t.Errorf("Transient(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}

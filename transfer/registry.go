@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
-	"github.com/docker/distribution/registry/api/errcode"
-	v2 "github.com/docker/distribution/registry/api/v2"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/docker"
@@ -23,6 +21,7 @@ import (
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/registryapi"
 )
@@ -235,7 +234,7 @@ func (r *Registry) source(ctx context.Context, img imageset.Image) (types.ImageS
 	}
 	src, err = ref.NewImageSource(ctx, r.sys)
 	if err != nil {
-		return nil, Explain(err, key)
+		return nil, failure.Explain(err, key)
 	}
 	r.mu.Lock()
 	if have := r.srcs[key]; have != nil {
@@ -265,7 +264,7 @@ func (r *Registry) dest(ctx context.Context, img imageset.Image) (types.ImageDes
 	}
 	d, err := ref.NewImageDestination(ctx, r.sys)
 	if err != nil {
-		return nil, Explain(err, key)
+		return nil, failure.Explain(err, key)
 	}
 	r.dests[key] = d
 	return d, nil
@@ -312,7 +311,7 @@ func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Di
 	if c, repo := r.pullClient(img); c != nil {
 		data, mt, err := c.Manifest(ctx, repo, d.String())
 		if err != nil {
-			return nil, "", Explain(err, r.Name(img))
+			return nil, "", failure.Explain(err, r.Name(img))
 		}
 		return data, mt, nil
 	}
@@ -339,7 +338,7 @@ func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.De
 	if c, repo := r.pullClient(img); c != nil {
 		rc, err := c.Blob(ctx, repo, desc.Digest, desc.Size)
 		if err != nil {
-			return nil, Explain(err, r.Name(img))
+			return nil, failure.Explain(err, r.Name(img))
 		}
 		return rc, nil
 	}
@@ -376,7 +375,7 @@ func (r *Registry) HeadDigestAt(ctx context.Context, named reference.Named, skip
 			ref = n.Tag()
 		}
 		d, _, err := c.Head(ctx, reference.Path(named), ref)
-		if err == nil || IsNotFound(err) {
+		if err == nil || failure.IsNotFound(err) {
 			return d, err
 		}
 		// Anything else (an outage, credentials refused) is asked again
@@ -601,7 +600,7 @@ func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest
 	}
 	got, err := r.headDigest(ctx, named)
 	if err != nil {
-		if IsNotFound(err) {
+		if failure.IsNotFound(err) {
 			return false, nil
 		}
 		return false, r.explain(err, img)
@@ -645,10 +644,10 @@ func (r *Registry) hasInstances(ctx context.Context, img imageset.Image, d diges
 			return false, err
 		}
 		if _, err := r.headDigest(ctx, byDigest); err != nil {
-			if IsNotFound(err) {
+			if failure.IsNotFound(err) {
 				return false, nil
 			}
-			return false, Explain(err, byDigest.String())
+			return false, failure.Explain(err, byDigest.String())
 		}
 	}
 	return true, nil
@@ -681,7 +680,7 @@ func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec
 		case from != "" && from != repo:
 			mounted, loc, err := c.Mount(ctx, repo, from, desc.Digest)
 			if err != nil {
-				return false, Explain(err, r.Name(img))
+				return false, failure.Explain(err, r.Name(img))
 			}
 			if mounted {
 				r.put(repo, desc.Digest)
@@ -732,7 +731,7 @@ func (r *Registry) HeadBlob(ctx context.Context, img imageset.Image, desc ocispe
 	}
 	has, err := c.HasBlob(ctx, repo, desc.Digest)
 	if err != nil {
-		return false, Explain(err, r.Name(img))
+		return false, failure.Explain(err, r.Name(img))
 	}
 	if has {
 		r.put(repo, desc.Digest)
@@ -761,7 +760,7 @@ func (r *Registry) PutBlob(ctx context.Context, img imageset.Image, desc ocispec
 		delete(r.sessions, key)
 		r.mu.Unlock()
 		if err := c.PutBlob(ctx, repo, desc.Digest, desc.Size, rd, loc); err != nil {
-			return Explain(err, r.Name(img))
+			return failure.Explain(err, r.Name(img))
 		}
 		r.put(repo, desc.Digest)
 		return nil
@@ -817,7 +816,7 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 			}
 		}
 		if err != nil {
-			return Explain(err, r.Name(img))
+			return failure.Explain(err, r.Name(img))
 		}
 		return nil
 	}
@@ -920,7 +919,7 @@ func (r *Registry) sendFrom(ctx context.Context, c *registryapi.Client, src Sour
 		return err
 	}
 	if vr.n != b.Size || !vr.v.Verified() {
-		return &DigestError{Digest: b.Digest, Msg: "the destination accepted a blob that was not read whole"}
+		return &failure.DigestError{Digest: b.Digest, Msg: "the destination accepted a blob that was not read whole"}
 	}
 	r.put(repo, b.Digest)
 	return nil
@@ -1105,7 +1104,7 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 	}
 	if data, d, ok, err := r.readTagShared(ctx, ref); ok {
 		if err != nil {
-			return "", Explain(err, ref.String())
+			return "", failure.Explain(err, ref.String())
 		}
 		if data == nil {
 			return d, nil // known from earlier runs: HEAD said which
@@ -1136,7 +1135,7 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 		return err
 	})
 	if err != nil {
-		return "", Explain(err, ref.String())
+		return "", failure.Explain(err, ref.String())
 	}
 	return d, nil
 }
@@ -1188,33 +1187,6 @@ func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data
 		return nil, "", true, err
 	}
 	return nil, "", false, nil
-}
-
-func IsNotFound(err error) bool {
-	// containers/image reports a bodiless 404 (HEAD) only as text.
-	if strings.Contains(err.Error(), "StatusCode: 404,") {
-		return true
-	}
-	var status docker.UnexpectedHTTPStatusError
-	if errors.As(err, &status) && status.StatusCode == http.StatusNotFound {
-		return true
-	}
-	if registryapi.IsNotFound(err) {
-		return true
-	}
-	var ec errcode.Error
-	if errors.As(err, &ec) {
-		return ec.Code == v2.ErrorCodeManifestUnknown || ec.Code == v2.ErrorCodeNameUnknown
-	}
-	var ecs errcode.Errors
-	if errors.As(err, &ecs) {
-		for _, e := range ecs {
-			if IsNotFound(e) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // explain (retry.go) ties a registry's answer to its reference; Classify

@@ -19,6 +19,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
@@ -208,10 +209,10 @@ func (s *Store) Put(d digest.Digest, size int64, r io.Reader) error {
 		return archive.NoSpace(fmt.Errorf("writing blob %s into the store: %w", d, err), s.BlobPath(d), max(size, n), true)
 	}
 	if size >= 0 && n != size {
-		return &DigestError{Digest: d, Msg: fmt.Sprintf("got %d bytes, expected %d", n, size)}
+		return &failure.DigestError{Digest: d, Msg: fmt.Sprintf("got %d bytes, expected %d", n, size)}
 	}
 	if !v.Verified() {
-		return &DigestError{Digest: d, Msg: "content does not match the digest"}
+		return &failure.DigestError{Digest: d, Msg: "content does not match the digest"}
 	}
 	if err := os.Rename(tmp.Name(), s.BlobPath(d)); err != nil {
 		return fmt.Errorf("writing blob %s into the store: %w", d, err)
@@ -359,16 +360,6 @@ type missingError struct{ blob, manifest digest.Digest }
 
 func (e *missingError) Error() string {
 	return fmt.Sprintf("store is missing blob %s of manifest %s: run mirror-to-disk again to fetch it", e.blob, e.manifest)
-}
-
-// DigestError says that content did not match the digest that names it.
-type DigestError struct {
-	Digest digest.Digest
-	Msg    string
-}
-
-func (e *DigestError) Error() string {
-	return fmt.Sprintf("blob %s: %s (the source served corrupt data; nothing was stored)", e.Digest, e.Msg)
 }
 
 // writeFileAtomic replaces path with data, or leaves it as it was.

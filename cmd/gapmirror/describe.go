@@ -14,7 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -133,7 +135,7 @@ func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir stri
 	d := mirror.Describe(dir, a.Index)
 	r, err := archive.OpenFirst(dir, a.First)
 	if err != nil {
-		return d, describeCheck{Quick: quick, Damage: transfer.Message(err)}
+		return d, describeCheck{Quick: quick, Damage: failure.Message(err)}
 	}
 	check := describeCheck{Quick: quick, Stray: r.Stray()}
 	if quick {
@@ -145,11 +147,11 @@ func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir stri
 		total += c.Size
 	}
 	p.Phase("checking archive", 0, transfer.Totals{Blobs: int64(len(r.Index().Blobs)), Bytes: total})
-	r.SetProgress(transfer.ArchiveProgress(p))
+	r.SetProgress(progress.ArchiveProgress(p))
 	verr := r.Verify(cmd.Context())
 	p.Finish()
 	if verr != nil {
-		check.Damage = transfer.Message(verr)
+		check.Damage = failure.Message(verr)
 	} else {
 		check.Intact = true
 	}
@@ -164,7 +166,7 @@ func describe(w io.Writer, d *mirror.Description, c describeCheck, images bool) 
 	if d.Signatures > 0 {
 		fmt.Fprintf(w, " and %d signatures", d.Signatures)
 	}
-	fmt.Fprintf(w, "; %d blobs, %s in %d chunk(s)\n", d.Blobs, transfer.HumanBytes(d.Bytes), len(d.Chunks))
+	fmt.Fprintf(w, "; %d blobs, %s in %d chunk(s)\n", d.Blobs, progress.HumanBytes(d.Bytes), len(d.Chunks))
 	switch {
 	case d.BasedOn == nil:
 		fmt.Fprintln(w, "builds on: nothing (a full archive)")

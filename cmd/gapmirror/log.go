@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/failure"
 	"github.com/sirupsen/logrus"
 )
 
@@ -87,7 +87,7 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	r.Attrs(write)
 	b.WriteString("\n")
-	_, err := io.WriteString(h.w, transfer.Redact(b.String()))
+	_, err := io.WriteString(h.w, failure.Redact(b.String()))
 	return err
 }
 
@@ -180,7 +180,7 @@ func (l *runLog) Finish(log *slog.Logger, err error) {
 		return
 	}
 	if err != nil {
-		log.Debug("run failed", "error", transfer.Message(err))
+		log.Debug("run failed", "error", failure.Message(err))
 	}
 	log.Info("the full log of this run", "path", l.Path)
 	l.Close()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -34,7 +35,7 @@ type globalFlags struct {
 	cacheDir          string
 	noProgress        bool
 	// term is stderr shared by log lines and the progress line (bar mode).
-	term      *transfer.Terminal
+	term      *progress.Terminal
 	src, dest credentialFlags
 }
 
@@ -188,7 +189,7 @@ func (g *globalFlags) runLogger(ws, mode string) (*slog.Logger, *runLog, error) 
 	}
 	var w io.Writer = g.stderr
 	if g.bar() {
-		g.term = transfer.NewTerminal(g.stderr)
+		g.term = progress.NewTerminal(g.stderr)
 		w = g.term
 	}
 	handlers := teeHandler{newLineHandler(w, lvl)}
@@ -352,11 +353,11 @@ func (g *globalFlags) storeDir() (string, error) {
 
 // progress is the status line on a terminal, else the same line logged
 // every few seconds.
-func (g *globalFlags) progress(log *slog.Logger) *transfer.Meter {
+func (g *globalFlags) progress(log *slog.Logger) *progress.Meter {
 	if g.term != nil {
-		return transfer.NewBarProgress(g.term, log)
+		return progress.NewBarProgress(g.term, log)
 	}
-	return transfer.NewLineProgress(log, lineEvery)
+	return progress.NewLineProgress(log, lineEvery)
 }
 
 // lineEvery is how often line mode prints the status (tests shorten it).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/serve"
 	"github.com/gapmirror/gapmirror/transfer"
 )
@@ -329,8 +330,8 @@ func newServeGCCommand(g *globalFlags) *cobra.Command {
 				untagged = fmt.Sprintf("; %d untagged manifests deleted", res.ManifestsBefore-res.ManifestsAfter)
 			}
 			fmt.Fprintf(out, "garbage collection: %d of %d blobs deleted, %s freed%s; %d blobs (%s) remain\n",
-				res.BlobsBefore-res.BlobsAfter, res.BlobsBefore, transfer.HumanBytes(res.BytesBefore-res.BytesAfter),
-				untagged, res.BlobsAfter, transfer.HumanBytes(res.BytesAfter))
+				res.BlobsBefore-res.BlobsAfter, res.BlobsBefore, progress.HumanBytes(res.BytesBefore-res.BytesAfter),
+				untagged, res.BlobsAfter, progress.HumanBytes(res.BytesAfter))
 			return nil
 		},
 	}

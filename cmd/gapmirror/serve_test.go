@@ -30,6 +30,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -658,8 +659,8 @@ func TestServeDeleteThenGC(t *testing.T) {
 
 	code, gcOut, gcErr := w.gapmirror("serve", "gc", "--root", root)
 	want := fmt.Sprintf("garbage collection: %d of ", n)
-	if code != 0 || !strings.Contains(gcOut, want) || !strings.Contains(gcOut, " blobs deleted, "+transfer.HumanBytes(freed)+" freed;") {
-		t.Errorf("serve gc: exit %d, want %q… %s freed:\n%s", code, want, transfer.HumanBytes(freed), gcOut)
+	if code != 0 || !strings.Contains(gcOut, want) || !strings.Contains(gcOut, " blobs deleted, "+progress.HumanBytes(freed)+" freed;") {
+		t.Errorf("serve gc: exit %d, want %q… %s freed:\n%s", code, want, progress.HumanBytes(freed), gcOut)
 	}
 	if strings.Contains(gcOut+gcErr, "Deleting blob") {
 		t.Errorf("serve gc logged every blob outside debug:\n%s\n%s", gcOut, gcErr)
@@ -756,8 +757,8 @@ func TestServeGCDeleteUntagged(t *testing.T) {
 	}
 	code, out, _ = w.gapmirror("serve", "gc", "--root", root, "--delete-untagged")
 	freed := int64(len(untagged.Manifest)) + untagged.Config.Size + untagged.Layers[0].Size
-	if code != 0 || !strings.Contains(out, "garbage collection: 3 of ") || !strings.Contains(out, " "+transfer.HumanBytes(freed)+" freed; 1 untagged manifests deleted;") {
-		t.Errorf("gc --delete-untagged: exit %d, want the orphan's manifest, config and layer (%s) deleted and 1 untagged manifest:\n%s", code, transfer.HumanBytes(freed), out)
+	if code != 0 || !strings.Contains(out, "garbage collection: 3 of ") || !strings.Contains(out, " "+progress.HumanBytes(freed)+" freed; 1 untagged manifests deleted;") {
+		t.Errorf("gc --delete-untagged: exit %d, want the orphan's manifest, config and layer (%s) deleted and 1 untagged manifest:\n%s", code, progress.HumanBytes(freed), out)
 	}
 
 	s = w.serve("--root", root, "--address", addr)

@@ -1,11 +1,12 @@
-package transfer
+package progress
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,11 +14,12 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
-	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // TestProgressFromPlan: the copy's progress knows its byte and blob totals
@@ -45,9 +47,9 @@ func TestProgressFromPlan(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		push(i)
 	}
-	run := func() (*Result, []Counts) {
-		src := NewUpstream(testOptions(t))
-		mir, err := NewMirror(dst.Host()+"/m", testOptions(t))
+	run := func() (*transfer.Result, []Counts) {
+		src := transfer.NewUpstream(meterTestOptions(t))
+		mir, err := transfer.NewMirror(dst.Host()+"/m", meterTestOptions(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +61,7 @@ func TestProgressFromPlan(t *testing.T) {
 			seen = append(seen, c)
 			mu.Unlock()
 		})
-		res := CopyPlanned(ctx, &set, src, mir, Options{ParallelImages: 3, Progress: m})
+		res := transfer.CopyPlanned(ctx, &set, src, mir, transfer.Options{ParallelImages: 3, Progress: m})
 		m.Finish()
 		if res.Err() != nil {
 			t.Fatal(res.Err())
@@ -75,7 +77,7 @@ func TestProgressFromPlan(t *testing.T) {
 		}
 		return res, copying
 	}
-	check := func(name string, res *Result, cs []Counts) {
+	check := func(name string, res *transfer.Result, cs []Counts) {
 		t.Helper()
 		first, last := cs[0], cs[len(cs)-1]
 		if first.Bytes != last.Bytes || first.Blobs != last.Blobs || !first.TotalKnown {
@@ -122,76 +124,6 @@ func TestProgressFromPlan(t *testing.T) {
 	}
 }
 
-// TestClassify: each failure is classified once; permanent ones are not
-// retried and registry-level ones are marked so.
-func TestClassify(t *testing.T) {
-	cases := []struct {
-		msg       string
-		kind      string
-		registry  bool
-		transient bool
-	}{
-		{`pinging container registry r:5000: Get "https://r:5000/v2/": http: server gave HTTP response to HTTPS client`, CauseScheme, true, false},
-		{`Get "https://r/v2/": tls: failed to verify certificate: x509: certificate signed by unknown authority`, CauseTLS, true, false},
-		{`dial tcp: lookup nowhere.invalid: no such host`, CauseDNS, true, false},
-		{`reading manifest v9 in r/apps/app: manifest unknown`, CauseNotFound, false, false},
-		{`unauthorized: authentication required`, CauseAuth, true, false},
-		{`requested access to the resource is denied`, CauseDenied, false, false},
-		{`dial tcp 127.0.0.1:1: connect: connection refused`, CauseUnreachable, false, true},
-		{`received unexpected HTTP status: 503 Service Unavailable`, CauseTransient, false, true},
-		{`net/http: TLS handshake timeout`, CauseTransient, false, true},
-	}
-	for _, c := range cases {
-		err := Explain(errors.New(c.msg), "r/apps/app:v1")
-		got := Classify(err)
-		if got.Kind != c.kind || got.Registry != c.registry || Transient(err) != c.transient {
-			t.Errorf("%q: %+v transient=%v; want %s registry=%v transient=%v", c.msg, got, Transient(err), c.kind, c.registry, c.transient)
-		}
-	}
-	// What the registry client marks worth retrying is retried, whatever the
-	// status: an upload refused for a token that expired on its way, one
-	// sent without the credentials a hidden repository wants.
-	for _, e := range []*registryapi.Error{
-		{Method: "PUT", URL: "https://r/v2/apps/app/blobs/uploads/1", Status: 401, Retry: true},
-		{Method: "POST", URL: "https://r/v2/apps/app/blobs/uploads/", Status: 404, Codes: []string{"NAME_UNKNOWN"}, Retry: true},
-	} {
-		err := Explain(fmt.Errorf("writing blob: %w", e), "r/apps/app:v1")
-		if got := Classify(err); got.Kind != CauseTransient || got.Registry || !Transient(err) {
-			t.Errorf("%v: %+v, want transient", err, got)
-		}
-	}
-	if got := Classify(Explain(&registryapi.Error{Method: "PUT", Status: 401}, "r/apps/app:v1")); got.Kind != CauseAuth {
-		t.Errorf("a 401 not marked Retry: %+v, want %s", got, CauseAuth)
-	}
-	var calls int
-	err := Retry(context.Background(), 5, time.Millisecond, func() error {
-		calls++
-		return Explain(errors.New("http: server gave HTTP response to HTTPS client"), "r/x:v1")
-	})
-	if calls != 1 || err == nil {
-		t.Errorf("a permanent failure was tried %d times", calls)
-	}
-}
-
-// TestMessage: each part of a failure once, and no upload token or
-// credential in it.
-func TestMessage(t *testing.T) {
-	err := fmt.Errorf("r/apps/app-0:v9: %w", fmt.Errorf("r/apps/app-0:v9: %w",
-		errors.New(`writing blob: uploading layer to https://r/v2/apps/blobs/uploads/abc?_state=c2VjcmV0LXN0YXRl&digest=sha256:1: Authorization: Bearer eyJhbGciOiJSUzI1NiJ9.secret: 500`)))
-	got := Message(err)
-	if strings.Count(got, "r/apps/app-0:v9") != 1 {
-		t.Errorf("repeated prefix: %s", got)
-	}
-	for _, bad := range []string{"c2VjcmV0LXN0YXRl", "eyJhbGciOiJSUzI1NiJ9"} {
-		if strings.Contains(got, bad) {
-			t.Errorf("secret %q in %s", bad, got)
-		}
-	}
-	if !strings.Contains(Redact("https://user:hunter2@r/v2/"), "REDACTED") || strings.Contains(Redact("https://user:hunter2@r/v2/"), "hunter2") {
-		t.Errorf("password in URL not redacted: %s", Redact("https://user:hunter2@r/v2/"))
-	}
-}
-
 // TestBarKeepsLogLines: on a terminal, a log line clears the status line,
 // prints, and the status comes back; readings say images, IEC bytes and
 // percent.
@@ -199,7 +131,7 @@ func TestBarKeepsLogLines(t *testing.T) {
 	var buf strings.Builder
 	term := NewTerminal(&buf)
 	m := NewBarProgress(term, nil)
-	m.Phase("copying", 2, Totals{Blobs: 2, Bytes: 3 << 20})
+	m.Phase("copying", 2, transfer.Totals{Blobs: 2, Bytes: 3 << 20})
 	m.Add(1 << 20)
 	m.ImageDone(imageset.Image{Destination: "a:v1"}, false, nil)
 	io.WriteString(term, "2026-11-25T00:00:00.000Z INFO  a log line\n")
@@ -229,43 +161,15 @@ func TestNestedPhase(t *testing.T) {
 			phases = append(phases, p)
 		}
 	})
-	m.Phase("resolving", 0, Totals{})
-	m.Phase("planning", 1, Totals{})
-	m.Phase("copying", 1, Totals{})
+	m.Phase("resolving", 0, transfer.Totals{})
+	m.Phase("planning", 1, transfer.Totals{})
+	m.Phase("copying", 1, transfer.Totals{})
 	m.ImageDone(imageset.Image{Destination: "catalog:v1"}, false, nil)
 	m.Finish()
 	m.Finish()
 	want := []string{"resolving", "planning", "planning done", "copying", "copying done", "resolving", "resolving done"}
 	if strings.Join(phases, ",") != strings.Join(want, ",") {
 		t.Errorf("phases %v, want %v", phases, want)
-	}
-}
-
-// TestRedactEveryForm: each form of secret Redact knows is removed, in any
-// letter case (its regular expressions run only where a hint is found).
-func TestRedactEveryForm(t *testing.T) {
-	for _, line := range []string{
-		`PATCH https://r/v2/a/blobs/uploads/x?_state=c2VjcmV0LXN0YXRl&digest=sha256:1`,
-		`Authorization: Bearer c2VjcmV0LXN0YXRl.c2VjcmV0LXN0YXRl`,
-		`proxy-AUTHORIZATION=Basic c2VjcmV0LXN0YXRl`,
-		`"Authorization": "c2VjcmV0LXN0YXRl"`,
-		`BEARER c2VjcmV0LXN0YXRl`,
-		`basic c2VjcmV0LXN0YXRl==`,
-		`GET https://auth/token?service=r&ACCESS_TOKEN=c2VjcmV0LXN0YXRl`,
-		`GET https://auth/token?scope=x&Password=c2VjcmV0LXN0YXRl`,
-		`GET https://auth/token?client_secret=c2VjcmV0LXN0YXRl`,
-		`{"auths":{"r":{"Auth":"c2VjcmV0LXN0YXRl"}}}`,
-		`{"IdentityToken": "c2VjcmV0LXN0YXRl"}`,
-		`{"refresh_token":"c2VjcmV0LXN0YXRl"}`,
-		`{"password":"c2VjcmV0LXN0YXRl"}`,
-		`https://user:c2VjcmV0LXN0YXRl@r/v2/`,
-	} {
-		if got := Redact(line); strings.Contains(got, "c2VjcmV0LXN0YXRl") || !strings.Contains(got, "REDACTED") {
-			t.Errorf("Redact(%s) = %s", line, got)
-		}
-	}
-	if plain := "INFO copying 22/22 images, blobs 56/56 registry=127.0.0.1:5000 repo=apps/app"; Redact(plain) != plain {
-		t.Errorf("a line without secrets changed: %s", Redact(plain))
 	}
 }
 
@@ -285,13 +189,13 @@ func TestETAOfSmallBlobsAfterLargeOnes(t *testing.T) {
 	}
 	m := NewLineProgress(slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
 	defer m.Finish()
-	m.Phase("copying", len(of), TotalsOf(of))
+	m.Phase("copying", len(of), transfer.TotalsOf(of))
 	img := imageset.Image{Destination: "big:v1"}
 	send := func(d ocispec.Descriptor) {
 		m.Sending(d)
 		m.Add(d.Size)
 		m.Sent(d, true)
-		m.Blob(img, d, BlobMoved)
+		m.Blob(img, d, transfer.BlobMoved)
 	}
 	send(large)
 	for _, d := range small[:19] {
@@ -317,7 +221,7 @@ func TestETAOfSmallBlobsAfterLargeOnes(t *testing.T) {
 	for _, d := range small[19:21] {
 		m.Add(d.Size)
 		m.Sent(d, true)
-		m.Blob(img, d, BlobMoved)
+		m.Blob(img, d, transfer.BlobMoved)
 	}
 	for _, d := range small[21:] {
 		send(d)
@@ -325,4 +229,14 @@ func TestETAOfSmallBlobsAfterLargeOnes(t *testing.T) {
 	if c := m.Counts(); c.ETA != 0 {
 		t.Errorf("ETA %s with every blob handled, want none", c.ETA)
 	}
+}
+
+// meterTestOptions reach the test registries over plain HTTP, with an
+// empty registries.conf and auth file of the test's own.
+func meterTestOptions(t *testing.T) transfer.RegistryOptions {
+	conf := filepath.Join(t.TempDir(), "registries.conf")
+	if err := os.WriteFile(conf, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: filepath.Join(t.TempDir(), "auth.json")}
 }
