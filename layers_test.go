@@ -16,20 +16,21 @@ const module = "github.com/gapmirror/gapmirror/"
 // allowedImports is docs/architecture.md's table: the gapmirror packages
 // each production package may import.
 var allowedImports = map[string][]string{
-	"backoff":             nil,
-	"imageset/spelling":   nil,
-	"imageset/yamlbudget": nil,
-	"imageset/catalog":    {"imageset/spelling", "imageset/yamlbudget"},
-	"imageset/release":    {"backoff", "imageset/spelling"},
-	"imageset/helm":       nil,
-	"imageset":            {"imageset/helm", "imageset/spelling", "imageset/yamlbudget"},
-	"registryapi":         nil,
-	"archive":             {"imageset"},
-	"generate":            {"imageset"},
-	"prune":               {"registryapi"},
-	"mirror":              {"archive", "backoff", "generate", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "prune", "registryapi"},
-	"serve":               nil,
-	"cmd/gapmirror":       {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve"},
+	"backoff":               nil,
+	"imageset/spelling":     nil,
+	"imageset/yamlbudget":   nil,
+	"imageset/catalog":      {"imageset/spelling", "imageset/yamlbudget"},
+	"imageset/catalogimage": {"imageset/catalog"},
+	"imageset/release":      {"backoff", "imageset/spelling"},
+	"imageset/helm":         nil,
+	"imageset":              {"imageset/helm", "imageset/spelling", "imageset/yamlbudget"},
+	"registryapi":           nil,
+	"archive":               {"imageset"},
+	"generate":              {"imageset"},
+	"prune":                 {"registryapi"},
+	"mirror":                {"archive", "backoff", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/helm", "imageset/release", "prune", "registryapi"},
+	"serve":                 nil,
+	"cmd/gapmirror":         {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "mirror", "serve"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files
