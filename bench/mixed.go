@@ -16,6 +16,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
@@ -409,7 +410,7 @@ func catalogImage(cat *catalog.Catalog) (imagebuilder.FleetImage, error) {
 		specs = append(specs, imagebuilder.ImageSpec{
 			Platform:   p,
 			Layers:     []imagebuilder.LayerSpec{imagebuilder.RandomLayer(hashString("catalog base/"+p.String()), 256<<10), imagebuilder.FileLayer(files)},
-			Labels:     map[string]string{catalog.ConfigsLabel: "/configs"},
+			Labels:     map[string]string{catalogimage.ConfigsLabel: "/configs"},
 			Entrypoint: []string{"/bin/opm"},
 			Cmd:        []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
 		})

@@ -30,6 +30,7 @@ import (
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -73,14 +74,14 @@ type CatalogImage struct {
 	// Digest is the manifest (or index) digest.
 	Digest digest.Digest
 	// Blobs holds the image's manifests and blobs.
-	Blobs catalog.Blobs
+	Blobs catalogimage.Blobs
 }
 
 // Load extracts the image's file-based catalog into a temporary directory
 // under tmp and loads it. Errors name the catalog and, for malformed FBC,
 // the file and line inside the configs directory.
 func (ci *CatalogImage) Load(tmp string) (*catalog.Catalog, error) {
-	configs, err := catalog.ConfigsDir(ci.Blobs, ci.Digest)
+	configs, err := catalogimage.ConfigsDir(ci.Blobs, ci.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", ci.Origin, err)
 	}
@@ -89,7 +90,7 @@ func (ci *CatalogImage) Load(tmp string) (*catalog.Catalog, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	if err := catalog.ExtractFBC(ci.Blobs, ci.Digest, dir); err != nil {
+	if err := catalogimage.ExtractFBC(ci.Blobs, ci.Digest, dir); err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", ci.Origin, err)
 	}
 	c, err := catalog.LoadFS(os.DirFS(dir), ".")
@@ -253,7 +254,7 @@ func (l layoutBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
 // (an archive): Put fails.
 type ReadOnlyBlobs struct{ transfer.BlobReader }
 
-// Put implements catalog.Blobs by refusing.
+// Put implements catalogimage.Blobs by refusing.
 func (ReadOnlyBlobs) Put(d digest.Digest, _ int64, _ io.Reader) error {
 	return fmt.Errorf("blob %s: this catalog source is read-only", d)
 }
@@ -365,7 +366,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		}
 		sum, _ := json.Marshal(spec) // plain struct: always marshals
 		h := sha256.Sum256(sum)
-		final, _, err = catalog.Rebuild(o.store, ci.Digest, out, catalog.RebuildOptions{Comment: "gapmirror filter " + hex.EncodeToString(h[:8]), TempDir: tmp, Platforms: platforms})
+		final, _, err = catalogimage.Rebuild(o.store, ci.Digest, out, catalogimage.RebuildOptions{Comment: "gapmirror filter " + hex.EncodeToString(h[:8]), TempDir: tmp, Platforms: platforms})
 		if err != nil {
 			return fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
 		}

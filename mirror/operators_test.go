@@ -16,6 +16,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/transfer"
 )
@@ -33,7 +34,7 @@ func catalogImageSpec(p imagebuilder.Platform, files map[string][]byte) imagebui
 	return imagebuilder.ImageSpec{
 		Platform:   p,
 		Layers:     []imagebuilder.LayerSpec{imagebuilder.RandomLayer(1, 4096), imagebuilder.FileLayer(configs)},
-		Labels:     map[string]string{catalog.ConfigsLabel: "/configs"},
+		Labels:     map[string]string{catalogimage.ConfigsLabel: "/configs"},
 		Entrypoint: []string{"/bin/opm"},
 		Cmd:        []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
 	}

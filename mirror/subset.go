@@ -16,6 +16,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/transfer"
 )
@@ -220,7 +221,7 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.Blob
 		if err := filtered.WriteDir(out); err != nil {
 			return nil, fmt.Errorf("%s: writing the filtered catalog: %w", label, err)
 		}
-		final, _, err := catalog.Rebuild(blobs, ci.Digest, out, catalog.RebuildOptions{Comment: "gapmirror subset " + label, TempDir: tmp, Platforms: imageset.PlatformNames(f.oc.Platforms)})
+		final, _, err := catalogimage.Rebuild(blobs, ci.Digest, out, catalogimage.RebuildOptions{Comment: "gapmirror subset " + label, TempDir: tmp, Platforms: imageset.PlatformNames(f.oc.Platforms)})
 		if err != nil {
 			return nil, fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
 		}

@@ -6,6 +6,16 @@
 // every channel's upgrade graph valid, and WriteDir writes the result back as
 // FBC that opm serves. Blobs keep every field they were read with, known or
 // not, so writing back loses nothing.
+//
+// Pipeline stage: resolution, the operators contributor's choice of what
+// to mirror: the FBC model, loading, filtering (with the report of why each
+// bundle is kept), validation, writing, and the related images a filtered
+// catalog names. It holds no image code: getting the FBC out of a catalog
+// image and rebuilding the image around the filtered FBC is
+// imageset/catalogimage, which imports this package, never the reverse.
+//
+// Imports: of gapmirror's packages, only imageset/spelling and
+// imageset/yamlbudget.
 package catalog
 
 import (

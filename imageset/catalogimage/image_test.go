@@ -1,4 +1,4 @@
-package catalog
+package catalogimage
 
 import (
 	"archive/tar"
@@ -25,6 +25,7 @@ import (
 	"go.podman.io/image/v5/pkg/compression"
 	"go.podman.io/storage/pkg/archive"
 
+	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
@@ -832,7 +833,7 @@ func TestRebuildDockerSingleArch(t *testing.T) {
 	if err := ExtractFBC(s, d1, dest); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadFS(os.DirFS(dest), ".")
+	c, err := catalog.LoadFS(os.DirFS(dest), ".")
 	if err != nil {
 		t.Fatalf("LoadFS of the re-extracted catalog: %v", err)
 	}
@@ -1063,7 +1064,7 @@ func opmValidate(t *testing.T, dir string) {
 // TestRebuildFilteredCatalog rebuilds a catalog image around a filtered
 // catalog written by WriteDir, extracts it again and has opm judge it.
 func TestRebuildFilteredCatalog(t *testing.T) {
-	out, _, err := Filter(branching(t), FilterSpec{Packages: []PackageSpec{{Name: "app", MinVersion: "1.2.0"}}})
+	out, _, err := catalog.Filter(branching(t), catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "app", MinVersion: "1.2.0"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1085,7 +1086,7 @@ func TestRebuildFilteredCatalog(t *testing.T) {
 	if err := ExtractFBC(s, d, dest); err != nil {
 		t.Fatal(err)
 	}
-	again, err := LoadFS(os.DirFS(dest), ".")
+	again, err := catalog.LoadFS(os.DirFS(dest), ".")
 	if err != nil {
 		t.Fatalf("LoadFS of the re-extracted catalog: %v", err)
 	}

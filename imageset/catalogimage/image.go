@@ -1,15 +1,4 @@
-package catalog
-
-// Catalog images: reading the file-based catalog (FBC) out of an operator
-// catalog image held in a content-addressed blob store, and rebuilding the
-// image around a filtered FBC.
-//
-// A catalog image is an ordinary container image (usually opm as entrypoint)
-// whose config label operators.operatorframework.io.index.configs.v1 names
-// the directory holding the FBC, normally /configs. Extraction applies the
-// layers in order but writes only that directory. Rebuild appends two layers
-// to every platform image: one that removes the old configs directory and
-// the stale opm serve cache, and one that holds the filtered FBC.
+package catalogimage
 
 import (
 	"archive/tar"
