@@ -31,7 +31,8 @@ var allowedImports = map[string][]string{
 	"failure":               {"imageset/release", "registryapi"},
 	"transfer":              {"archive", "backoff", "failure", "imageset", "registryapi"},
 	"progress":              {"failure", "imageset", "transfer"},
-	"mirror":                {"archive", "backoff", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/helm", "imageset/release", "progress", "prune", "registryapi", "transfer"},
+	"sigstore":              {"failure", "imageset", "transfer"},
+	"mirror":                {"archive", "backoff", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/helm", "imageset/release", "progress", "prune", "registryapi", "sigstore", "transfer"},
 	"serve":                 nil,
 	"cmd/gapmirror":         {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "serve", "transfer"},
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/sigstore"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -74,7 +75,7 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *transfer.Registry, src tr
 	}
 	present := make([]bool, len(set.Images))
 	errs := make([]error, len(set.Images))
-	parallelDo(len(set.Images), max(t.Copy.WithDefaults().ParallelImages, 1), func(i int) {
+	sigstore.ParallelDo(len(set.Images), max(t.Copy.WithDefaults().ParallelImages, 1), func(i int) {
 		present[i], errs[i] = dst.HasManifest(ctx, set.Images[i], digest.Digest(set.Images[i].Digest))
 	})
 	var missing []imageset.Image
@@ -141,7 +142,7 @@ func (t *Trip) sizeOf(ctx context.Context, src transfer.Source, images []imagese
 			seen[d.Digest] = true
 		}
 	}
-	parallelDo(len(images), max(t.Copy.WithDefaults().ParallelImages, 1), func(i int) {
+	sigstore.ParallelDo(len(images), max(t.Copy.WithDefaults().ParallelImages, 1), func(i int) {
 		descs, err := imageBlobs(ctx, src, images[i], digest.Digest(images[i].Digest), true)
 		if err != nil {
 			mu.Lock()

@@ -21,6 +21,7 @@ import (
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/sigstore"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -174,6 +175,17 @@ func unresolved(list []imageset.Unresolved) []Unresolved {
 // platformsOf reads the workspace ws's record of the platform manifests
 // earlier runs found (empty on a first run, or when it cannot be read:
 // the manifests are then read again).
+// platformsFile is the workspace record of the platform manifests of the
+// images signatures were looked for, so later runs need not read them.
+var platformsFile = []string{"sigstore", "platforms.json"}
+
+// platformsRecord maps a manifest digest to its platform manifests (none
+// for a single-platform image).
+type platformsRecord struct {
+	FormatVersion int                               `json:"formatVersion"`
+	Platforms     map[digest.Digest][]digest.Digest `json:"platforms"`
+}
+
 func (t *Trip) platformsOf(ws string) platformsRecord {
 	var rec platformsRecord
 	if ws == "" {
@@ -229,19 +241,20 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
 	plan.Set = set
-	var rd *registriesD
+	sigSearch := sigstore.Search{Upstream: up, Store: store, Parallel: t.Copy.WithDefaults().ParallelImages, Log: t.Log}
 	if !t.RemoveSignatures || t.SecurePolicy {
-		if rd, err = loadRegistriesD(up.SystemContext()); err != nil {
+		if sigSearch.RegistriesD, err = sigstore.LoadRegistriesD(up.SystemContext()); err != nil {
 			return nil, nil, err
 		}
 	}
 	if !t.RemoveSignatures {
 		sigStart := time.Now()
-		st := t.addSignatures(ctx, up, rd, store, known, plan, res)
+		platforms, st := sigSearch.Add(ctx, set, known.Platforms, res)
+		plan.platforms = &platformsRecord{FormatVersion: recordFormat, Platforms: platforms}
 		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
 	}
 	if t.SecurePolicy {
-		if err := t.verifySignatures(ctx, up, rd, set, res); err != nil {
+		if err := sigSearch.Verify(ctx, t.PolicyPath, t.Copy.ParallelImages, set, res); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package mirror
+package sigstore
 
 import (
 	"context"
@@ -20,16 +20,18 @@ import (
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
-// verifySignatures evaluates the signature policy (--secure-policy) for
+// Verify evaluates the signature policy (--secure-policy) for
 // every upstream image of set: an image passes when the policy accepts its
 // manifest or, for a multi-arch image, every platform manifest (publishers
 // that sign per architecture). A refused image leaves the set with its
 // signatures and is reported as failed, so nothing unverified is mirrored.
-func (t *Trip) verifySignatures(ctx context.Context, up *transfer.Registry, rd *registriesD, set *imageset.Set, res *imageset.Resolution) error {
+// policyPath is --policy ("": the system's); parallel bounds the checks.
+func (s Search) Verify(ctx context.Context, policyPath string, parallel int, set *imageset.Set, res *imageset.Resolution) error {
+	up, rd := s.Upstream, s.RegistriesD
 	var policy *signature.Policy
 	var err error
-	if t.PolicyPath != "" {
-		policy, err = signature.NewPolicyFromFile(t.PolicyPath)
+	if policyPath != "" {
+		policy, err = signature.NewPolicyFromFile(policyPath)
 	} else {
 		policy, err = signature.DefaultPolicy(up.SystemContext())
 	}
@@ -47,7 +49,7 @@ func (t *Trip) verifySignatures(ctx context.Context, up *transfer.Registry, rd *
 	}
 	defer os.RemoveAll(dir)
 	if rd == nil {
-		if rd, err = loadRegistriesD(up.SystemContext()); err != nil {
+		if rd, err = LoadRegistriesD(up.SystemContext()); err != nil {
 			return err
 		}
 	}
@@ -64,11 +66,11 @@ func (t *Trip) verifySignatures(ctx context.Context, up *transfer.Registry, rd *
 		}
 	}
 	refusals := make([]error, len(images))
-	parallel := max(t.Copy.ParallelImages, 1)
+	parallel = max(parallel, 1)
 	// A PolicyContext is not safe for concurrent use: one evaluation at a
 	// time, the image sources opened in parallel.
 	var mu sync.Mutex
-	parallelDo(len(images), parallel, func(i int) {
+	ParallelDo(len(images), parallel, func(i int) {
 		refusals[i] = allowed(ctx, pc, &mu, &sys, up, images[i])
 	})
 	refused := map[string]bool{} // destination repo @ digest

@@ -1,8 +1,9 @@
-package mirror
+package sigstore
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -20,17 +21,6 @@ import (
 // of manifest d in the manifest's repository: "sha256-<hex>.sig".
 func SignatureTag(d digest.Digest) string {
 	return imageset.DigestTag(d) + ".sig"
-}
-
-// platformsFile is the workspace record of the platform manifests of the
-// images signatures were looked for, so later runs need not read them.
-var platformsFile = []string{"sigstore", "platforms.json"}
-
-// platformsRecord maps a manifest digest to its platform manifests (none
-// for a single-platform image).
-type platformsRecord struct {
-	FormatVersion int                               `json:"formatVersion"`
-	Platforms     map[digest.Digest][]digest.Digest `json:"platforms"`
 }
 
 // signatureLookup is one "is there a signature of repo@manifest" question.
@@ -58,16 +48,29 @@ type SignatureStats struct {
 	Failed     int
 }
 
-// addSignatures looks upstream, next to every image of set and every
+// Search looks for signatures upstream and checks them against a policy.
+type Search struct {
+	Upstream *transfer.Registry
+	// RegistriesD says which repositories get sigstore lookups (nil: all).
+	RegistriesD *RegistriesD
+	// Store holds manifests earlier runs or this resolution read.
+	Store *transfer.Store
+	// Parallel bounds the manifest reads (the lookups run twice as many).
+	Parallel int
+	Log      *slog.Logger
+}
+
+// Add looks upstream, next to every image of set and every
 // platform manifest of its multi-arch images, for the cosign signature tag
 // and adds each one found to set, to be mirrored by digest under the same
 // tag. An absent signature is normal; one that cannot be read is a warning
 // in res and leaves the image itself alone. The platform manifests earlier
-// runs recorded (known) are reused; the updated record goes into the plan.
-func (t *Trip) addSignatures(ctx context.Context, up *transfer.Registry, rd *registriesD, store *transfer.Store, known platformsRecord, plan *Plan, res *imageset.Resolution) SignatureStats {
-	set := plan.Set
+// runs recorded (known) are reused; the platform manifests of every image
+// looked at are returned, for the workspace's record.
+func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Digest][]digest.Digest, res *imageset.Resolution) (map[digest.Digest][]digest.Digest, SignatureStats) {
+	up, rd, store := s.Upstream, s.RegistriesD, s.Store
 	var stats SignatureStats
-	parallel := t.Copy.WithDefaults().ParallelImages
+	parallel := s.Parallel
 	type target struct {
 		img      imageset.Image
 		repo     string
@@ -103,10 +106,10 @@ func (t *Trip) addSignatures(ctx context.Context, up *transfer.Registry, rd *reg
 	kidsOf := make([][]digest.Digest, len(images))
 	have := make([]bool, len(images))
 	var reads atomic.Int64
-	parallelDo(len(distinct), parallel, func(j int) {
+	ParallelDo(len(distinct), parallel, func(j int) {
 		i := distinct[j]
 		tg := images[i]
-		if kids, ok := known.Platforms[tg.manifest]; ok {
+		if kids, ok := known[tg.manifest]; ok {
 			kidsOf[i], have[i] = kids, true
 			return
 		}
@@ -131,13 +134,12 @@ func (t *Trip) addSignatures(ctx context.Context, up *transfer.Registry, rd *reg
 		}
 	}
 	stats.IndexReads = int(reads.Load())
-	rec := platformsRecord{FormatVersion: recordFormat, Platforms: map[digest.Digest][]digest.Digest{}}
+	platforms := map[digest.Digest][]digest.Digest{}
 	for i, tg := range images {
 		if have[i] {
-			rec.Platforms[tg.manifest] = append([]digest.Digest{}, kidsOf[i]...)
+			platforms[tg.manifest] = append([]digest.Digest{}, kidsOf[i]...)
 		}
 	}
-	plan.platforms = &rec
 
 	lookups := map[signatureLookup]*signatureAnswer{}
 	var order []signatureLookup
@@ -158,7 +160,7 @@ func (t *Trip) addSignatures(ctx context.Context, up *transfer.Registry, rd *reg
 	for _, k := range order {
 		if l := rd.lookaside(k.repo, k.manifest); l != "" && !lookasides[l] {
 			lookasides[l] = true
-			t.Log.Info("registries.d names a lookaside for simple-signing signatures: gapmirror reads it only to verify (--secure-policy) and does not mirror those signatures", "repository", k.repo, "lookaside", l)
+			s.Log.Info("registries.d names a lookaside for simple-signing signatures: gapmirror reads it only to verify (--secure-policy) and does not mirror those signatures", "repository", k.repo, "lookaside", l)
 		}
 		if rd.sigstoreAttachments(k.repo, k.manifest) {
 			asked = append(asked, k)
@@ -167,12 +169,12 @@ func (t *Trip) addSignatures(ctx context.Context, up *transfer.Registry, rd *reg
 		}
 	}
 	if stats.Off > 0 {
-		t.Log.Info("registries.d turns sigstore attachments off for some repositories (use-sigstore-attachments: false): their signatures are not looked for or mirrored", "lookupsSkipped", stats.Off, "registriesD", rd.from)
+		s.Log.Info("registries.d turns sigstore attachments off for some repositories (use-sigstore-attachments: false): their signatures are not looked for or mirrored", "lookupsSkipped", stats.Off, "registriesD", rd.from)
 	}
 	stats.Lookups = len(asked)
 	// A HEAD is cheap for the registry: twice the copy's parallelism keeps a
 	// no-change rerun of thousands of images short (429s are retried).
-	parallelDo(len(asked), 2*parallel, func(i int) {
+	ParallelDo(len(asked), 2*parallel, func(i int) {
 		k := asked[i]
 		lookups[k].sig, lookups[k].err = lookupSignature(ctx, up, rd, k)
 	})
@@ -220,7 +222,7 @@ func (t *Trip) addSignatures(ctx context.Context, up *transfer.Registry, rd *reg
 	}
 	set.Sort()
 	stats.Found = set.Signatures()
-	return stats
+	return platforms, stats
 }
 
 // signatureManifest reads manifest d of img, from the store if it is there.
@@ -254,7 +256,7 @@ func signatureManifest(ctx context.Context, up *transfer.Registry, store *transf
 // NAME_UNKNOWN for a tag that does not exist. Only when no source answers
 // is it an error. A source registries.d turns sigstore attachments off for
 // is not asked.
-func lookupSignature(ctx context.Context, r *transfer.Registry, rd *registriesD, k signatureLookup) (digest.Digest, error) {
+func lookupSignature(ctx context.Context, r *transfer.Registry, rd *RegistriesD, k signatureLookup) (digest.Digest, error) {
 	named, err := reference.ParseNormalizedNamed(k.repo)
 	if err != nil {
 		return "", err
@@ -324,8 +326,8 @@ func headTag(ctx context.Context, r *transfer.Registry, repo reference.Named, ta
 	return d, err
 }
 
-// parallelDo runs do(0..n-1) with at most limit at once.
-func parallelDo(n, limit int, do func(i int)) {
+// ParallelDo runs do(0..n-1) with at most limit at once.
+func ParallelDo(n, limit int, do func(i int)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, limit)
 	for i := 0; i < n; i++ {

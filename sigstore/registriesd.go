@@ -1,4 +1,4 @@
-package mirror
+package sigstore
 
 import (
 	"fmt"
@@ -15,11 +15,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// registriesD is the signature configuration of registries.d as
+// RegistriesD is the signature configuration of registries.d as
 // containers/image reads it (docker/registries_d.go, documented in
 // containers-registries.d(5)): a default-docker entry and entries per
 // registry, repository or namespace.
-type registriesD struct {
+type RegistriesD struct {
 	DefaultDocker *registriesDEntry           `yaml:"default-docker,omitempty"`
 	Docker        map[string]registriesDEntry `yaml:"docker,omitempty"`
 	// from names the configuration in messages.
@@ -36,13 +36,13 @@ type registriesDEntry struct {
 	UseSigstoreAttachments *bool  `yaml:"use-sigstore-attachments,omitempty"`
 }
 
-// loadRegistriesD reads the registries.d containers/image reads for sys:
+// LoadRegistriesD reads the registries.d containers/image reads for sys:
 // --registries.d alone when given, else the user's and the system's
 // drop-in directories (~/.config/containers/registries.d,
 // /etc/containers/registries.d, ...), a file of one name in an earlier
 // directory hiding the later one's. As for containers/image, a namespace
 // or default-docker configured in two files is an error.
-func loadRegistriesD(sys *types.SystemContext) (*registriesD, error) {
+func LoadRegistriesD(sys *types.SystemContext) (*RegistriesD, error) {
 	opts := configfile.File{
 		Name:                           "registries",
 		Extension:                      "yaml",
@@ -50,7 +50,7 @@ func loadRegistriesD(sys *types.SystemContext) (*registriesD, error) {
 		DoNotUseExtensionForConfigName: true,
 		UserId:                         unshare.GetRootlessUID(),
 	}
-	rd := &registriesD{Docker: map[string]registriesDEntry{}, from: "registries.d (~/.config/containers/registries.d, /etc/containers/registries.d)"}
+	rd := &RegistriesD{Docker: map[string]registriesDEntry{}, from: "registries.d (~/.config/containers/registries.d, /etc/containers/registries.d)"}
 	if sys != nil {
 		opts.RootForImplicitAbsolutePaths = sys.RootForImplicitAbsolutePaths
 		if sys.RegistriesDirPath != "" {
@@ -67,7 +67,7 @@ func loadRegistriesD(sys *types.SystemContext) (*registriesD, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", rd.from, err)
 		}
-		var f registriesD
+		var f RegistriesD
 		if err := yaml.Unmarshal(data, &f); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w: fix the file (see containers-registries.d(5))", rd.from, item.Name, err)
 		}
@@ -90,7 +90,7 @@ func loadRegistriesD(sys *types.SystemContext) (*registriesD, error) {
 // entries are the entries that apply to repo@d, most specific first: the
 // image, the repository, its parent namespaces, the host and its wildcard
 // domains (containers/image's lookup order), then default-docker.
-func (rd *registriesD) entries(repo string, d digest.Digest) []registriesDEntry {
+func (rd *RegistriesD) entries(repo string, d digest.Digest) []registriesDEntry {
 	var out []registriesDEntry
 	// Most machines configure default-docker at most: then there is no
 	// name to parse (this runs for every image).
@@ -125,7 +125,7 @@ func (rd *registriesD) entries(repo string, d digest.Digest) []registriesDEntry 
 // it, gapmirror looks, as oc-mirror does (it adds use-sigstore-attachments:
 // true to default-docker): containers/image's own default there is false,
 // which `default-docker: {use-sigstore-attachments: false}` restores.
-func (rd *registriesD) sigstoreAttachments(repo string, d digest.Digest) bool {
+func (rd *RegistriesD) sigstoreAttachments(repo string, d digest.Digest) bool {
 	if rd == nil {
 		return true
 	}
@@ -139,7 +139,7 @@ func (rd *registriesD) sigstoreAttachments(repo string, d digest.Digest) bool {
 
 // lookaside is the lookaside (simple-signing signature) location registries.d
 // gives repo@d, "" for none.
-func (rd *registriesD) lookaside(repo string, d digest.Digest) string {
+func (rd *RegistriesD) lookaside(repo string, d digest.Digest) string {
 	if rd == nil {
 		return ""
 	}
@@ -159,9 +159,9 @@ func (rd *registriesD) lookaside(repo string, d digest.Digest) string {
 // use-sigstore-attachments settings as they are, and default-docker
 // looking for sigstore attachments unless rd says otherwise, so that the
 // evaluation sees the signatures the lookup mirrors.
-func policyRegistriesD(rd *registriesD, dir string) error {
+func policyRegistriesD(rd *RegistriesD, dir string) error {
 	on := true
-	merged := registriesD{Docker: rd.Docker, DefaultDocker: &registriesDEntry{UseSigstoreAttachments: &on}}
+	merged := RegistriesD{Docker: rd.Docker, DefaultDocker: &registriesDEntry{UseSigstoreAttachments: &on}}
 	if rd.DefaultDocker != nil {
 		dd := *rd.DefaultDocker
 		if dd.UseSigstoreAttachments == nil {
