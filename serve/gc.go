@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/distribution/distribution/v3/registry/storage"
 	"github.com/distribution/distribution/v3/registry/storage/driver"
@@ -69,7 +70,7 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	if err != nil {
 		return res, err
 	}
-	cfg, _, err := parseConfiguration(root, opts.RegistryConfig)
+	cfg, source, err := parseConfiguration(root, opts.RegistryConfig)
 	if err != nil {
 		return res, err
 	}
@@ -93,6 +94,23 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	d, err := factory.Create(ctx, name, params)
 	if err != nil {
 		return res, fmt.Errorf("opening the %s storage: %w", name, err)
+	}
+	if usesLeases(name) {
+		// Replicas elsewhere hold no lock here: their leases say they run.
+		h, err := takeLease(ctx, d, describeStorage(cfg, source), lease{Kind: "gc"}, func(o lease) string {
+			expiry := "a replica killed without stopping holds its lease until it expires, at " + o.Expires.UTC().Format(time.RFC3339)
+			switch o.Kind {
+			case "serve":
+				return fmt.Sprintf("in use by a running %s: stop every replica serving this storage first (%s)", o, expiry)
+			case "gc":
+				return fmt.Sprintf("another garbage collection is running (%s)", o)
+			}
+			return fmt.Sprintf("%s holds this storage: delete that object if no gapmirror uses the storage", o.Kind)
+		})
+		if err != nil {
+			return res, fmt.Errorf("serve gc: %w", err)
+		}
+		defer h.release()
 	}
 	reg, err := storage.NewRegistry(ctx, d, storage.EnableDelete)
 	if err != nil {
