@@ -40,6 +40,9 @@ type GCResult struct {
 	// NothingPushed: the storage holds no repository, so there was nothing
 	// to collect.
 	NothingPushed bool
+	// CacheKeysCleared counts the keys of the Redis blob-descriptor cache
+	// deleted after the sweep (storage.cache.blobdescriptor: redis).
+	CacheKeysCleared int
 }
 
 // Storage paths of distribution's layout, under the driver's root.
@@ -112,6 +115,17 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 		}
 		defer h.release()
 	}
+	var cache *redisCache
+	if usesRedisCache(cfg) {
+		// Checked before anything is deleted: the cache must be cleared after.
+		if cache, err = openRedisCache(cfg); err != nil {
+			return res, fmt.Errorf("serve gc: %s: %w", source, err)
+		}
+		defer cache.close()
+		if err := cache.ping(ctx); err != nil {
+			return res, fmt.Errorf("serve gc: %w: garbage collection must clear the cache after deleting blobs (else the registry would still say they exist); nothing was deleted", err)
+		}
+	}
 	reg, err := storage.NewRegistry(ctx, d, storage.EnableDelete)
 	if err != nil {
 		return res, err
@@ -138,6 +152,13 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	}
 	if err := storage.MarkAndSweep(ctx, d, reg, storage.GCOpts{RemoveUntagged: opts.RemoveUntagged, Quiet: true}); err != nil {
 		return res, fmt.Errorf("garbage collection: %w", err)
+	}
+	if cache != nil {
+		// The registries are stopped; cached descriptors of deleted blobs
+		// would outlive them.
+		if res.CacheKeysCleared, err = cache.clear(ctx); err != nil {
+			return res, fmt.Errorf("serve gc: blobs were deleted, but %w: clear it (the keys blobs::* and repository::*) before starting the registry, or run serve gc again", err)
+		}
 	}
 	if res.BlobsAfter, res.BytesAfter, err = countBlobs(ctx, d); err != nil {
 		return res, err
