@@ -33,6 +33,8 @@ type roundRobin struct {
 	hits     []atomic.Int64
 	srv      *http.Server
 	Host     string
+	// pick, when set, chooses the replica of a request instead.
+	pick func(*http.Request) int
 }
 
 func startRoundRobin(t *testing.T, replicas ...string) *roundRobin {
@@ -45,6 +47,9 @@ func startRoundRobin(t *testing.T, replicas ...string) *roundRobin {
 	}
 	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 		i := int((lb.next.Add(1) - 1) % uint64(len(lb.backends)))
+		if lb.pick != nil {
+			i = lb.pick(pr.In)
+		}
 		lb.hits[i].Add(1)
 		pr.SetURL(lb.backends[i])
 		pr.Out.Host = pr.In.Host
@@ -343,4 +348,111 @@ func onHost(t *testing.T, loc, host string) string {
 	must(t, err)
 	u.Scheme, u.Host = "http", host
 	return u.String()
+}
+
+// TestServeS3BadStorage: gapmirror serve on object storage it cannot use
+// exits 1 at start, before printing anything, with an error naming the
+// bucket and endpoint and what to check: a bucket that does not exist,
+// credentials the store refuses, an endpoint nobody answers at.
+func TestServeS3BadStorage(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	p := newS3Pair(t, w)
+	good, err := os.ReadFile(p.conf)
+	must(t, err)
+	nobody := "http://" + freeAddress(t)
+	for _, c := range []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"wrong bucket", "bucket: mirror", "bucket: mirorr", []string{`s3 bucket "mirorr" at ` + p.store.Endpoint, "NoSuchBucket", "create it, or correct its name"}},
+		{"wrong secret key", "secretkey: " + p.store.SecretKey, "secretkey: wrong", []string{"SignatureDoesNotMatch", "the store refused the credentials: check the access key and secret key"}},
+		{"unknown access key", "accesskey: " + p.store.AccessKey, "accesskey: NOBODY", []string{"InvalidAccessKeyId", "the store refused the credentials"}},
+		{"unreachable endpoint", "regionendpoint: " + p.store.Endpoint, "regionendpoint: " + nobody, []string{`s3 bucket "mirror" at ` + nobody, "connection refused", "cannot be reached: check regionendpoint"}},
+	} {
+		conf := filepath.Join(w.dir, strings.ReplaceAll(c.name, " ", "-")+".yml")
+		must(t, os.WriteFile(conf, []byte(strings.Replace(string(good), c.from, c.to, 1)), 0o644))
+		code, stdout, stderr := w.gapmirror("serve", "--root", filepath.Join(w.dir, "srv"), "--address", freeAddress(t), "--plain-http", "--registry-config", conf)
+		if code != 1 || stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q: want 1 and nothing served", c.name, code, stdout)
+		}
+		for _, want := range append(c.want, "--registry-config "+conf) {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: the error does not say %q:\n%s", c.name, want, stderr)
+			}
+		}
+	}
+	if keys, _ := p.store.Objects("mirror", ""); len(keys) != 0 {
+		t.Errorf("refused starts left objects in the bucket: %v", keys)
+	}
+}
+
+// TestServeReplicasOtherSecret: replicas whose http.secret differ, on
+// shared storage that has no leases (a shared filesystem), behind a
+// balancer that starts every upload on one replica and sends the rest of it
+// to the other: every upload fails ("invalid secret"), so disk-to-mirror
+// fails naming every image and the cause, no image is at the mirror, and
+// a rerun once the replicas share a secret pushes every image, all of them
+// whole. On object storage the second replica refuses to start instead
+// (TestServeS3Refusals in package serve).
+func TestServeReplicasOtherSecret(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(3, 32<<10)
+	htpasswd := filepath.Join(w.dir, "htpasswd")
+	if _, err := serveHtpasswd("s3cret\n", "--file", htpasswd, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(w.dir, "shared-storage")
+	confA, confB := filepath.Join(w.dir, "a.yml"), filepath.Join(w.dir, "b.yml")
+	conf := func(file, secret string) {
+		must(t, os.WriteFile(file, []byte("version: 0.1\nhttp:\n  secret: "+secret+"\nstorage:\n  filesystem:\n    rootdirectory: "+shared+"\n"), 0o644))
+	}
+	conf(confA, "secret-of-a")
+	conf(confB, "secret-of-b")
+	addrA, addrB := freeAddress(t), freeAddress(t)
+	start := func(name, addr, conf string) *served {
+		s := w.serve("--root", filepath.Join(w.dir, name), "--address", addr, "--plain-http", "--htpasswd", htpasswd, "--registry-config", conf)
+		if s.code != 0 {
+			t.Fatalf("replica %s: exit %d", name, s.code)
+		}
+		return s
+	}
+	a, b := start("a", addrA, confA), start("b", addrB, confB)
+	lb := startRoundRobin(t, addrA, addrB)
+	lb.pick = func(r *http.Request) int {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/blobs/uploads/") {
+			return 0
+		}
+		return 1
+	}
+	must(t, os.WriteFile(w.authFile, []byte(`{"auths":{"`+lb.Host+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))+`"}}}`), 0o600))
+	archiveDir := filepath.Join(w.dir, "archive")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+archiveDir); code != 0 {
+		t.Fatal("mirror-to-disk failed")
+	}
+	code, stdout, stderr := w.gapmirror("mirror", "--from", "file://"+archiveDir, "docker://"+lb.Host, "--retry-times", "1")
+	if code == 0 || !strings.Contains(stdout, "3 images: 0 copied, 0 already at the destination, 0 built by gapmirror, 3 failed") || !strings.Contains(stdout, `"detail":"invalid secret"`) || !strings.Contains(stderr, "3 images or charts failed") {
+		t.Errorf("disk-to-mirror into replicas with different secrets: exit %d, want a failure of the 3 images saying the upload was invalid", code)
+	}
+	for _, ex := range w.images {
+		for _, addr := range []string{addrA, addrB} {
+			if got := httpStatus(t, http.DefaultClient, http.MethodHead, "http://"+addr+"/v2/"+ex.Repo+"/manifests/"+ex.Digest.String(), "alice", "s3cret"); got != http.StatusNotFound {
+				t.Errorf("%s after the failed push, on %s: HEAD %d, want 404", ex.Repo, addr, got)
+			}
+		}
+	}
+	a.stop()
+	b.stop()
+	lb.pick = nil // round robin
+	conf(confB, "secret-of-a")
+	start("a", addrA, confA)
+	start("b", addrB, confB)
+	code, stdout, _ = w.gapmirror("mirror", "--from", "file://"+archiveDir, "docker://"+lb.Host)
+	if code != 0 || !strings.Contains(stdout, "3 images: 3 copied,") {
+		t.Fatalf("disk-to-mirror once the replicas share a secret: exit %d", code)
+	}
+	for _, ex := range w.images {
+		verifyServed(t, "http://"+addrB, ex.Repo, ex.Digest)
+	}
 }
