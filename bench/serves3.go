@@ -89,8 +89,12 @@ func (b *bench) serveS3(ctx context.Context, size int64, n int) error {
 		return err
 	}
 	defer redis.Close()
+	// gofakes3 v1.2.0 does not do UploadPartCopy (it answers 411
+	// MissingContentLength), which the driver uses to move a blob of
+	// multipartcopythresholdsize (32 MiB) or more into place: moves are
+	// single CopyObject requests here.
 	conf := filepath.Join(dir, "registry.yml")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("version: 0.1\nhttp:\n  secret: bench-shared-secret\nstorage:\n  s3:\n    region: %s\n    regionendpoint: %s\n    forcepathstyle: true\n    bucket: mirror\n    accesskey: %s\n    secretkey: %s\n    rootdirectory: /registry\n  redirect:\n    disable: true\n  cache:\n    blobdescriptor: redis\nredis:\n  addrs: [%s]\n",
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("version: 0.1\nhttp:\n  secret: bench-shared-secret\nstorage:\n  s3:\n    region: %s\n    regionendpoint: %s\n    forcepathstyle: true\n    bucket: mirror\n    accesskey: %s\n    secretkey: %s\n    rootdirectory: /registry\n    multipartcopythresholdsize: 5368709120\n  redirect:\n    disable: true\n  cache:\n    blobdescriptor: redis\nredis:\n  addrs: [%s]\n",
 		s3fake.Region, store.Endpoint, store.AccessKey, store.SecretKey, redis.Addr())), 0o644); err != nil {
 		return err
 	}
