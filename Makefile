@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.bui
 GO      := CGO_ENABLED=0 go
 BIN     := bin/gapmirror
 
-.PHONY: build test test-long fuzz demo bench bench-scale bench-mixed lint clean opm dist
+.PHONY: build test test-long fuzz demo bench bench-scale bench-mixed bench-serve-s3 lint clean opm dist
 
 build:
 	$(GO) build -tags "$(TAGS)" -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gapmirror
@@ -76,6 +76,11 @@ bench-scale: build
 # catalogs in ../shared/realdata, releases, additional images), 2 to 3 minutes on 2 quiet cores.
 bench-mixed: build
 	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only
+
+# Scenario F alone: disk-to-mirror into serve on the filesystem vs two replicas on
+# S3-compatible object storage (gofakes3) with Redis, same run, as a ratio (under a minute).
+bench-serve-s3: build
+	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -serve-s3 -images 20 -size 128MiB
 
 # opm, the reference FBC implementation, as a test oracle and benchmark baseline.
 # Built once from the separate module tools/opm (its own go.mod and go.sum,

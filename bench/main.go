@@ -19,7 +19,12 @@
 // bundles, each in a child process for its peak RSS, next to opm render and
 // opm validate of the same directories (bin/opm, built by make opm).
 //
-// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-mixed | -mixed-only] [-catalog-only] [-keep]
+// Scenario F (-serve-s3, alone): disk-to-mirror into one gapmirror serve on
+// the filesystem next to two replicas on S3-compatible object storage
+// (gofakes3, in this process) with a Redis cache behind a round-robin
+// balancer, as a ratio.
+//
+// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-mixed | -mixed-only] [-catalog-only] [-serve-s3] [-keep]
 package main
 
 import (
@@ -74,6 +79,7 @@ func main() {
 	mixedOnly := flag.Bool("mixed-only", false, "run only scenario E")
 	mixedTiny := flag.Bool("mixed-tiny", false, "scenario E with a few images of each kind (the smoke test's size), to check that it works")
 	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof), its heap at its peak (<scenario>-<trip>-heap.pprof), and the registries (this process) during it (<scenario>-<trip>-registries.pprof)")
+	serveS3 := flag.Bool("serve-s3", false, "run only scenario F: disk-to-mirror of -images images (-size) into one gapmirror serve on the filesystem and into two replicas on S3-compatible object storage (gofakes3) with a Redis cache (miniredis) behind a round-robin balancer, same run, as a ratio")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
 
@@ -111,6 +117,7 @@ func main() {
 	b.catalogs, b.genBundles, b.catalogRuns, b.catalogOnly = *catalogs, *genBundles, *catalogRuns, *catalogOnly
 	b.scaleImages, b.scaleOnly, b.profile = *scale, *scaleOnly, *profile
 	b.mixed, b.mixedOnly, b.mixedSpec = *mixed || *mixedOnly, *mixedOnly, fullMixed
+	b.serveS3Only = *serveS3
 	if *mixedTiny {
 		b.mixedSpec = tinyMixed
 	}
@@ -169,6 +176,8 @@ type bench struct {
 	lastRSS          int64
 	// lastCPU is the user+system time of the last command run.
 	lastCPU time.Duration
+	// serveS3Only runs scenario F alone (serves3.go).
+	serveS3Only bool
 	// profile is where CPU profiles of the gapmirror runs go ("": none).
 	profile string
 }
@@ -220,6 +229,9 @@ func (b *bench) run(ctx context.Context, size int64, images, small int) error {
 	}
 	if b.mixedOnly {
 		return b.mixedScenario(ctx, b.mixedSpec)
+	}
+	if b.serveS3Only {
+		return b.serveS3(ctx, size, images)
 	}
 	if !b.catalogOnly {
 		if err := b.throughput(ctx, size, images); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/distribution/distribution/v3/registry/storage"
 	"github.com/distribution/distribution/v3/registry/storage/driver"
@@ -39,6 +40,9 @@ type GCResult struct {
 	// NothingPushed: the storage holds no repository, so there was nothing
 	// to collect.
 	NothingPushed bool
+	// CacheKeysCleared counts the keys of the Redis blob-descriptor cache
+	// deleted after the sweep (storage.cache.blobdescriptor: redis).
+	CacheKeysCleared int
 }
 
 // Storage paths of distribution's layout, under the driver's root.
@@ -69,7 +73,7 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	if err != nil {
 		return res, err
 	}
-	cfg, _, err := parseConfiguration(root, opts.RegistryConfig)
+	cfg, source, err := parseConfiguration(root, opts.RegistryConfig)
 	if err != nil {
 		return res, err
 	}
@@ -93,6 +97,34 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	d, err := factory.Create(ctx, name, params)
 	if err != nil {
 		return res, fmt.Errorf("opening the %s storage: %w", name, err)
+	}
+	if usesLeases(name) {
+		// Replicas elsewhere hold no lock here: their leases say they run.
+		h, err := takeLease(ctx, d, describeStorage(cfg, source), lease{Kind: "gc"}, func(o lease) string {
+			expiry := "a replica killed without stopping holds its lease until it expires, at " + o.Expires.UTC().Format(time.RFC3339)
+			switch o.Kind {
+			case "serve":
+				return fmt.Sprintf("in use by a running %s: stop every replica serving this storage first (%s)", o, expiry)
+			case "gc":
+				return fmt.Sprintf("another garbage collection is running (%s)", o)
+			}
+			return fmt.Sprintf("%s holds this storage: delete that object if no gapmirror uses the storage", o.Kind)
+		})
+		if err != nil {
+			return res, fmt.Errorf("serve gc: %w", err)
+		}
+		defer h.release()
+	}
+	var cache *redisCache
+	if usesRedisCache(cfg) {
+		// Checked before anything is deleted: the cache must be cleared after.
+		if cache, err = openRedisCache(cfg); err != nil {
+			return res, fmt.Errorf("serve gc: %s: %w", source, err)
+		}
+		defer cache.close()
+		if err := cache.ping(ctx); err != nil {
+			return res, fmt.Errorf("serve gc: %w: garbage collection must clear the cache after deleting blobs (else the registry would still say they exist); nothing was deleted", err)
+		}
 	}
 	reg, err := storage.NewRegistry(ctx, d, storage.EnableDelete)
 	if err != nil {
@@ -120,6 +152,13 @@ func CollectGarbage(ctx context.Context, opts GCOptions) (GCResult, error) {
 	}
 	if err := storage.MarkAndSweep(ctx, d, reg, storage.GCOpts{RemoveUntagged: opts.RemoveUntagged, Quiet: true}); err != nil {
 		return res, fmt.Errorf("garbage collection: %w", err)
+	}
+	if cache != nil {
+		// The registries are stopped; cached descriptors of deleted blobs
+		// would outlive them.
+		if res.CacheKeysCleared, err = cache.clear(ctx); err != nil {
+			return res, fmt.Errorf("serve gc: blobs were deleted, but %w: clear it (the keys blobs::* and repository::*) before starting the registry, or run serve gc again", err)
+		}
 	}
 	if res.BlobsAfter, res.BytesAfter, err = countBlobs(ctx, d); err != nil {
 		return res, err

@@ -31,6 +31,7 @@ import (
 	"github.com/distribution/distribution/v3/registry/handlers"
 	registrymiddleware "github.com/distribution/distribution/v3/registry/middleware/registry"
 	"github.com/distribution/distribution/v3/registry/storage"
+	"github.com/distribution/distribution/v3/registry/storage/driver"
 	"go.yaml.in/yaml/v3"
 
 	// Storage drivers a --registry-config may name (and clouddrivers.go).
@@ -86,6 +87,12 @@ type Server struct {
 	served       chan struct{} // closed when the server stops serving
 	serveErr     error
 	unlock       func()
+	// source names the configuration for messages; secretMade: it has no
+	// http.secret, so this process made one up.
+	source     string
+	secretMade bool
+	// lease is this replica's lease in shared object storage (lease.go); nil otherwise.
+	lease *leaseHolder
 }
 
 // New starts the registry; it answers once New returns. Stop it with
@@ -118,12 +125,63 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	if err := s.start(ctx, ln, cfg); err != nil {
+	if err := s.checkStorage(ctx, cfg); err != nil {
 		_ = ln.Close()
 		s.unlock()
 		return nil, err
 	}
+	if err := s.start(ctx, ln, cfg); err != nil {
+		_ = ln.Close()
+		_ = s.lease.release()
+		s.unlock()
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkStorage checks, before serving, that storage other than the
+// filesystem under the root answers: distribution would start on a bucket
+// that does not exist, with credentials the store refuses or an endpoint
+// nobody answers at, and fail every push. On shared object storage the
+// check is this replica's lease (lease.go): written, read back, and
+// compared with the other replicas' (same http.secret, no gc running).
+// A read-only registry (storage.maintenance.readonly) only lists.
+func (s *Server) checkStorage(ctx context.Context, cfg *configuration.Configuration) error {
+	name := cfg.Storage.Type()
+	if !usesLeases(name) {
+		return nil
+	}
+	what := describeStorage(cfg, s.source)
+	d, err := openStorage(ctx, cfg, what)
+	if err != nil {
+		return err
+	}
+	if readOnly(cfg) {
+		pctx, cancel := context.WithTimeout(ctx, storageProbeTimeout)
+		defer cancel()
+		if _, err := d.List(pctx, "/"); err != nil && !errors.As(err, new(driver.PathNotFoundError)) {
+			return storageError(what, "listing", err)
+		}
+		return nil
+	}
+	fingerprint := secretFingerprint(cfg.HTTP.Secret)
+	s.lease, err = takeLease(ctx, d, what, lease{Kind: "serve", Address: s.opts.Address, Secret: fingerprint}, func(o lease) string {
+		expiry := "if it is gone (killed without stopping), its lease expires at " + o.Expires.UTC().Format(time.RFC3339)
+		switch {
+		case o.Kind == "gc":
+			return fmt.Sprintf("garbage collection is running on this storage (%s): start the registry once it is done (%s)", o, expiry)
+		case o.Kind != "serve":
+			return fmt.Sprintf("%s holds this storage: delete that object if no gapmirror uses the storage", o.Kind)
+		case o.Secret != fingerprint:
+			why := "give every replica the same http.secret in its configuration file"
+			if s.secretMade {
+				why = s.source + " has no http.secret, so this replica made up its own: " + why
+			}
+			return fmt.Sprintf("the replica %s runs with another http.secret: an upload started on one replica would fail on the other; %s (%s)", o, why, expiry)
+		}
+		return ""
+	})
+	return err
 }
 
 // check validates opts (making paths absolute) and loads --tls-cert,
@@ -245,6 +303,17 @@ func (s *Server) start(ctx context.Context, ln net.Listener, cfg *configuration.
 	return nil
 }
 
+// readOnly: storage.maintenance.readonly.enabled is set.
+func readOnly(cfg *configuration.Configuration) bool {
+	switch m := cfg.Storage["maintenance"]["readonly"].(type) {
+	case map[any]any:
+		return m["enabled"] == true
+	case map[string]any:
+		return m["enabled"] == true
+	}
+	return false
+}
+
 // configuration is the registry's configuration: opts.RegistryConfig's,
 // or filesystem storage under the root; with this package's auth, deletes
 // on, and image indexes accepted without all their platforms (gapmirror
@@ -257,6 +326,7 @@ func (s *Server) configuration() (*configuration.Configuration, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.source = source
 	if len(cfg.Auth) > 0 {
 		what := "remove the auth section"
 		if s.opts.RegistryConfig == "" {
@@ -277,6 +347,7 @@ func (s *Server) configuration() (*configuration.Configuration, error) {
 			return nil, err
 		}
 		cfg.HTTP.Secret = hex.EncodeToString(secret)
+		s.secretMade = true
 	}
 	params := configuration.Parameters{"pushpassword": s.pushPassword}
 	if s.opts.Htpasswd != "" {
@@ -468,6 +539,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	if err := s.app.Shutdown(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.lease.release(); err != nil {
 		errs = append(errs, err)
 	}
 	s.unlock()
