@@ -20,7 +20,7 @@ var allowedImports = map[string][]string{
 	"imageset/spelling":     nil,
 	"imageset/yamlbudget":   nil,
 	"imageset/catalog":      {"imageset/spelling", "imageset/yamlbudget"},
-	"imageset/catalogimage": nil,
+	"imageset/catalogimage": {"imageset/catalog"},
 	"imageset/release":      {"backoff", "imageset/spelling"},
 	"imageset/helm":         nil,
 	"imageset":              {"imageset/helm", "imageset/spelling", "imageset/yamlbudget"},

@@ -1,6 +1,3 @@
-// Package mirror copies the images of a Set from a Source to a Destination
-// by digest, and runs the three trips (mirror-to-disk, disk-to-mirror,
-// mirror-to-mirror) on top of that copy.
 package transfer
 
 import (

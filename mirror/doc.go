@@ -1,0 +1,12 @@
+// Package mirror runs the trips (mirror-to-disk, disk-to-mirror,
+// mirror-to-mirror, and delete): Trip holds what the user asked, resolution
+// makes the Plan (with the contributors of each ImageSetConfiguration
+// section and the sigstore Search), and run executes it through the transfer
+// engine, keeps the workspace's records, writes the archive or the cluster
+// resources, prunes, and reports (Report, the summary). It wires the stages
+// and is the only package that knows all of them.
+//
+// It may import every gapmirror package below cmd/gapmirror and serve:
+// archive, backoff, failure, generate, imageset and its sub-packages,
+// progress, prune, registryapi, sigstore and transfer.
+package mirror

@@ -1,0 +1,9 @@
+// Package sigstore finds and checks the signatures of images upstream, a
+// step of resolution: the cosign signature tags beside every image and
+// platform manifest (Search.Add, which puts them into the Set to be copied
+// by digest), registries.d's say on which repositories are asked
+// (RegistriesD), and --secure-policy's check against a containers policy
+// (Search.Verify).
+//
+// It may import failure, imageset and transfer.
+package sigstore
