@@ -257,7 +257,7 @@ func (e *RegistryError) Unwrap() error { return e.Err }
 // Host is the registry the error came from.
 func (e *RegistryError) Host() string { return RefHost(e.Ref) }
 
-// explain ties a registry's answer to the reference it was about; Error
+// Explain ties a registry's answer to the reference it was about; Error
 // adds what the user can do about it.
 func Explain(err error, ref string) error {
 	var re *RegistryError
@@ -267,6 +267,8 @@ func Explain(err error, ref string) error {
 	return &RegistryError{Ref: ref, Err: err}
 }
 
+// RefHost is the registry host of image reference ref (its first path
+// element when ref does not parse).
 func RefHost(ref string) string {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
@@ -344,7 +346,7 @@ func (e *MissingError) Error() string {
 	return fmt.Sprintf("still missing: the run that wrote %s never resolved it to a digest, so --retry-failed cannot copy it: %s", e.File, e.Answer)
 }
 
-// cause is the recorded cause, or (an older file) the answer's.
+// Cause is the recorded cause, or (an older file) the answer's.
 func (e *MissingError) Cause() Cause {
 	if e.Kind != "" {
 		return causeOf(e.Kind)
@@ -352,6 +354,9 @@ func (e *MissingError) Cause() Cause {
 	return Classify(errors.New(e.Answer))
 }
 
+// IsNotFound reports whether err is a registry's "not there": a 404, or
+// MANIFEST_UNKNOWN or NAME_UNKNOWN in its error body. Some registries
+// answer NAME_UNKNOWN for a tag that does not exist.
 func IsNotFound(err error) bool {
 	// containers/image reports a bodiless 404 (HEAD) only as text.
 	if strings.Contains(err.Error(), "StatusCode: 404,") {

@@ -428,7 +428,7 @@ func leftOut(res *transfer.Result, plan *Plan) []string {
 }
 
 // hint adds what to do about a registry error met while planning deletes
-// (the copy's explain does the same for transfers).
+// (failure.Explain does the same for transfers).
 func hint(err error) error {
 	msg := err.Error()
 	switch {

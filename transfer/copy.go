@@ -24,7 +24,7 @@ import (
 type Options struct {
 	// ParallelImages is how many images are copied at once (default 8):
 	// checked at the destination, their manifests read and pushed. In a
-	// planned copy (copyPlanned) the transfers of their blobs do not wait
+	// planned copy (CopyPlanned) the transfers of their blobs do not wait
 	// for an image's turn: they are all queued up front (see schedule).
 	ParallelImages int
 	// ParallelLayers is how many blobs of one image are copied at once
@@ -49,6 +49,7 @@ type Options struct {
 	Totals Totals
 }
 
+// WithDefaults fills in the parallelism, retries and progress left unset.
 func (o Options) WithDefaults() Options {
 	if o.ParallelImages <= 0 {
 		o.ParallelImages = 8
@@ -291,7 +292,7 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 	return nil
 }
 
-// instances are the instances of img's index d to copy: all of them, or
+// Instances are the instances of img's index d to copy: all of them, or
 // those of img.Platforms (a sparse copy). None matching is an error, since
 // an index without any of its images is of no use to a cluster.
 func Instances(img imageset.Image, d digest.Digest, kids []ocispec.Descriptor) ([]ocispec.Descriptor, error) {

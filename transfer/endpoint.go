@@ -47,17 +47,17 @@ type imageDone interface {
 	ImageDone(img imageset.Image)
 }
 
-// mediaTypeOf guesses a manifest's media type from its content.
+// MediaTypeOf guesses a manifest's media type from its content.
 func MediaTypeOf(data []byte) string {
 	return manifest.GuessMIMEType(data)
 }
 
-// isIndex reports whether mt is a manifest list or image index.
+// IsIndex reports whether mt is a manifest list or image index.
 func IsIndex(mt string) bool {
 	return mt == ocispec.MediaTypeImageIndex || mt == manifest.DockerV2ListMediaType
 }
 
-// children returns the manifests an index references.
+// Children returns the manifests an index references.
 func Children(data []byte) ([]ocispec.Descriptor, error) {
 	var idx ocispec.Index
 	if err := json.Unmarshal(data, &idx); err != nil {
@@ -66,7 +66,7 @@ func Children(data []byte) ([]ocispec.Descriptor, error) {
 	return idx.Manifests, nil
 }
 
-// blobsOf returns the config and layers an image manifest references, in
+// BlobsOf returns the config and layers an image manifest references, in
 // order, skipping foreign (non-distributable) layers.
 func BlobsOf(data []byte) ([]ocispec.Descriptor, error) {
 	var m ocispec.Manifest

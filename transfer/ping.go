@@ -7,7 +7,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
-// explain is explain for an operation on img; when the operation failed
+// explain is failure.Explain for an operation on img; when the operation failed
 // because the registry's ping failed (a 5xx, a reset), it also forgets
 // img's source and destination: containers/image remembers a failed ping
 // for the life of the client, so a retry with the same one fails again

@@ -96,7 +96,7 @@ type Registry struct {
 	Retries    int
 	RetryDelay time.Duration
 
-	// sparse are the images (destination@digest) earlier runs copied
+	// Sparse are the images (destination@digest) earlier runs copied
 	// sparse, with their platforms; set before a copy, read-only during it.
 	Sparse map[string][]string
 
@@ -109,7 +109,7 @@ type Registry struct {
 	// says nothing of another: an image naming a digest its repository does
 	// not hold must fail, not be served another repository's read.)
 	resolved map[manifestKey][]byte
-	// seen says whether earlier runs of the workspace handled manifest d
+	// Seen says whether earlier runs of the workspace handled manifest d
 	// (its platform manifests are on record, or the store holds it), so a
 	// tag resolving to it needs no manifest read; nil on a first run.
 	Seen func(d digest.Digest) bool
@@ -127,7 +127,7 @@ type Registry struct {
 	// trusted are the blobs (repo@digest) HasBlob took to be there on the
 	// workspace's records alone, without asking; resend is where the run
 	// reads blobs, to send one of them after all when a manifest PUT says
-	// the registry lost it (see resendFrom, PutManifest). Without resend,
+	// the registry lost it (see ResendFrom, PutManifest). Without resend,
 	// HasBlob asks.
 	trusted map[string]bool
 	resend  Source
@@ -362,7 +362,7 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 	return r.HeadDigestAt(ctx, named, types.OptionalBoolUndefined)
 }
 
-// headDigestAt is headDigest for a registries.conf pull source (a
+// HeadDigestAt is headDigest for a registries.conf pull source (a
 // [[registry.mirror]] or the rewritten location): skipVerify is its
 // entry's insecure where no --*-tls-verify flag decides (see sharedClientAt).
 func (r *Registry) HeadDigestAt(ctx context.Context, named reference.Named, skipVerify types.OptionalBool) (digest.Digest, error) {
@@ -662,7 +662,7 @@ const headBlobLimit = 1 << 20
 // HasBlob implements Destination. Through the run's client for the
 // mirror: a blob this run put or found in the repository is there (no
 // request), and so is one the workspace's records place in the repository
-// when the run can send it again (resendFrom): the manifest PUT, which the
+// when the run can send it again (ResendFrom): the manifest PUT, which the
 // registry refuses while a blob it references is missing, is the check;
 // one another repository of the run or of the records holds is mounted
 // from there (one POST, trusted only on 201; the upload the registry opens
@@ -834,7 +834,7 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 	return nil
 }
 
-// resendFrom lets HasBlob trust the workspace's records of which blobs a
+// ResendFrom lets HasBlob trust the workspace's records of which blobs a
 // repository holds: src is where the run reads img's blobs, to send one
 // after all that the registry turns out to have lost. log hears of that.
 func (r *Registry) ResendFrom(src Source, log *slog.Logger) {
@@ -1071,7 +1071,7 @@ func repoOf(name string) string {
 	return named.Name()
 }
 
-// keptManifest is manifest d of img's repository as the resolution kept
+// KeptManifest is manifest d of img's repository as the resolution kept
 // it (see resolved); take also forgets it, for a reader that keeps it from
 // then on.
 func (r *Registry) KeptManifest(img imageset.Image, d digest.Digest, take bool) ([]byte, bool) {
@@ -1085,7 +1085,7 @@ func (r *Registry) KeptManifest(img imageset.Image, d digest.Digest, take bool) 
 	return data, ok
 }
 
-// keepResolved keeps data for later reads of manifest d of the repository
+// KeepResolved keeps data for later reads of manifest d of the repository
 // of name in this run (see resolved) when it is d.
 func (r *Registry) KeepResolved(name string, d digest.Digest, data []byte) {
 	if d.Validate() != nil || d.Algorithm().FromBytes(data) != d {
@@ -1188,9 +1188,6 @@ func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data
 	}
 	return nil, "", false, nil
 }
-
-// explain (retry.go) ties a registry's answer to its reference; Classify
-// says what fixes it.
 
 // KnownLocations tells the registry where blobs already are (destination
 // repository per digest, as an earlier run recorded), so new images can

@@ -26,7 +26,7 @@ import (
 // holds one mount (POST ?mount=&from=, 201). No blob HEADs, no PATCHes. The same holds from the local store (disk-to-mirror's
 // shape). Upstream, each manifest is read once (the tag resolution's GET
 // serves the copy) and each blob once, after one ping. It holds for Copy
-// and for copyPlanned, the trips' way in, whose planning pass makes the
+// and for CopyPlanned, the trips' way in, whose planning pass makes the
 // existence checks: per image exactly one manifest PUT and its blobs, and
 // no manifest HEAD in a repository the catalog or its tag list answers.
 // A new tag in a repository the workspace's records know sends no blob
@@ -218,7 +218,7 @@ func checkCounts(t *testing.T, what string, c *registrytest.RequestCounter, want
 	}
 }
 
-// TestPlannedCopyAsksForBlobsAnArchiveLeftOut: through copyPlanned (the
+// TestPlannedCopyAsksForBlobsAnArchiveLeftOut: through CopyPlanned (the
 // trips' way in) as through Copy, a small blob an incremental archive left
 // out, which the mirror's repository holds though no record says so, is
 // asked for (HEAD) and found, not reported missing.

@@ -223,7 +223,7 @@ var errNotNeeded = errors.New("not transferred: every image needing it failed")
 // schedule hands out the images of set in the order the copy may start
 // them. Without a plan, that is every image, in set order, each moving its
 // blobs in its own turn (as a plain Copy does). With one (the blobs of each
-// image by destination, as copyPlanned read them), the transfers of those
+// image by destination, as CopyPlanned read them), the transfers of those
 // blobs are queued at once, and an image comes out when they have ended.
 // Images whose endpoints hold state per image while its blobs move (a
 // containers/image connection) keep moving their blobs in their own turn,

@@ -8,7 +8,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 )
 
-// noSpace returns a *archive.NoSpaceError when images of res failed
+// NoSpace returns a *archive.NoSpaceError when images of res failed
 // because a disk filled up: one for each of roots (the archive directory,
 // the store) that holds a file that did not fit, in the order they filled,
 // counting the bytes of the blobs that did not fit there (a lower bound:

@@ -147,7 +147,7 @@ func (s *Store) linked(d digest.Digest) (archive.Location, bool) {
 	return l, true
 }
 
-// linkedUnder reports whether blob d is linked (not stored) to a file in dir.
+// LinkedUnder reports whether blob d is linked (not stored) to a file in dir.
 func (s *Store) LinkedUnder(d digest.Digest, dir string) bool {
 	if _, err := os.Stat(s.BlobPath(d)); err == nil {
 		return false
@@ -362,7 +362,7 @@ func (e *missingError) Error() string {
 	return fmt.Sprintf("store is missing blob %s of manifest %s: run mirror-to-disk again to fetch it", e.blob, e.manifest)
 }
 
-// writeFileAtomic replaces path with data, or leaves it as it was.
+// WriteFileAtomic replaces path with data, or leaves it as it was.
 func WriteFileAtomic(path string, data []byte) error {
 	return archive.NoSpace(writeFile(path, data), path, int64(len(data)), false)
 }

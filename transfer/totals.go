@@ -16,7 +16,7 @@ import (
 	"github.com/gapmirror/gapmirror/registryapi"
 )
 
-// copyPlanned copies set from src to dst after a planning pass that asks
+// CopyPlanned copies set from src to dst after a planning pass that asks
 // the destination which images it lacks and reads their manifests, so that
 // progress shows the true blob and byte totals from its first frame. The
 // copy is handed the answers the pass got, so no request is made twice.
@@ -112,7 +112,7 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 	return blobs, true
 }
 
-// planReader is how the planning pass reads img's manifests: from local
+// PlanReader is how the planning pass reads img's manifests: from local
 // sources directly; from a registry through the run's one client for its
 // host, so that planning thousands of images holds no connection per image
 // (else through the image's own source, closed when planned: the copy opens
@@ -273,7 +273,7 @@ func (p *plannedSource) ImageDone(img imageset.Image) {
 func (p *plannedSource) unwrap() Source { return p.Source }
 
 // plannedDestination answers the copy's first HasManifest of an image from
-// the planning pass. It does not offer Expect (copyPlanned called it before
+// the planning pass. It does not offer Expect (CopyPlanned called it before
 // planning; a second call would count each image twice) but does pass on
 // HeadBlob, which the copy asks for blobs an incremental archive left out.
 type plannedDestination struct {
