@@ -10,11 +10,11 @@ import (
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/registryapi"
-	"github.com/gapmirror/gapmirror/sigstore"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -75,9 +75,15 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *transfer.Registry, src tr
 	}
 	present := make([]bool, len(set.Images))
 	errs := make([]error, len(set.Images))
-	sigstore.ParallelDo(len(set.Images), max(t.Copy.WithDefaults().ParallelImages, 1), func(i int) {
-		present[i], errs[i] = dst.HasManifest(ctx, set.Images[i], digest.Digest(set.Images[i].Digest))
-	})
+	var g errgroup.Group
+	g.SetLimit(max(t.Copy.WithDefaults().ParallelImages, 1))
+	for i, img := range set.Images {
+		g.Go(func() error {
+			present[i], errs[i] = dst.HasManifest(ctx, img, digest.Digest(img.Digest))
+			return nil
+		})
+	}
+	_ = g.Wait() // errors are in errs, by image
 	var missing []imageset.Image
 	for i, img := range set.Images {
 		if errs[i] != nil {
@@ -142,17 +148,23 @@ func (t *Trip) sizeOf(ctx context.Context, src transfer.Source, images []imagese
 			seen[d.Digest] = true
 		}
 	}
-	sigstore.ParallelDo(len(images), max(t.Copy.WithDefaults().ParallelImages, 1), func(i int) {
-		descs, err := imageBlobs(ctx, src, images[i], digest.Digest(images[i].Digest), true)
-		if err != nil {
-			mu.Lock()
-			unreadable++
-			mu.Unlock()
-			t.Log.Debug("dry run: cannot read the image to size it", "image", images[i].Origin, "error", err)
-			return
-		}
-		add(descs)
-	})
+	var g errgroup.Group
+	g.SetLimit(max(t.Copy.WithDefaults().ParallelImages, 1))
+	for _, img := range images {
+		g.Go(func() error {
+			descs, err := imageBlobs(ctx, src, img, digest.Digest(img.Digest), true)
+			if err != nil {
+				mu.Lock()
+				unreadable++
+				mu.Unlock()
+				t.Log.Debug("dry run: cannot read the image to size it", "image", img.Origin, "error", err)
+				return nil
+			}
+			add(descs)
+			return nil
+		})
+	}
+	_ = g.Wait() // unreadable images are counted, not errors
 	return blobs, bytes, unreadable
 }
 

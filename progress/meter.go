@@ -128,7 +128,7 @@ func (m *Meter) startTicker() {
 
 func (m *Meter) Sending(desc ocispec.Descriptor) {
 	m.mu.Lock()
-	if m.t != nil && !m.t.Planned {
+	if m.t != nil && !m.t.Planned() {
 		m.extra += desc.Size
 	}
 	m.inFlight++
@@ -137,7 +137,7 @@ func (m *Meter) Sending(desc ocispec.Descriptor) {
 
 func (m *Meter) Sent(desc ocispec.Descriptor, ok bool) {
 	m.mu.Lock()
-	if !ok && m.t != nil && !m.t.Planned {
+	if !ok && m.t != nil && !m.t.Planned() {
 		m.extra -= desc.Size
 	}
 	m.inFlight--

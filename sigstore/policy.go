@@ -70,7 +70,7 @@ func (s Search) Verify(ctx context.Context, policyPath string, parallel int, set
 	// A PolicyContext is not safe for concurrent use: one evaluation at a
 	// time, the image sources opened in parallel.
 	var mu sync.Mutex
-	ParallelDo(len(images), parallel, func(i int) {
+	parallelDo(len(images), parallel, func(i int) {
 		refusals[i] = allowed(ctx, pc, &mu, &sys, up, images[i])
 	})
 	refused := map[string]bool{} // destination repo @ digest

@@ -106,7 +106,7 @@ func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Dig
 	kidsOf := make([][]digest.Digest, len(images))
 	have := make([]bool, len(images))
 	var reads atomic.Int64
-	ParallelDo(len(distinct), parallel, func(j int) {
+	parallelDo(len(distinct), parallel, func(j int) {
 		i := distinct[j]
 		tg := images[i]
 		if kids, ok := known[tg.manifest]; ok {
@@ -174,7 +174,7 @@ func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Dig
 	stats.Lookups = len(asked)
 	// A HEAD is cheap for the registry: twice the copy's parallelism keeps a
 	// no-change rerun of thousands of images short (429s are retried).
-	ParallelDo(len(asked), 2*parallel, func(i int) {
+	parallelDo(len(asked), 2*parallel, func(i int) {
 		k := asked[i]
 		lookups[k].sig, lookups[k].err = lookupSignature(ctx, up, rd, k)
 	})
@@ -309,7 +309,7 @@ func lookupSignature(ctx context.Context, r *transfer.Registry, rd *RegistriesD,
 }
 
 // headTag returns the digest repo:tag names, with one HEAD (and retries);
-// skipVerify as for headDigestAt.
+// skipVerify as for HeadDigestAt.
 func headTag(ctx context.Context, r *transfer.Registry, repo reference.Named, tag string, skipVerify types.OptionalBool) (digest.Digest, error) {
 	tagged, err := reference.WithTag(repo, tag)
 	if err != nil {
@@ -326,8 +326,8 @@ func headTag(ctx context.Context, r *transfer.Registry, repo reference.Named, ta
 	return d, err
 }
 
-// ParallelDo runs do(0..n-1) with at most limit at once.
-func ParallelDo(n, limit int, do func(i int)) {
+// parallelDo runs do(0..n-1) with at most limit at once.
+func parallelDo(n, limit int, do func(i int)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, limit)
 	for i := 0; i < n; i++ {

@@ -68,12 +68,12 @@ func TotalsOf(of map[string][]ocispec.Descriptor) Totals {
 	return t
 }
 
-// tally sorts blob references into distinct blobs moved or found and
+// Tally sorts blob references into distinct blobs moved or found and
 // further references reused; the copy's Result and the Meter keep one each,
 // fed the same events, so log lines and summary show the same numbers.
 type Tally struct {
 	mu      sync.Mutex
-	Planned bool
+	planned bool
 	of      map[string][]ocispec.Descriptor
 	inPlan  map[digest.Digest]bool
 	seen    map[digest.Digest]bool
@@ -87,8 +87,10 @@ type Tally struct {
 	unread int
 }
 
+// NewTally counts against the totals t the plan knows (none: they grow as
+// blobs are met).
 func NewTally(t Totals) *Tally {
-	ty := &Tally{Planned: t.Blobs > 0 || t.Of != nil, of: t.Of, inPlan: map[digest.Digest]bool{}, seen: map[digest.Digest]bool{}, Blobs: t.Blobs, Bytes: t.Bytes}
+	ty := &Tally{planned: t.Blobs > 0 || t.Of != nil, of: t.Of, inPlan: map[digest.Digest]bool{}, seen: map[digest.Digest]bool{}, Blobs: t.Blobs, Bytes: t.Bytes}
 	for _, ds := range t.Of {
 		for _, d := range ds {
 			ty.inPlan[d.Digest] = true
@@ -97,7 +99,7 @@ func NewTally(t Totals) *Tally {
 	return ty
 }
 
-// blob counts one reference; first: the first of its blob.
+// Blob counts one reference; first: the first of its blob.
 func (t *Tally) Blob(desc ocispec.Descriptor, how BlobOutcome) (first bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -135,14 +137,18 @@ type BlobTally struct {
 	Unread int
 }
 
+// Planned reports whether the totals came from a plan, before the copy.
+func (t *Tally) Planned() bool { return t.planned }
+
+// Counts is a reading of the tally.
 func (t *Tally) Counts() BlobTally {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return BlobTally{Blobs: t.Blobs, Bytes: t.Bytes, BlobsMoved: t.BlobsMoved, BlobsFound: t.BlobsFound,
-		BytesMoved: t.BytesMoved, BytesFound: t.BytesFound, Reused: t.Reused, Known: t.Planned, Unread: t.unread}
+		BytesMoved: t.BytesMoved, BytesFound: t.BytesFound, Reused: t.Reused, Known: t.planned, Unread: t.unread}
 }
 
-// skipped counts the blobs of an image the destination has as found.
+// Skipped counts the blobs of an image the destination has as found.
 func (t *Tally) Skipped(img imageset.Image) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
