@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -234,9 +232,6 @@ func TestETAOfSmallBlobsAfterLargeOnes(t *testing.T) {
 // meterTestOptions reach the test registries over plain HTTP, with an
 // empty registries.conf and auth file of the test's own.
 func meterTestOptions(t *testing.T) transfer.RegistryOptions {
-	conf := filepath.Join(t.TempDir(), "registries.conf")
-	if err := os.WriteFile(conf, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: filepath.Join(t.TempDir(), "auth.json")}
+	conf, auth := registrytest.ClientFiles(t)
+	return transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: auth}
 }

@@ -3,8 +3,6 @@ package sigstore
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/distribution/reference"
@@ -20,11 +18,8 @@ import (
 // signatureTestOptions reach the test registries over plain HTTP, with an
 // empty registries.conf and auth file of the test's own.
 func signatureTestOptions(t *testing.T) transfer.RegistryOptions {
-	conf := filepath.Join(t.TempDir(), "registries.conf")
-	if err := os.WriteFile(conf, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: filepath.Join(t.TempDir(), "auth.json")}
+	conf, auth := registrytest.ClientFiles(t)
+	return transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: auth}
 }
 
 // TestNoChangeChecksShareOneClient: on a no-change rerun, the mirror's

@@ -26,11 +26,8 @@ import (
 )
 
 func testOptions(t *testing.T) RegistryOptions {
-	conf := filepath.Join(t.TempDir(), "registries.conf")
-	if err := os.WriteFile(conf, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: filepath.Join(t.TempDir(), "auth.json")}
+	conf, auth := registrytest.ClientFiles(t)
+	return RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: auth}
 }
 
 // TestSharedLayerIsMounted: a base layer shared by ten images in ten

@@ -2,6 +2,8 @@ package registrytest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -19,4 +21,17 @@ func Start(t testing.TB, opts Options) *Registry {
 		}
 	})
 	return reg
+}
+
+// ClientFiles are an empty registries.conf and the path of an auth file
+// that does not exist, in temporary directories of t: a client under test
+// given them reads neither the machine's registries.conf nor its
+// credentials.
+func ClientFiles(t testing.TB) (registriesConf, authFile string) {
+	t.Helper()
+	registriesConf = filepath.Join(t.TempDir(), "registries.conf")
+	if err := os.WriteFile(registriesConf, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return registriesConf, filepath.Join(t.TempDir(), "auth.json")
 }
