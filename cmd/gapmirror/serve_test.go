@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/copy"
 	"go.podman.io/image/v5/directory"
 	"go.podman.io/image/v5/docker"
@@ -571,12 +570,7 @@ func servedBlobs(t *testing.T, c *http.Client, base, repo string, d digest.Diges
 		t.Fatalf("GET %s@%s: %d, digest %s", repo, d, resp.StatusCode, digest.FromBytes(data))
 	}
 	into[d] = int64(len(data))
-	var m struct {
-		Manifests []ocispec.Descriptor `json:"manifests"`
-		Config    ocispec.Descriptor   `json:"config"`
-		Layers    []ocispec.Descriptor `json:"layers"`
-	}
-	must(t, json.Unmarshal(data, &m))
+	m := manifestRefs(t, data)
 	for _, child := range m.Manifests {
 		servedBlobs(t, c, base, repo, child.Digest, user, password, into)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/s3fake"
@@ -156,12 +154,7 @@ func verifyServed(t *testing.T, base, repo string, d digest.Digest) {
 		if data == nil {
 			return
 		}
-		var m struct {
-			Manifests []ocispec.Descriptor `json:"manifests"`
-			Config    ocispec.Descriptor   `json:"config"`
-			Layers    []ocispec.Descriptor `json:"layers"`
-		}
-		must(t, json.Unmarshal(data, &m))
+		m := manifestRefs(t, data)
 		for _, c := range m.Manifests {
 			walk(c.Digest)
 		}

@@ -196,6 +196,22 @@ func (w *world) assertMirrored(reg *registrytest.Registry, prefix string) {
 	}
 }
 
+// refs are what a manifest references: an index's manifests, an image's
+// config and layers (Config.Digest is empty in an index).
+type refs struct {
+	Manifests []ocispec.Descriptor `json:"manifests"`
+	Config    ocispec.Descriptor   `json:"config"`
+	Layers    []ocispec.Descriptor `json:"layers"`
+}
+
+// manifestRefs parses the references of manifest data.
+func manifestRefs(t testing.TB, data []byte) refs {
+	t.Helper()
+	var m refs
+	must(t, json.Unmarshal(data, &m))
+	return m
+}
+
 // assertComplete checks that manifest d and everything it references is in repo.
 func (w *world) assertComplete(reg *registrytest.Registry, repo string, d digest.Digest) {
 	t := w.t
@@ -208,12 +224,7 @@ func (w *world) assertComplete(reg *registrytest.Registry, repo string, d digest
 	if digest.FromBytes(data) != d {
 		t.Errorf("%s@%s: manifest bytes have digest %s", repo, d, digest.FromBytes(data))
 	}
-	var m struct {
-		Manifests []ocispec.Descriptor `json:"manifests"`
-		Config    ocispec.Descriptor   `json:"config"`
-		Layers    []ocispec.Descriptor `json:"layers"`
-	}
-	must(t, json.Unmarshal(data, &m))
+	m := manifestRefs(t, data)
 	for _, c := range m.Manifests {
 		w.assertComplete(reg, repo, c.Digest)
 	}
@@ -242,12 +253,7 @@ func (w *world) blobsIn(reg *registrytest.Registry, repo string, d digest.Digest
 	data, _, err := reg.Manifest(repo, d.String())
 	must(w.t, err)
 	into[d] = int64(len(data))
-	var m struct {
-		Manifests []ocispec.Descriptor `json:"manifests"`
-		Config    ocispec.Descriptor   `json:"config"`
-		Layers    []ocispec.Descriptor `json:"layers"`
-	}
-	must(w.t, json.Unmarshal(data, &m))
+	m := manifestRefs(w.t, data)
 	for _, c := range m.Manifests {
 		w.blobsIn(reg, repo, c.Digest, into)
 	}
