@@ -88,11 +88,18 @@ func (r *redisCache) clear(ctx context.Context) (int, error) {
 				if err != nil {
 					return err
 				}
-				for _, k := range keys { // one by one: a cluster's keys live in different slots
-					if err := c.Del(ctx, k).Err(); err != nil {
+				// One DEL a key (a cluster's keys live in different slots),
+				// all of a batch in one round trip.
+				if len(keys) > 0 {
+					if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+						for _, k := range keys {
+							p.Del(ctx, k)
+						}
+						return nil
+					}); err != nil {
 						return err
 					}
-					n.Add(1)
+					n.Add(int64(len(keys)))
 				}
 				if cursor = next; cursor == 0 {
 					break
