@@ -380,7 +380,7 @@ func TestFilterBrokenSources(t *testing.T) {
 		t.Errorf("filtered legacy channel invalid: %v", err)
 	}
 	// The newest opm does reject it, as the warning says.
-	if opm := opmOracle(t); opm != "" {
+	if opm := opmtest.Oracle(t); opm != "" {
 		dir := t.TempDir()
 		if err := out.WriteDir(dir); err != nil {
 			t.Fatal(err)

@@ -43,7 +43,7 @@ func TestGraphLevels(t *testing.T) {
 		{"outside bundle both replaced and skipped", "1.1.0>1.0.0!1.0.0", levelLegacy, "both replaced and skipped", true},
 		{"stranded everywhere", "0.9.0; 1.0.0>0.9.0; 1.1.0>0.8.0!1.0.0", levelInvalid, "stranded entries (neither on the replaces chain from head \"p.v1.1.0\" nor skipped): p.v0.9.0", false},
 	}
-	opm := opmOracle(t)
+	opm := opmtest.Oracle(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := channelGraph(t, tc.spec)

@@ -200,24 +200,7 @@ func mustJSON(t testing.TB, v any) string {
 	return string(data)
 }
 
-// opmOracle returns the opm binary for oracle checks inside tests that check
-// more than opm: "" (with a note in the log) when it is not built, so the
-// rest of the test still runs; a failure when CI requires it.
-func opmOracle(t testing.TB) string {
-	t.Helper()
-	opm, err := opmtest.Find()
-	if err != nil {
-		if opmtest.Required() {
-			t.Fatalf("opm oracle required (GAPMIRROR_REQUIRE_OPM=1) but missing: %v", err)
-		}
-		opmMissing.Do(func() { t.Logf("not checking with opm: %v", err) })
-		return ""
-	}
-	return opm
-}
-
 var (
-	opmMissing sync.Once
 	// opmChecked remembers the catalogs opm already judged, by the hash of
 	// their files: the property tests filter to the same result many times,
 	// and each opm run costs a process start.
@@ -245,7 +228,7 @@ func (a *atomicCounter) get() int {
 // channel safe) may go either way with this opm release: logged.
 func checkWithOPM(t testing.TB, c *Catalog) {
 	t.Helper()
-	opm := opmOracle(t)
+	opm := opmtest.Oracle(t)
 	if opm == "" {
 		return
 	}

@@ -307,7 +307,7 @@ func TestLoadErrors(t *testing.T) {
 			}
 			// gapmirror refuses no catalog that opm would serve, but for
 			// the known cases above.
-			if opm := opmOracle(t); opm != "" {
+			if opm := opmtest.Oracle(t); opm != "" {
 				dir := t.TempDir()
 				for name, data := range tc.files {
 					p := filepath.Join(dir, filepath.FromSlash(name))

@@ -1047,7 +1047,7 @@ func TestCompareEntryNames(t *testing.T) {
 // so the cluster's opm rebuilds it; both paths must work).
 func opmValidate(t *testing.T, dir string) {
 	t.Helper()
-	opm := opmOracle(t)
+	opm := opmtest.Oracle(t)
 	if opm == "" {
 		return
 	}
@@ -1062,9 +1062,14 @@ func opmValidate(t *testing.T, dir string) {
 }
 
 // TestRebuildFilteredCatalog rebuilds a catalog image around a filtered
-// catalog written by WriteDir, extracts it again and has opm judge it.
+// catalog (generated: skips, skipRanges, release candidates, deprecations)
+// written by WriteDir, extracts it again and has opm judge it.
 func TestRebuildFilteredCatalog(t *testing.T) {
-	out, _, err := catalog.Filter(branching(t), catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: "app", MinVersion: "1.2.0"}}})
+	generated, err := catalog.Generate(catalog.GenSpec{Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := catalog.Filter(generated, catalog.FilterSpec{Packages: []catalog.PackageSpec{{Name: catalog.GenPackageName(0), MinVersion: "1.0.0"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

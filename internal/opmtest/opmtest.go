@@ -96,9 +96,26 @@ func Path(t testing.TB) string {
 	return p
 }
 
+// Oracle returns opm for oracle checks inside tests that check more than
+// opm: "" (with a note in the log, once) when it is not built, so the rest
+// of the test still runs; a failure when Required.
+func Oracle(t testing.TB) string {
+	t.Helper()
+	opm, err := Find()
+	if err != nil {
+		if Required() {
+			t.Fatalf("opm oracle required (GAPMIRROR_REQUIRE_OPM=1) but missing: %v", err)
+		}
+		oracleMissing.Do(func() { t.Logf("not checking with opm: %v", err) })
+		return ""
+	}
+	return opm
+}
+
 var (
-	versionOnce sync.Once
-	versionText string
+	oracleMissing sync.Once
+	versionOnce   sync.Once
+	versionText   string
 )
 
 // Version is what `opm version` prints, for messages; "" when it fails.
