@@ -7,16 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/s3fake"
 )
 
@@ -113,14 +111,14 @@ func (b *bench) serveS3(ctx context.Context, size int64, n int) error {
 		return err
 	}
 	defer r2.stop()
-	lb, err := startBalancer(a.addr, r2.addr)
+	lb, err := registrytest.StartRoundRobin(a.addr, r2.addr)
 	if err != nil {
 		return err
 	}
-	defer lb.close()
+	defer lb.Close()
 	auth := base64.StdEncoding.EncodeToString([]byte("alice:s3cret"))
 	var entries []string
-	for _, h := range []string{fs.addr, a.addr, r2.addr, lb.host} {
+	for _, h := range []string{fs.addr, a.addr, r2.addr, lb.Host} {
 		entries = append(entries, fmt.Sprintf("%q:{\"auth\":%q}", h, auth))
 	}
 	if err := os.WriteFile(b.authFile, []byte(`{"auths":{`+strings.Join(entries, ",")+"}}\n"), 0o600); err != nil {
@@ -142,7 +140,7 @@ func (b *bench) serveS3(ctx context.Context, size int64, n int) error {
 		return err
 	}
 	s3Before := store.Requests.Load()
-	s3Took, err := check("F disk-to-mirror, two replicas on S3", archives[1], lb.host, counts{copied: n})
+	s3Took, err := check("F disk-to-mirror, two replicas on S3", archives[1], lb.Host, counts{copied: n})
 	if err != nil {
 		return err
 	}
@@ -155,7 +153,7 @@ func (b *bench) serveS3(ctx context.Context, size int64, n int) error {
 	fmt.Printf("  %s of unique blobs; the same archive pushed with gapmirror mirror --from, in this run:\n", humanBytes(unique))
 	fmt.Printf("  %-62s %7.2fs  %6.1f MiB/s\n", "disk-to-mirror into 1 serve, filesystem storage", fsTook.Seconds(), mbps(fsTook))
 	fmt.Printf("  %-62s %7.2fs  %6.1f MiB/s\n", "disk-to-mirror into 2 serve replicas, S3 (gofakes3) + Redis", s3Took.Seconds(), mbps(s3Took))
-	fmt.Printf("      balancer: %d and %d requests to the replicas; %d S3 requests\n", lb.hits[0].Load(), lb.hits[1].Load(), s3Requests)
+	fmt.Printf("      balancer: %d and %d requests to the replicas; %d S3 requests\n", lb.Hits[0].Load(), lb.Hits[1].Load(), s3Requests)
 	fmt.Printf("  ratio (two replicas on S3 / one on the filesystem): %.2f\n", s3Took.Seconds()/fsTook.Seconds())
 	fmt.Println("  (gofakes3 keeps objects in memory in this process: the figure is the cost of the S3 protocol, the driver and the replicas, not of a real store's disks and network)")
 	return nil
@@ -215,40 +213,3 @@ func (p *servedProcess) stop() {
 		<-p.exited
 	}
 }
-
-// balancer sends each request to the next replica in turn, keeping the Host
-// the client asked for.
-type balancer struct {
-	host string
-	hits []atomic.Int64
-	srv  *http.Server
-}
-
-func startBalancer(replicas ...string) (*balancer, error) {
-	var targets []*url.URL
-	for _, r := range replicas {
-		u, err := url.Parse("http://" + r)
-		if err != nil {
-			return nil, err
-		}
-		targets = append(targets, u)
-	}
-	lb := &balancer{hits: make([]atomic.Int64, len(targets))}
-	var next atomic.Uint64
-	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		i := int((next.Add(1) - 1) % uint64(len(targets)))
-		lb.hits[i].Add(1)
-		pr.SetURL(targets[i])
-		pr.Out.Host = pr.In.Host
-	}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	lb.host = ln.Addr().String()
-	lb.srv = &http.Server{Handler: proxy, ReadHeaderTimeout: 30 * time.Second}
-	go func() { _ = lb.srv.Serve(ln) }()
-	return lb, nil
-}
-
-func (lb *balancer) close() { _ = lb.srv.Close() }

@@ -5,16 +5,12 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -22,48 +18,13 @@ import (
 	"github.com/gapmirror/gapmirror/internal/s3fake"
 )
 
-// roundRobin is a load balancer on 127.0.0.1 sending each request to the
-// next replica in turn (an L7 balancer: the parts of one upload land on
-// different replicas), keeping the Host the client asked for.
-type roundRobin struct {
-	backends []*url.URL
-	next     atomic.Uint64
-	hits     []atomic.Int64
-	srv      *http.Server
-	Host     string
-	// pick, when set, chooses the replica of a request instead.
-	pick func(*http.Request) int
-}
-
-func startRoundRobin(t *testing.T, replicas ...string) *roundRobin {
+// startRoundRobin starts a registrytest.RoundRobin over replicas for the
+// test.
+func startRoundRobin(t *testing.T, replicas ...string) *registrytest.RoundRobin {
 	t.Helper()
-	lb := &roundRobin{hits: make([]atomic.Int64, len(replicas))}
-	for _, r := range replicas {
-		u, err := url.Parse("http://" + r)
-		must(t, err)
-		lb.backends = append(lb.backends, u)
-	}
-	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		i := int((lb.next.Add(1) - 1) % uint64(len(lb.backends)))
-		if lb.pick != nil {
-			i = lb.pick(pr.In)
-		}
-		lb.hits[i].Add(1)
-		pr.SetURL(lb.backends[i])
-		pr.Out.Host = pr.In.Host
-	}}
-	lb.Host = freeAddress(t)
-	lb.srv = &http.Server{Addr: lb.Host, Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
-	ready := make(chan error, 1)
-	go func() {
-		ln, err := net.Listen("tcp", lb.Host)
-		ready <- err
-		if err == nil {
-			_ = lb.srv.Serve(ln)
-		}
-	}()
-	must(t, <-ready)
-	t.Cleanup(func() { _ = lb.srv.Close() })
+	lb, err := registrytest.StartRoundRobin(replicas...)
+	must(t, err)
+	t.Cleanup(func() { _ = lb.Close() })
 	return lb
 }
 
@@ -198,8 +159,8 @@ func TestServeS3Replicas(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "6 images: 6 copied,") {
 		t.Fatalf("disk-to-mirror into the pair: exit %d", code)
 	}
-	if lb.hits[0].Load() < 20 || lb.hits[1].Load() < 20 {
-		t.Fatalf("the balancer sent %d and %d requests to the replicas: the push did not go through both", lb.hits[0].Load(), lb.hits[1].Load())
+	if lb.Hits[0].Load() < 20 || lb.Hits[1].Load() < 20 {
+		t.Fatalf("the balancer sent %d and %d requests to the replicas: the push did not go through both", lb.Hits[0].Load(), lb.Hits[1].Load())
 	}
 	for _, base := range []string{"http://" + addrA, "http://" + addrB} {
 		for _, ex := range all {
@@ -413,7 +374,7 @@ func TestServeReplicasOtherSecret(t *testing.T) {
 	}
 	a, b := start("a", addrA, confA), start("b", addrB, confB)
 	lb := startRoundRobin(t, addrA, addrB)
-	lb.pick = func(r *http.Request) int {
+	lb.Pick = func(r *http.Request) int {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/blobs/uploads/") {
 			return 0
 		}
@@ -437,7 +398,7 @@ func TestServeReplicasOtherSecret(t *testing.T) {
 	}
 	a.stop()
 	b.stop()
-	lb.pick = nil // round robin
+	lb.Pick = nil // round robin
 	conf(confB, "secret-of-a")
 	start("a", addrA, confA)
 	start("b", addrB, confB)
