@@ -172,9 +172,6 @@ func unresolved(list []imageset.Unresolved) []Unresolved {
 	return out
 }
 
-// platformsOf reads the workspace ws's record of the platform manifests
-// earlier runs found (empty on a first run, or when it cannot be read:
-// the manifests are then read again).
 // platformsFile is the workspace record of the platform manifests of the
 // images signatures were looked for, so later runs need not read them.
 var platformsFile = []string{"sigstore", "platforms.json"}
@@ -186,6 +183,9 @@ type platformsRecord struct {
 	Platforms     map[digest.Digest][]digest.Digest `json:"platforms"`
 }
 
+// platformsOf reads the workspace ws's record of the platform manifests
+// earlier runs found (empty on a first run, or when it cannot be read:
+// the manifests are then read again).
 func (t *Trip) platformsOf(ws string) platformsRecord {
 	var rec platformsRecord
 	if ws == "" {
@@ -241,7 +241,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
 	plan.Set = set
-	sigSearch := sigstore.Search{Upstream: up, Store: store, Parallel: t.Copy.WithDefaults().ParallelImages, Log: t.Log}
+	sigSearch := sigstore.Search{Upstream: up, Store: store, Parallel: opts.ParallelImages, Log: t.Log}
 	if !t.RemoveSignatures || t.SecurePolicy {
 		if sigSearch.RegistriesD, err = sigstore.LoadRegistriesD(up.SystemContext()); err != nil {
 			return nil, nil, err
@@ -254,7 +254,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
 	}
 	if t.SecurePolicy {
-		if err := sigSearch.Verify(ctx, t.PolicyPath, t.Copy.ParallelImages, set, res); err != nil {
+		if err := sigSearch.Verify(ctx, t.PolicyPath, set, res); err != nil {
 			return nil, nil, err
 		}
 	}

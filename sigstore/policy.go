@@ -25,8 +25,8 @@ import (
 // manifest or, for a multi-arch image, every platform manifest (publishers
 // that sign per architecture). A refused image leaves the set with its
 // signatures and is reported as failed, so nothing unverified is mirrored.
-// policyPath is --policy ("": the system's); parallel bounds the checks.
-func (s Search) Verify(ctx context.Context, policyPath string, parallel int, set *imageset.Set, res *imageset.Resolution) error {
+// policyPath is --policy ("": the system's).
+func (s Search) Verify(ctx context.Context, policyPath string, set *imageset.Set, res *imageset.Resolution) error {
 	up, rd := s.Upstream, s.RegistriesD
 	var policy *signature.Policy
 	var err error
@@ -66,7 +66,7 @@ func (s Search) Verify(ctx context.Context, policyPath string, parallel int, set
 		}
 	}
 	refusals := make([]error, len(images))
-	parallel = max(parallel, 1)
+	parallel := max(s.Parallel, 1)
 	// A PolicyContext is not safe for concurrent use: one evaluation at a
 	// time, the image sources opened in parallel.
 	var mu sync.Mutex
