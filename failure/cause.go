@@ -14,10 +14,11 @@ import (
 	"github.com/distribution/reference"
 	"github.com/docker/distribution/registry/api/errcode"
 	v2 "github.com/docker/distribution/registry/api/v2"
-	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/registryapi"
 	"github.com/opencontainers/go-digest"
 	"go.podman.io/image/v5/docker"
+
+	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // Transient reports whether err may go away when the operation is tried

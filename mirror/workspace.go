@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // workspace is the working-dir of a trip: the records that make the next

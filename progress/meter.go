@@ -8,10 +8,11 @@ import (
 	"sync"
 	"time"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/transfer"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // Counts is one reading of a Meter; every figure only grows within a phase.

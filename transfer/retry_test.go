@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	"go.podman.io/image/v5/types"
+
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/registryapi"
-	"go.podman.io/image/v5/types"
 )
 
 // TestClassifyPlainHTTPToTLS: a plain-HTTP server that answers a TLS

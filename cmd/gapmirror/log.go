@@ -12,8 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gapmirror/gapmirror/failure"
 	"github.com/sirupsen/logrus"
+
+	"github.com/gapmirror/gapmirror/failure"
 )
 
 // LevelTrace is below debug: containers/image's request-level lines.

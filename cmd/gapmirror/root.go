@@ -9,13 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gapmirror/gapmirror/progress"
-	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
 	"golang.org/x/term"
+
+	"github.com/gapmirror/gapmirror/progress"
+	"github.com/gapmirror/gapmirror/transfer"
 )
 
 // globalFlags are shared by every command that talks to registries.
