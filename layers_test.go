@@ -32,9 +32,10 @@ var allowedImports = map[string][]string{
 	"transfer":              {"archive", "backoff", "failure", "imageset", "registryapi"},
 	"progress":              {"failure", "imageset", "transfer"},
 	"sigstore":              {"failure", "imageset", "transfer"},
-	"mirror":                {"archive", "backoff", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/helm", "imageset/release", "progress", "prune", "registryapi", "sigstore", "transfer"},
+	"workspace":             {"archive", "imageset", "imageset/release"},
+	"mirror":                {"archive", "backoff", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/helm", "imageset/release", "progress", "prune", "registryapi", "sigstore", "transfer", "workspace"},
 	"serve":                 nil,
-	"cmd/gapmirror":         {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "serve", "transfer"},
+	"cmd/gapmirror":         {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "serve", "transfer", "workspace"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files
@@ -126,4 +127,39 @@ func hasGo(t *testing.T, dir string) bool {
 		t.Fatal(err)
 	}
 	return len(files) > 0
+}
+
+// maxPackageLines is the most non-test lines a production package may
+// hold: a package that grows past it holds more than one stage (see
+// docs/architecture.md) and is to be cut by responsibility.
+const maxPackageLines = 4000
+
+// TestPackageSize: no production package outgrows maxPackageLines, and
+// the trips (mirror), which only wire the stages, stay under 3,000.
+func TestPackageSize(t *testing.T) {
+	limits := map[string]int{"mirror": 3000}
+	for pkg := range allowedImports {
+		files, err := filepath.Glob(filepath.Join(filepath.FromSlash(pkg), "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines += strings.Count(string(data), "\n")
+		}
+		limit := maxPackageLines
+		if l, ok := limits[pkg]; ok {
+			limit = l
+		}
+		if lines > limit {
+			t.Errorf("package %s has %d non-test lines, over its limit of %d: cut it by responsibility (docs/architecture.md)", pkg, lines, limit)
+		}
+	}
 }

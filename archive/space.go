@@ -3,6 +3,8 @@ package archive
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -41,4 +43,25 @@ func NoSpace(err error, path string, need int64, atLeast bool) error {
 		return err
 	}
 	return &NoSpaceError{Path: path, Need: need, AtLeast: atLeast, Err: err}
+}
+
+// WriteFileAtomic replaces path with data, or leaves it as it was.
+func WriteFileAtomic(path string, data []byte) error {
+	return NoSpace(writeFile(path, data), path, int64(len(data)), false)
+}
+
+func writeFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := FileWriter(tmp).Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -17,11 +17,13 @@ import (
 	"github.com/distribution/reference"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/registryapi"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // DeleteListKind is the kind of a delete plan file (oc-mirror's name).
@@ -110,17 +112,17 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if err != nil {
 		return "", nil, err
 	}
-	ws := filepath.Join(dir, WorkingDir)
-	if filepath.Base(dir) == WorkingDir {
+	ws := filepath.Join(dir, workspace.WorkingDir)
+	if filepath.Base(dir) == workspace.WorkingDir {
 		ws = dir
 	}
-	lock, err := lockWorkspace(ws)
+	lock, err := workspace.LockWorkspace(ws)
 	if err != nil {
 		return "", nil, err
 	}
 	defer lock.Release()
-	w := workspace{ws}
-	rec, err := w.mirrorRecord(root)
+	w := workspace.Workspace{Dir: ws}
+	rec, err := w.Location(root)
 	if err != nil {
 		return "", nil, err
 	}
@@ -154,7 +156,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 			return "", nil, err
 		}
 	}
-	items, err := resolveDelete(cfg, cfgPath, w.path(releaseGraphsDir), root, rec.Images, sel, serrs, isBlocked)
+	items, err := resolveDelete(cfg, cfgPath, w.Path(workspace.ReleaseGraphsDir), root, rec.Images, sel, serrs, isBlocked)
 	if err != nil {
 		return "", nil, err
 	}
@@ -187,16 +189,16 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if id != "" {
 		suffix = "-" + id
 	}
-	path := w.path("delete", "delete-images"+suffix+".yaml")
+	path := w.Path("delete", "delete-images"+suffix+".yaml")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", nil, err
 	}
-	if err := transfer.WriteFileAtomic(path, data); err != nil {
+	if err := archive.WriteFileAtomic(path, data); err != nil {
 		return "", nil, err
 	}
 	// Keep the configuration next to the plan, as oc-mirror does.
 	if src, err := os.ReadFile(cfgPath); err == nil {
-		if err := transfer.WriteFileAtomic(w.path("delete", "delete-imageset-config"+suffix+".yaml"), src); err != nil {
+		if err := archive.WriteFileAtomic(w.Path("delete", "delete-imageset-config"+suffix+".yaml"), src); err != nil {
 			return "", nil, err
 		}
 	}
@@ -239,11 +241,11 @@ func deleteCandidates(items []DeleteItem, root string) []prune.Candidate {
 }
 
 // knownRoots lists the mirror roots the workspace has records of, for errors.
-func knownRoots(w workspace) string {
+func knownRoots(w workspace.Workspace) string {
 	var roots []string
-	_ = w.readAll("mirrors", func(name string) error {
-		var r locationRecord
-		if ok, err := w.read(&r, "mirrors", name); ok && err == nil && len(r.Images) > 0 {
+	_ = w.ReadAll("mirrors", func(name string) error {
+		var r workspace.LocationRecord
+		if ok, err := w.Read(&r, "mirrors", name); ok && err == nil && len(r.Images) > 0 {
 			roots = append(roots, r.Mirror)
 		}
 		return nil
@@ -284,7 +286,7 @@ func blockedRules(rules []imageset.BlockedImage, cfgPath string) (isBlocked func
 // additionalImages reasons go with them, but an image another section
 // (a bundle, a release, a chart) still needs is kept (settle). Every entry
 // must match something this workspace pushed there.
-func additionalImages(sel *selection, ais []imageset.AdditionalImage, cfgPath, root string, images []MirroredImage, isBlocked func(...string) bool) []error {
+func additionalImages(sel *selection, ais []imageset.AdditionalImage, cfgPath, root string, images []workspace.MirroredImage, isBlocked func(...string) bool) []error {
 	var errs []error
 	for i, ai := range ais {
 		path := fmt.Sprintf("delete.additionalImages[%d]", i)
@@ -302,7 +304,7 @@ func additionalImages(sel *selection, ais []imageset.AdditionalImage, cfgPath, r
 		}
 		var found, foreign, blockedN int
 		for _, m := range images {
-			mrepo, mtag := splitDest(m.setName())
+			mrepo, mtag := splitDest(m.SetName())
 			if mrepo != repo || (tag != "" && mtag != tag) || (dig != "" && m.Digest != dig) {
 				continue
 			}
@@ -310,7 +312,7 @@ func additionalImages(sel *selection, ais []imageset.AdditionalImage, cfgPath, r
 				foreign++
 				continue
 			}
-			if isBlocked(m.Origin, m.Destination, m.setName()) {
+			if isBlocked(m.Origin, m.Destination, m.SetName()) {
 				blockedN++
 				continue
 			}
@@ -333,7 +335,7 @@ func additionalImages(sel *selection, ais []imageset.AdditionalImage, cfgPath, r
 // names: delete.platform's, and those sel settled on (operators, helm,
 // additional images). Every entry must match something this workspace
 // pushed to root.
-func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, graphDir, root string, images []MirroredImage, sel *selection, serrs []error, isBlocked func(...string) bool) ([]DeleteItem, error) {
+func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, graphDir, root string, images []workspace.MirroredImage, sel *selection, serrs []error, isBlocked func(...string) bool) ([]DeleteItem, error) {
 	del := cfg.Delete
 	errs := serrs
 	if len(del.Samples) > 0 {
@@ -345,10 +347,10 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, graphDir,
 	seen := map[string]bool{}
 	var items []DeleteItem
 	for _, p := range platform {
-		if isBlocked(p.img.Origin, p.img.Destination, p.img.setName()) || seen[p.img.key()] {
+		if isBlocked(p.img.Origin, p.img.Destination, p.img.SetName()) || seen[p.img.Key()] {
 			continue
 		}
-		seen[p.img.key()] = true
+		seen[p.img.Key()] = true
 		items = append(items, DeleteItem{ImageName: p.img.Origin, ImageReference: "docker://" + root + "/" + p.img.Destination, Type: string(p.img.Kind), Digest: p.img.Digest, Why: p.why})
 	}
 	if len(errs) > 0 {
@@ -369,7 +371,7 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, graphDir,
 // signatureItems adds to items the signatures this workspace pushed for
 // them (same destination repository, signing the item's digest or one of its
 // platform manifests) when withSigs, else counts them.
-func signatureItems(items []DeleteItem, images []MirroredImage, root string, withSigs bool) ([]DeleteItem, int) {
+func signatureItems(items []DeleteItem, images []workspace.MirroredImage, root string, withSigs bool) ([]DeleteItem, int) {
 	deleted := map[string]string{} // repo@digest → why
 	seen := map[string]bool{}
 	for _, it := range items {
@@ -460,25 +462,25 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 		return nil, fmt.Errorf("%s was generated from the workspace %s, which is not there any more: its records must be updated with what gets deleted; restore it, or generate the plan again from where the workspace is now", planPath, l.Workspace)
 	}
 	if !dryRun {
-		lock, err := lockWorkspace(l.Workspace)
+		lock, err := workspace.LockWorkspace(l.Workspace)
 		if err != nil {
 			return nil, err
 		}
 		defer lock.Release()
 	}
-	w := workspace{l.Workspace}
+	w := workspace.Workspace{Dir: l.Workspace}
 	cands := deleteCandidates(l.Items, root)
 	// An image a mirror run since the plan was generated still had in its
 	// image set may be needed again (a bundle or chart now uses it): it is
 	// not deleted on the plan's word.
-	rec, err := w.mirrorRecord(root)
+	rec, err := w.Location(root)
 	if err != nil {
 		return nil, err
 	}
 	held := map[string]string{}
 	for _, m := range rec.Images {
 		if m.LastSeen.After(l.Generated) {
-			held[m.key()] = fmt.Sprintf("%s@%s was in the image set of a mirror run into %s at %s, after the plan was generated (%s); generate the plan again", m.Destination, m.Digest, root, m.LastSeen.Format("2006-01-02T15:04:05.000Z07:00"), l.Generated.Format("2006-01-02T15:04:05.000Z07:00"))
+			held[m.Key()] = fmt.Sprintf("%s@%s was in the image set of a mirror run into %s at %s, after the plan was generated (%s); generate the plan again", m.Destination, m.Digest, root, m.LastSeen.Format("2006-01-02T15:04:05.000Z07:00"), l.Generated.Format("2006-01-02T15:04:05.000Z07:00"))
 		}
 	}
 	if len(held) > 0 {
@@ -558,9 +560,9 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 		d.log().Debug("delete skipped", "action", s.Action.String(), "why", s.Error)
 	}
 	d.log().Info("deletes done", "mirror", root, "plan", planPath, "done", len(out.Done), "failed", len(out.Failed), "skipped", len(out.Skipped))
-	drec := deletionRecord{FormatVersion: recordFormat, Kind: "delete", Mirror: root, Time: d.now(), ToolVersion: d.ToolVersion, Plan: run, Outcome: out}
-	rep.File = w.path("delete", drec.Time.Format("20060102T150405.000Z")+"-deleted.json")
-	if err := w.write(drec, "delete", filepath.Base(rep.File)); err != nil {
+	drec := deletionRecord{FormatVersion: workspace.Format, Kind: "delete", Mirror: root, Time: d.now(), ToolVersion: d.ToolVersion, Plan: run, Outcome: out}
+	rep.File = w.Path("delete", drec.Time.Format("20060102T150405.000Z")+"-deleted.json")
+	if err := w.Write(drec, "delete", filepath.Base(rep.File)); err != nil {
 		return rep, errors.Join(xerr, err)
 	}
 	if err := forget(w, root, nil, prune.Resolved(run, out)); err != nil {
@@ -589,7 +591,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 }
 
 type matchedImage struct {
-	img MirroredImage
+	img workspace.MirroredImage
 	why string
 }
 
@@ -600,7 +602,7 @@ type matchedImage struct {
 // Releases pinned with minVersion = maxVersion are matched directly; other
 // channel selections are resolved with the update graphs the workspace
 // saved when it mirrored (graphDir), never the update service.
-func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []MirroredImage) ([]matchedImage, []error) {
+func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []workspace.MirroredImage) ([]matchedImage, []error) {
 	var out []matchedImage
 	var errs []error
 	arches := pl.Architectures
@@ -617,7 +619,7 @@ func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []Mir
 			if !m.Pushed {
 				continue
 			}
-			repo, mtag := splitDest(m.setName())
+			repo, mtag := splitDest(m.SetName())
 			switch {
 			case m.Kind == imageset.KindRelease && repo == release.ReleaseImageRepository && mtag == tag,
 				m.Kind == imageset.KindReleaseComponent && repo == release.ComponentRepository && strings.HasPrefix(mtag, tag+"-"):
@@ -642,7 +644,7 @@ func platformImages(pl imageset.Platform, cfgPath, graphDir string, images []Mir
 			}
 			var tags []string
 			for _, m := range images {
-				_, mtag := splitDest(m.setName())
+				_, mtag := splitDest(m.SetName())
 				if m.Kind == imageset.KindRelease && m.Pushed && (m.Origin == pl.Release || dig != "" && m.Digest == dig || tag != "" && mtag == tag) {
 					tags = append(tags, mtag)
 				}

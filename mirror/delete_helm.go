@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // helmWhy matches the reason helmCharts.images gives an image:
@@ -41,7 +42,7 @@ func (c *mirroredChart) key() string { return c.source + " " + c.name + " " + c.
 
 // helmImages resolves delete.helm against the charts the latest run to root
 // mirrored (latest gives that run's Set), adding what it selects to sel.
-func helmImages(sel *selection, h imageset.Helm, cfgPath, root string, w workspace, images []MirroredImage, latest func() (*imageset.Set, error)) []error {
+func helmImages(sel *selection, h imageset.Helm, cfgPath, root string, w workspace.Workspace, images []workspace.MirroredImage, latest func() (*imageset.Set, error)) []error {
 	if len(h.Repositories) == 0 && len(h.Local) == 0 {
 		return nil
 	}
@@ -53,10 +54,10 @@ func helmImages(sel *selection, h imageset.Helm, cfgPath, root string, w workspa
 	if err != nil {
 		return []error{err}
 	}
-	byKey := map[string]MirroredImage{}
+	byKey := map[string]workspace.MirroredImage{}
 	for _, m := range images {
 		if m.Pushed {
-			byKey[m.setName()+"@"+m.Digest] = m
+			byKey[m.SetName()+"@"+m.Digest] = m
 		}
 	}
 	var errs []error
@@ -141,7 +142,7 @@ func helmImages(sel *selection, h imageset.Helm, cfgPath, root string, w workspa
 
 // mirroredCharts lists the chart versions of the Set, with the repository
 // charts.json gives each.
-func mirroredCharts(w workspace, set *imageset.Set) ([]*mirroredChart, error) {
+func mirroredCharts(w workspace.Workspace, set *imageset.Set) ([]*mirroredChart, error) {
 	if set == nil {
 		return nil, nil
 	}
@@ -166,7 +167,7 @@ func mirroredCharts(w workspace, set *imageset.Set) ([]*mirroredChart, error) {
 			}
 		}
 	}
-	data, err := os.ReadFile(w.path(helmChartsFile))
+	data, err := os.ReadFile(w.Path(workspace.HelmChartsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil
 	}
@@ -175,7 +176,7 @@ func mirroredCharts(w workspace, set *imageset.Set) ([]*mirroredChart, error) {
 	}
 	var records []chartRecord
 	if err := json.Unmarshal(data, &records); err != nil {
-		return nil, fmt.Errorf("%s: not a chart list: %w", w.path(helmChartsFile), err)
+		return nil, fmt.Errorf("%s: not a chart list: %w", w.Path(workspace.HelmChartsFile), err)
 	}
 	for _, r := range records {
 		if c := byKey[r.Source+" "+r.Name+" "+r.Version]; c != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // bundleWhy matches the reason operators.bundleImages gives an image.
@@ -65,12 +66,12 @@ type selection struct {
 }
 
 // named marks m as named by delete.additionalImages.
-func (s *selection) named(m MirroredImage) {
+func (s *selection) named(m workspace.MirroredImage) {
 	if s.additional == nil {
 		s.additional = map[string]bool{}
 	}
-	s.additional[m.key()] = true
-	s.additional[m.setName()+"@"+m.Digest] = true
+	s.additional[m.Key()] = true
+	s.additional[m.SetName()+"@"+m.Digest] = true
 }
 
 // additionalWhy is the reason the Set gives an additional image.
@@ -105,15 +106,15 @@ func (s *selection) settle(latest func() (*imageset.Set, error)) error {
 	all := stillNeeded(set, func(imageset.Image, string) bool { return false })
 	seen := map[string]bool{}
 	for _, p := range s.picked {
-		if seen[p.img.key()] {
+		if seen[p.img.Key()] {
 			continue
 		}
-		seen[p.img.key()] = true
+		seen[p.img.Key()] = true
 		lookup := func(m map[string][]string) []string {
-			if why := m[p.img.setName()+"@"+p.img.Digest]; len(why) > 0 {
+			if why := m[p.img.SetName()+"@"+p.img.Digest]; len(why) > 0 {
 				return why
 			}
-			return m[p.img.key()]
+			return m[p.img.Key()]
 		}
 		if why := lookup(still); len(why) > 0 {
 			s.kept = append(s.kept, prune.Kept{Image: p.img.Destination, Digest: p.img.Digest, Why: "selected by " + p.why + " but still used by " + joinFew(why)})
@@ -135,7 +136,7 @@ func (s *selection) settle(latest func() (*imageset.Set, error)) error {
 
 // operatorImages resolves delete.operators against the catalogs this
 // workspace mirrored to root, adding what they select to sel.
-func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []imageset.OperatorCatalog, cfgPath, root string, images []MirroredImage) []error {
+func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []imageset.OperatorCatalog, cfgPath, root string, images []workspace.MirroredImage) []error {
 	if len(ops) == 0 {
 		return nil
 	}
@@ -226,8 +227,8 @@ func joinFew(list []string) string {
 
 // recordedCatalogs are the catalog images the workspace pushed to the root
 // for the catalog ref, one per digest.
-func recordedCatalogs(ref string, images []MirroredImage) []MirroredImage {
-	var out []MirroredImage
+func recordedCatalogs(ref string, images []workspace.MirroredImage) []workspace.MirroredImage {
+	var out []workspace.MirroredImage
 	seen := map[string]bool{}
 	for _, m := range images {
 		if m.Kind == imageset.KindOperatorCatalog && catalogKey(m.Origin) == catalogKey(ref) && !seen[m.Digest] {
@@ -239,7 +240,7 @@ func recordedCatalogs(ref string, images []MirroredImage) []MirroredImage {
 }
 
 // mirroredCatalogs lists the catalogs a root's record holds, for errors.
-func mirroredCatalogs(images []MirroredImage) string {
+func mirroredCatalogs(images []workspace.MirroredImage) string {
 	var names []string
 	for _, m := range images {
 		if m.Kind == imageset.KindOperatorCatalog && !slices.Contains(names, m.Origin) {
@@ -255,7 +256,7 @@ func mirroredCatalogs(images []MirroredImage) string {
 
 // matchRecorded finds the pushed bundle or related images at the root that
 // the catalog's image reference ref was mirrored as.
-func matchRecorded(ref string, images []MirroredImage) []MirroredImage {
+func matchRecorded(ref string, images []workspace.MirroredImage) []workspace.MirroredImage {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return nil
@@ -266,12 +267,12 @@ func matchRecorded(ref string, images []MirroredImage) []MirroredImage {
 	if c, ok := named.(reference.Canonical); ok {
 		dig = c.Digest().String()
 	}
-	var out []MirroredImage
+	var out []workspace.MirroredImage
 	for _, m := range images {
 		if !m.Pushed || (m.Kind != imageset.KindOperatorBundle && m.Kind != imageset.KindOperatorRelated) {
 			continue
 		}
-		mrepo, _ := splitDest(m.setName())
+		mrepo, _ := splitDest(m.SetName())
 		// By digest: the repository and digest; by tag: every digest the
 		// tag was mirrored as (its origin).
 		if dig != "" && mrepo == repo && m.Digest == dig || dig == "" && m.Origin == named.String() {
@@ -304,13 +305,13 @@ func stillNeeded(set *imageset.Set, dropped func(img imageset.Image, why string)
 // latestSet is the Set of the newest run that mirrored into the root: the
 // newest run record naming that root; records older gapmirror versions
 // wrote name none, and count when they hold an image of the root's record.
-func latestSet(w workspace, root string, images []MirroredImage) (*imageset.Set, error) {
+func latestSet(w workspace.Workspace, root string, images []workspace.MirroredImage) (*imageset.Set, error) {
 	at := map[string]bool{}
 	for _, m := range images {
-		at[m.key()] = true
+		at[m.Key()] = true
 	}
 	var names []string
-	if err := w.readAll("runs", func(name string) error {
+	if err := w.ReadAll("runs", func(name string) error {
 		if !strings.HasSuffix(name, "-mirror-to-disk.json") {
 			names = append(names, name)
 		}
@@ -320,8 +321,8 @@ func latestSet(w workspace, root string, images []MirroredImage) (*imageset.Set,
 	}
 	sort.Sort(sort.Reverse(sort.StringSlice(names))) // timestamped names
 	for _, name := range names {
-		var r runRecord
-		if _, err := w.read(&r, "runs", name); err != nil {
+		var r workspace.Run
+		if _, err := w.Read(&r, "runs", name); err != nil {
 			return nil, err
 		}
 		if r.Set == nil || r.Mirror != "" && r.Mirror != root {
@@ -343,7 +344,7 @@ func latestSet(w workspace, root string, images []MirroredImage) (*imageset.Set,
 // configured one, or a temporary one when none is configured.
 func (d *Delete) catalogStore(ctx context.Context) (*transfer.Store, func(), error) {
 	if d.StoreDir != "" {
-		lock, err := lockStore(ctx, d.StoreDir, nil) // takes its turn with the runs using it
+		lock, err := workspace.LockStore(ctx, d.StoreDir, nil) // takes its turn with the runs using it
 		if err != nil {
 			return nil, nil, err
 		}
@@ -364,7 +365,7 @@ func (d *Delete) catalogStore(ctx context.Context) (*transfer.Store, func(), err
 // loadMirroredCatalog loads the FBC of the catalog image m recorded at the
 // root: from the store when it holds it (the run built or copied it there),
 // else pulled from the mirror by its recorded digest.
-func (d *Delete) loadMirroredCatalog(ctx context.Context, store *transfer.Store, root string, m MirroredImage, tmp string) (*catalog.Catalog, error) {
+func (d *Delete) loadMirroredCatalog(ctx context.Context, store *transfer.Store, root string, m workspace.MirroredImage, tmp string) (*catalog.Catalog, error) {
 	dg, err := digest.Parse(m.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace records catalog %s with a bad digest %q: %w", m.Destination, m.Digest, err)

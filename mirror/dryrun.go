@@ -16,6 +16,7 @@ import (
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/registryapi"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // DryRunFigures are what a dry run found out, for a go/no-go decision.
@@ -102,7 +103,7 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *transfer.Registry, src tr
 	// The cluster resources of a run in which every image arrives, made
 	// in dry-run/ so the workspace a real run trusts stays as it was. They
 	// come from the plan alone, catalog templates included.
-	dry := &run{t: t, ws: workspace{r.ws.path("dry-run")}, plan: r.plan,
+	dry := &run{t: t, ws: workspace.Workspace{Dir: r.ws.Path("dry-run")}, plan: r.plan,
 		rep: &Report{Mode: r.rep.Mode, Set: set, Resolution: r.rep.Resolution, Result: &transfer.Result{Skipped: set.Images}}}
 	if err := dry.generate(dst.Root()); err != nil {
 		return err
@@ -233,8 +234,8 @@ func mappingLine(img imageset.Image, root string) string {
 
 // carriedBlobs are the blobs earlier archives of ws carried (those made
 // before --since, when given): a new archive leaves them out.
-func (t *Trip) carriedBlobs(ws workspace) (map[digest.Digest]bool, error) {
-	history, err := ws.archives()
+func (t *Trip) carriedBlobs(ws workspace.Workspace) (map[digest.Digest]bool, error) {
+	history, err := ws.Archives()
 	if err != nil {
 		return nil, err
 	}

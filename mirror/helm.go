@@ -20,16 +20,11 @@ import (
 	"github.com/distribution/reference"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 
+	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/transfer"
-)
-
-// Where helm charts travel: in the archive (extra files of chunk 1, since
-// charts are small) and in working-dir/helm/, oc-mirror's place for them.
-const (
-	helmDir        = "helm"
-	helmChartsFile = helmDir + "/charts.json"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // helmCharts resolves mirror.helm: it fetches or loads each chart, renders
@@ -38,7 +33,7 @@ const (
 type helmCharts struct {
 	t      *Trip
 	client *http.Client
-	plan   *Plan
+	plan   *workspace.Plan
 	// ws holds the charts earlier runs kept (read only).
 	ws string
 	// store receives each chart as an OCI artifact (nil: charts are not
@@ -190,7 +185,7 @@ func (h *helmCharts) repository(ctx context.Context, rp string, repo imageset.He
 		r.Fail(chartFailure(whole, fmt.Errorf("%w: check %s.url and that this host reaches it (proxy settings come from HTTPS_PROXY/NO_PROXY)", err, rp)))
 		return nil, nil
 	}
-	h.plan.addFile(path.Join(helmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
+	h.plan.AddFile(path.Join(workspace.HelmDir, "indexes", safeName(repo.Name), "index.yaml"), indexData)
 
 	type pick struct {
 		path      string
@@ -345,13 +340,13 @@ func (h *helmCharts) pin(ctx context.Context, wanted map[string]*wantedHelmImage
 
 // file is where the chart lives under working-dir and in the archive.
 func (c *helmChart) file() string {
-	return path.Join(helmDir, "charts", safeName(c.repo), safeName(c.name+"-"+c.ver)+".tgz")
+	return path.Join(workspace.HelmDir, "charts", safeName(c.repo), safeName(c.name+"-"+c.ver)+".tgz")
 }
 
 // keep puts the chart into the plan, for the archive and working-dir/helm.
 func (h *helmCharts) keep(c *helmChart, images []string) (chartRecord, error) {
 	rec := chartRecord{Source: c.path, Repository: c.repo, URL: c.url, Name: c.name, Version: c.ver, Digest: helm.Digest(c.data), File: c.file(), Images: images}
-	h.plan.addFile(rec.File, c.data)
+	h.plan.AddFile(rec.File, c.data)
 	return rec, nil
 }
 
@@ -363,7 +358,7 @@ func (h *helmCharts) keepRecords(records []chartRecord) error {
 	if err != nil {
 		return err
 	}
-	h.plan.addFile(helmChartsFile, data)
+	h.plan.AddFile(workspace.HelmChartsFile, data)
 	return nil
 }
 
@@ -372,7 +367,7 @@ func writeWorkingFile(ws, name string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return transfer.WriteFileAtomic(p, data)
+	return archive.WriteFileAtomic(p, data)
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._+-]`)
@@ -407,25 +402,25 @@ func (t *Trip) helmHTTPClient() (*http.Client, error) {
 // checkCharts checks the helm charts a plan read from an archive carries:
 // each one helm/charts.json lists is there, under helm/charts, with the
 // digest the list gives.
-func checkCharts(plan *Plan) error {
-	data, ok := plan.file(helmChartsFile)
+func checkCharts(plan *workspace.Plan) error {
+	data, ok := plan.File(workspace.HelmChartsFile)
 	if !ok {
 		return nil
 	}
 	var records []chartRecord
 	if err := json.Unmarshal(data, &records); err != nil {
-		return fmt.Errorf("archive extra %s is not a chart list: %w; the archive is damaged", helmChartsFile, err)
+		return fmt.Errorf("archive extra %s is not a chart list: %w; the archive is damaged", workspace.HelmChartsFile, err)
 	}
 	for _, rec := range records {
-		if !strings.HasPrefix(rec.File, helmDir+"/charts/") {
-			return fmt.Errorf("archive extra %s lists chart file %q outside %s/charts: the archive is damaged or from another tool", helmChartsFile, rec.File, helmDir)
+		if !strings.HasPrefix(rec.File, workspace.HelmDir+"/charts/") {
+			return fmt.Errorf("archive extra %s lists chart file %q outside %s/charts: the archive is damaged or from another tool", workspace.HelmChartsFile, rec.File, workspace.HelmDir)
 		}
-		chart, ok := plan.file(rec.File)
+		chart, ok := plan.File(rec.File)
 		if !ok {
 			return fmt.Errorf("helm chart %s %s: archive extra %s: %w", rec.Name, rec.Version, rec.File, fs.ErrNotExist)
 		}
 		if helm.Digest(chart) != rec.Digest {
-			return fmt.Errorf("helm chart %s %s in the archive has digest %s, %s says %s: the archive is damaged", rec.Name, rec.Version, helm.Digest(chart), helmChartsFile, rec.Digest)
+			return fmt.Errorf("helm chart %s %s in the archive has digest %s, %s says %s: the archive is damaged", rec.Name, rec.Version, helm.Digest(chart), workspace.HelmChartsFile, rec.Digest)
 		}
 	}
 	return nil
@@ -437,8 +432,8 @@ func checkCharts(plan *Plan) error {
 // pinned configuration mirrors, and its delete configuration deletes,
 // exactly these charts. (An entry that repeats an earlier one's chart is
 // recorded under the earlier entry and left as written.)
-func pinnedHelm(hc imageset.Helm, plan *Plan) imageset.Helm {
-	data, ok := plan.file(helmChartsFile)
+func pinnedHelm(hc imageset.Helm, plan *workspace.Plan) imageset.Helm {
+	data, ok := plan.File(workspace.HelmChartsFile)
 	if !ok {
 		return hc
 	}

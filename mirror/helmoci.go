@@ -32,10 +32,12 @@ import (
 	"helm.sh/helm/v3/pkg/registry"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/registryapi"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // chartsRepo is where charts from HTTP repositories and local paths go
@@ -383,7 +385,7 @@ func (t *Trip) chartsRefused(rep *Report) {
 	}
 	rep.Result.Failed = kept
 	rep.ChartsRefused = fmt.Sprintf("the mirror %s refused the helm charts as OCI artifacts (%d: %s); its answer: %v. The images are mirrored; the charts stay in %s: serve them from a chart repository, or use a registry that accepts OCI artifacts",
-		rep.Mirror, len(refused), strings.Join(refused, ", "), answer, filepath.Join(rep.Workspace, helmDir, "charts"))
+		rep.Mirror, len(refused), strings.Join(refused, ", "), answer, filepath.Join(rep.Workspace, workspace.HelmDir, "charts"))
 	t.Log.Warn(rep.ChartsRefused)
 }
 
@@ -436,7 +438,7 @@ func writeChartReferences(dir, root string, done *imageset.Set) (string, error) 
 		}
 		fmt.Fprintf(&b, "- %s\n", data)
 	}
-	return p, transfer.WriteFileAtomic(p, []byte(b.String()))
+	return p, archive.WriteFileAtomic(p, []byte(b.String()))
 }
 
 // chartOf reads the chart name and version from a chart image's Why.

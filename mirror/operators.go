@@ -32,6 +32,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // catalogSourcesRepo prefixes the store names of the original catalog
@@ -43,7 +44,7 @@ type operators struct {
 	trip  *Trip
 	up    *transfer.Registry
 	store *transfer.Store
-	plan  *Plan
+	plan  *workspace.Plan
 }
 
 // Sections implements imageset.Contributor.
@@ -329,7 +330,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 	if err != nil {
 		return fmt.Errorf("%s.catalog: %w", path, err)
 	}
-	o.plan.pinCatalog(path, ci.Digest.String())
+	o.plan.PinCatalog(path, ci.Digest.String())
 	tmp, err := os.MkdirTemp("", "gapmirror-catalog-")
 	if err != nil {
 		return err
@@ -384,7 +385,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		return fmt.Errorf("%s: %w", label, err)
 	}
 	if template != nil {
-		o.plan.addFile(templateExtra(img.Destination), template)
+		o.plan.AddFile(templateExtra(img.Destination), template)
 	}
 	o.trip.Log.Info("operator catalog filtered", "catalog", oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination, "rebuilt", built && final != ci.Digest)
 	return o.bundleImages(ctx, oc.Catalog, kept, platforms, r)

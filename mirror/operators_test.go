@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // realCatalogDir holds real community catalogs in the shared workspace
@@ -141,7 +142,7 @@ func TestRealCatalogContribution(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &imageset.Resolving{Set: &imageset.Set{}, Resolution: &imageset.Resolution{}, Parallel: 4}
-	ops := &operators{trip: quietTrip(), store: store, plan: &Plan{}}
+	ops := &operators{trip: quietTrip(), store: store, plan: &workspace.Plan{}}
 	cfg := &imageset.ImageSetConfiguration{Mirror: imageset.Mirror{Operators: []imageset.OperatorCatalog{oc}}}
 	if err := ops.Contribute(context.Background(), cfg, r); err != nil {
 		t.Fatal(err)

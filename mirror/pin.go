@@ -9,8 +9,9 @@ import (
 
 	"github.com/distribution/reference"
 
+	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // Pinned configurations: after resolving, a run writes the configuration
@@ -23,13 +24,13 @@ import (
 
 // pinnedConfig is cfg with the catalogs and additional images of set
 // pinned by digest.
-func pinnedConfig(cfg *imageset.ImageSetConfiguration, plan *Plan) (*imageset.ImageSetConfiguration, error) {
+func pinnedConfig(cfg *imageset.ImageSetConfiguration, plan *workspace.Plan) (*imageset.ImageSetConfiguration, error) {
 	set := plan.Set
 	out := *cfg
 	out.Mirror.Operators = append([]imageset.OperatorCatalog(nil), cfg.Mirror.Operators...)
 	for i := range out.Mirror.Operators {
 		oc := &out.Mirror.Operators[i]
-		d := plan.pinnedCatalogs[fmt.Sprintf("mirror.operators[%d]", i)]
+		d := plan.PinnedCatalogs[fmt.Sprintf("mirror.operators[%d]", i)]
 		if _, layout := oc.OCILayoutPath(); layout || d == "" {
 			continue
 		}
@@ -90,12 +91,9 @@ func pin(ref, d string) (pinned, tag string, err error) {
 	return asWritten.(reference.Named).Name() + "@" + d, tag, nil
 }
 
-// pinnedExtra is the archive's copy of the pinned configuration.
-const pinnedExtra = "isc_pinned.yaml"
-
 // pinPlan sets the plan's pinned ImageSetConfiguration and its
 // DeleteImageSetConfiguration, and adds the first to the plan's files.
-func (t *Trip) pinPlan(plan *Plan) error {
+func (t *Trip) pinPlan(plan *workspace.Plan) error {
 	cfg, err := pinnedConfig(imageset.Redacted(t.Config), plan)
 	if err != nil {
 		return err
@@ -119,22 +117,22 @@ func (t *Trip) pinPlan(plan *Plan) error {
 		return err
 	}
 	plan.Pinned, plan.PinnedDelete = string(isc), string(disc)
-	plan.addFile(pinnedExtra, isc)
+	plan.AddFile(workspace.PinnedExtra, isc)
 	return nil
 }
 
 // writePinned writes the plan's pinned ImageSetConfiguration and its
 // DeleteImageSetConfiguration into the workspace and returns the first path.
-func (t *Trip) writePinned(ws string, plan *Plan) (string, error) {
+func (t *Trip) writePinned(ws string, plan *workspace.Plan) (string, error) {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return "", err
 	}
 	stamp := t.now().Format(time.RFC3339)
 	path := filepath.Join(ws, "isc_pinned_"+stamp+".yaml")
-	if err := transfer.WriteFileAtomic(path, []byte(plan.Pinned)); err != nil {
+	if err := archive.WriteFileAtomic(path, []byte(plan.Pinned)); err != nil {
 		return "", err
 	}
-	if err := transfer.WriteFileAtomic(filepath.Join(ws, "disc_pinned_"+stamp+".yaml"), []byte(plan.PinnedDelete)); err != nil {
+	if err := archive.WriteFileAtomic(filepath.Join(ws, "disc_pinned_"+stamp+".yaml"), []byte(plan.PinnedDelete)); err != nil {
 		return "", err
 	}
 	return path, nil

@@ -10,9 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -23,147 +21,14 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/sigstore"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
-// Plan is what a run is to do. Resolution alone makes it (writing nothing
-// into the workspace); disk-to-mirror reads it from the archive and
-// --retry-failed from the run record. Execution (copy, archive, record,
-// generate, prune) consumes it and never resolves anything again, so a run
-// started from a record writes the same cluster resources as the run that
-// made it.
-type Plan struct {
-	// Set is every image to mirror, pinned by digest, at its destination
-	// (shortened for the mirror root when MaxNestedPaths is set).
-	Set *imageset.Set `json:"set"`
-	// Config is the configuration as given, credentials redacted (YAML):
-	// what an archive says it was made from.
-	Config string `json:"configuration,omitempty"`
-	// Pinned is the configuration with every catalog and additional image
-	// resolved by tag pinned to its digest, and PinnedDelete the matching
-	// DeleteImageSetConfiguration (YAML; see pin.go).
-	Pinned       string `json:"pinned,omitempty"`
-	PinnedDelete string `json:"pinnedDelete,omitempty"`
-	// Files travel with the images (archive extras, working-dir copies):
-	// update graphs, release signatures, helm charts and their list,
-	// CatalogSource templates, the pinned configuration. Their content is
-	// kept by digest in working-dir/plan-files.
-	Files []PlanFile `json:"files,omitempty"`
-	// Blocked lists the references mirror.blockedImages kept out.
-	Blocked []string `json:"blocked,omitempty"`
-	// Unresolved lists what resolution could not pin to a digest.
-	Unresolved []Unresolved `json:"unresolved,omitempty"`
-	// MaxNestedPaths is the --max-nested-paths the Set's destinations were
-	// shortened with (0: none).
-	MaxNestedPaths int `json:"maxNestedPaths,omitempty"`
-
-	mu sync.Mutex
-	// pinnedCatalogs maps a catalog entry's config path to the digest it
-	// was resolved to, for Pinned.
-	pinnedCatalogs map[string]string
-	// platforms is the record of platform manifests the signature search
-	// read, written to the workspace when the plan runs.
-	platforms *platformsRecord
-}
-
-// PlanFile is one file of a Plan.
-type PlanFile struct {
-	Name   string        `json:"name"`
-	Digest digest.Digest `json:"digest"`
-	Size   int64         `json:"size"`
-	data   []byte
-}
-
-// Unresolved is an image (or helm chart) of the configuration that
-// resolution could not pin, as the record keeps it.
-type Unresolved struct {
-	Origin   string        `json:"origin"`
-	Kind     imageset.Kind `json:"kind"`
-	Why      string        `json:"why,omitempty"`
-	Error    string        `json:"error"`
-	NotImage bool          `json:"notImage,omitempty"`
-}
-
-// addFile adds a file to the plan; a later file of the same name wins.
-func (p *Plan) addFile(name string, data []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f := PlanFile{Name: name, Digest: digest.FromBytes(data), Size: int64(len(data)), data: data}
-	for i := range p.Files {
-		if p.Files[i].Name == name {
-			p.Files[i] = f
-			return
-		}
-	}
-	p.Files = append(p.Files, f)
-}
-
-// file returns the content of the named file.
-func (p *Plan) file(name string) ([]byte, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, f := range p.Files {
-		if f.Name == name {
-			return f.data, true
-		}
-	}
-	return nil, false
-}
-
-func (p *Plan) pinCatalog(path, d string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.pinnedCatalogs == nil {
-		p.pinnedCatalogs = map[string]string{}
-	}
-	p.pinnedCatalogs[path] = d
-}
-
-// extras are the plan's files as archive extras.
-func (p *Plan) extras() []archive.Extra {
-	out := make([]archive.Extra, 0, len(p.Files))
-	for _, f := range p.Files {
-		out = append(out, archive.Extra{Name: f.Name, Data: f.data})
-	}
-	return out
-}
-
-// signatures returns the release signatures the plan carries, by release
-// digest, in order.
-func (p *Plan) signatures() (map[string][][]byte, error) {
-	sigs := map[string][][]byte{}
-	for _, f := range p.Files {
-		if !strings.HasPrefix(f.Name, releaseSignaturesDir+"/") {
-			continue
-		}
-		parts := strings.Split(f.Name, "/")
-		n, err := strconv.Atoi(strings.TrimPrefix(parts[len(parts)-1], "signature-"))
-		if len(parts) != 3 || err != nil || n < 1 || n > release.MaxSignatures {
-			return nil, fmt.Errorf("%s is not a release signature file: the archive or record is damaged or from another tool", f.Name)
-		}
-		rd := strings.Replace(parts[1], "=", ":", 1)
-		if _, err := digest.Parse(rd); err != nil {
-			return nil, fmt.Errorf("%s: %q is not a release digest", f.Name, parts[1])
-		}
-		for len(sigs[rd]) < n {
-			sigs[rd] = append(sigs[rd], nil)
-		}
-		sigs[rd][n-1] = f.data
-	}
-	for rd, list := range sigs {
-		for i, s := range list {
-			if s == nil {
-				return nil, fmt.Errorf("signature %d of release %s is there but not signature %d: the archive or record is damaged", len(list), rd, i+1)
-			}
-		}
-	}
-	return sigs, nil
-}
-
 // unresolved turns resolution failures into their record.
-func unresolved(list []imageset.Unresolved) []Unresolved {
-	var out []Unresolved
+func unresolved(list []imageset.Unresolved) []workspace.Unresolved {
+	var out []workspace.Unresolved
 	for _, f := range list {
-		u := Unresolved{Origin: f.Origin, Kind: f.Kind, Why: f.Why, NotImage: f.NotImage}
+		u := workspace.Unresolved{Origin: f.Origin, Kind: f.Kind, Why: f.Why, NotImage: f.NotImage}
 		if f.Err != nil {
 			u.Error = failure.Message(f.Err)
 		}
@@ -172,28 +37,17 @@ func unresolved(list []imageset.Unresolved) []Unresolved {
 	return out
 }
 
-// platformsFile is the workspace record of the platform manifests of the
-// images signatures were looked for, so later runs need not read them.
-var platformsFile = []string{"sigstore", "platforms.json"}
-
-// platformsRecord maps a manifest digest to its platform manifests (none
-// for a single-platform image).
-type platformsRecord struct {
-	FormatVersion int                               `json:"formatVersion"`
-	Platforms     map[digest.Digest][]digest.Digest `json:"platforms"`
-}
-
 // platformsOf reads the workspace ws's record of the platform manifests
 // earlier runs found (empty on a first run, or when it cannot be read:
 // the manifests are then read again).
-func (t *Trip) platformsOf(ws string) platformsRecord {
-	var rec platformsRecord
+func (t *Trip) platformsOf(ws string) workspace.PlatformsRecord {
+	var rec workspace.PlatformsRecord
 	if ws == "" {
 		return rec
 	}
-	if _, err := (workspace{ws}).read(&rec, platformsFile...); err != nil {
+	if _, err := (workspace.Workspace{Dir: ws}).Read(&rec, workspace.PlatformsFile...); err != nil {
 		t.Log.Warn("reading the record of platform manifests; reading the manifests again", "error", err)
-		return platformsRecord{}
+		return workspace.PlatformsRecord{}
 	}
 	return rec
 }
@@ -202,7 +56,7 @@ func (t *Trip) platformsOf(ws string) platformsRecord {
 // the top manifests whose platform manifests earlier runs recorded for the
 // signature lookup, and those in the store; nil when no earlier run
 // recorded any (a first run reads each tag's manifest with one GET).
-func seenManifests(known platformsRecord, store *transfer.Store) func(digest.Digest) bool {
+func seenManifests(known workspace.PlatformsRecord, store *transfer.Store) func(digest.Digest) bool {
 	if len(known.Platforms) == 0 {
 		return nil
 	}
@@ -217,14 +71,14 @@ func seenManifests(known platformsRecord, store *transfer.Store) func(digest.Dig
 // resolve works out the Plan of the configuration. It reads the workspace
 // ws (signatures and charts earlier runs kept) but writes nothing into it:
 // a dry run leaves the workspace as it was, and execution keeps the plan.
-func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (*Plan, *imageset.Resolution, error) {
+func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (*workspace.Plan, *imageset.Resolution, error) {
 	if t.RetryFailed != "" {
 		return nil, nil, errors.New("internal: resolve called for a retry")
 	}
 	start := time.Now()
 	opts := t.Copy.WithDefaults()
 	up.Retries, up.RetryDelay = opts.Retries, opts.RetryDelay
-	plan := &Plan{}
+	plan := &workspace.Plan{}
 	opts.Progress.Phase("resolving", 0, transfer.Totals{})
 	defer opts.Progress.Finish()
 	for _, w := range t.Config.Warnings() {
@@ -250,7 +104,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	if !t.RemoveSignatures {
 		sigStart := time.Now()
 		platforms, st := sigSearch.Add(ctx, set, known.Platforms, res)
-		plan.platforms = &platformsRecord{FormatVersion: recordFormat, Platforms: platforms}
+		plan.Platforms = &workspace.PlatformsRecord{FormatVersion: workspace.Format, Platforms: platforms}
 		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
 	}
 	if t.SecurePolicy {
@@ -291,7 +145,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 // plan is the Plan of a trip and the part of its Set to copy: all of it,
 // or with --retry-failed the images an earlier run failed, with the plan
 // that run recorded.
-func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (plan *Plan, todo *imageset.Set, res *imageset.Resolution, err error) {
+func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (plan *workspace.Plan, todo *imageset.Set, res *imageset.Resolution, err error) {
 	if t.RetryFailed == "" {
 		plan, res, err = t.resolve(ctx, up, store, ws)
 		if err != nil {
@@ -299,7 +153,7 @@ func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.
 		}
 		return plan, plan.Set, res, nil
 	}
-	var ff failedFile
+	var ff workspace.FailedFile
 	data, err := os.ReadFile(t.RetryFailed)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("--retry-failed: %w", err)
@@ -307,25 +161,25 @@ func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.
 	if err := json.Unmarshal(data, &ff); err != nil || ff.Set == nil {
 		return nil, nil, nil, fmt.Errorf("--retry-failed %s: not a gapmirror failure file (%v)", t.RetryFailed, err)
 	}
-	if ff.FormatVersion > runRecordFormat {
+	if ff.FormatVersion > workspace.RunFormat {
 		return nil, nil, nil, fmt.Errorf("--retry-failed %s was written by a newer gapmirror (format %d): retry with that version", t.RetryFailed, ff.FormatVersion)
 	}
-	plan = &Plan{Set: ff.Set}
+	plan = &workspace.Plan{Set: ff.Set}
 	fromRecord := false
 	if ff.Run != "" {
 		// The failure file sits in <workspace>/failed, the record it
 		// names in the same workspace.
-		fws := workspace{filepath.Dir(filepath.Dir(t.RetryFailed))}
-		rec, err := fws.runRecord(ff.Run)
+		fws := workspace.Workspace{Dir: filepath.Dir(filepath.Dir(t.RetryFailed))}
+		rec, err := fws.RunRecord(ff.Run)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// The file was moved away from its workspace: the images
 			// are copied, the plan's files are missing.
-			t.Log.Warn("the run record of the failure file is not next to it: retrying with the image set alone, so cluster resources lack what the plan's files give (catalog templates, release signatures not in this workspace)", "file", t.RetryFailed, "record", fws.path(ff.Run))
+			t.Log.Warn("the run record of the failure file is not next to it: retrying with the image set alone, so cluster resources lack what the plan's files give (catalog templates, release signatures not in this workspace)", "file", t.RetryFailed, "record", fws.Path(ff.Run))
 		case err != nil:
 			return nil, nil, nil, fmt.Errorf("--retry-failed %s: %w", t.RetryFailed, err)
 		case rec.Plan == nil || rec.Plan.Set == nil:
-			return nil, nil, nil, fmt.Errorf("--retry-failed %s: the run record %s holds no plan", t.RetryFailed, fws.path(ff.Run))
+			return nil, nil, nil, fmt.Errorf("--retry-failed %s: the run record %s holds no plan", t.RetryFailed, fws.Path(ff.Run))
 		default:
 			plan, fromRecord = rec.Plan, true
 		}
@@ -363,9 +217,9 @@ func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.
 // planFromArchive is the Plan an archive carries: its Set (less signatures
 // with --remove-signatures), its files, and what mirror-to-disk blocked.
 // Files are checked as they are read: an archive is not trusted blindly.
-func planFromArchive(ar *archive.Reader, removeSignatures bool) (*Plan, error) {
+func planFromArchive(ar *archive.Reader, removeSignatures bool) (*workspace.Plan, error) {
 	idx := ar.Index()
-	plan := &Plan{Set: idx.Set, Config: idx.Config, Blocked: idx.Blocked}
+	plan := &workspace.Plan{Set: idx.Set, Config: idx.Config, Blocked: idx.Blocked}
 	if removeSignatures {
 		plan.Set = withoutSignatures(plan.Set)
 	}
@@ -373,8 +227,8 @@ func planFromArchive(ar *archive.Reader, removeSignatures bool) (*Plan, error) {
 		switch {
 		case e.Name == "index.json" || e.Name == "oci-layout":
 			continue // the OCI layout of the blobs, not of the plan
-		case strings.HasPrefix(e.Name, releaseSignaturesDir+"/"), strings.HasPrefix(e.Name, releaseGraphsDir+"/"),
-			strings.HasPrefix(e.Name, "catalog-templates/"), strings.HasPrefix(e.Name, helmDir+"/"), e.Name == pinnedExtra:
+		case strings.HasPrefix(e.Name, workspace.ReleaseSignaturesDir+"/"), strings.HasPrefix(e.Name, workspace.ReleaseGraphsDir+"/"),
+			strings.HasPrefix(e.Name, "catalog-templates/"), strings.HasPrefix(e.Name, workspace.HelmDir+"/"), e.Name == workspace.PinnedExtra:
 		default:
 			continue // a file a newer gapmirror added: carried, not used
 		}
@@ -382,9 +236,9 @@ func planFromArchive(ar *archive.Reader, removeSignatures bool) (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading %s from the archive: %w", e.Name, err)
 		}
-		plan.addFile(e.Name, data)
+		plan.AddFile(e.Name, data)
 	}
-	if _, err := plan.signatures(); err != nil {
+	if _, err := plan.Signatures(); err != nil {
 		return nil, fmt.Errorf("archive extra %w", err)
 	}
 	if err := checkCharts(plan); err != nil {
@@ -399,35 +253,35 @@ func planFromArchive(ar *archive.Reader, removeSignatures bool) (*Plan, error) {
 // charts, CatalogSource templates, the pinned configurations and the record
 // of platform manifests. It returns the helm chart files written.
 func (r *run) keep() error {
-	ws := r.ws.dir
-	sigs, err := r.plan.signatures()
+	ws := r.ws.Dir
+	sigs, err := r.plan.Signatures()
 	if err != nil {
 		return err
 	}
 	for _, rd := range sortedKeys(sigs) {
-		if err := release.SaveSignatures(filepath.Join(ws, releaseSignaturesDir), rd, sigs[rd]); err != nil {
+		if err := release.SaveSignatures(filepath.Join(ws, workspace.ReleaseSignaturesDir), rd, sigs[rd]); err != nil {
 			return err
 		}
 	}
 	var charts []string
 	for _, f := range r.plan.Files {
 		switch {
-		case strings.HasPrefix(f.Name, releaseGraphsDir+"/"):
-			if err := writeWorkingFile(ws, path.Join(releaseGraphsDir, path.Base(f.Name)), f.data); err != nil {
+		case strings.HasPrefix(f.Name, workspace.ReleaseGraphsDir+"/"):
+			if err := writeWorkingFile(ws, path.Join(workspace.ReleaseGraphsDir, path.Base(f.Name)), f.Data); err != nil {
 				return err
 			}
-		case strings.HasPrefix(f.Name, helmDir+"/"), strings.HasPrefix(f.Name, "catalog-templates/"):
-			if err := writeWorkingFile(ws, f.Name, f.data); err != nil {
+		case strings.HasPrefix(f.Name, workspace.HelmDir+"/"), strings.HasPrefix(f.Name, "catalog-templates/"):
+			if err := writeWorkingFile(ws, f.Name, f.Data); err != nil {
 				return err
 			}
-			if strings.HasPrefix(f.Name, helmDir+"/charts/") && strings.HasSuffix(f.Name, ".tgz") {
+			if strings.HasPrefix(f.Name, workspace.HelmDir+"/charts/") && strings.HasSuffix(f.Name, ".tgz") {
 				charts = append(charts, filepath.Join(ws, filepath.FromSlash(f.Name)))
 			}
 		}
 	}
 	r.rep.HelmCharts = charts
-	if r.plan.platforms != nil {
-		if err := r.ws.write(r.plan.platforms, platformsFile...); err != nil {
+	if r.plan.Platforms != nil {
+		if err := r.ws.Write(r.plan.Platforms, workspace.PlatformsFile...); err != nil {
 			r.t.Log.Warn("recording the platform manifests of the images; the next run reads them again", "error", err)
 		}
 	}
@@ -448,43 +302,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// saveFiles keeps the content of the plan's files by digest in the
-// workspace, for the run record to name.
-func (w workspace) saveFiles(files []PlanFile) error {
-	for _, f := range files {
-		p := w.path("plan-files", f.Digest.Algorithm().String(), f.Digest.Encoded())
-		if _, err := os.Stat(p); err == nil {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := transfer.WriteFileAtomic(p, f.data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// loadFiles reads the content of files from the workspace, each checked
-// against its digest.
-func (w workspace) loadFiles(files []PlanFile) error {
-	for i := range files {
-		f := &files[i]
-		if err := f.Digest.Validate(); err != nil {
-			return fmt.Errorf("plan file %s: %w", f.Name, err)
-		}
-		p := w.path("plan-files", f.Digest.Algorithm().String(), f.Digest.Encoded())
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return fmt.Errorf("plan file %s: %v (the workspace lost it: run the configuration again instead)", f.Name, err)
-		}
-		if digest.FromBytes(data) != f.Digest {
-			return fmt.Errorf("plan file %s (%s) does not match its digest %s: the workspace is damaged; run the configuration again instead", f.Name, p, f.Digest)
-		}
-		f.data = data
-	}
-	return nil
 }

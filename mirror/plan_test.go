@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // A run record and failure file as gapmirror wrote them before the record
@@ -59,17 +60,17 @@ func stampedTrip() *Trip {
 // versions wrote: the record's Set is the plan's, --retry-failed retries the
 // failed image, and delete still finds the latest Set.
 func TestRunRecordFormat1(t *testing.T) {
-	ws := workspace{t.TempDir()}
+	ws := workspace.Workspace{Dir: t.TempDir()}
 	name := "20261101T100000.000Z-mirror-to-mirror.json"
 	for dir, data := range map[string]string{"runs": v1Record, "failed": v1Failed} {
-		if err := os.MkdirAll(ws.path(dir), 0o755); err != nil {
+		if err := os.MkdirAll(ws.Path(dir), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(ws.path(dir, name), []byte(data), 0o644); err != nil {
+		if err := os.WriteFile(ws.Path(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	rec, err := ws.runRecord("runs/" + name)
+	rec, err := ws.RunRecord("runs/" + name)
 	if err != nil {
 		t.Fatalf("a format-1 run record does not load: %v", err)
 	}
@@ -82,7 +83,7 @@ func TestRunRecordFormat1(t *testing.T) {
 	}
 
 	tr := stampedTrip()
-	tr.RetryFailed = ws.path("failed", name)
+	tr.RetryFailed = ws.Path("failed", name)
 	plan, todo, _, err := tr.plan(context.Background(), nil, nil, "")
 	if err != nil {
 		t.Fatalf("--retry-failed with a format-1 failure file: %v", err)
@@ -97,15 +98,15 @@ func TestRunRecordFormat1(t *testing.T) {
 // or a newer format is refused with what to do.
 func TestRunRecordKeepsPlan(t *testing.T) {
 	dir := t.TempDir()
-	ws := workspace{dir}
+	ws := workspace.Workspace{Dir: dir}
 	set := &imageset.Set{FormatVersion: imageset.SetFormatVersion, Images: []imageset.Image{
 		{Source: "quay.io/a/app@sha256:1111111111111111111111111111111111111111111111111111111111111111", Origin: "quay.io/a/app:v1", Digest: "sha256:1111111111111111111111111111111111111111111111111111111111111111", Destination: "a/app:v1", Kind: imageset.KindAdditional},
 		{Source: "quay.io/a/db@sha256:2222222222222222222222222222222222222222222222222222222222222222", Origin: "quay.io/a/db:v2", Digest: "sha256:2222222222222222222222222222222222222222222222222222222222222222", Destination: "a/db:v2", Kind: imageset.KindAdditional},
 	}}
-	plan := &Plan{Set: set, Config: "kind: ImageSetConfiguration\n", Pinned: "pinned\n", PinnedDelete: "delete\n",
-		Blocked: []string{"quay.io/a/blocked:v1"}, Unresolved: []Unresolved{{Origin: "quay.io/a/gone:v1", Kind: imageset.KindAdditional, Why: "mirror.additionalImages[3]", Error: "manifest unknown"}}, MaxNestedPaths: 2}
-	plan.addFile(signatureExtra("sha256:3333333333333333333333333333333333333333333333333333333333333333", 1), []byte("signature one"))
-	plan.addFile(templateExtra("a/catalog:v1"), []byte("kind: CatalogSource\n"))
+	plan := &workspace.Plan{Set: set, Config: "kind: ImageSetConfiguration\n", Pinned: "pinned\n", PinnedDelete: "delete\n",
+		Blocked: []string{"quay.io/a/blocked:v1"}, Unresolved: []workspace.Unresolved{{Origin: "quay.io/a/gone:v1", Kind: imageset.KindAdditional, Why: "mirror.additionalImages[3]", Error: "manifest unknown"}}, MaxNestedPaths: 2}
+	plan.AddFile(signatureExtra("sha256:3333333333333333333333333333333333333333333333333333333333333333", 1), []byte("signature one"))
+	plan.AddFile(templateExtra("a/catalog:v1"), []byte("kind: CatalogSource\n"))
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Mirror: "registry.example:5000/m",
 		Result: &transfer.Result{Copied: set.Images[:1], Failed: []transfer.Failure{{Image: set.Images[1], Err: io.ErrUnexpectedEOF}}}}
 	tr := stampedTrip()
@@ -130,11 +131,11 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 		len(got.Blocked) != 1 || len(got.Unresolved) != 1 || got.Unresolved[0].Error != "manifest unknown" {
 		t.Errorf("plan read back as %+v", got)
 	}
-	sigs, err := got.signatures()
+	sigs, err := got.Signatures()
 	if err != nil || string(sigs["sha256:3333333333333333333333333333333333333333333333333333333333333333"][0]) != "signature one" {
 		t.Errorf("signatures read back: %v, %v", sigs, err)
 	}
-	if data, ok := got.file(templateExtra("a/catalog:v1")); !ok || string(data) != "kind: CatalogSource\n" {
+	if data, ok := got.File(templateExtra("a/catalog:v1")); !ok || string(data) != "kind: CatalogSource\n" {
 		t.Errorf("template read back: %q %v", data, ok)
 	}
 
@@ -155,7 +156,7 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 
 	// A damaged plan file is caught by its digest.
 	f := got.Files[0]
-	p := ws.path("plan-files", f.Digest.Algorithm().String(), f.Digest.Encoded())
+	p := ws.Path("plan-files", f.Digest.Algorithm().String(), f.Digest.Encoded())
 	if err := os.WriteFile(p, []byte("tampered"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -164,12 +165,12 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 	}
 
 	// A newer format is refused, not misread.
-	runs, _ := filepath.Glob(ws.path("runs", "*.json"))
+	runs, _ := filepath.Glob(ws.Path("runs", "*.json"))
 	data, _ = os.ReadFile(runs[0])
 	if err := os.WriteFile(runs[0], []byte(strings.Replace(string(data), `"formatVersion": 2`, `"formatVersion": 99`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ws.runRecord("runs/" + filepath.Base(runs[0])); err == nil || !strings.Contains(err.Error(), "newer gapmirror") {
+	if _, err := ws.RunRecord("runs/" + filepath.Base(runs[0])); err == nil || !strings.Contains(err.Error(), "newer gapmirror") {
 		t.Errorf("a newer record: %v", err)
 	}
 }
@@ -186,7 +187,7 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 		relA          = "sha256:5555555555555555555555555555555555555555555555555555555555555555"
 		relB          = "sha256:6666666666666666666666666666666666666666666666666666666666666666"
 	)
-	ws := workspace{t.TempDir()}
+	ws := workspace.Workspace{Dir: t.TempDir()}
 	set := &imageset.Set{FormatVersion: imageset.SetFormatVersion, Images: []imageset.Image{
 		{Source: "quay.io/ops/index@" + catalogDigest, Origin: "quay.io/ops/index:v1", Digest: catalogDigest, Destination: "ops/index:v1", Kind: imageset.KindOperatorCatalog},
 		{Source: "quay.io/ocp/release@" + relA, Origin: "quay.io/ocp/release:4.18.1-x86_64", Digest: relA, Destination: "ocp/release:4.18.1-x86_64", Kind: imageset.KindRelease},
@@ -194,19 +195,19 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 	}}
 	template := "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nspec:\n  displayName: %s\n"
 	// What the workspace holds: another template, signatures of both releases.
-	if err := writeWorkingFile(ws.dir, templateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the workspace"))); err != nil {
+	if err := writeWorkingFile(ws.Dir, templateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the workspace"))); err != nil {
 		t.Fatal(err)
 	}
 	for _, rd := range []string{relA, relB} {
-		if err := release.SaveSignatures(ws.path(releaseSignaturesDir), rd, [][]byte{[]byte("workspace signature of " + rd)}); err != nil {
+		if err := release.SaveSignatures(ws.Path(workspace.ReleaseSignaturesDir), rd, [][]byte{[]byte("workspace signature of " + rd)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	plan := &Plan{Set: set}
-	plan.addFile(templateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the plan")))
-	plan.addFile(signatureExtra(relA, 1), []byte("plan signature of "+relA))
+	plan := &workspace.Plan{Set: set}
+	plan.AddFile(templateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the plan")))
+	plan.AddFile(signatureExtra(relA, 1), []byte("plan signature of "+relA))
 
-	generated := func(plan *Plan) map[string]string {
+	generated := func(plan *workspace.Plan) map[string]string {
 		t.Helper()
 		rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: &imageset.Resolution{}, Result: &transfer.Result{Copied: set.Images}}
 		dir := filepath.Join(t.TempDir(), "cluster-resources")
@@ -235,7 +236,7 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 	if !strings.Contains(sigs, b64("plan signature of "+relA)) || strings.Contains(sigs, b64("workspace signature of "+relA)) || strings.Contains(sigs, b64("workspace signature of "+relB)) {
 		t.Errorf("the signature ConfigMaps hold other than the plan's signatures:\n%s", sigs)
 	}
-	if _, err := os.Stat(ws.path("cluster-resources")); err == nil {
+	if _, err := os.Stat(ws.Path("cluster-resources")); err == nil {
 		t.Error("generateInto wrote into the workspace's cluster-resources")
 	}
 
@@ -245,16 +246,16 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := `{"formatVersion": 1, "mode": "mirror-to-mirror", "set": ` + string(setJSON) + `, "failed": [{"image": "ocp/release:4.18.2-x86_64", "error": "boom"}]}`
-	if err := writeWorkingFile(ws.dir, "failed/old.json", []byte(failed)); err != nil {
+	if err := writeWorkingFile(ws.Dir, "failed/old.json", []byte(failed)); err != nil {
 		t.Fatal(err)
 	}
 	tr := stampedTrip()
-	tr.RetryFailed = ws.path("failed", "old.json")
-	old, todo, _, err := tr.plan(context.Background(), nil, nil, ws.dir)
+	tr.RetryFailed = ws.Path("failed", "old.json")
+	old, todo, _, err := tr.plan(context.Background(), nil, nil, ws.Dir)
 	if err != nil || len(todo.Images) != 1 {
 		t.Fatalf("--retry-failed with a format-1 failure file: %v, %v", err, todo)
 	}
-	if kept, err := old.signatures(); err != nil || len(kept) != 2 || string(kept[relB][0]) != "workspace signature of "+relB {
+	if kept, err := old.Signatures(); err != nil || len(kept) != 2 || string(kept[relB][0]) != "workspace signature of "+relB {
 		t.Errorf("the format-1 plan's signatures: %q, %v; want the two the workspace kept", kept, err)
 	}
 	sigs = generated(old)["signature-configmap.yaml"]

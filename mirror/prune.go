@@ -17,53 +17,13 @@ import (
 	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/registryapi"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
-
-// MirroredImage is one manifest at a mirror root that a run of this
-// workspace pushed, or found already there.
-type MirroredImage struct {
-	// Destination is repo:tag under the mirror root.
-	Destination string `json:"destination"`
-	// Unflattened is the image set's name for it when --max-nested-paths
-	// pushed it under a shortened one (Destination): delete configurations
-	// name images the way the image set does.
-	Unflattened string        `json:"unflattened,omitempty"`
-	Digest      string        `json:"digest"`
-	Kind        imageset.Kind `json:"kind,omitempty"`
-	Origin      string        `json:"origin,omitempty"`
-	// Pushed is true when gapmirror pushed it. An image the destination
-	// already had the first time gapmirror looked is someone else's and
-	// is never pruned or deleted.
-	Pushed bool `json:"pushed"`
-	// SignatureOf is, for a signature, the digest of the image it belongs to.
-	SignatureOf string    `json:"signatureOf,omitempty"`
-	FirstSeen   time.Time `json:"firstSeen"`
-	// LastSeen is the last run whose image set held it.
-	LastSeen time.Time `json:"lastSeen"`
-	// Platforms are the platforms a sparse copy holds (empty: whole), so a
-	// later run wanting more checks the instances, not just the tag.
-	Platforms []string `json:"platforms,omitempty"`
-}
-
-func (m MirroredImage) key() string { return m.Destination + "@" + m.Digest }
-
-// setName is the destination the image set gave the image, before any
-// flattening: what delete configurations are matched against.
-func (m MirroredImage) setName() string {
-	if m.Unflattened != "" {
-		return m.Unflattened
-	}
-	return m.Destination
-}
-
-func sortImages(list []MirroredImage) {
-	sort.Slice(list, func(a, b int) bool { return list[a].key() < list[b].key() })
-}
 
 // remember adds what a copy pushed and found at the root to r, the root's
 // record, and saves it right after the copy, so that even a run that fails
 // later keeps track of what it pushed.
-func (t *Trip) remember(w workspace, r *locationRecord, res *transfer.Result) error {
+func (t *Trip) remember(w workspace.Workspace, r *workspace.LocationRecord, res *transfer.Result) error {
 	root := r.Mirror
 	if len(r.Images) > 0 && r.MaxNestedPaths != t.MaxNestedPaths {
 		// The record holds the names images were pushed under, so prune
@@ -75,7 +35,7 @@ func (t *Trip) remember(w workspace, r *locationRecord, res *transfer.Result) er
 	now := t.now()
 	at := map[string]int{}
 	for i, m := range r.Images {
-		at[m.key()] = i
+		at[m.Key()] = i
 	}
 	note := func(img imageset.Image, pushed bool) {
 		k := img.Destination + "@" + img.Digest
@@ -92,7 +52,7 @@ func (t *Trip) remember(w workspace, r *locationRecord, res *transfer.Result) er
 			return
 		}
 		at[k] = len(r.Images)
-		r.Images = append(r.Images, MirroredImage{Destination: img.Destination, Unflattened: img.Unflattened, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, SignatureOf: img.SignatureOf, Pushed: pushed, FirstSeen: now, LastSeen: now, Platforms: img.Platforms})
+		r.Images = append(r.Images, workspace.MirroredImage{Destination: img.Destination, Unflattened: img.Unflattened, Digest: img.Digest, Kind: img.Kind, Origin: img.Origin, SignatureOf: img.SignatureOf, Pushed: pushed, FirstSeen: now, LastSeen: now, Platforms: img.Platforms})
 	}
 	for _, img := range res.Copied {
 		note(img, true)
@@ -100,7 +60,7 @@ func (t *Trip) remember(w workspace, r *locationRecord, res *transfer.Result) er
 	for _, img := range res.Skipped {
 		note(img, false)
 	}
-	return w.saveMirrorRecord(r)
+	return w.SaveLocation(r)
 }
 
 // PruneReport is what the prune step of a run did or would do.
@@ -139,7 +99,7 @@ var dryRunPreview = []string{"dry-run", "prune-preview.json"}
 // A dry run (src is where its skipped copy would read the images) works
 // the plan out as the registry will be after that copy, so that its
 // preview lists what the real run deletes.
-func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *transfer.Registry, rep *Report, rec *locationRecord, src transfer.Source) error {
+func (t *Trip) pruneMirror(ctx context.Context, w workspace.Workspace, dst *transfer.Registry, rep *Report, rec *workspace.LocationRecord, src transfer.Source) error {
 	why := ""
 	switch {
 	case t.RetryFailed != "":
@@ -157,7 +117,7 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *transfer.Regis
 		// A dry run's preview goes with its plan into dry-run/, the one
 		// place a dry run writes: an earlier dry run's is not left to be
 		// taken for this one's.
-		if err := os.Remove(w.path(dryRunPreview...)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(w.Path(dryRunPreview...)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
@@ -188,22 +148,22 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace, dst *transfer.Regis
 		return nil
 	}
 	pr.Plan = plan
-	drec := deletionRecord{FormatVersion: recordFormat, Kind: "prune-preview", Mirror: dst.Root(), Time: t.now(), ToolVersion: t.ToolVersion, Plan: plan}
+	drec := deletionRecord{FormatVersion: workspace.Format, Kind: "prune-preview", Mirror: dst.Root(), Time: t.now(), ToolVersion: t.ToolVersion, Plan: plan}
 	name := drec.Time.Format("20060102T150405.000Z")
 	if t.DryRun {
-		pr.File = w.path(dryRunPreview...)
-		return w.write(drec, dryRunPreview...)
+		pr.File = w.Path(dryRunPreview...)
+		return w.Write(drec, dryRunPreview...)
 	}
 	if !pr.Executed {
-		pr.File = w.path("prune", name+"-preview.json")
-		return w.write(drec, "prune", name+"-preview.json")
+		pr.File = w.Path("prune", name+"-preview.json")
+		return w.Write(drec, "prune", name+"-preview.json")
 	}
 	t.Log.Info("pruning", "mirror", dst.Root(), "deletes", len(plan.Actions))
 	out, xerr := prune.Execute(ctx, reg, plan, t.Out)
 	pr.Outcome = out
 	drec.Kind, drec.Outcome = "prune", out
-	pr.File = w.path("prune", name+"-pruned.json")
-	if err := w.write(drec, "prune", name+"-pruned.json"); err != nil {
+	pr.File = w.Path("prune", name+"-pruned.json")
+	if err := w.Write(drec, "prune", name+"-pruned.json"); err != nil {
 		return errors.Join(xerr, err)
 	}
 	if err := forget(w, dst.Root(), rec, prune.Resolved(plan, out)); err != nil {
@@ -261,7 +221,7 @@ func (r *Report) pruneErr() error {
 
 // pruneCandidates are the images gapmirror pushed to the root that the
 // set no longer holds under the same tag and digest.
-func pruneCandidates(images []MirroredImage, set *imageset.Set) []prune.Candidate {
+func pruneCandidates(images []workspace.MirroredImage, set *imageset.Set) []prune.Candidate {
 	inSet := map[string]string{}
 	for _, img := range set.Images {
 		inSet[img.Destination] = img.Digest
@@ -299,7 +259,7 @@ func pruneCandidates(images []MirroredImage, set *imageset.Set) []prune.Candidat
 // keepNames are the "repo:tag" names (registry host relative) that must
 // stay: the set's, and those of every other mirror root of the workspace
 // on the same host (nested prefixes share repositories).
-func keepNames(w workspace, root string, set *imageset.Set) (map[string]bool, error) {
+func keepNames(w workspace.Workspace, root string, set *imageset.Set) (map[string]bool, error) {
 	keep := map[string]bool{}
 	add := func(r, dest string) {
 		repo, tag := prune.RepoOf(r, dest)
@@ -312,12 +272,12 @@ func keepNames(w workspace, root string, set *imageset.Set) (map[string]bool, er
 	}
 	host, _ := prune.SplitRoot(root)
 	var errs []error
-	err := w.readAll("mirrors", func(name string) error {
-		if name == locationFile(root) {
+	err := w.ReadAll("mirrors", func(name string) error {
+		if name == workspace.LocationFile(root) {
 			return nil // the root's own: its names are the set's
 		}
-		var r locationRecord
-		if _, err := w.read(&r, "mirrors", name); err != nil {
+		var r workspace.LocationRecord
+		if _, err := w.Read(&r, "mirrors", name); err != nil {
 			errs = append(errs, err)
 			return nil
 		}
@@ -334,13 +294,13 @@ func keepNames(w workspace, root string, set *imageset.Set) (map[string]bool, er
 
 // forget drops deleted images (keys destination@digest) from the root's
 // record: r when the caller has read it already, else read here.
-func forget(w workspace, root string, r *locationRecord, keys []string) error {
+func forget(w workspace.Workspace, root string, r *workspace.LocationRecord, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	if r == nil {
 		var err error
-		if r, err = w.mirrorRecord(root); err != nil {
+		if r, err = w.Location(root); err != nil {
 			return err
 		}
 	}
@@ -350,12 +310,12 @@ func forget(w workspace, root string, r *locationRecord, keys []string) error {
 	}
 	kept := r.Images[:0]
 	for _, m := range r.Images {
-		if !gone[m.key()] {
+		if !gone[m.Key()] {
 			kept = append(kept, m)
 		}
 	}
 	r.Images = kept
-	return w.saveMirrorRecord(r)
+	return w.SaveLocation(r)
 }
 
 // printPrune prints the prune step's preview or summary.
@@ -413,7 +373,7 @@ func printKept(w io.Writer, p *prune.Plan) {
 // leftOut names what a mirror-to-disk run could not carry: images that
 // failed, and what its plan could not resolve (a retry's plan keeps its
 // first run's, so its archive is not taken for complete).
-func leftOut(res *transfer.Result, plan *Plan) []string {
+func leftOut(res *transfer.Result, plan *workspace.Plan) []string {
 	var out []string
 	if res != nil {
 		for _, f := range res.Failed {

@@ -20,6 +20,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // ReleaseOptions say where release payloads, their update graphs and
@@ -50,13 +51,6 @@ type ReleaseOptions struct {
 	HTTPClient *http.Client
 }
 
-// Names of the release files a trip keeps: in the workspace, and as extra
-// files of the archive so that the air-gapped side has them.
-const (
-	releaseGraphsDir     = "release-graphs"
-	releaseSignaturesDir = "release-signatures"
-)
-
 // ocpReleaseRepository is the repository OpenShift release signatures name
 // as identity; accepted even when the update service lists payloads in
 // another registry (an enclave's mirror), since the digest must match anyway.
@@ -69,7 +63,7 @@ type releaseContributor struct {
 	up    *transfer.Registry
 	store *transfer.Store
 	// out is the plan being made.
-	out *Plan
+	out *workspace.Plan
 	// ws holds the signatures earlier runs verified (read only).
 	ws string
 }
@@ -232,7 +226,7 @@ func (c *releaseContributor) verifyAll(ctx context.Context, v *release.Verifier,
 		return v.VerifyAll(ctx, releases)
 	}
 	cached := *v
-	cached.Source = release.SignatureDir(filepath.Join(c.ws, releaseSignaturesDir))
+	cached.Source = release.SignatureDir(filepath.Join(c.ws, workspace.ReleaseSignaturesDir))
 	out := cached.VerifyAll(ctx, releases)
 	var again []int
 	var rels []release.Release
@@ -282,7 +276,7 @@ func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts
 	for _, k := range keys {
 		g := graphs[k]
 		if len(g.Raw) > 0 {
-			c.out.addFile(path.Join(releaseGraphsDir, release.GraphFileName(k.Channel, k.Arch)), g.Raw)
+			c.out.AddFile(path.Join(workspace.ReleaseGraphsDir, release.GraphFileName(k.Channel, k.Arch)), g.Raw)
 		}
 	}
 	plan, err := release.NewPlan(graphs, s)
@@ -448,14 +442,14 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 
 // signatureExtra is the archive name of signature n (1-based) of a release.
 func signatureExtra(releaseDigest string, n int) string {
-	return path.Join(releaseSignaturesDir, strings.Replace(releaseDigest, ":", "=", 1), "signature-"+strconv.Itoa(n))
+	return path.Join(workspace.ReleaseSignaturesDir, strings.Replace(releaseDigest, ":", "=", 1), "signature-"+strconv.Itoa(n))
 }
 
 // keepSignatures puts a release's signatures into the plan, for the
 // cluster resources, the archive and the workspace.
 func (c *releaseContributor) keepSignatures(releaseDigest string, sigs [][]byte) error {
 	for i, s := range sigs {
-		c.out.addFile(signatureExtra(releaseDigest, i+1), s)
+		c.out.AddFile(signatureExtra(releaseDigest, i+1), s)
 	}
 	return nil
 }
@@ -550,7 +544,7 @@ func (c *releaseContributor) builtGraphImage() (imageset.Image, bool) {
 // reached the mirror, from the plan alone (a plan from an older record is
 // given the workspace's when it is made: see keptSignatures).
 func (r *run) releaseSignatures(done *imageset.Set) (map[string][][]byte, error) {
-	have, err := r.plan.signatures()
+	have, err := r.plan.Signatures()
 	if err != nil {
 		return nil, err
 	}
@@ -574,11 +568,11 @@ func (r *run) releaseSignatures(done *imageset.Set) (map[string][][]byte, error)
 // plan then carries them into the archive, the record and the cluster
 // resources like a plan that resolution made. A release without kept
 // signatures gets none (generate warns of it).
-func keptSignatures(plan *Plan, ws string) {
+func keptSignatures(plan *workspace.Plan, ws string) {
 	if ws == "" {
 		return
 	}
-	dir := release.SignatureDir(filepath.Join(ws, releaseSignaturesDir))
+	dir := release.SignatureDir(filepath.Join(ws, workspace.ReleaseSignaturesDir))
 	for _, img := range plan.Set.Images {
 		if img.Kind != imageset.KindRelease {
 			continue
@@ -588,7 +582,7 @@ func keptSignatures(plan *Plan, ws string) {
 			continue
 		}
 		for i, s := range sigs {
-			plan.addFile(signatureExtra(img.Digest, i+1), s)
+			plan.AddFile(signatureExtra(img.Digest, i+1), s)
 		}
 	}
 }

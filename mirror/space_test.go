@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // TestRecordOnFullDisk: a workspace record that does not fit leaves the
@@ -27,8 +28,8 @@ func TestRecordOnFullDisk(t *testing.T) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			ws := workspace{dir}
-			rec := archiveRecord{Seq: 1, ID: "a"}
+			ws := workspace.Workspace{Dir: dir}
+			rec := workspace.ArchiveRecord{Seq: 1, ID: "a"}
 			var fill func()
 			switch disk {
 			case "tmpfs":
@@ -48,10 +49,10 @@ func TestRecordOnFullDisk(t *testing.T) {
 					}))
 				}
 			}
-			if err := ws.saveArchive(rec); err != nil {
+			if err := ws.SaveArchive(rec); err != nil {
 				t.Fatal(err)
 			}
-			before, err := os.ReadFile(ws.path("archives", "a.json"))
+			before, err := os.ReadFile(ws.Path("archives", "a.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,19 +60,19 @@ func TestRecordOnFullDisk(t *testing.T) {
 			for i := 0; i < 2000; i++ { // a record of every blob of a big archive
 				rec.Blobs = append(rec.Blobs, digest.FromString(strings.Repeat("x", i)))
 			}
-			err = ws.saveArchive(rec)
+			err = ws.SaveArchive(rec)
 			var ns *archive.NoSpaceError
-			if !errors.As(err, &ns) || ns.Path != ws.path("archives", "a.json") || ns.Need < 2000*71 {
+			if !errors.As(err, &ns) || ns.Path != ws.Path("archives", "a.json") || ns.Need < 2000*71 {
 				t.Fatalf("saving a record on a full disk: %v, want a NoSpaceError naming the record and its size", err)
 			}
 			if !strings.Contains(err.Error(), "a.json") || !strings.Contains(err.Error(), "KiB is still needed") {
 				t.Errorf("error does not say where and how much: %v", err)
 			}
-			after, _ := os.ReadFile(ws.path("archives", "a.json"))
+			after, _ := os.ReadFile(ws.Path("archives", "a.json"))
 			if string(after) != string(before) {
 				t.Error("the record was damaged by the failed write")
 			}
-			entries, _ := os.ReadDir(ws.path("archives"))
+			entries, _ := os.ReadDir(ws.Path("archives"))
 			if len(entries) != 1 {
 				t.Errorf("files left beside the record: %v", entries)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // Disk-to-mirror with a subset: -c may name a configuration whose entries
@@ -38,7 +39,7 @@ import (
 // root is the mirror root pushed to: the catalog images a subset filters again are kept for it in
 // working-dir/subset-catalogs/, so the next, incremental, archive (which
 // does not carry their unchanged blobs) can be filtered again too.
-func (t *Trip) subset(ctx context.Context, plan *Plan, ar transfer.BlobReader, archiveDir, root string) (*rebuilt, error) {
+func (t *Trip) subset(ctx context.Context, plan *workspace.Plan, ar transfer.BlobReader, archiveDir, root string) (*rebuilt, error) {
 	if t.Config == nil || plan.Config == "" {
 		return nil, nil
 	}
@@ -55,7 +56,7 @@ func (t *Trip) subset(ctx context.Context, plan *Plan, ar transfer.BlobReader, a
 		return nil, fmt.Errorf("reading the configuration the archive in %s was made from: %w", archiveDir, err)
 	}
 	pinned := made
-	if p, ok := plan.file(pinnedExtra); ok {
+	if p, ok := plan.File(workspace.PinnedExtra); ok {
 		if pinned, err = imageset.ParseImageSetConfiguration(p, archiveDir+" (the archive's pinned configuration)"); err != nil {
 			return nil, fmt.Errorf("reading the pinned configuration of the archive in %s: %w", archiveDir, err)
 		}
@@ -65,7 +66,7 @@ func (t *Trip) subset(ctx context.Context, plan *Plan, ar transfer.BlobReader, a
 	var rb *rebuilt
 	// Filtered even when something else is refused, so every refusal is named.
 	if len(s.refilter) > 0 {
-		if rb, err = t.refilter(ctx, plan.Set, ar, &s, filepath.Join(archiveDir, WorkingDir), root); err != nil {
+		if rb, err = t.refilter(ctx, plan.Set, ar, &s, filepath.Join(archiveDir, workspace.WorkingDir), root); err != nil {
 			return nil, err
 		}
 	}
@@ -108,7 +109,7 @@ func (t *Trip) subset(ctx context.Context, plan *Plan, ar transfer.BlobReader, a
 	t.Log.Info("pushing a subset of the archive", "config", t.ConfigPath, "images", len(kept.Images), "of", len(plan.Set.Images))
 	plan.Set, plan.Config = kept, string(data)
 	if !s.helm {
-		plan.Files = slices.DeleteFunc(plan.Files, func(f PlanFile) bool { return strings.HasPrefix(f.Name, helmDir+"/") })
+		plan.Files = slices.DeleteFunc(plan.Files, func(f workspace.PlanFile) bool { return strings.HasPrefix(f.Name, workspace.HelmDir+"/") })
 	}
 	return rb, nil
 }
@@ -185,7 +186,7 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.Blob
 	rb := &rebuilt{store: store, catalogs: map[string]imageset.Image{}, images: map[string]map[string]bool{}}
 	// The catalog images read for root, kept from run to run: an
 	// incremental archive lacks their unchanged blobs.
-	kept, err := transfer.OpenStore(filepath.Join(ws, subsetCatalogs, strings.TrimSuffix(locationFile(root), ".json")))
+	kept, err := transfer.OpenStore(filepath.Join(ws, subsetCatalogs, strings.TrimSuffix(workspace.LocationFile(root), ".json")))
 	if err != nil {
 		rb.Close()
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // Summary prints what the trip did: one set of figures, then each failure
@@ -456,11 +457,11 @@ func (e *FailedError) ExitCode() int {
 
 // unresolvedRecords are the failure file's entries for images that never
 // resolved, so a --retry-failed run still reports them missing.
-func unresolvedRecords(res *imageset.Resolution) []failureRecord {
+func unresolvedRecords(res *imageset.Resolution) []workspace.Failure {
 	if res == nil {
 		return nil
 	}
-	var out []failureRecord
+	var out []workspace.Failure
 	for _, f := range res.Failed {
 		if !f.NotImage {
 			rec := newFailureRecord(f.Origin, f.Err)
@@ -474,19 +475,19 @@ func unresolvedRecords(res *imageset.Resolution) []failureRecord {
 // newFailureRecord is the failure file's entry for image failing with err:
 // the error in full, and its cause and registry, so that a --retry-failed
 // run reports the images it cannot copy under the cause they failed for.
-func newFailureRecord(image string, err error) failureRecord {
+func newFailureRecord(image string, err error) workspace.Failure {
 	var me *failure.MissingError
 	if errors.As(err, &me) {
 		// Still missing from an earlier run: what that run was told.
-		return failureRecord{Image: image, Error: me.Answer, Cause: me.Cause().Kind, Host: me.Host}
+		return workspace.Failure{Image: image, Error: me.Answer, Cause: me.Cause().Kind, Host: me.Host}
 	}
 	where, _ := answerOf(err)
-	return failureRecord{Image: image, Error: failure.Message(err), Cause: failure.Classify(err).Kind, Host: where}
+	return workspace.Failure{Image: image, Error: failure.Message(err), Cause: failure.Classify(err).Kind, Host: where}
 }
 
 // stillUnresolved are the entries of a failure file --retry-failed cannot
 // copy: images its run never resolved to a digest (left in missing).
-func stillUnresolved(all []failureRecord, missing map[string]bool, file string) []imageset.Unresolved {
+func stillUnresolved(all []workspace.Failure, missing map[string]bool, file string) []imageset.Unresolved {
 	var out []imageset.Unresolved
 	for _, f := range all {
 		if !missing[f.Image] {

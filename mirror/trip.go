@@ -20,11 +20,8 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
-
-// WorkingDir is the folder, inside the user's directory, where gapmirror
-// keeps its records, plans and cluster resources (oc-mirror's name).
-const WorkingDir = "working-dir"
 
 // Trip is what the user asked for: the options of one run of the pipeline
 // config → Plan → copy → record → generate. It holds no state of the run:
@@ -84,8 +81,8 @@ type Trip struct {
 // records into and, in rep, what happened.
 type run struct {
 	t    *Trip
-	ws   workspace
-	plan *Plan
+	ws   workspace.Workspace
+	plan *workspace.Plan
 	rep  *Report
 	// pinned is the pinned configuration file this run wrote.
 	pinned string
@@ -143,7 +140,7 @@ func (t *Trip) now() time.Time {
 // contributors resolve the configuration sections that need more than a
 // tag lookup: operator catalogs, release payloads and helm charts, into
 // plan; ws is read for what earlier runs kept, never written.
-func (t *Trip) contributors(up *transfer.Registry, store *transfer.Store, plan *Plan, ws string) []imageset.Contributor {
+func (t *Trip) contributors(up *transfer.Registry, store *transfer.Store, plan *workspace.Plan, ws string) []imageset.Contributor {
 	return []imageset.Contributor{
 		&operators{trip: t, up: up, store: store, plan: plan},
 		&releaseContributor{t: t, up: up, store: store, out: plan, ws: ws},
@@ -175,7 +172,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if t.MaxNestedPaths != 0 {
 		return nil, fmt.Errorf("--max-nested-paths shortens the repository paths of a mirror registry; mirror-to-disk has none: give it to disk-to-mirror when pushing the archive")
 	}
-	ws := filepath.Join(dir, WorkingDir)
+	ws := filepath.Join(dir, workspace.WorkingDir)
 	release, err := t.lockRun(ctx, ws, true)
 	if err != nil {
 		return nil, err
@@ -194,14 +191,14 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	set := plan.Set
 	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
 	if t.DryRun {
-		carried, err := t.carriedBlobs(workspace{ws})
+		carried, err := t.carriedBlobs(workspace.Workspace{Dir: ws})
 		if err != nil {
 			return nil, err
 		}
 		t.dryRunToDisk(ctx, transfer.WithStore(up, store), store, set, carried, rep)
 		return rep, t.writePlan(ws, "", set, func(img imageset.Image) bool { return !store.Has(digest.Digest(img.Digest)) })
 	}
-	r := &run{t: t, ws: workspace{ws}, plan: plan, rep: rep}
+	r := &run{t: t, ws: workspace.Workspace{Dir: ws}, plan: plan, rep: rep}
 	if err := r.keep(); err != nil {
 		return rep, err
 	}
@@ -228,7 +225,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if errors.As(err, &clash) {
 		// Ours (not whole: adoptOrphan would have taken it), or another
 		// workspace's: the error says which.
-		clash.Writing, _ = r.ws.identity(t.now())
+		clash.Writing, _ = r.ws.Identity(t.now())
 	}
 	if err != nil {
 		return nil, err
@@ -290,7 +287,7 @@ type archiveBaseline struct {
 // --since leaves that archive out of the baseline.
 func (r *run) baseline() (archiveBaseline, error) {
 	b := archiveBaseline{carried: map[digest.Digest]bool{}, seq: 1}
-	history, err := r.ws.archives()
+	history, err := r.ws.Archives()
 	if err != nil {
 		return b, err
 	}
@@ -318,7 +315,7 @@ func (r *run) baseline() (archiveBaseline, error) {
 // one than the newest). Anything else in its place is left for Stage to
 // refuse.
 func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, error) {
-	id, err := r.ws.identity(r.t.now())
+	id, err := r.ws.Identity(r.t.now())
 	if err != nil {
 		return base, err
 	}
@@ -334,7 +331,7 @@ func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, er
 			return base, nil
 		}
 		if idx.BasedOn != "" {
-			history, err := r.ws.archives()
+			history, err := r.ws.Archives()
 			if err != nil {
 				return base, err
 			}
@@ -346,7 +343,7 @@ func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, er
 				return base, nil
 			}
 		}
-		rec := archiveRecord{Seq: idx.Seq, ID: idx.ID, BasedOn: idx.BasedOn, Created: idx.Created}
+		rec := workspace.ArchiveRecord{Seq: idx.Seq, ID: idx.ID, BasedOn: idx.BasedOn, Created: idx.Created}
 		if idx.Set != nil {
 			rec.Images = len(idx.Set.Images)
 		}
@@ -354,7 +351,7 @@ func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, er
 			rec.Blobs = append(rec.Blobs, b.Digest)
 			rec.Bytes += b.Size
 		}
-		if err := r.ws.saveArchive(rec); err != nil {
+		if err := r.ws.SaveArchive(rec); err != nil {
 			return base, fmt.Errorf("recording archive %s, which an earlier run wrote into %s and was stopped before recording: %w", idx.ID, dir, err)
 		}
 		r.t.Log.Warn("an earlier run was stopped after writing an archive and before recording it; the archive is whole, now recorded, and this run's archive builds on it: carry both, in order",
@@ -396,7 +393,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 	if err != nil {
 		return nil, err
 	}
-	id, err := ws.identity(t.now())
+	id, err := ws.Identity(t.now())
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +410,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 		Extras: append([]archive.Extra{
 			{Name: "index.json", Data: ociIndex},
 			{Name: "oci-layout", Data: []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		}, r.plan.extras()...),
+		}, r.plan.Extras()...),
 	}
 	// An archive holds manifests as blobs too (OCI layout), and the
 	// images gapmirror built: its figures are not the copy's.
@@ -432,11 +429,11 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 		return nil, err
 	}
 	r.rep.ArchiveID = written.ID
-	rec := archiveRecord{Seq: seq, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
+	rec := workspace.ArchiveRecord{Seq: seq, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
 	for _, b := range blobs {
 		rec.Blobs = append(rec.Blobs, b.Digest)
 	}
-	if err := ws.saveArchive(rec); err != nil {
+	if err := ws.SaveArchive(rec); err != nil {
 		// An archive the workspace does not know of would be left out of
 		// the next one's baseline and clash with its name: take it back.
 		for _, c := range written.Chunks {
@@ -463,7 +460,7 @@ func (r *run) linkStaged(dir string, written *archive.Index, store *transfer.Sto
 			for _, b := range written.Blobs {
 				// Staged now, or kept by an interrupted run: the new
 				// archive is where they stay.
-				if !stage.Has(b.Digest) && !store.LinkedUnder(b.Digest, r.ws.path(salvageDir)) {
+				if !stage.Has(b.Digest) && !store.LinkedUnder(b.Digest, r.ws.Path(salvageDir)) {
 					continue
 				}
 				if l, ok := ar.Locate(b.Digest); ok {
@@ -479,7 +476,7 @@ func (r *run) linkStaged(dir string, written *archive.Index, store *transfer.Sto
 		return
 	}
 	// What interrupted runs kept is in this archive now.
-	if err := os.RemoveAll(r.ws.path(salvageDir)); err != nil {
+	if err := os.RemoveAll(r.ws.Path(salvageDir)); err != nil {
 		r.t.Log.Warn("removing the blobs kept by an interrupted run", "err", err)
 	}
 }
@@ -510,7 +507,7 @@ func (r *run) salvage(stage *archive.Staging, store *transfer.Store) int {
 // keepBlobs has move put kept blobs into the workspace's salvage directory and
 // links the store to each; it returns how many it linked.
 func (r *run) keepBlobs(store *transfer.Store, warning string, move func(into string) ([]archive.Salvaged, error)) int {
-	into, err := filepath.Abs(r.ws.path(salvageDir))
+	into, err := filepath.Abs(r.ws.Path(salvageDir))
 	if err != nil {
 		r.t.Log.Warn(warning, "err", err)
 		return 0
@@ -533,7 +530,7 @@ func (r *run) keepBlobs(store *transfer.Store, warning string, move func(into st
 // again when every one is applied). Each is a run of its own; it stops at the first
 // that does not complete, and returns the report of the last it ran.
 func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, error) {
-	ws := filepath.Join(dir, WorkingDir)
+	ws := filepath.Join(dir, workspace.WorkingDir)
 	found, err := archive.List(dir)
 	if err != nil {
 		return nil, err
@@ -547,12 +544,12 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err != nil {
 		return nil, err
 	}
-	todo, again, err := unapplied(workspace{ws}, found, mirrorRoot.Root(), t.Log)
+	todo, again, err := unapplied(workspace.Workspace{Dir: ws}, found, mirrorRoot.Root(), t.Log)
 	if err != nil {
 		return nil, err
 	}
 	if !t.SkipPredecessorCheck && !again {
-		if err := oneWorkspace(workspace{ws}, dir, todo, mirrorRoot.Root()); err != nil {
+		if err := oneWorkspace(workspace.Workspace{Dir: ws}, dir, todo, mirrorRoot.Root()); err != nil {
 			return nil, err
 		}
 	}
@@ -595,8 +592,8 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 // record of applying to root and that are newer than every one it applied there, or the
 // latest (again true) when there are none. An older archive applied after
 // a newer one would move tags back, so it is left out (and said so).
-func unapplied(ws workspace, found []archive.Listed, root string, log *slog.Logger) (todo []archive.Listed, again bool, err error) {
-	applied, err := ws.applied(root)
+func unapplied(ws workspace.Workspace, found []archive.Listed, root string, log *slog.Logger) (todo []archive.Listed, again bool, err error) {
+	applied, err := ws.Applied(root)
 	if err != nil {
 		return nil, false, err
 	}
@@ -624,12 +621,12 @@ func unapplied(ws workspace, found []archive.Listed, root string, log *slog.Logg
 // replace the other's at the mirror (cluster resources, and --prune would
 // delete the other's images). Archives that do not name their workspace
 // (written before archives did) are not checked.
-func oneWorkspace(ws workspace, dir string, todo []archive.Listed, root string) error {
-	applied, err := ws.applied(root)
+func oneWorkspace(ws workspace.Workspace, dir string, todo []archive.Listed, root string) error {
+	applied, err := ws.Applied(root)
 	if err != nil {
 		return err
 	}
-	var last appliedRecord
+	var last workspace.AppliedRecord
 	for _, a := range applied {
 		if a.Workspace != "" && a.Applied.After(last.Applied) {
 			last = a
@@ -677,20 +674,20 @@ func (e *ForeignArchiveError) Error() string {
 
 // applyArchive pushes the archive whose first chunk in dir is first.
 func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Report, error) {
-	ws := filepath.Join(dir, WorkingDir)
+	ws := filepath.Join(dir, workspace.WorkingDir)
 	ar, err := archive.OpenFirst(dir, first)
 	if err != nil {
 		return nil, err
 	}
 	idx := ar.Index()
-	w := workspace{ws}
+	w := workspace.Workspace{Dir: ws}
 	dst, err := transfer.NewMirror(root, t.Mirror)
 	if err != nil {
 		return nil, err
 	}
 	defer dst.Close()
 	if idx.BasedOn != "" && !t.SkipPredecessorCheck {
-		applied, err := w.applied(dst.Root())
+		applied, err := w.Applied(dst.Root())
 		if err != nil {
 			return nil, err
 		}
@@ -723,7 +720,7 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 		t.Log.Info("pushing archive to the mirror", "archive", name, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
 		return transfer.CopyPlanned(ctx, set, src, dst, t.Copy)
 	}, func() error {
-		return w.markApplied(appliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Workspace: idx.Workspace, Mirror: dst.Root(), Applied: t.now()})
+		return w.MarkApplied(workspace.AppliedRecord{ID: idx.ID, BasedOn: idx.BasedOn, Workspace: idx.Workspace, Mirror: dst.Root(), Applied: t.now()})
 	})
 }
 
@@ -774,7 +771,7 @@ func (e *PredecessorError) Error() string {
 func (r *run) toMirror(ctx context.Context, dst *transfer.Registry, src transfer.Source, copyAll func() *transfer.Result, applied func() error) (*Report, error) {
 	t, w, rep := r.t, r.ws, r.rep
 	set := rep.Set
-	mrec, err := w.mirrorRecord(dst.Root())
+	mrec, err := w.Location(dst.Root())
 	if err != nil {
 		return nil, err
 	}
@@ -786,7 +783,7 @@ func (r *run) toMirror(ctx context.Context, dst *transfer.Registry, src transfer
 		if err := r.dryRunToMirror(ctx, dst, src); err != nil {
 			return rep, err
 		}
-		if err := t.writePlan(w.dir, dst.Root(), set, nil); err != nil {
+		if err := t.writePlan(w.Dir, dst.Root(), set, nil); err != nil {
 			return rep, err
 		}
 		return rep, t.pruneMirror(ctx, w, dst, rep, mrec, src)
@@ -832,8 +829,8 @@ func (r *run) toMirror(ctx context.Context, dst *transfer.Registry, src transfer
 // MirrorToMirror copies the image set from upstream straight into the
 // registry at root; dir is the workspace.
 func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, error) {
-	ws := filepath.Join(dir, WorkingDir)
-	if filepath.Base(dir) == WorkingDir {
+	ws := filepath.Join(dir, workspace.WorkingDir)
+	if filepath.Base(dir) == workspace.WorkingDir {
 		ws = dir
 	}
 	release, err := t.lockRun(ctx, ws, true)
@@ -869,7 +866,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	}
 	set := plan.Set
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
-	r := &run{t: t, ws: workspace{ws}, plan: plan, rep: rep}
+	r := &run{t: t, ws: workspace.Workspace{Dir: ws}, plan: plan, rep: rep}
 	return r.toMirror(ctx, dst, transfer.WithStore(up, store), func() *transfer.Result {
 		t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
 		return t.copyPlan(ctx, set, todo, transfer.WithStore(up, store), dst)
@@ -881,7 +878,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 // prune and the cluster resources all see the names the images have at the
 // mirror. Without a limit it still runs: a --retry-failed plan may come
 // flattened, and keeps the limit it was made with.
-func (t *Trip) flatten(root string, plan *Plan) error {
+func (t *Trip) flatten(root string, plan *workspace.Plan) error {
 	if t.MaxNestedPaths != 0 {
 		plan.MaxNestedPaths = t.MaxNestedPaths
 	}
@@ -917,12 +914,12 @@ func withoutSignatures(set *imageset.Set) *imageset.Set {
 // seedLocations tells the mirror where earlier runs put blobs, so images
 // that share them are mounted rather than sent again, and which images they
 // copied sparse, so that wanting more of those is noticed.
-func seedLocations(r *locationRecord, dst *transfer.Registry) {
+func seedLocations(r *workspace.LocationRecord, dst *transfer.Registry) {
 	dst.KnownLocations(r.Blobs)
 	dst.Sparse = map[string][]string{}
 	for _, m := range r.Images {
 		if len(m.Platforms) > 0 {
-			dst.Sparse[m.key()] = m.Platforms
+			dst.Sparse[m.Key()] = m.Platforms
 		}
 	}
 }
@@ -938,7 +935,7 @@ func (t *Trip) writePlan(ws, root string, set *imageset.Set, missing func(images
 	if err != nil {
 		return err
 	}
-	if err := transfer.WriteFileAtomic(filepath.Join(dir, "set.json"), data); err != nil {
+	if err := archive.WriteFileAtomic(filepath.Join(dir, "set.json"), data); err != nil {
 		return err
 	}
 	var mapping, miss strings.Builder
@@ -953,11 +950,11 @@ func (t *Trip) writePlan(ws, root string, set *imageset.Set, missing func(images
 		}
 		fmt.Fprintf(t.Out, "%-18s %s -> %s  (%s)%s\n", img.Kind, img.Origin, img.Destination, strings.Join(img.Why, "; "), sparse)
 	}
-	if err := transfer.WriteFileAtomic(filepath.Join(dir, "mapping.txt"), []byte(mapping.String())); err != nil {
+	if err := archive.WriteFileAtomic(filepath.Join(dir, "mapping.txt"), []byte(mapping.String())); err != nil {
 		return err
 	}
 	if missing != nil {
-		if err := transfer.WriteFileAtomic(filepath.Join(dir, "missing.txt"), []byte(miss.String())); err != nil {
+		if err := archive.WriteFileAtomic(filepath.Join(dir, "missing.txt"), []byte(miss.String())); err != nil {
 			return err
 		}
 	}
@@ -968,7 +965,7 @@ func (t *Trip) writePlan(ws, root string, set *imageset.Set, missing func(images
 // generate writes the cluster resources for what reached the mirror, from
 // the plan and the copy's result alone.
 func (r *run) generate(root string) error {
-	return r.generateInto(r.ws.path(generate.Dir), root)
+	return r.generateInto(r.ws.Path(generate.Dir), root)
 }
 
 // generateInto writes them into dir.
@@ -1006,7 +1003,7 @@ func (r *run) generateInto(dir, root string) error {
 			continue
 		}
 		name := templateExtra(img.OriginalDestination())
-		if data, ok := plan.file(name); ok {
+		if data, ok := plan.File(name); ok {
 			templates[img.Digest] = template{name, append([]byte{}, data...)} // never nil: a template, however empty
 		} else {
 			templates[img.Digest] = template{}
@@ -1053,78 +1050,13 @@ func (r *run) generateInto(dir, root string) error {
 	return nil
 }
 
-// runRecordFormat is the format of the run records (working-dir/runs) and
-// failure files (working-dir/failed). 1: the Set only; 2: the whole Plan
-// (its fields inline, so "set" stays where it was) and the failure file
-// names its run record. Readers take every format up to theirs.
-const runRecordFormat = 2
-
-// runRecord is what the workspace keeps of each run: the plan it executed
-// and what happened.
-type runRecord struct {
-	FormatVersion int       `json:"formatVersion"`
-	Mode          string    `json:"mode"`
-	Time          time.Time `json:"time"`
-	ToolVersion   string    `json:"toolVersion"`
-	Config        string    `json:"config,omitempty"`
-	// Pinned is the path of the pinned configuration the run wrote.
-	Pinned string `json:"pinnedConfig,omitempty"`
-	Mirror string `json:"mirror,omitempty"`
-	*Plan
-	Copied  []string        `json:"copied"`
-	Skipped []string        `json:"skipped"`
-	Failed  []failureRecord `json:"failed,omitempty"`
-	Archive []string        `json:"archive,omitempty"`
-	// ArchiveID is the archive the run wrote or pushed (describe finds
-	// an archive's predecessor's images by it).
-	ArchiveID string `json:"archiveId,omitempty"`
-	Bytes     int64  `json:"bytes"`
-	Blobs     int64  `json:"blobs"`
-}
-
-type failureRecord struct {
-	Image string `json:"image"`
-	Error string `json:"error"`
-	// Unresolved: the image never got a digest (Image is its reference as
-	// configured); --retry-failed cannot copy it.
-	Unresolved bool          `json:"unresolved,omitempty"`
-	Kind       imageset.Kind `json:"kind,omitempty"`
-	// Cause is Classify's kind of the failure and Host the registry that
-	// failed, when known: a --retry-failed run groups the images it cannot
-	// copy by them. Older readers ignore both (no format change).
-	Cause string `json:"cause,omitempty"`
-	Host  string `json:"host,omitempty"`
-}
-
-// runRecord reads the run record name (relative to the workspace) with the
-// content of its plan's files.
-func (w workspace) runRecord(name string) (*runRecord, error) {
-	var rec runRecord
-	ok, err := w.read(&rec, filepath.FromSlash(name))
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, fmt.Errorf("run record %s: %w", w.path(name), fs.ErrNotExist)
-	}
-	if rec.FormatVersion > runRecordFormat {
-		return nil, fmt.Errorf("run record %s was written by a newer gapmirror (format %d)", w.path(name), rec.FormatVersion)
-	}
-	if rec.Plan != nil {
-		if err := w.loadFiles(rec.Plan.Files); err != nil {
-			return nil, fmt.Errorf("run record %s: %w", w.path(name), err)
-		}
-	}
-	return &rec, nil
-}
-
 func (r *run) record() error {
 	rep, w := r.rep, r.ws
-	if err := w.saveFiles(r.plan.Files); err != nil {
-		return fmt.Errorf("keeping the plan's files in %s: %w", w.path("plan-files"), err)
+	if err := w.SaveFiles(r.plan.Files); err != nil {
+		return fmt.Errorf("keeping the plan's files in %s: %w", w.Path("plan-files"), err)
 	}
 	now := r.t.now()
-	rec := runRecord{FormatVersion: runRecordFormat, Mode: rep.Mode, Time: now, ToolVersion: r.t.ToolVersion, Config: r.t.ConfigPath, Pinned: r.pinned, Mirror: rep.Mirror, Plan: r.plan, Archive: rep.Archive, ArchiveID: rep.ArchiveID}
+	rec := workspace.Run{FormatVersion: workspace.RunFormat, Mode: rep.Mode, Time: now, ToolVersion: r.t.ToolVersion, Config: r.t.ConfigPath, Pinned: r.pinned, Mirror: rep.Mirror, Plan: r.plan, Archive: rep.Archive, ArchiveID: rep.ArchiveID}
 	if res := rep.Result; res != nil {
 		for _, i := range res.Copied {
 			rec.Copied = append(rec.Copied, i.Destination)
@@ -1140,26 +1072,36 @@ func (r *run) record() error {
 		sort.Strings(rec.Skipped)
 	}
 	name := now.Format("20060102T150405.000Z") + "-" + rep.Mode + ".json"
-	if err := w.write(rec, "runs", name); err != nil {
+	if err := w.Write(rec, "runs", name); err != nil {
 		return err
 	}
 	rec.Failed = append(rec.Failed, unresolvedRecords(rep.Resolution)...)
 	if len(rec.Failed) > 0 {
-		rep.FailedFile = w.path("failed", name)
-		if err := w.write(failedFile{FormatVersion: runRecordFormat, Mode: rep.Mode, Run: "runs/" + name, Set: rep.Set, Failed: rec.Failed}, "failed", name); err != nil {
+		rep.FailedFile = w.Path("failed", name)
+		if err := w.Write(workspace.FailedFile{FormatVersion: workspace.RunFormat, Mode: rep.Mode, Run: "runs/" + name, Set: rep.Set, Failed: rec.Failed}, "failed", name); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// failedFile is what --retry-failed reads: the pinned Set of a run, the
-// images of it that failed and (format 2) the run record holding its plan,
-// relative to the workspace the file is in.
-type failedFile struct {
-	FormatVersion int             `json:"formatVersion"`
-	Mode          string          `json:"mode"`
-	Run           string          `json:"run,omitempty"`
-	Set           *imageset.Set   `json:"set"`
-	Failed        []failureRecord `json:"failed"`
+// lockRun takes the locks a run needs: its workspace's (but for a dry run)
+// and, when it uses the store, the store's (after the workspace's, so a
+// refused run never waits). release gives back both.
+func (t *Trip) lockRun(ctx context.Context, ws string, store bool) (release func(), err error) {
+	var wl *workspace.Lock
+	if !t.DryRun { // a dry run writes only its plan, atomically, and nothing else
+		if wl, err = workspace.LockWorkspace(ws); err != nil {
+			return nil, err
+		}
+	}
+	if !store {
+		return wl.Release, nil
+	}
+	sl, err := workspace.LockStore(ctx, t.StoreDir, t.Log)
+	if err != nil {
+		wl.Release()
+		return nil, err
+	}
+	return func() { sl.Release(); wl.Release() }, nil
 }

@@ -48,7 +48,7 @@ func OpenStore(dir string) (*Store, error) {
 	layout := filepath.Join(dir, ocispec.ImageLayoutFile)
 	if _, err := os.Stat(layout); errors.Is(err, fs.ErrNotExist) {
 		data, _ := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
-		if err := WriteFileAtomic(layout, data); err != nil {
+		if err := archive.WriteFileAtomic(layout, data); err != nil {
 			return nil, err
 		}
 	}
@@ -125,7 +125,7 @@ func (s *Store) Link(d digest.Digest, l archive.Location) error {
 		return fmt.Errorf("linking blob %s in the store: %w", d, err)
 	}
 	data, _ := json.Marshal(l) // cannot fail: plain struct
-	return WriteFileAtomic(s.linkPath(d), data)
+	return archive.WriteFileAtomic(s.linkPath(d), data)
 }
 
 // linked is blob d's link, if it points at a chunk of the recorded size.
@@ -244,7 +244,7 @@ func (s *Store) SaveIndex() error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(s.dir, ocispec.ImageIndexFile), data)
+	return archive.WriteFileAtomic(filepath.Join(s.dir, ocispec.ImageIndexFile), data)
 }
 
 // IndexJSON returns an OCI index.json naming the refs given (all refs when
@@ -360,27 +360,6 @@ type missingError struct{ blob, manifest digest.Digest }
 
 func (e *missingError) Error() string {
 	return fmt.Sprintf("store is missing blob %s of manifest %s: run mirror-to-disk again to fetch it", e.blob, e.manifest)
-}
-
-// WriteFileAtomic replaces path with data, or leaves it as it was.
-func WriteFileAtomic(path string, data []byte) error {
-	return archive.NoSpace(writeFile(path, data), path, int64(len(data)), false)
-}
-
-func writeFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := archive.FileWriter(tmp).Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // hasInstances reports whether the store holds every instance img needs of

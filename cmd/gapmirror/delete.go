@@ -10,6 +10,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 type deleteFlags struct {
@@ -133,8 +134,8 @@ func deleteWorkspace(f *deleteFlags) (mode, ws string) {
 		if err != nil {
 			return "", ""
 		}
-		mode, ws = "delete-generate", filepath.Join(d, mirror.WorkingDir)
-		if filepath.Base(d) == mirror.WorkingDir {
+		mode, ws = "delete-generate", filepath.Join(d, workspace.WorkingDir)
+		if filepath.Base(d) == workspace.WorkingDir {
 			ws = d
 		}
 	case f.deleteYAML != "" && !f.generate:

@@ -15,9 +15,9 @@ import (
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/failure"
-	"github.com/gapmirror/gapmirror/mirror"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 func newDescribeCommand(g *globalFlags) *cobra.Command {
@@ -123,7 +123,7 @@ type describeCheck struct {
 // describedArchive is one archive in -o json (several archives in one
 // directory make a JSON array of them).
 type describedArchive struct {
-	*mirror.Description
+	*workspace.Description
 	Check describeCheck `json:"check"`
 }
 
@@ -131,8 +131,8 @@ type describedArchive struct {
 // checks it: its chunks present and sized right, and (but with quick)
 // every blob against its checksum. An archive that fails a check is still
 // described; check.Damage says what is wrong and what to do.
-func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir string, a archive.Listed, quick bool) (*mirror.Description, describeCheck) {
-	d := mirror.Describe(dir, a.Index)
+func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir string, a archive.Listed, quick bool) (*workspace.Description, describeCheck) {
+	d := workspace.Describe(dir, a.Index)
 	r, err := archive.OpenFirst(dir, a.First)
 	if err != nil {
 		return d, describeCheck{Quick: quick, Damage: failure.Message(err)}
@@ -160,7 +160,7 @@ func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir stri
 
 // describe prints the summary first, then what changed, then (asked for)
 // every image.
-func describe(w io.Writer, d *mirror.Description, c describeCheck, images bool) {
+func describe(w io.Writer, d *workspace.Description, c describeCheck, images bool) {
 	fmt.Fprintf(w, "archive %s, made %s by gapmirror %s\n", d.ID, d.Created.UTC().Format("2006-01-02 15:04 MST"), d.ToolVersion)
 	fmt.Fprintf(w, "  %d images", d.Images)
 	if d.Signatures > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/mirror"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 type mirrorFlags struct {
@@ -284,13 +285,13 @@ func checkArchiveDir(from, dir string) error {
 	// The records of what was applied, and the run's log, go into
 	// DIR/working-dir: read-only media (a mounted DVD, a write-protected
 	// USB stick) cannot hold them.
-	wd := filepath.Join(dir, mirror.WorkingDir)
+	wd := filepath.Join(dir, workspace.WorkingDir)
 	if _, err := os.Stat(wd); err != nil {
 		wd = dir
 	}
 	if err := unix.Access(wd, unix.W_OK); err != nil {
 		return fmt.Errorf("--from %s: %s cannot be written (%v): disk-to-mirror keeps its records of the archives applied and its log in %s; copy the chunks (mirror_*.tar) to a writable directory and give that to --from",
-			from, wd, err, filepath.Join(dir, mirror.WorkingDir))
+			from, wd, err, filepath.Join(dir, workspace.WorkingDir))
 	}
 	return nil
 }
@@ -316,18 +317,18 @@ func runWorkspace(target string, f *mirrorFlags) (mode, ws string) {
 	switch {
 	case strings.HasPrefix(target, "file://"):
 		if d := dir(target); d != "" {
-			return "mirror-to-disk", filepath.Join(d, mirror.WorkingDir)
+			return "mirror-to-disk", filepath.Join(d, workspace.WorkingDir)
 		}
 	case f.from != "" && f.workspace == "":
 		if d := dir(f.from); d != "" {
-			return "disk-to-mirror", filepath.Join(d, mirror.WorkingDir)
+			return "disk-to-mirror", filepath.Join(d, workspace.WorkingDir)
 		}
 	case f.workspace != "" && f.from == "":
 		if d := dir(f.workspace); d != "" {
-			if filepath.Base(d) == mirror.WorkingDir {
+			if filepath.Base(d) == workspace.WorkingDir {
 				return "mirror-to-mirror", d
 			}
-			return "mirror-to-mirror", filepath.Join(d, mirror.WorkingDir)
+			return "mirror-to-mirror", filepath.Join(d, workspace.WorkingDir)
 		}
 	}
 	return "", ""

@@ -21,6 +21,7 @@ import (
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/serve"
 	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
 )
 
 type serveFlags struct {
@@ -232,7 +233,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *s
 		// the next serve --from pushes what is missing.
 		return fmt.Errorf("%w (the registry stops; run serve --from again to push what is missing)", err)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "point clusters at the registry: oc apply -f %s\n", filepath.Join(p.archiveDir, mirror.WorkingDir, "cluster-resources"))
+	fmt.Fprintf(cmd.OutOrStdout(), "point clusters at the registry: oc apply -f %s\n", filepath.Join(p.archiveDir, workspace.WorkingDir, "cluster-resources"))
 	return nil
 }
 

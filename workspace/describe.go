@@ -1,4 +1,4 @@
-package mirror
+package workspace
 
 import (
 	"path/filepath"
@@ -108,10 +108,10 @@ var (
 func Describe(dir string, idx *archive.Index) *Description {
 	d := &Description{ID: idx.ID, Created: idx.Created, ToolVersion: idx.ToolVersion, Blobs: len(idx.Blobs), Chunks: idx.Chunks,
 		LeftOut: idx.LeftOut, Blocked: idx.Blocked, Workspace: idx.Workspace}
-	w := workspace{filepath.Join(dir, WorkingDir)}
-	_ = w.readAll("applied", func(name string) error {
-		var r appliedRecord
-		if ok, err := w.read(&r, "applied", name); err == nil && ok && r.ID == idx.ID {
+	w := Workspace{Dir: filepath.Join(dir, WorkingDir)}
+	_ = w.ReadAll("applied", func(name string) error {
+		var r AppliedRecord
+		if ok, err := w.Read(&r, "applied", name); err == nil && ok && r.ID == idx.ID {
 			d.AppliedTo = append(d.AppliedTo, Application{Mirror: r.Mirror, Applied: r.Applied})
 		}
 		return nil
@@ -143,13 +143,13 @@ func Describe(dir string, idx *archive.Index) *Description {
 		return d
 	}
 	d.BasedOn = &Predecessor{ID: idx.BasedOn}
-	applied, _ := w.applied("")
+	applied, _ := w.Applied("")
 	var since time.Time
 	mode := "mirror-to-disk"
 	if a, ok := applied[idx.BasedOn]; ok {
 		d.BasedOn.Applied, d.BasedOn.AppliedAt, d.BasedOn.Mirror = true, a.Applied, a.Mirror
 		since, mode = a.Applied, "disk-to-mirror"
-	} else if history, err := w.archives(); err == nil {
+	} else if history, err := w.Archives(); err == nil {
 		for _, r := range history {
 			if r.ID == idx.BasedOn {
 				since = r.Created
@@ -223,11 +223,11 @@ func appendNew(list []string, s string) []string {
 }
 
 // setOf is the Set of the run that wrote or pushed archive id here.
-func setOf(w workspace, id string) *imageset.Set {
+func setOf(w Workspace, id string) *imageset.Set {
 	var set *imageset.Set
-	_ = w.readAll("runs", func(name string) error {
-		var r runRecord
-		if ok, err := w.read(&r, "runs", name); err == nil && ok && r.ArchiveID == id && r.Plan != nil && r.Set != nil {
+	_ = w.ReadAll("runs", func(name string) error {
+		var r Run
+		if ok, err := w.Read(&r, "runs", name); err == nil && ok && r.ArchiveID == id && r.Plan != nil && r.Set != nil {
 			set = r.Set
 		}
 		return nil
@@ -238,14 +238,14 @@ func setOf(w workspace, id string) *imageset.Set {
 // setAfter is the Set of the first run of mode recorded at or after since:
 // the run that wrote (mirror-to-disk) or pushed (disk-to-mirror) the
 // predecessor.
-func setAfter(w workspace, mode string, since time.Time) *imageset.Set {
+func setAfter(w Workspace, mode string, since time.Time) *imageset.Set {
 	if since.IsZero() {
 		return nil
 	}
-	var best *runRecord
-	_ = w.readAll("runs", func(name string) error {
-		var r runRecord
-		if ok, err := w.read(&r, "runs", name); err != nil || !ok {
+	var best *Run
+	_ = w.ReadAll("runs", func(name string) error {
+		var r Run
+		if ok, err := w.Read(&r, "runs", name); err != nil || !ok {
 			return nil
 		}
 		if r.Mode == mode && !r.Time.Before(since.Add(-time.Second)) && (best == nil || r.Time.Before(best.Time)) {

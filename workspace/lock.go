@@ -1,4 +1,4 @@
-package mirror
+package workspace
 
 import (
 	"context"
@@ -33,12 +33,12 @@ func (h holder) String() string {
 	return fmt.Sprintf("gapmirror pid %d%s, started %s", h.PID, host, h.Started.Format(time.RFC3339))
 }
 
-// fileLock is an advisory lock (flock) on a lock file, released when the
+// Lock is an advisory lock (flock) on a lock file, released when the
 // process ends however it ends, so a killed run never leaves it behind.
-type fileLock struct{ f *os.File }
+type Lock struct{ f *os.File }
 
 // Release gives the lock up.
-func (l *fileLock) Release() {
+func (l *Lock) Release() {
 	if l != nil && l.f != nil {
 		unlockFile(l.f)
 		l.f.Close()
@@ -47,7 +47,7 @@ func (l *fileLock) Release() {
 }
 
 // tryLock takes the lock of dir at once, or says who holds it.
-func tryLock(dir string) (*fileLock, *holder, error) {
+func tryLock(dir string) (*Lock, *holder, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -74,13 +74,13 @@ func tryLock(dir string) (*fileLock, *holder, error) {
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt(data, 0) // who holds it is a courtesy; the flock is the lock
 	}
-	return &fileLock{f: f}, nil, nil
+	return &Lock{f: f}, nil, nil
 }
 
-// lockWorkspace takes the workspace's lock for the run, refusing at once
+// LockWorkspace takes the workspace's lock for the run, refusing at once
 // when another run has it: two runs writing the same records would each
 // trust what the other half-wrote.
-func lockWorkspace(ws string) (*fileLock, error) {
+func LockWorkspace(ws string) (*Lock, error) {
 	l, h, err := tryLock(ws)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", ws, err)
@@ -91,10 +91,10 @@ func lockWorkspace(ws string) (*fileLock, error) {
 	return l, nil
 }
 
-// lockStore takes the store's lock for the run, waiting while another run
+// LockStore takes the store's lock for the run, waiting while another run
 // (of another workspace) has it: runs sharing a store take turns, since
 // each keeps the store's index in memory and cleans its ingest folder.
-func lockStore(ctx context.Context, dir string, log *slog.Logger) (*fileLock, error) {
+func LockStore(ctx context.Context, dir string, log *slog.Logger) (*Lock, error) {
 	waited := false
 	for {
 		l, h, err := tryLock(dir)
@@ -126,25 +126,4 @@ type LockedError struct {
 func (e *LockedError) Error() string {
 	return fmt.Sprintf("%s %s is in use by %s: wait for that run to end (or stop it) and run again; two runs on one %s would overwrite each other's records",
 		e.What, e.Dir, e.Holder, e.What)
-}
-
-// lockRun takes the locks a run needs: its workspace's (but for a dry run)
-// and, when it uses the store, the store's (after the workspace's, so a
-// refused run never waits). release gives back both.
-func (t *Trip) lockRun(ctx context.Context, ws string, store bool) (release func(), err error) {
-	var wl *fileLock
-	if !t.DryRun { // a dry run writes only its plan, atomically, and nothing else
-		if wl, err = lockWorkspace(ws); err != nil {
-			return nil, err
-		}
-	}
-	if !store {
-		return wl.Release, nil
-	}
-	sl, err := lockStore(ctx, t.StoreDir, t.Log)
-	if err != nil {
-		wl.Release()
-		return nil, err
-	}
-	return func() { sl.Release(); wl.Release() }, nil
 }

@@ -1,4 +1,4 @@
-package mirror
+package workspace
 
 import (
 	"crypto/rand"
@@ -15,18 +15,18 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/archive"
 )
 
-// workspace is the working-dir of a trip: the records that make the next
+// Workspace is the working-dir of a trip: the records that make the next
 // run incremental. Every file is JSON, written atomically, and versioned.
-type workspace struct{ dir string }
+type Workspace struct{ Dir string }
 
-const recordFormat = 1
+const Format = 1
 
-// archiveRecord is what mirror-to-disk remembers of an archive it wrote:
+// ArchiveRecord is what mirror-to-disk remembers of an archive it wrote:
 // the blobs it carried, so that the next archive can leave them out.
-type archiveRecord struct {
+type ArchiveRecord struct {
 	FormatVersion int `json:"formatVersion"`
 	// Seq orders the archives of a workspace (timestamps may tie).
 	Seq     int             `json:"seq"`
@@ -38,8 +38,8 @@ type archiveRecord struct {
 	Bytes   int64           `json:"bytes"`
 }
 
-// appliedRecord is what disk-to-mirror remembers of an archive it pushed.
-type appliedRecord struct {
+// AppliedRecord is what disk-to-mirror remembers of an archive it pushed.
+type AppliedRecord struct {
 	FormatVersion int    `json:"formatVersion"`
 	ID            string `json:"id"`
 	BasedOn       string `json:"basedOn,omitempty"`
@@ -63,17 +63,17 @@ type identityRecord struct {
 // identityFile is the workspace's identity record, in the working-dir.
 const identityFile = "workspace.json"
 
-// identity returns the workspace's id, making one (and its record) the
+// Identity returns the workspace's id, making one (and its record) the
 // first time it is asked for.
-func (w workspace) identity(now time.Time) (string, error) {
+func (w Workspace) Identity(now time.Time) (string, error) {
 	var r identityRecord
-	ok, err := w.read(&r, identityFile)
+	ok, err := w.Read(&r, identityFile)
 	if err != nil {
 		return "", err
 	}
 	if ok {
-		if r.FormatVersion > recordFormat {
-			return "", fmt.Errorf("workspace record %s was written by a newer gapmirror", w.path(identityFile))
+		if r.FormatVersion > Format {
+			return "", fmt.Errorf("workspace record %s was written by a newer gapmirror", w.Path(identityFile))
 		}
 		if r.ID != "" {
 			return r.ID, nil
@@ -83,17 +83,17 @@ func (w workspace) identity(now time.Time) (string, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("making the workspace id: %w", err)
 	}
-	r = identityRecord{FormatVersion: recordFormat, ID: "ws-" + hex.EncodeToString(b[:]), Created: now}
-	if err := w.write(r, identityFile); err != nil {
+	r = identityRecord{FormatVersion: Format, ID: "ws-" + hex.EncodeToString(b[:]), Created: now}
+	if err := w.Write(r, identityFile); err != nil {
 		return "", fmt.Errorf("recording the workspace id: %w", err)
 	}
 	return r.ID, nil
 }
 
-// locationRecord is what the workspace knows of one mirror root: where
+// LocationRecord is what the workspace knows of one mirror root: where
 // blobs are (so later runs mount them) and which images gapmirror pushed
 // there (so prune and delete touch only those).
-type locationRecord struct {
+type LocationRecord struct {
 	FormatVersion int                      `json:"formatVersion"`
 	Mirror        string                   `json:"mirror"`
 	Blobs         map[digest.Digest]string `json:"blobs"`
@@ -104,12 +104,12 @@ type locationRecord struct {
 	Images []MirroredImage `json:"images,omitempty"`
 }
 
-func (w workspace) path(parts ...string) string {
-	return filepath.Join(append([]string{w.dir}, parts...)...)
+func (w Workspace) Path(parts ...string) string {
+	return filepath.Join(append([]string{w.Dir}, parts...)...)
 }
 
-func (w workspace) write(v any, parts ...string) error {
-	p := w.path(parts...)
+func (w Workspace) Write(v any, parts ...string) error {
+	p := w.Path(parts...)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
@@ -117,11 +117,11 @@ func (w workspace) write(v any, parts ...string) error {
 	if err != nil {
 		return err
 	}
-	return transfer.WriteFileAtomic(p, data)
+	return archive.WriteFileAtomic(p, data)
 }
 
-func (w workspace) read(v any, parts ...string) (bool, error) {
-	data, err := os.ReadFile(w.path(parts...))
+func (w Workspace) Read(v any, parts ...string) (bool, error) {
+	data, err := os.ReadFile(w.Path(parts...))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -129,13 +129,13 @@ func (w workspace) read(v any, parts ...string) (bool, error) {
 		return false, err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return false, fmt.Errorf("workspace record %s is damaged: %w (remove it to start that record afresh)", w.path(parts...), err)
+		return false, fmt.Errorf("workspace record %s is damaged: %w (remove it to start that record afresh)", w.Path(parts...), err)
 	}
 	return true, nil
 }
 
-func (w workspace) readAll(dir string, each func(name string) error) error {
-	entries, err := os.ReadDir(w.path(dir))
+func (w Workspace) ReadAll(dir string, each func(name string) error) error {
+	entries, err := os.ReadDir(w.Path(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -152,15 +152,15 @@ func (w workspace) readAll(dir string, each func(name string) error) error {
 	return nil
 }
 
-// archives returns the archives this workspace wrote, oldest first.
-func (w workspace) archives() ([]archiveRecord, error) {
-	var out []archiveRecord
-	err := w.readAll("archives", func(name string) error {
-		var r archiveRecord
-		if _, err := w.read(&r, "archives", name); err != nil {
+// Archives returns the archives this workspace wrote, oldest first.
+func (w Workspace) Archives() ([]ArchiveRecord, error) {
+	var out []ArchiveRecord
+	err := w.ReadAll("archives", func(name string) error {
+		var r ArchiveRecord
+		if _, err := w.Read(&r, "archives", name); err != nil {
 			return err
 		}
-		if r.FormatVersion > recordFormat {
+		if r.FormatVersion > Format {
 			return fmt.Errorf("workspace record archives/%s was written by a newer gapmirror", name)
 		}
 		out = append(out, r)
@@ -170,20 +170,20 @@ func (w workspace) archives() ([]archiveRecord, error) {
 	return out, err
 }
 
-func (w workspace) saveArchive(r archiveRecord) error {
-	r.FormatVersion = recordFormat
-	return w.write(r, "archives", r.ID+".json")
+func (w Workspace) SaveArchive(r ArchiveRecord) error {
+	r.FormatVersion = Format
+	return w.Write(r, "archives", r.ID+".json")
 }
 
-// applied returns the archives disk-to-mirror pushed from this workspace.
-// applied returns what this directory applied, by archive id: to root
+// Applied returns the archives disk-to-mirror pushed from this workspace.
+// Applied returns what this directory applied, by archive id: to root
 // only, or to any mirror when root is "" (the latest application of each).
 // Records written before they named their mirror count for every root.
-func (w workspace) applied(root string) (map[string]appliedRecord, error) {
-	out := map[string]appliedRecord{}
-	err := w.readAll("applied", func(name string) error {
-		var r appliedRecord
-		if _, err := w.read(&r, "applied", name); err != nil {
+func (w Workspace) Applied(root string) (map[string]AppliedRecord, error) {
+	out := map[string]AppliedRecord{}
+	err := w.ReadAll("applied", func(name string) error {
+		var r AppliedRecord
+		if _, err := w.Read(&r, "applied", name); err != nil {
 			return err
 		}
 		if root != "" && r.Mirror != "" && r.Mirror != root {
@@ -197,35 +197,35 @@ func (w workspace) applied(root string) (map[string]appliedRecord, error) {
 	return out, err
 }
 
-// markApplied records that archive r.ID reached mirror root r.Mirror: a
-// file for each archive and root, so that one directory can feed several
+// MarkApplied records that archive r.ID reached mirror root r.Mirror: a
+// File for each archive and root, so that one directory can feed several
 // mirrors (enclaves), each applying every archive in turn.
-func (w workspace) markApplied(r appliedRecord) error {
-	r.FormatVersion = recordFormat
-	return w.write(r, "applied", r.ID+"@"+locationFile(r.Mirror))
+func (w Workspace) MarkApplied(r AppliedRecord) error {
+	r.FormatVersion = Format
+	return w.Write(r, "applied", r.ID+"@"+LocationFile(r.Mirror))
 }
 
-func locationFile(root string) string {
+func LocationFile(root string) string {
 	return strings.NewReplacer("/", "_", ":", "_").Replace(root) + ".json"
 }
 
-// mirrorRecord returns the record of the mirror root (empty if none).
-func (w workspace) mirrorRecord(root string) (*locationRecord, error) {
-	r := &locationRecord{}
-	if _, err := w.read(r, "mirrors", locationFile(root)); err != nil {
+// Location returns the record of the mirror root (empty if none).
+func (w Workspace) Location(root string) (*LocationRecord, error) {
+	r := &LocationRecord{}
+	if _, err := w.Read(r, "mirrors", LocationFile(root)); err != nil {
 		return nil, err
 	}
-	if r.FormatVersion > recordFormat {
-		return nil, fmt.Errorf("workspace record %s was written by a newer gapmirror", w.path("mirrors", locationFile(root)))
+	if r.FormatVersion > Format {
+		return nil, fmt.Errorf("workspace record %s was written by a newer gapmirror", w.Path("mirrors", LocationFile(root)))
 	}
 	if r.Blobs == nil {
 		r.Blobs = map[digest.Digest]string{}
 	}
-	r.FormatVersion, r.Mirror = recordFormat, root
+	r.FormatVersion, r.Mirror = Format, root
 	return r, nil
 }
 
-func (w workspace) saveMirrorRecord(r *locationRecord) error {
+func (w Workspace) SaveLocation(r *LocationRecord) error {
 	sortImages(r.Images)
-	return w.write(r, "mirrors", locationFile(r.Mirror))
+	return w.Write(r, "mirrors", LocationFile(r.Mirror))
 }

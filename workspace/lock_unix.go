@@ -1,6 +1,6 @@
 //go:build unix
 
-package mirror
+package workspace
 
 import (
 	"errors"
