@@ -33,9 +33,10 @@ var allowedImports = map[string][]string{
 	"progress":              {"failure", "imageset", "transfer"},
 	"sigstore":              {"failure", "imageset", "transfer"},
 	"workspace":             {"archive", "imageset", "imageset/release"},
-	"mirror":                {"archive", "backoff", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/helm", "imageset/release", "progress", "prune", "registryapi", "sigstore", "transfer", "workspace"},
+	"sections":              {"archive", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/helm", "imageset/release", "registryapi", "transfer", "workspace"},
+	"mirror":                {"archive", "backoff", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/helm", "imageset/release", "progress", "prune", "registryapi", "sections", "sigstore", "transfer", "workspace"},
 	"serve":                 nil,
-	"cmd/gapmirror":         {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "serve", "transfer", "workspace"},
+	"cmd/gapmirror":         {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "sections", "serve", "transfer", "workspace"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

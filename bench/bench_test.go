@@ -15,6 +15,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -176,7 +177,7 @@ func TestMixedScenarioSmoke(t *testing.T) {
 			trip := &mirror.Trip{Config: cfg, ConfigPath: isc, StoreDir: filepath.Join(dir, "store"), DryRun: true,
 				Upstream: transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: regsConf, AuthFile: filepath.Join(dir, "absent-auth.json")},
 				Log:      slog.New(slog.NewTextHandler(io.Discard, nil)), Out: io.Discard,
-				Releases: mirror.ReleaseOptions{GraphURL: flags["--graph-url"], SignatureURL: flags["--release-signature-url"],
+				Releases: sections.ReleaseOptions{GraphURL: flags["--graph-url"], SignatureURL: flags["--release-signature-url"],
 					SignatureKeys: []string{flags["--release-signature-key"]}, GraphDataURL: flags["--graph-data-url"], GraphBaseImage: flags["--graph-base-image"]},
 			}
 			report, err := trip.MirrorToDisk(ctx, filepath.Join(dir, "archive"))

@@ -22,6 +22,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -294,7 +295,7 @@ func additionalImages(sel *selection, ais []imageset.AdditionalImage, cfgPath, r
 			errs = append(errs, fmt.Errorf("%s: %s.platforms: deleting some platforms of an image is not supported; remove the field to delete the whole image", cfgPath, path))
 			continue
 		}
-		repo, dig, tag, err := deleteTarget(ai)
+		repo, dig, tag, err := sections.LayoutTarget(ai)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %s.name: %w", cfgPath, path, err))
 			continue
@@ -716,7 +717,7 @@ func rangeReleases(pl imageset.Platform, cfgPath, graphDir string, byTag func(ta
 	if len(pl.Platforms) > 0 {
 		return []error{fmt.Errorf("%s: delete.platform.platforms: version ranges of sparse multi-architecture payloads are not supported; pin each release with minVersion = maxVersion", cfgPath)}
 	}
-	s := spec(pl, false)
+	s := sections.ReleaseSpec(pl, false)
 	graphs, err := release.FetchGraphs(context.Background(), release.GraphDir(graphDir), s)
 	if err != nil {
 		return []error{fmt.Errorf("%s: delete.platform.channels: version ranges are resolved with the update graphs this workspace saved when it mirrored them (working-dir/release-graphs; disk-to-mirror restores them from the archive): %w; or pin each release to delete with minVersion = maxVersion", cfgPath, rename(err))}

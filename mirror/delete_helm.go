@@ -15,18 +15,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/workspace"
 )
-
-// helmWhy matches the reason helmCharts.images gives an image:
-// "<config path>: helm chart <name> <version>: <object> (<template>)".
-var helmWhy = regexp.MustCompile(`^(mirror\.helm\.\S+): helm chart (\S+) (\S+): `)
 
 // mirroredChart is one chart version the latest run to a root mirrored.
 type mirroredChart struct {
@@ -134,7 +130,7 @@ func helmImages(sel *selection, h imageset.Helm, cfgPath, root string, w workspa
 		return errs
 	}
 	sel.drops = append(sel.drops, func(why string) bool {
-		m := helmWhy.FindStringSubmatch(why)
+		m := sections.HelmWhy.FindStringSubmatch(why)
 		return m != nil && deleted[m[1]+" "+m[2]+" "+m[3]]
 	})
 	return nil
@@ -150,7 +146,7 @@ func mirroredCharts(w workspace.Workspace, set *imageset.Set) ([]*mirroredChart,
 	var out []*mirroredChart
 	for _, img := range set.Images {
 		for _, why := range img.Why {
-			m := helmWhy.FindStringSubmatch(why)
+			m := sections.HelmWhy.FindStringSubmatch(why)
 			if m == nil {
 				continue
 			}
@@ -174,7 +170,7 @@ func mirroredCharts(w workspace.Workspace, set *imageset.Set) ([]*mirroredChart,
 	if err != nil {
 		return nil, err
 	}
-	var records []chartRecord
+	var records []sections.ChartRecord
 	if err := json.Unmarshal(data, &records); err != nil {
 		return nil, fmt.Errorf("%s: not a chart list: %w", w.Path(workspace.HelmChartsFile), err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/prune"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -165,7 +166,7 @@ func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []image
 			errs = append(errs, fmt.Errorf("%s: %s.catalog: %s was not mirrored to %s by this workspace%s: check the catalog reference (as the ImageSetConfiguration named it) and --workspace", cfgPath, path, oc.Catalog, root, mirroredCatalogs(images)))
 			continue
 		}
-		spec := filterSpec(oc)
+		spec := sections.FilterSpec(oc)
 		// Delete only what is named: bundles of other packages that the
 		// named ones depend on stay.
 		spec.SkipDependencies = true
@@ -179,7 +180,7 @@ func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []image
 			}
 			kept, _, err := catalog.Filter(c, spec)
 			if err != nil {
-				ferrs = append(ferrs, fmt.Sprintf("catalog %s@%s: %s", m.Destination, m.Digest, locate(path, oc, err.Error())))
+				ferrs = append(ferrs, fmt.Sprintf("catalog %s@%s: %s", m.Destination, m.Digest, sections.LocateFilterError(path, oc, err.Error())))
 				continue
 			}
 			refs = append(refs, kept.RelatedImages()...)
@@ -199,7 +200,7 @@ func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []image
 			}
 			for _, m := range matchRecorded(ref.Image, images) {
 				found++
-				picked = append(picked, matchedImage{m, fmt.Sprintf("%s (%s)", path, bundlesOf(ref.Users))})
+				picked = append(picked, matchedImage{m, fmt.Sprintf("%s (%s)", path, sections.BundlesOf(ref.Users))})
 			}
 		}
 		if found == 0 {
@@ -376,13 +377,13 @@ func (d *Delete) loadMirroredCatalog(ctx context.Context, store *transfer.Store,
 			Source:      root + "/" + repo + "@" + m.Digest,
 			Origin:      m.Origin,
 			Digest:      m.Digest,
-			Destination: catalogSourcesRepo + "mirrored/" + repo + ":" + imageset.DigestTag(dg),
+			Destination: sections.CatalogSourcesRepo + "mirrored/" + repo + ":" + imageset.DigestTag(dg),
 			Kind:        imageset.KindOperatorCatalog,
 		}
-		if err := copyIntoStore(ctx, img, transfer.NewUpstream(d.Mirror), store, transfer.Options{}); err != nil {
+		if err := sections.CopyIntoStore(ctx, img, transfer.NewUpstream(d.Mirror), store, transfer.Options{}); err != nil {
 			return nil, fmt.Errorf("reading the mirrored catalog %s/%s@%s to find its bundles: %w", root, repo, m.Digest, err)
 		}
 	}
-	ci := &CatalogImage{Origin: root + "/" + m.Destination, Digest: dg, Blobs: store}
+	ci := &sections.CatalogImage{Origin: root + "/" + m.Destination, Digest: dg, Blobs: store}
 	return ci.Load(tmp)
 }

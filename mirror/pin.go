@@ -11,6 +11,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/workspace"
 )
 
@@ -67,7 +68,7 @@ func pinnedConfig(cfg *imageset.ImageSetConfiguration, plan *workspace.Plan) (*i
 			ai.TargetTag = tag
 		}
 	}
-	out.Mirror.Helm = pinnedHelm(cfg.Mirror.Helm, plan)
+	out.Mirror.Helm = sections.PinnedHelm(cfg.Mirror.Helm, plan)
 	return &out, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/sigstore"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
@@ -87,7 +88,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	ctx = transfer.WithProgress(ctx, opts.Progress)
 	known := t.platformsOf(ws)
 	up.Seen = seenManifests(known, store)
-	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: t.contributors(up, store, plan, ws)})
+	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
 			return nil, nil, err // located already: file:line: field: …
@@ -188,7 +189,7 @@ func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.
 		// A format-1 failure file, or one away from its record: the
 		// release signatures the workspace kept become the plan's, so
 		// that generate needs nothing but the plan.
-		keptSignatures(plan, ws)
+		sections.KeptSignatures(plan, ws)
 	}
 	if plan.Config == "" && t.Config != nil {
 		// An older record has no configuration: the one given with -c.
@@ -241,7 +242,7 @@ func planFromArchive(ar *archive.Reader, removeSignatures bool) (*workspace.Plan
 	if _, err := plan.Signatures(); err != nil {
 		return nil, fmt.Errorf("archive extra %w", err)
 	}
-	if err := checkCharts(plan); err != nil {
+	if err := sections.CheckCharts(plan); err != nil {
 		return nil, err
 	}
 	return plan, nil
@@ -267,11 +268,11 @@ func (r *run) keep() error {
 	for _, f := range r.plan.Files {
 		switch {
 		case strings.HasPrefix(f.Name, workspace.ReleaseGraphsDir+"/"):
-			if err := writeWorkingFile(ws, path.Join(workspace.ReleaseGraphsDir, path.Base(f.Name)), f.Data); err != nil {
+			if err := workspace.WriteFile(ws, path.Join(workspace.ReleaseGraphsDir, path.Base(f.Name)), f.Data); err != nil {
 				return err
 			}
 		case strings.HasPrefix(f.Name, workspace.HelmDir+"/"), strings.HasPrefix(f.Name, "catalog-templates/"):
-			if err := writeWorkingFile(ws, f.Name, f.Data); err != nil {
+			if err := workspace.WriteFile(ws, f.Name, f.Data); err != nil {
 				return err
 			}
 			if strings.HasPrefix(f.Name, workspace.HelmDir+"/charts/") && strings.HasSuffix(f.Name, ".tgz") {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -105,8 +107,8 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 	}}
 	plan := &workspace.Plan{Set: set, Config: "kind: ImageSetConfiguration\n", Pinned: "pinned\n", PinnedDelete: "delete\n",
 		Blocked: []string{"quay.io/a/blocked:v1"}, Unresolved: []workspace.Unresolved{{Origin: "quay.io/a/gone:v1", Kind: imageset.KindAdditional, Why: "mirror.additionalImages[3]", Error: "manifest unknown"}}, MaxNestedPaths: 2}
-	plan.AddFile(signatureExtra("sha256:3333333333333333333333333333333333333333333333333333333333333333", 1), []byte("signature one"))
-	plan.AddFile(templateExtra("a/catalog:v1"), []byte("kind: CatalogSource\n"))
+	plan.AddFile(sections.SignatureExtra("sha256:3333333333333333333333333333333333333333333333333333333333333333", 1), []byte("signature one"))
+	plan.AddFile(sections.TemplateExtra("a/catalog:v1"), []byte("kind: CatalogSource\n"))
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Mirror: "registry.example:5000/m",
 		Result: &transfer.Result{Copied: set.Images[:1], Failed: []transfer.Failure{{Image: set.Images[1], Err: io.ErrUnexpectedEOF}}}}
 	tr := stampedTrip()
@@ -135,7 +137,7 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 	if err != nil || string(sigs["sha256:3333333333333333333333333333333333333333333333333333333333333333"][0]) != "signature one" {
 		t.Errorf("signatures read back: %v, %v", sigs, err)
 	}
-	if data, ok := got.File(templateExtra("a/catalog:v1")); !ok || string(data) != "kind: CatalogSource\n" {
+	if data, ok := got.File(sections.TemplateExtra("a/catalog:v1")); !ok || string(data) != "kind: CatalogSource\n" {
 		t.Errorf("template read back: %q %v", data, ok)
 	}
 
@@ -195,7 +197,7 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 	}}
 	template := "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nspec:\n  displayName: %s\n"
 	// What the workspace holds: another template, signatures of both releases.
-	if err := writeWorkingFile(ws.Dir, templateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the workspace"))); err != nil {
+	if err := workspace.WriteFile(ws.Dir, sections.TemplateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the workspace"))); err != nil {
 		t.Fatal(err)
 	}
 	for _, rd := range []string{relA, relB} {
@@ -204,8 +206,8 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 		}
 	}
 	plan := &workspace.Plan{Set: set}
-	plan.AddFile(templateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the plan")))
-	plan.AddFile(signatureExtra(relA, 1), []byte("plan signature of "+relA))
+	plan.AddFile(sections.TemplateExtra("ops/index:v1"), []byte(fmt.Sprintf(template, "From the plan")))
+	plan.AddFile(sections.SignatureExtra(relA, 1), []byte("plan signature of "+relA))
 
 	generated := func(plan *workspace.Plan) map[string]string {
 		t.Helper()
@@ -246,7 +248,7 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	failed := `{"formatVersion": 1, "mode": "mirror-to-mirror", "set": ` + string(setJSON) + `, "failed": [{"image": "ocp/release:4.18.2-x86_64", "error": "boom"}]}`
-	if err := writeWorkingFile(ws.Dir, "failed/old.json", []byte(failed)); err != nil {
+	if err := workspace.WriteFile(ws.Dir, "failed/old.json", []byte(failed)); err != nil {
 		t.Fatal(err)
 	}
 	tr := stampedTrip()
@@ -262,4 +264,8 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 	if !strings.Contains(sigs, b64("workspace signature of "+relA)) || !strings.Contains(sigs, b64("workspace signature of "+relB)) {
 		t.Errorf("the format-1 retry's signature ConfigMaps:\n%s", sigs)
 	}
+}
+
+func quietTrip() *Trip {
+	return &Trip{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Copy: transfer.Options{Retries: -1}}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -204,15 +205,15 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.Blob
 			continue
 		}
 		old := set.Images[i]
-		ci := &CatalogImage{Origin: f.oc.Catalog, Digest: digest.Digest(old.Digest), Blobs: blobs}
+		ci := &sections.CatalogImage{Origin: f.oc.Catalog, Digest: digest.Digest(old.Digest), Blobs: blobs}
 		src, err := ci.Load(tmp)
 		if err != nil {
 			s.refused = append(s.refused, fmt.Sprintf("%s: %v (an incremental archive lacks the catalog's unchanged blobs, kept in working-dir/subset-catalogs only for a mirror this directory pushed a subset of that catalog to: push the whole entry, or from a full archive)", label, err))
 			continue
 		}
-		filtered, _, err := catalog.Filter(src, filterSpec(f.oc))
+		filtered, _, err := catalog.Filter(src, sections.FilterSpec(f.oc))
 		if err != nil {
-			s.refused = append(s.refused, fmt.Sprintf("%s: %s (the archive's catalog holds only what its configuration selected)", label, locate(fmt.Sprintf("mirror.operators[%d]", f.i), f.oc, err.Error())))
+			s.refused = append(s.refused, fmt.Sprintf("%s: %s (the archive's catalog holds only what its configuration selected)", label, sections.LocateFilterError(fmt.Sprintf("mirror.operators[%d]", f.i), f.oc, err.Error())))
 			continue
 		}
 		out, err := os.MkdirTemp(tmp, "filtered-")

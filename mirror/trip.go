@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/progress"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -58,7 +59,7 @@ type Trip struct {
 	// Now stamps records; tests set it.
 	Now func() time.Time
 	// Releases say where release payloads, graphs and signatures come from.
-	Releases ReleaseOptions
+	Releases sections.ReleaseOptions
 	// MaxNestedPaths limits destination repositories to this many path
 	// components below the registry host (0: no limit); see
 	// imageset.Set.FlattenDestinations.
@@ -135,18 +136,6 @@ func (t *Trip) now() time.Time {
 		return t.Now()
 	}
 	return time.Now().UTC()
-}
-
-// contributors resolve the configuration sections that need more than a
-// tag lookup: operator catalogs, release payloads and helm charts, into
-// plan; ws is read for what earlier runs kept, never written.
-func (t *Trip) contributors(up *transfer.Registry, store *transfer.Store, plan *workspace.Plan, ws string) []imageset.Contributor {
-	return []imageset.Contributor{
-		&operators{trip: t, up: up, store: store, plan: plan},
-		&releaseContributor{t: t, up: up, store: store, out: plan, ws: ws},
-		&helmCharts{t: t, plan: plan, ws: ws, store: store},
-		&layoutImages{t: t, store: store},
-	}
 }
 
 // copyPlan copies todo and counts the rest of set as done by an earlier run.
@@ -1002,7 +991,7 @@ func (r *run) generateInto(dir, root string) error {
 		if img.Kind != imageset.KindOperatorCatalog {
 			continue
 		}
-		name := templateExtra(img.OriginalDestination())
+		name := sections.TemplateExtra(img.OriginalDestination())
 		if data, ok := plan.File(name); ok {
 			templates[img.Digest] = template{name, append([]byte{}, data...)} // never nil: a template, however empty
 		} else {
@@ -1041,7 +1030,7 @@ func (r *run) generateInto(dir, root string) error {
 	for name := range files {
 		rep.ClusterResources = append(rep.ClusterResources, filepath.Join(dir, name))
 	}
-	if p, err := writeChartReferences(dir, root, done); err != nil {
+	if p, err := sections.WriteChartReferences(dir, root, done); err != nil {
 		return err
 	} else if p != "" {
 		rep.ClusterResources = append(rep.ClusterResources, p)
@@ -1104,4 +1093,59 @@ func (t *Trip) lockRun(ctx context.Context, ws string, store bool) (release func
 		return nil, err
 	}
 	return func() { sl.Release(); wl.Release() }, nil
+}
+
+// chartsRefused turns the failures of charts a mirror refuses as OCI
+// artifacts into one warning: the images still count as mirrored, the
+// charts stay in working-dir/helm.
+func (t *Trip) chartsRefused(rep *Report) {
+	if rep.Result == nil {
+		return
+	}
+	var kept []transfer.Failure
+	var refused []string
+	var answer error
+	for _, f := range rep.Result.Failed {
+		if f.Image.Kind == imageset.KindHelmChart && sections.ChartRefused(f.Err) {
+			refused = append(refused, f.Image.Destination)
+			if answer == nil {
+				answer = f.Err
+			}
+			continue
+		}
+		kept = append(kept, f)
+	}
+	if len(refused) == 0 {
+		return
+	}
+	rep.Result.Failed = kept
+	rep.ChartsRefused = fmt.Sprintf("the mirror %s refused the helm charts as OCI artifacts (%d: %s); its answer: %v. The images are mirrored; the charts stay in %s: serve them from a chart repository, or use a registry that accepts OCI artifacts",
+		rep.Mirror, len(refused), strings.Join(refused, ", "), answer, filepath.Join(rep.Workspace, workspace.HelmDir, "charts"))
+	t.Log.Warn(rep.ChartsRefused)
+}
+
+// releaseSignatures returns the signatures of the release images that
+// reached the mirror, from the plan alone (a plan from an older record is
+// given the workspace's when it is made: see keptSignatures).
+func (r *run) releaseSignatures(done *imageset.Set) (map[string][][]byte, error) {
+	have, err := r.plan.Signatures()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][][]byte{}
+	for _, img := range done.Images {
+		if img.Kind != imageset.KindRelease {
+			continue
+		}
+		if s, ok := have[img.Digest]; ok && len(s) > 0 {
+			out[img.Digest] = s
+			continue
+		}
+		r.t.Log.Warn("no signature for a mirrored release: clusters that verify releases will refuse to update to it", "release", img.Destination, "digest", img.Digest)
+	}
+	return out, nil
+}
+
+func (t *Trip) env() *sections.Env {
+	return &sections.Env{Config: t.Config, ConfigPath: t.ConfigPath, Upstream: t.Upstream, Copy: t.Copy, Releases: t.Releases, ToolVersion: t.ToolVersion, Log: t.Log}
 }

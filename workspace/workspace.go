@@ -229,3 +229,14 @@ func (w Workspace) SaveLocation(r *LocationRecord) error {
 	sortImages(r.Images)
 	return w.Write(r, "mirrors", LocationFile(r.Mirror))
 }
+
+// WriteFile writes data to name (slash-separated) under the workspace
+// directory ws, making its folders: a file the admin or a later run reads
+// there (helm charts, CatalogSource templates, update graphs).
+func WriteFile(ws, name string, data []byte) error {
+	p := filepath.Join(ws, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return archive.WriteFileAtomic(p, data)
+}

@@ -16,7 +16,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -190,7 +190,7 @@ func (f *listOperatorsFlags) run(ctx context.Context, g *globalFlags, out io.Wri
 
 // open finds the catalog image: in an archive (then basedOn is the archive
 // it builds on, if any), or fetched into the local store.
-func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirror.CatalogImage, basedOn string, err error) {
+func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *sections.CatalogImage, basedOn string, err error) {
 	if strings.HasPrefix(f.catalog, "file://") {
 		loc, pick, _ := strings.Cut(f.catalog, "#")
 		dir, err := fileURL("--catalog", loc)
@@ -205,7 +205,7 @@ func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirr
 		if err != nil {
 			return nil, "", fmt.Errorf("--catalog %s: %w", f.catalog, err)
 		}
-		return &mirror.CatalogImage{Origin: img.Destination + " in " + dir, Digest: digest.Digest(img.Digest), Blobs: mirror.ReadOnlyBlobs{BlobReader: ar}}, ar.Index().BasedOn, nil
+		return &sections.CatalogImage{Origin: img.Destination + " in " + dir, Digest: digest.Digest(img.Digest), Blobs: sections.ReadOnlyBlobs{BlobReader: ar}}, ar.Index().BasedOn, nil
 	}
 	storeDir, err := g.storeDir()
 	if err != nil {
@@ -229,7 +229,7 @@ func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *mirr
 	}
 	up := transfer.NewUpstream(uo)
 	defer up.Close()
-	ci, err = mirror.FetchCatalog(ctx, f.catalog, up, store, transfer.Options{})
+	ci, err = sections.FetchCatalog(ctx, f.catalog, up, store, transfer.Options{})
 	return ci, "", err
 }
 

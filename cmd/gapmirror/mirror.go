@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -33,7 +34,7 @@ type mirrorFlags struct {
 	since          string
 	skipPredCheck  bool
 	retryFailed    string
-	releases       mirror.ReleaseOptions
+	releases       sections.ReleaseOptions
 	prune          bool
 	maxNestedPaths int
 	removeSigs     bool

@@ -4,11 +4,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/sections"
 )
 
 // addReleaseFlags registers the flags of mirror.platform (release payloads).
-func addReleaseFlags(fl *pflag.FlagSet, o *mirror.ReleaseOptions) {
+func addReleaseFlags(fl *pflag.FlagSet, o *sections.ReleaseOptions) {
 	fl.StringVar(&o.GraphURL, "graph-url", "", "update graph endpoint for every channel; default $"+release.EnvUpdateURLOverride+", then "+release.DefaultOCPGraphURL+" (OKD: "+release.DefaultOKDGraphURL+")")
 	fl.StringVar(&o.SignatureURL, "release-signature-url", "", "release signature store (<url>/sha256=<hex>/signature-N); default $"+release.EnvSignatureURL+", then "+release.DefaultSignatureURL)
 	fl.StringSliceVar(&o.SignatureKeys, "release-signature-key", nil, "trusted release signing key: an OpenPGP public key file, or a directory of them (repeatable); default $"+release.EnvSignatureKey+", then "+release.DefaultSignatureKeyPath)

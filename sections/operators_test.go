@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 import (
 	"context"
@@ -39,10 +39,6 @@ func catalogImageSpec(p imagebuilder.Platform, files map[string][]byte) imagebui
 		Entrypoint: []string{"/bin/opm"},
 		Cmd:        []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
 	}
-}
-
-func quietTrip() *Trip {
-	return &Trip{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Copy: transfer.Options{Retries: -1}}
 }
 
 // TestLayoutWithSeveralPlatformImages: an OCI layout naming one image per
@@ -132,7 +128,7 @@ func TestRealCatalogContribution(t *testing.T) {
 		{Name: "infinispan", Channels: []imageset.Channel{{Name: src.Package("infinispan").DefaultChannel}}},
 		{Name: "kubernaut-operator"},
 	}}
-	want, _, err := catalog.Filter(src, filterSpec(oc))
+	want, _, err := catalog.Filter(src, FilterSpec(oc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +138,7 @@ func TestRealCatalogContribution(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &imageset.Resolving{Set: &imageset.Set{}, Resolution: &imageset.Resolution{}, Parallel: 4}
-	ops := &operators{trip: quietTrip(), store: store, plan: &workspace.Plan{}}
+	ops := &operators{trip: quietEnv(), store: store, plan: &workspace.Plan{}}
 	cfg := &imageset.ImageSetConfiguration{Mirror: imageset.Mirror{Operators: []imageset.OperatorCatalog{oc}}}
 	if err := ops.Contribute(context.Background(), cfg, r); err != nil {
 		t.Fatal(err)
@@ -212,4 +208,8 @@ func TestRealCatalogContribution(t *testing.T) {
 	if len(rebuilt.PackageNames()) != len(want.PackageNames()) {
 		t.Errorf("rebuilt catalog has packages %v, want %v", rebuilt.PackageNames(), want.PackageNames())
 	}
+}
+
+func quietEnv() *Env {
+	return &Env{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Copy: transfer.Options{Retries: -1}}
 }

@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 // Operator catalogs (mirror.operators): each catalog image is pinned to a
 // digest once, copied into the local store (so reruns reuse it), its
@@ -35,13 +35,13 @@ import (
 	"github.com/gapmirror/gapmirror/workspace"
 )
 
-// catalogSourcesRepo prefixes the store names of the original catalog
+// CatalogSourcesRepo prefixes the store names of the original catalog
 // images gapmirror reads, so they never collide with a Set destination.
-const catalogSourcesRepo = "gapmirror-catalog-sources/"
+const CatalogSourcesRepo = "gapmirror-catalog-sources/"
 
 // operators is the Contributor for mirror.operators.
 type operators struct {
-	trip  *Trip
+	trip  *Env
 	up    *transfer.Registry
 	store *transfer.Store
 	plan  *workspace.Plan
@@ -121,20 +121,20 @@ func FetchCatalog(ctx context.Context, ref string, up *transfer.Registry, store 
 		Source:      reference.TrimNamed(named).String() + "@" + d.String(),
 		Origin:      named.String(),
 		Digest:      d.String(),
-		Destination: catalogSourcesRepo + reference.Path(named) + ":" + imageset.DigestTag(d),
+		Destination: CatalogSourcesRepo + reference.Path(named) + ":" + imageset.DigestTag(d),
 		Kind:        imageset.KindOperatorCatalog,
 	}
-	if err := copyIntoStore(ctx, img, up, store, opts); err != nil {
+	if err := CopyIntoStore(ctx, img, up, store, opts); err != nil {
 		return nil, err
 	}
 	return &CatalogImage{Origin: ref, Named: named, Digest: d, Blobs: store}, nil
 }
 
-// copyIntoStore copies one image into the store unless it is there already,
+// CopyIntoStore copies one image into the store unless it is there already,
 // planned: a catalog image can take minutes, so it shows its planning and
 // copying lines (nested in the resolving phase), the total fixed from the
 // first.
-func copyIntoStore(ctx context.Context, img imageset.Image, src transfer.Source, store *transfer.Store, opts transfer.Options) error {
+func CopyIntoStore(ctx context.Context, img imageset.Image, src transfer.Source, store *transfer.Store, opts transfer.Options) error {
 	res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, src, store.Destination(), opts)
 	if len(res.Failed) > 0 {
 		return fmt.Errorf("cannot copy catalog %s into the local store %s: %w", img.Origin, store.Dir(), res.Failed[0].Err)
@@ -189,10 +189,10 @@ func fetchLayoutCatalog(ctx context.Context, ref, dir string, store *transfer.St
 		Source:      "oci:" + abs + "@" + top.Digest.String(),
 		Origin:      ref,
 		Digest:      top.Digest.String(),
-		Destination: catalogSourcesRepo + "oci/" + layoutRepo(abs) + ":" + imageset.DigestTag(top.Digest),
+		Destination: CatalogSourcesRepo + "oci/" + layoutRepo(abs) + ":" + imageset.DigestTag(top.Digest),
 		Kind:        imageset.KindOperatorCatalog,
 	}
-	if err := copyIntoStore(ctx, img, &transfer.ArchiveSource{Archive: blobs, Name: "OCI layout " + abs}, store, opts); err != nil {
+	if err := CopyIntoStore(ctx, img, &transfer.ArchiveSource{Archive: blobs, Name: "OCI layout " + abs}, store, opts); err != nil {
 		return nil, err
 	}
 	return &CatalogImage{Origin: ref, Digest: top.Digest, Blobs: store}, nil
@@ -260,8 +260,8 @@ func (ReadOnlyBlobs) Put(d digest.Digest, _ int64, _ io.Reader) error {
 	return fmt.Errorf("blob %s: this catalog source is read-only", d)
 }
 
-// filterSpec turns one mirror.operators entry into the catalog filter.
-func filterSpec(oc imageset.OperatorCatalog) catalog.FilterSpec {
+// FilterSpec turns one mirror.operators entry into the catalog filter.
+func FilterSpec(oc imageset.OperatorCatalog) catalog.FilterSpec {
 	spec := catalog.FilterSpec{Full: oc.Full, SkipDependencies: oc.SkipDependencies}
 	for _, p := range oc.Packages {
 		ps := catalog.PackageSpec{Name: p.Name, DefaultChannel: p.DefaultChannel, MinVersion: p.MinVersion, MaxVersion: p.MaxVersion, VersionRange: p.VersionRange}
@@ -279,9 +279,9 @@ func filterSpec(oc imageset.OperatorCatalog) catalog.FilterSpec {
 // filterErrPlace matches how catalog filter errors name a package and channel.
 var filterErrPlace = regexp.MustCompile(`package "([^"]+)"(?: channel "([^"]+)")?`)
 
-// locate rewrites the package and channel names in a filter error into the
+// LocateFilterError rewrites the package and channel names in a filter error into the
 // configuration paths that select them, so the user sees what to edit.
-func locate(path string, oc imageset.OperatorCatalog, msg string) string {
+func LocateFilterError(path string, oc imageset.OperatorCatalog, msg string) string {
 	return filterErrPlace.ReplaceAllStringFunc(msg, func(m string) string {
 		sub := filterErrPlace.FindStringSubmatch(m)
 		j := slices.IndexFunc(oc.Packages, func(p imageset.Package) bool { return p.Name == sub[1] })
@@ -340,17 +340,17 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	spec := filterSpec(oc)
+	spec := FilterSpec(oc)
 	kept, rep, err := catalog.Filter(src, spec)
 	if err != nil {
-		return fmt.Errorf("%s: %s", label, locate(path, oc, err.Error()))
+		return fmt.Errorf("%s: %s", label, LocateFilterError(path, oc, err.Error()))
 	}
 	for _, w := range rep.Warnings {
-		r.Warn("%s: %s", label, locate(path, oc, w))
+		r.Warn("%s: %s", label, LocateFilterError(path, oc, w))
 	}
 	for _, p := range rep.Packages {
 		for _, w := range p.Warnings {
-			r.Warn("%s: package %s: %s", label, p.Name, locate(path, oc, w))
+			r.Warn("%s: package %s: %s", label, p.Name, LocateFilterError(path, oc, w))
 		}
 	}
 
@@ -385,7 +385,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		return fmt.Errorf("%s: %w", label, err)
 	}
 	if template != nil {
-		o.plan.AddFile(templateExtra(img.Destination), template)
+		o.plan.AddFile(TemplateExtra(img.Destination), template)
 	}
 	o.trip.Log.Info("operator catalog filtered", "catalog", oc.Catalog, "packages", len(kept.PackageNames()), "bundles", kept.BundleCount(), "image", img.Destination, "rebuilt", built && final != ci.Digest)
 	return o.bundleImages(ctx, oc.Catalog, kept, platforms, r)
@@ -426,9 +426,9 @@ func catalogImage(oc imageset.OperatorCatalog, ci *CatalogImage, final digest.Di
 	return img, nil
 }
 
-// templateExtra is the archive file carrying the CatalogSource template of
+// TemplateExtra is the archive file carrying the CatalogSource template of
 // the catalog mirrored at dest, so disk-to-mirror applies it too.
-func templateExtra(dest string) string {
+func TemplateExtra(dest string) string {
 	return "catalog-templates/" + strings.NewReplacer("/", "_", ":", "=").Replace(dest) + ".yaml"
 }
 
@@ -451,7 +451,7 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 		w.Why = slices.Compact(w.Why)
 		named, err := reference.ParseNormalizedNamed(ref.Image)
 		if err != nil {
-			r.Warn("operator catalog %s: %s names image %q, which is not an image reference (%v): skipped", catalogRef, bundlesOf(ref.Users), ref.Image, err)
+			r.Warn("operator catalog %s: %s names image %q, which is not an image reference (%v): skipped", catalogRef, BundlesOf(ref.Users), ref.Image, err)
 			continue
 		}
 		w.Named = reference.TagNameOnly(named)
@@ -459,8 +459,8 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 			blockedBy[b]++
 			continue
 		}
-		w.Failing = "needed by " + bundlesOf(ref.Users) + " in catalog " + catalogRef
-		w.ByTag = fmt.Sprintf("operator catalog %s: %s", catalogRef, bundlesOf(ref.Users))
+		w.Failing = "needed by " + BundlesOf(ref.Users) + " in catalog " + catalogRef
+		w.ByTag = fmt.Sprintf("operator catalog %s: %s", catalogRef, BundlesOf(ref.Users))
 		wanted = append(wanted, w)
 	}
 	for _, rule := range slices.Sorted(maps.Keys(blockedBy)) {
@@ -469,8 +469,8 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 	return r.AddPinned(ctx, wanted)
 }
 
-// bundlesOf names the bundles of users for messages, the first few in full.
-func bundlesOf(users []catalog.ImageUser) string {
+// BundlesOf names the bundles of users for messages, the first few in full.
+func BundlesOf(users []catalog.ImageUser) string {
 	var names []string
 	for _, u := range users {
 		n := "package " + u.Package + " bundle " + u.Bundle

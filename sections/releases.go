@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 import (
 	"context"
@@ -59,7 +59,7 @@ const ocpReleaseRepository = "quay.io/openshift-release-dev/ocp-release"
 // releaseContributor resolves mirror.platform: update graphs, release
 // selection, signature verification, payload components, graph image.
 type releaseContributor struct {
-	t     *Trip
+	t     *Env
 	up    *transfer.Registry
 	store *transfer.Store
 	// out is the plan being made.
@@ -244,8 +244,8 @@ func (c *releaseContributor) verifyAll(ctx context.Context, v *release.Verifier,
 	return out
 }
 
-// spec turns mirror.platform into a planning spec.
-func spec(p imageset.Platform, includeConditional bool) release.Spec {
+// ReleaseSpec turns mirror.platform into a planning spec.
+func ReleaseSpec(p imageset.Platform, includeConditional bool) release.Spec {
 	s := release.Spec{Architectures: p.Architectures, IncludeConditional: includeConditional}
 	for _, ch := range p.Channels {
 		s.Channels = append(s.Channels, release.ChannelSpec{
@@ -263,7 +263,7 @@ func (c *releaseContributor) plan(ctx context.Context, p imageset.Platform, opts
 	if opts.GraphURL != "" {
 		client.OCPURL, client.OKDURL = opts.GraphURL, opts.GraphURL
 	}
-	s := spec(p, opts.IncludeConditional)
+	s := ReleaseSpec(p, opts.IncludeConditional)
 	graphs, err := release.FetchGraphs(ctx, client, s)
 	if err != nil {
 		return nil, c.t.locate(err)
@@ -440,8 +440,8 @@ func (c *releaseContributor) addRelease(r *imageset.Resolving, rel release.Relea
 	return true, nil
 }
 
-// signatureExtra is the archive name of signature n (1-based) of a release.
-func signatureExtra(releaseDigest string, n int) string {
+// SignatureExtra is the archive name of signature n (1-based) of a release.
+func SignatureExtra(releaseDigest string, n int) string {
 	return path.Join(workspace.ReleaseSignaturesDir, strings.Replace(releaseDigest, ":", "=", 1), "signature-"+strconv.Itoa(n))
 }
 
@@ -449,7 +449,7 @@ func signatureExtra(releaseDigest string, n int) string {
 // cluster resources, the archive and the workspace.
 func (c *releaseContributor) keepSignatures(releaseDigest string, sigs [][]byte) error {
 	for i, s := range sigs {
-		c.out.AddFile(signatureExtra(releaseDigest, i+1), s)
+		c.out.AddFile(SignatureExtra(releaseDigest, i+1), s)
 	}
 	return nil
 }
@@ -540,35 +540,13 @@ func (c *releaseContributor) builtGraphImage() (imageset.Image, bool) {
 	return img, true
 }
 
-// releaseSignatures returns the signatures of the release images that
-// reached the mirror, from the plan alone (a plan from an older record is
-// given the workspace's when it is made: see keptSignatures).
-func (r *run) releaseSignatures(done *imageset.Set) (map[string][][]byte, error) {
-	have, err := r.plan.Signatures()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][][]byte{}
-	for _, img := range done.Images {
-		if img.Kind != imageset.KindRelease {
-			continue
-		}
-		if s, ok := have[img.Digest]; ok && len(s) > 0 {
-			out[img.Digest] = s
-			continue
-		}
-		r.t.Log.Warn("no signature for a mirrored release: clusters that verify releases will refuse to update to it", "release", img.Destination, "digest", img.Digest)
-	}
-	return out, nil
-}
-
-// keptSignatures gives a plan made from a Set alone (a format-1 failure
+// KeptSignatures gives a plan made from a Set alone (a format-1 failure
 // file, or one moved away from its run record) the signatures an earlier
 // run kept in the workspace ws for the Set's releases, as plan files: the
 // plan then carries them into the archive, the record and the cluster
 // resources like a plan that resolution made. A release without kept
 // signatures gets none (generate warns of it).
-func keptSignatures(plan *workspace.Plan, ws string) {
+func KeptSignatures(plan *workspace.Plan, ws string) {
 	if ws == "" {
 		return
 	}
@@ -582,7 +560,7 @@ func keptSignatures(plan *workspace.Plan, ws string) {
 			continue
 		}
 		for i, s := range sigs {
-			plan.AddFile(signatureExtra(img.Digest, i+1), s)
+			plan.AddFile(SignatureExtra(img.Digest, i+1), s)
 		}
 	}
 }

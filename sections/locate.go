@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 import (
 	"errors"
@@ -10,9 +10,9 @@ import (
 // fieldPath finds the configuration field an error message names first.
 var fieldPath = regexp.MustCompile(`mirror\.platform\.(?:channels|architectures)\[\d+\](?:\.\w+)?`)
 
-// locate prefixes each of err's errors that names a mirror.platform field
+// LocateFilterError prefixes each of err's errors that names a mirror.platform field
 // with the file and line of that field, as configuration errors are.
-func (t *Trip) locate(err error) error {
+func (t *Env) locate(err error) error {
 	if err == nil || t.Config == nil || t.ConfigPath == "" {
 		return err
 	}

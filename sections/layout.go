@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // image gapmirror built (read from the store, carried in the archive, never
 // in IDMS/ITMS since no cluster pulls it by its path on disk).
 type layoutImages struct {
-	t     *Trip
+	t     *Env
 	store *transfer.Store
 }
 
@@ -176,9 +176,9 @@ func LayoutDestination(ai imageset.AdditionalImage) (repo, tag string) {
 	return repo, tag
 }
 
-// deleteTarget is the repository, digest and tag (each may be empty: any)
+// LayoutTarget is the repository, digest and tag (each may be empty: any)
 // a delete.additionalImages entry selects at the mirror.
-func deleteTarget(ai imageset.AdditionalImage) (repo, dig, tag string, err error) {
+func LayoutTarget(ai imageset.AdditionalImage) (repo, dig, tag string, err error) {
 	if _, ok := ai.OCILayoutPath(); ok {
 		repo, _ = LayoutDestination(ai)
 		return repo, "", ai.TargetTag, nil

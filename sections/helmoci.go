@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 // Helm charts as OCI artifacts: charts pulled from oci:// repositories with
 // helm's own registry client, and every mirrored chart (HTTP, local or OCI
@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -36,8 +37,6 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/registryapi"
-	"github.com/gapmirror/gapmirror/transfer"
-	"github.com/gapmirror/gapmirror/workspace"
 )
 
 // chartsRepo is where charts from HTTP repositories and local paths go
@@ -125,7 +124,7 @@ type chartRegistry struct {
 	opts   []registry.ClientOption
 }
 
-func (t *Trip) chartRegistry(host, repo string) (*chartRegistry, error) {
+func (t *Env) chartRegistry(host, repo string) (*chartRegistry, error) {
 	sys := t.Upstream.SystemContext()
 	// As for images: an explicit --src-tls-verify wins over registries.conf;
 	// certificates from --src-cert-dir, else certs.d.
@@ -335,10 +334,10 @@ func (h *helmCharts) addArtifact(c *helmChart, r *imageset.Resolving) (string, s
 	return d.String(), dest, nil
 }
 
-// chartRefused reports whether err is a registry's refusal of an OCI
+// ChartRefused reports whether err is a registry's refusal of an OCI
 // artifact (the manifest or its config type), as opposed to a failure of
 // the registry or the network.
-func chartRefused(err error) bool {
+func ChartRefused(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -360,35 +359,6 @@ func chartRefused(err error) bool {
 	return false
 }
 
-// chartsRefused turns the failures of charts a mirror refuses as OCI
-// artifacts into one warning: the images still count as mirrored, the
-// charts stay in working-dir/helm.
-func (t *Trip) chartsRefused(rep *Report) {
-	if rep.Result == nil {
-		return
-	}
-	var kept []transfer.Failure
-	var refused []string
-	var answer error
-	for _, f := range rep.Result.Failed {
-		if f.Image.Kind == imageset.KindHelmChart && chartRefused(f.Err) {
-			refused = append(refused, f.Image.Destination)
-			if answer == nil {
-				answer = f.Err
-			}
-			continue
-		}
-		kept = append(kept, f)
-	}
-	if len(refused) == 0 {
-		return
-	}
-	rep.Result.Failed = kept
-	rep.ChartsRefused = fmt.Sprintf("the mirror %s refused the helm charts as OCI artifacts (%d: %s); its answer: %v. The images are mirrored; the charts stay in %s: serve them from a chart repository, or use a registry that accepts OCI artifacts",
-		rep.Mirror, len(refused), strings.Join(refused, ", "), answer, filepath.Join(rep.Workspace, workspace.HelmDir, "charts"))
-	t.Log.Warn(rep.ChartsRefused)
-}
-
 // chartReference is one line of the cluster resource listing the charts
 // the mirror serves.
 type chartReference struct {
@@ -406,9 +376,9 @@ type chartReference struct {
 // chartReferencesFile is the cluster resource listing the mirrored charts.
 const chartReferencesFile = "helm-charts.yaml"
 
-// writeChartReferences writes (or removes, when the mirror serves no chart)
+// WriteChartReferences writes (or removes, when the mirror serves no chart)
 // the list of the charts done holds, with their oci:// references under root.
-func writeChartReferences(dir, root string, done *imageset.Set) (string, error) {
+func WriteChartReferences(dir, root string, done *imageset.Set) (string, error) {
 	p := filepath.Join(dir, chartReferencesFile)
 	var refs []chartReference
 	for _, img := range done.Images {
@@ -444,9 +414,13 @@ func writeChartReferences(dir, root string, done *imageset.Set) (string, error) 
 // chartOf reads the chart name and version from a chart image's Why.
 func chartOf(img imageset.Image) (name, version string) {
 	for _, w := range img.Why {
-		if m := helmWhy.FindStringSubmatch(w); m != nil {
+		if m := HelmWhy.FindStringSubmatch(w); m != nil {
 			return m[2], m[3]
 		}
 	}
 	return path.Base(img.DestinationRepo()), img.DestinationTag()
 }
+
+// HelmWhy matches the reason helmCharts.images gives an image:
+// "<config path>: helm chart <name> <version>: <object> (<template>)".
+var HelmWhy = regexp.MustCompile(`^(mirror\.helm\.\S+): helm chart (\S+) (\S+): `)

@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 	"github.com/distribution/reference"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 
-	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/transfer"
@@ -31,7 +30,7 @@ import (
 // it with its default values, adds the images it deploys to the set and
 // keeps the chart for the archive and working-dir/helm.
 type helmCharts struct {
-	t      *Trip
+	t      *Env
 	client *http.Client
 	plan   *workspace.Plan
 	// ws holds the charts earlier runs kept (read only).
@@ -64,9 +63,9 @@ type helmChart struct {
 	platforms []string
 }
 
-// chartRecord is what helm/charts.json says of one carried chart, so the
+// ChartRecord is what helm/charts.json says of one carried chart, so the
 // air-gapped side can check each .tgz and see what it was mirrored for.
-type chartRecord struct {
+type ChartRecord struct {
 	Source     string   `json:"source"`
 	Repository string   `json:"repository"`
 	URL        string   `json:"url"`
@@ -123,7 +122,7 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 	}
 
 	wanted := map[string]*wantedHelmImage{}
-	var records []chartRecord
+	var records []ChartRecord
 	kept := map[string]string{} // file → digest
 	for _, c := range charts {
 		images, ok := h.images(c, wanted, r)
@@ -344,13 +343,13 @@ func (c *helmChart) file() string {
 }
 
 // keep puts the chart into the plan, for the archive and working-dir/helm.
-func (h *helmCharts) keep(c *helmChart, images []string) (chartRecord, error) {
-	rec := chartRecord{Source: c.path, Repository: c.repo, URL: c.url, Name: c.name, Version: c.ver, Digest: helm.Digest(c.data), File: c.file(), Images: images}
+func (h *helmCharts) keep(c *helmChart, images []string) (ChartRecord, error) {
+	rec := ChartRecord{Source: c.path, Repository: c.repo, URL: c.url, Name: c.name, Version: c.ver, Digest: helm.Digest(c.data), File: c.file(), Images: images}
 	h.plan.AddFile(rec.File, c.data)
 	return rec, nil
 }
 
-func (h *helmCharts) keepRecords(records []chartRecord) error {
+func (h *helmCharts) keepRecords(records []ChartRecord) error {
 	if len(records) == 0 {
 		return nil
 	}
@@ -360,14 +359,6 @@ func (h *helmCharts) keepRecords(records []chartRecord) error {
 	}
 	h.plan.AddFile(workspace.HelmChartsFile, data)
 	return nil
-}
-
-func writeWorkingFile(ws, name string, data []byte) error {
-	p := filepath.Join(ws, filepath.FromSlash(name))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return archive.WriteFileAtomic(p, data)
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._+-]`)
@@ -385,7 +376,7 @@ func safeName(s string) string {
 // helmHTTPClient reaches chart repositories as the source registries are
 // reached: TLS verified unless --src-tls-verify=false, the CA and client
 // certificates of --src-cert-dir, proxies from the environment.
-func (t *Trip) helmHTTPClient() (*http.Client, error) {
+func (t *Env) helmHTTPClient() (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.Upstream.CertDir != "" {
@@ -399,15 +390,15 @@ func (t *Trip) helmHTTPClient() (*http.Client, error) {
 	return &http.Client{Transport: tr, Timeout: 5 * time.Minute}, nil
 }
 
-// checkCharts checks the helm charts a plan read from an archive carries:
+// CheckCharts checks the helm charts a plan read from an archive carries:
 // each one helm/charts.json lists is there, under helm/charts, with the
 // digest the list gives.
-func checkCharts(plan *workspace.Plan) error {
+func CheckCharts(plan *workspace.Plan) error {
 	data, ok := plan.File(workspace.HelmChartsFile)
 	if !ok {
 		return nil
 	}
-	var records []chartRecord
+	var records []ChartRecord
 	if err := json.Unmarshal(data, &records); err != nil {
 		return fmt.Errorf("archive extra %s is not a chart list: %w; the archive is damaged", workspace.HelmChartsFile, err)
 	}
@@ -426,18 +417,18 @@ func checkCharts(plan *workspace.Plan) error {
 	return nil
 }
 
-// pinnedHelm is the helm section with each chart entry's version the one
+// PinnedHelm is the helm section with each chart entry's version the one
 // the plan mirrored, from the plan's chart list: an entry without a version
 // (the latest) or with a range names the version resolution picked, so the
 // pinned configuration mirrors, and its delete configuration deletes,
 // exactly these charts. (An entry that repeats an earlier one's chart is
 // recorded under the earlier entry and left as written.)
-func pinnedHelm(hc imageset.Helm, plan *workspace.Plan) imageset.Helm {
+func PinnedHelm(hc imageset.Helm, plan *workspace.Plan) imageset.Helm {
 	data, ok := plan.File(workspace.HelmChartsFile)
 	if !ok {
 		return hc
 	}
-	var records []chartRecord
+	var records []ChartRecord
 	if err := json.Unmarshal(data, &records); err != nil {
 		return hc
 	}

@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 import (
 	"encoding/json"
@@ -59,16 +59,16 @@ func TestChartRefused(t *testing.T) {
 		"reading blob sha256:2: dial tcp 127.0.0.1:5000: connect: connection refused":                 false,
 		"writing manifest sha256:1: 127.0.0.1:5000/charts/web: unauthorized: authentication required": false,
 	} {
-		if got := chartRefused(errors.New(msg)); got != want {
+		if got := ChartRefused(errors.New(msg)); got != want {
 			t.Errorf("chartRefused(%q) = %v, want %v", msg, got, want)
 		}
 	}
 	// The registry's error code, wrapped as the copy wraps it.
 	invalid := fmt.Errorf("writing manifest: %w", errcode.Error{Code: v2.ErrorCodeManifestInvalid, Message: "config media type not allowed"})
-	if !chartRefused(invalid) {
+	if !ChartRefused(invalid) {
 		t.Errorf("MANIFEST_INVALID is not a refusal")
 	}
-	if chartRefused(fmt.Errorf("writing manifest: %w", errcode.Error{Code: errcode.ErrorCodeDenied})) {
+	if ChartRefused(fmt.Errorf("writing manifest: %w", errcode.Error{Code: errcode.ErrorCodeDenied})) {
 		t.Errorf("DENIED is a refusal of OCI artifacts")
 	}
 }

@@ -1,4 +1,4 @@
-package mirror
+package sections
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func TestHelmHTTPClientTLS(t *testing.T) {
 		{"verification off", transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			client, err := (&Trip{Upstream: c.opts}).helmHTTPClient()
+			client, err := (&Env{Upstream: c.opts}).helmHTTPClient()
 			if err != nil {
 				t.Fatal(err)
 			}
