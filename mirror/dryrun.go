@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gapmirror/gapmirror/imageset"
@@ -97,7 +95,7 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *transfer.Registry, src tr
 		}
 	}
 	fig.Missing = len(missing)
-	fig.Blobs, fig.Bytes, fig.Unreadable = t.sizeOf(ctx, src, missing, nil)
+	fig.Blobs, fig.Bytes, fig.Unreadable = transfer.Size(ctx, src, missing, nil, t.Copy.WithDefaults().ParallelImages, t.Log)
 	r.rep.DryRun = fig
 
 	// The cluster resources of a run in which every image arrives, made
@@ -128,82 +126,9 @@ func (t *Trip) dryRunToDisk(ctx context.Context, src transfer.Source, store *tra
 		}
 	}
 	fig.Missing = len(missing)
-	fig.Blobs, fig.Bytes, fig.Unreadable = t.sizeOf(ctx, src, missing, nil)
-	_, fig.ArchiveBytes, _ = t.sizeOf(ctx, src, set.Images, carried)
+	fig.Blobs, fig.Bytes, fig.Unreadable = transfer.Size(ctx, src, missing, nil, t.Copy.WithDefaults().ParallelImages, t.Log)
+	_, fig.ArchiveBytes, _ = transfer.Size(ctx, src, set.Images, carried, t.Copy.WithDefaults().ParallelImages, t.Log)
 	rep.DryRun = fig
-}
-
-// sizeOf reads the manifests of images through src and adds up their
-// distinct blobs and manifests, leaving out those in skip.
-func (t *Trip) sizeOf(ctx context.Context, src transfer.Source, images []imageset.Image, skip map[digest.Digest]bool) (blobs int, bytes int64, unreadable int) {
-	var mu sync.Mutex
-	seen := map[digest.Digest]bool{}
-	add := func(descs []ocispec.Descriptor) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, d := range descs {
-			if !seen[d.Digest] && !skip[d.Digest] {
-				blobs++
-				bytes += d.Size
-			}
-			seen[d.Digest] = true
-		}
-	}
-	var g errgroup.Group
-	g.SetLimit(max(t.Copy.WithDefaults().ParallelImages, 1))
-	for _, img := range images {
-		g.Go(func() error {
-			descs, err := imageBlobs(ctx, src, img, digest.Digest(img.Digest), true)
-			if err != nil {
-				mu.Lock()
-				unreadable++
-				mu.Unlock()
-				t.Log.Debug("dry run: cannot read the image to size it", "image", img.Origin, "error", err)
-				return nil
-			}
-			add(descs)
-			return nil
-		})
-	}
-	_ = g.Wait() // unreadable images are counted, not errors
-	return blobs, bytes, unreadable
-}
-
-// imageBlobs lists the manifests and blobs of img's manifest d that a copy
-// moves (for a sparse image, only the instances of its platforms).
-func imageBlobs(ctx context.Context, src transfer.Source, img imageset.Image, d digest.Digest, top bool) ([]ocispec.Descriptor, error) {
-	data, mt, err := src.Manifest(ctx, img, d)
-	if err != nil {
-		return nil, err
-	}
-	if guessed := transfer.MediaTypeOf(data); guessed != "" {
-		mt = guessed
-	}
-	out := []ocispec.Descriptor{{MediaType: mt, Digest: d, Size: int64(len(data))}}
-	if !transfer.IsIndex(mt) {
-		bs, err := transfer.BlobsOf(data)
-		if err != nil {
-			return nil, fmt.Errorf("parsing manifest %s: %w", d, err)
-		}
-		return append(out, bs...), nil
-	}
-	kids, err := transfer.Children(data)
-	if err != nil {
-		return nil, fmt.Errorf("parsing index %s: %w", d, err)
-	}
-	if top {
-		if kids, err = transfer.Instances(img, d, kids); err != nil {
-			return nil, err
-		}
-	}
-	for _, k := range kids {
-		more, err := imageBlobs(ctx, src, img, k.Digest, false)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, more...)
-	}
-	return out, nil
 }
 
 // checkPush asks the mirror whether the run's credentials may push into

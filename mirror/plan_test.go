@@ -14,6 +14,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
@@ -79,7 +80,7 @@ func TestRunRecordFormat1(t *testing.T) {
 	if rec.FormatVersion != 1 || rec.Plan == nil || len(rec.Set.Images) != 2 || rec.Mirror != "registry.example:5000/m" || rec.Pinned == "" || len(rec.Failed) != 1 {
 		t.Errorf("format-1 record read as %+v", rec)
 	}
-	set, err := latestSet(ws, "registry.example:5000/m", nil)
+	set, err := prune.LatestSet(ws, "registry.example:5000/m", nil)
 	if err != nil || set == nil || len(set.Images) != 2 {
 		t.Errorf("latestSet of a format-1 record: %v, %v", set, err)
 	}

@@ -9,9 +9,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
-
-	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/prune"
@@ -75,22 +72,6 @@ type PruneReport struct {
 	Err error
 }
 
-// deletionRecord is what the workspace keeps of a prune or delete: the
-// plan worked out against the registry and, when executed, the outcome.
-type deletionRecord struct {
-	FormatVersion int            `json:"formatVersion"`
-	Kind          string         `json:"kind"` // prune-preview, prune, delete
-	Mirror        string         `json:"mirror"`
-	Time          time.Time      `json:"time"`
-	ToolVersion   string         `json:"toolVersion"`
-	Plan          *prune.Plan    `json:"plan"`
-	Outcome       *prune.Outcome `json:"outcome,omitempty"`
-}
-
-// dryRunPreview is where a dry run writes its prune preview (a real run
-// without --prune writes prune/<time>-preview.json).
-var dryRunPreview = []string{"dry-run", "prune-preview.json"}
-
 // pruneMirror runs after a copy into the mirror (and remember): when the
 // run mirrored the whole image set, it works out what
 // earlier runs pushed that the set no longer holds, then deletes it
@@ -117,15 +98,15 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace.Workspace, dst *tran
 		// A dry run's preview goes with its plan into dry-run/, the one
 		// place a dry run writes: an earlier dry run's is not left to be
 		// taken for this one's.
-		if err := os.Remove(w.Path(dryRunPreview...)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(w.Path(prune.DryRunPreview...)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 	}
 	if why != "" {
 		return nil
 	}
-	cands := pruneCandidates(rec.Images, rep.Set)
-	keep, err := keepNames(w, dst.Root(), rep.Set)
+	cands := prune.Candidates(rec.Images, rep.Set)
+	keep, err := prune.KeepNames(w, dst.Root(), rep.Set)
 	if err != nil {
 		return err
 	}
@@ -140,19 +121,19 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace.Workspace, dst *tran
 	}
 	var after *prune.After
 	if t.DryRun && src != nil {
-		after = afterCopy(dst.Root(), rep.Set, src)
+		after = prune.AfterCopy(dst.Root(), rep.Set, src)
 	}
 	plan, err := prune.ComputeAfter(ctx, reg, dst.Root(), cands, keep, after)
 	if err != nil {
-		pr.Err = fmt.Errorf("working out what to prune from %s: %w", dst.Root(), hint(err))
+		pr.Err = fmt.Errorf("working out what to prune from %s: %w", dst.Root(), prune.Hint(err))
 		return nil
 	}
 	pr.Plan = plan
-	drec := deletionRecord{FormatVersion: workspace.Format, Kind: "prune-preview", Mirror: dst.Root(), Time: t.now(), ToolVersion: t.ToolVersion, Plan: plan}
+	drec := prune.DeletionRecord{FormatVersion: workspace.Format, Kind: "prune-preview", Mirror: dst.Root(), Time: t.now(), ToolVersion: t.ToolVersion, Plan: plan}
 	name := drec.Time.Format("20060102T150405.000Z")
 	if t.DryRun {
-		pr.File = w.Path(dryRunPreview...)
-		return w.Write(drec, dryRunPreview...)
+		pr.File = w.Path(prune.DryRunPreview...)
+		return w.Write(drec, prune.DryRunPreview...)
 	}
 	if !pr.Executed {
 		pr.File = w.Path("prune", name+"-preview.json")
@@ -166,7 +147,7 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace.Workspace, dst *tran
 	if err := w.Write(drec, "prune", name+"-pruned.json"); err != nil {
 		return errors.Join(xerr, err)
 	}
-	if err := forget(w, dst.Root(), rec, prune.Resolved(plan, out)); err != nil {
+	if err := prune.Forget(w, dst.Root(), rec, prune.Resolved(plan, out)); err != nil {
 		return errors.Join(xerr, err)
 	}
 	switch {
@@ -176,33 +157,6 @@ func (t *Trip) pruneMirror(ctx context.Context, w workspace.Workspace, dst *tran
 		pr.Err = fmt.Errorf("pruning %s: %d of %d deletes failed (listed above and in %s); run again with --prune to retry them", dst.Root(), len(out.Failed), len(plan.Actions), pr.File)
 	}
 	return nil
-}
-
-// afterCopy is what the copy of set into root, which a dry run skips,
-// does to the registry's tags; the manifests come from src, where the copy
-// would read them.
-func afterCopy(root string, set *imageset.Set, src transfer.Source) *prune.After {
-	a := &prune.After{Tags: map[string]digest.Digest{}}
-	byTag := map[string]imageset.Image{}
-	for _, img := range set.Images {
-		repo, tag := prune.RepoOf(root, img.Destination)
-		a.Tags[repo+":"+tag] = digest.Digest(img.Digest)
-		byTag[repo+":"+tag] = img
-	}
-	a.Manifest = func(ctx context.Context, repoTag string, d digest.Digest) ([]byte, string, error) {
-		img := byTag[repoTag]
-		read, done := transfer.PlanReader(src, img)
-		defer done()
-		data, mt, err := read(ctx, d)
-		if err != nil {
-			return nil, "", err
-		}
-		if guessed := transfer.MediaTypeOf(data); guessed != "" {
-			mt = guessed
-		}
-		return data, mt, nil
-	}
-	return a
 }
 
 // pruneErr is why a requested prune did not happen or failed; nil when
@@ -217,105 +171,6 @@ func (r *Report) pruneErr() error {
 	default:
 		return p.Err
 	}
-}
-
-// pruneCandidates are the images gapmirror pushed to the root that the
-// set no longer holds under the same tag and digest.
-func pruneCandidates(images []workspace.MirroredImage, set *imageset.Set) []prune.Candidate {
-	inSet := map[string]string{}
-	for _, img := range set.Images {
-		inSet[img.Destination] = img.Digest
-	}
-	// The set may lack the signature of an image it keeps (the lookup
-	// failed this time, or --remove-signatures): the signature stays.
-	kept := map[string]bool{}
-	for _, img := range set.Images {
-		kept[img.DestinationRepo()+"@"+img.Digest] = true
-	}
-	var out []prune.Candidate
-	for _, m := range images {
-		if !m.Pushed {
-			continue
-		}
-		d, ok := inSet[m.Destination]
-		if ok && d == m.Digest {
-			continue
-		}
-		if m.Kind == imageset.KindSignature && !ok {
-			repo, _ := splitDest(m.Destination)
-			if kept[repo+"@"+m.SignatureOf] {
-				continue
-			}
-		}
-		why := fmt.Sprintf("%s is no longer in the image set (last in it %s)", m.Destination, m.LastSeen.Format(time.RFC3339))
-		if ok {
-			why = fmt.Sprintf("%s now names %s; this is the image it named until %s", m.Destination, d, m.LastSeen.Format(time.RFC3339))
-		}
-		out = append(out, prune.Candidate{Destination: m.Destination, Digest: m.Digest, Origin: m.Origin, Kind: string(m.Kind), Why: why})
-	}
-	return out
-}
-
-// keepNames are the "repo:tag" names (registry host relative) that must
-// stay: the set's, and those of every other mirror root of the workspace
-// on the same host (nested prefixes share repositories).
-func keepNames(w workspace.Workspace, root string, set *imageset.Set) (map[string]bool, error) {
-	keep := map[string]bool{}
-	add := func(r, dest string) {
-		repo, tag := prune.RepoOf(r, dest)
-		keep[repo+":"+tag] = true
-	}
-	if set != nil {
-		for _, img := range set.Images {
-			add(root, img.Destination)
-		}
-	}
-	host, _ := prune.SplitRoot(root)
-	var errs []error
-	err := w.ReadAll("mirrors", func(name string) error {
-		if name == workspace.LocationFile(root) {
-			return nil // the root's own: its names are the set's
-		}
-		var r workspace.LocationRecord
-		if _, err := w.Read(&r, "mirrors", name); err != nil {
-			errs = append(errs, err)
-			return nil
-		}
-		if h, _ := prune.SplitRoot(r.Mirror); h != host || r.Mirror == root {
-			return nil
-		}
-		for _, m := range r.Images {
-			add(r.Mirror, m.Destination)
-		}
-		return nil
-	})
-	return keep, errors.Join(append(errs, err)...)
-}
-
-// forget drops deleted images (keys destination@digest) from the root's
-// record: r when the caller has read it already, else read here.
-func forget(w workspace.Workspace, root string, r *workspace.LocationRecord, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	if r == nil {
-		var err error
-		if r, err = w.Location(root); err != nil {
-			return err
-		}
-	}
-	gone := map[string]bool{}
-	for _, k := range keys {
-		gone[k] = true
-	}
-	kept := r.Images[:0]
-	for _, m := range r.Images {
-		if !gone[m.Key()] {
-			kept = append(kept, m)
-		}
-	}
-	r.Images = kept
-	return w.SaveLocation(r)
 }
 
 // printPrune prints the prune step's preview or summary.
@@ -337,9 +192,9 @@ func (r *Report) printPrune(w io.Writer) {
 		return
 	}
 	if !p.Executed {
-		PrintPlan(w, p.Plan)
+		prune.PrintPlan(w, p.Plan)
 	} else {
-		printKept(w, p.Plan)
+		prune.PrintKept(w, p.Plan)
 	}
 	switch {
 	case !p.Executed:
@@ -350,23 +205,6 @@ func (r *Report) printPrune(w io.Writer) {
 			fmt.Fprintf(w, "FAILED %s: %s\n", f.Action, f.Error)
 		}
 		fmt.Fprintf(w, "the registry frees the space of deleted manifests' layers only when its garbage collection runs (gapmirror serve: stop it and run gapmirror serve gc --root DIR; distribution: registry garbage-collect --delete-untagged)\n")
-	}
-}
-
-// PrintPlan prints a plan's deletes, what it keeps and why.
-func PrintPlan(w io.Writer, p *prune.Plan) {
-	for _, a := range p.Actions {
-		fmt.Fprintf(w, "  %s\n", a)
-	}
-	printKept(w, p)
-}
-
-func printKept(w io.Writer, p *prune.Plan) {
-	for _, k := range p.Kept {
-		fmt.Fprintf(w, "  keep            %s@%s: %s\n", k.Image, k.Digest, k.Why)
-	}
-	for _, g := range p.Gone {
-		fmt.Fprintf(w, "  already gone    %s\n", g)
 	}
 }
 
@@ -385,21 +223,4 @@ func leftOut(res *transfer.Result, plan *workspace.Plan) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// hint adds what to do about a registry error met while planning deletes
-// (failure.Explain does the same for transfers).
-func hint(err error) error {
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "i/o timeout"):
-		return fmt.Errorf("%w (the registry is unreachable: check the host name, port and network)", err)
-	case strings.Contains(msg, "x509:") || strings.Contains(msg, "certificate"):
-		return fmt.Errorf("%w (the registry's TLS certificate is not trusted: add its CA with --dest-cert-dir or /etc/containers/certs.d, or pass --dest-tls-verify=false)", err)
-	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
-		return fmt.Errorf("%w (the registry speaks plain HTTP: pass --dest-tls-verify=false)", err)
-	case strings.Contains(msg, " 401") || strings.Contains(msg, " 403") || strings.Contains(msg, "DENIED") || strings.Contains(msg, "UNAUTHORIZED"):
-		return fmt.Errorf("%w (check the credentials for this registry in --authfile and that they may list tags and delete)", err)
-	}
-	return err
 }

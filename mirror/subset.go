@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/Masterminds/semver/v3"
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -17,7 +16,6 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
-	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
@@ -62,54 +60,30 @@ func (t *Trip) subset(ctx context.Context, plan *workspace.Plan, ar transfer.Blo
 			return nil, fmt.Errorf("reading the pinned configuration of the archive in %s: %w", archiveDir, err)
 		}
 	}
-	s := subsetter{made: made, pinned: pinned}
-	keep := s.match(&mine.Mirror)
+	s := imageset.Subset{Made: made, Pinned: pinned}
+	keep := s.Match(&mine.Mirror)
 	var rb *rebuilt
 	// Filtered even when something else is refused, so every refusal is named.
-	if len(s.refilter) > 0 {
+	if len(s.Refilter) > 0 {
 		if rb, err = t.refilter(ctx, plan.Set, ar, &s, filepath.Join(archiveDir, workspace.WorkingDir), root); err != nil {
 			return nil, err
 		}
 	}
-	if len(s.refused) > 0 && t.partialSubset {
-		t.Log.Warn("an earlier archive lacks entries of the subset: pushing what it holds of it (the latest archive holds them all)", "archive", archiveDir, "lacking", strings.Join(s.refused, "; "))
-	} else if len(s.refused) > 0 {
+	if len(s.Refused) > 0 && t.partialSubset {
+		t.Log.Warn("an earlier archive lacks entries of the subset: pushing what it holds of it (the latest archive holds them all)", "archive", archiveDir, "lacking", strings.Join(s.Refused, "; "))
+	} else if len(s.Refused) > 0 {
 		rb.Close()
 		return nil, fmt.Errorf("%s asks for what the archive in %s does not hold:\n  - %s\ndisk-to-mirror pushes the archive's images or a subset of its configuration's entries (each written as in the archive's configuration or its pinned one): remove or correct these entries, or run mirror-to-disk with this configuration for a new archive",
-			t.ConfigPath, archiveDir, strings.Join(s.refused, "\n  - "))
+			t.ConfigPath, archiveDir, strings.Join(s.Refused, "\n  - "))
 	}
 	if rb != nil {
 		inner := keep
 		keep = func(img imageset.Image) bool { return rb.keeps(img) || inner(img) }
 	}
-	kept := &imageset.Set{FormatVersion: plan.Set.FormatVersion}
-	digests := map[string]bool{}
-	// A release's components are tagged with the release's tag and "-".
-	var releases []string
-	for _, img := range plan.Set.Images {
-		if img.Kind == imageset.KindRelease && keep(img) {
-			releases = append(releases, tagOf(img.Destination)+"-")
-		}
-	}
-	for _, img := range plan.Set.Images {
-		component := img.Kind == imageset.KindReleaseComponent && hasAnyPrefix(tagOf(img.Destination), releases)
-		if img.Kind != imageset.KindSignature && (component || keep(img)) {
-			if r, ok := rb.catalog(img); ok {
-				img = r
-			}
-			kept.Images = append(kept.Images, img)
-			digests[img.Digest] = true
-		}
-	}
-	for _, img := range plan.Set.Images {
-		if img.Kind == imageset.KindSignature && digests[img.SignatureOf] {
-			kept.Images = append(kept.Images, img)
-		}
-	}
-	kept.Sort()
+	kept := imageset.SubsetOf(plan.Set, keep, rb.catalog)
 	t.Log.Info("pushing a subset of the archive", "config", t.ConfigPath, "images", len(kept.Images), "of", len(plan.Set.Images))
 	plan.Set, plan.Config = kept, string(data)
-	if !s.helm {
+	if !s.Helm {
 		plan.Files = slices.DeleteFunc(plan.Files, func(f workspace.PlanFile) bool { return strings.HasPrefix(f.Name, workspace.HelmDir+"/") })
 	}
 	return rb, nil
@@ -170,7 +144,7 @@ func (r *rebuilt) Close() {
 // on the archive's, as mirror-to-disk does on the upstream one. The
 // archive's catalog holds only what its configuration selected, so -c can
 // take no more than that: a package it lacks is refused.
-func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.BlobReader, s *subsetter, ws, root string) (*rebuilt, error) {
+func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.BlobReader, s *imageset.Subset, ws, root string) (*rebuilt, error) {
 	// On the archive's disk: a catalog can be large for /tmp.
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, err
@@ -193,27 +167,27 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.Blob
 		return nil, err
 	}
 	blobs := &overlayBlobs{read: ar, store: store, kept: kept, save: root != "" && !t.DryRun, used: map[digest.Digest]bool{}}
-	refused := len(s.refused)
-	for _, f := range s.refilter {
-		label := fmt.Sprintf("mirror.operators[%d] %s", f.i, f.oc.Catalog)
-		prefix := fmt.Sprintf("mirror.operators[%d] (", f.j)
+	refused := len(s.Refused)
+	for _, f := range s.Refilter {
+		label := fmt.Sprintf("mirror.operators[%d] %s", f.Entry, f.Catalog.Catalog)
+		prefix := fmt.Sprintf("mirror.operators[%d] (", f.ArchiveEntry)
 		i := slices.IndexFunc(set.Images, func(img imageset.Image) bool {
 			return img.Kind == imageset.KindOperatorCatalog && slices.ContainsFunc(img.Why, func(w string) bool { return strings.HasPrefix(w, prefix) })
 		})
 		if i < 0 {
-			s.refused = append(s.refused, label+": the archive does not hold this catalog's image (mirror-to-disk could not get it)")
+			s.Refused = append(s.Refused, label+": the archive does not hold this catalog's image (mirror-to-disk could not get it)")
 			continue
 		}
 		old := set.Images[i]
-		ci := &sections.CatalogImage{Origin: f.oc.Catalog, Digest: digest.Digest(old.Digest), Blobs: blobs}
+		ci := &sections.CatalogImage{Origin: f.Catalog.Catalog, Digest: digest.Digest(old.Digest), Blobs: blobs}
 		src, err := ci.Load(tmp)
 		if err != nil {
-			s.refused = append(s.refused, fmt.Sprintf("%s: %v (an incremental archive lacks the catalog's unchanged blobs, kept in working-dir/subset-catalogs only for a mirror this directory pushed a subset of that catalog to: push the whole entry, or from a full archive)", label, err))
+			s.Refused = append(s.Refused, fmt.Sprintf("%s: %v (an incremental archive lacks the catalog's unchanged blobs, kept in working-dir/subset-catalogs only for a mirror this directory pushed a subset of that catalog to: push the whole entry, or from a full archive)", label, err))
 			continue
 		}
-		filtered, _, err := catalog.Filter(src, sections.FilterSpec(f.oc))
+		filtered, _, err := catalog.Filter(src, sections.FilterSpec(f.Catalog))
 		if err != nil {
-			s.refused = append(s.refused, fmt.Sprintf("%s: %s (the archive's catalog holds only what its configuration selected)", label, sections.LocateFilterError(fmt.Sprintf("mirror.operators[%d]", f.i), f.oc, err.Error())))
+			s.Refused = append(s.Refused, fmt.Sprintf("%s: %s (the archive's catalog holds only what its configuration selected)", label, sections.LocateFilterError(fmt.Sprintf("mirror.operators[%d]", f.Entry), f.Catalog, err.Error())))
 			continue
 		}
 		out, err := os.MkdirTemp(tmp, "filtered-")
@@ -223,7 +197,7 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.Blob
 		if err := filtered.WriteDir(out); err != nil {
 			return nil, fmt.Errorf("%s: writing the filtered catalog: %w", label, err)
 		}
-		final, _, err := catalogimage.Rebuild(blobs, ci.Digest, out, catalogimage.RebuildOptions{Comment: "gapmirror subset " + label, TempDir: tmp, Platforms: imageset.PlatformNames(f.oc.Platforms)})
+		final, _, err := catalogimage.Rebuild(blobs, ci.Digest, out, catalogimage.RebuildOptions{Comment: "gapmirror subset " + label, TempDir: tmp, Platforms: imageset.PlatformNames(f.Catalog.Platforms)})
 		if err != nil {
 			return nil, fmt.Errorf("%s: rebuilding the filtered catalog image: %w", label, err)
 		}
@@ -239,10 +213,10 @@ func (t *Trip) refilter(ctx context.Context, set *imageset.Set, ar transfer.Blob
 				origins[reference.TagNameOnly(named).String()] = true
 			}
 		}
-		rb.images["operator catalog "+s.made.Mirror.Operators[f.j].Catalog+": "] = origins
-		t.Log.Info("operator catalog filtered again for the subset", "catalog", f.oc.Catalog, "packages", len(filtered.PackageNames()), "bundles", filtered.BundleCount(), "image", img.Destination)
+		rb.images["operator catalog "+s.Made.Mirror.Operators[f.ArchiveEntry].Catalog+": "] = origins
+		t.Log.Info("operator catalog filtered again for the subset", "catalog", f.Catalog.Catalog, "packages", len(filtered.PackageNames()), "bundles", filtered.BundleCount(), "image", img.Destination)
 	}
-	if blobs.save && len(s.refused) == refused {
+	if blobs.save && len(s.Refused) == refused {
 		// Only what this run read is needed by the next.
 		blobs.prune()
 	}
@@ -324,225 +298,4 @@ func (s storeFirst) Blob(ctx context.Context, img imageset.Image, desc ocispec.D
 		return s.store.Source().Blob(ctx, img, desc)
 	}
 	return s.Source.Blob(ctx, img, desc)
-}
-
-// subsetter matches the entries of a configuration to those of the
-// archive's.
-type subsetter struct {
-	made, pinned *imageset.ImageSetConfiguration
-	refused      []string
-	helm         bool
-	// refilter are the catalog entries of -c that select otherwise from a
-	// catalog of the archive: that catalog is filtered again.
-	refilter []refilter
-}
-
-// refilter is a catalog entry of -c (index i) over the archive's entry j.
-type refilter struct {
-	i, j int
-	oc   imageset.OperatorCatalog
-}
-
-// index returns the position of e among the archive's entries, as made
-// or as pinned; -1 when it is not one of them.
-func index[E any](e E, made, pinned []E) int {
-	y := yamlOf(e)
-	for j := range made {
-		if y == yamlOf(made[j]) || j < len(pinned) && y == yamlOf(pinned[j]) {
-			return j
-		}
-	}
-	return -1
-}
-
-func yamlOf(v any) string {
-	data, err := imageset.MarshalYAML(v)
-	if err != nil {
-		return fmt.Sprintf("unmarshalable %#v", v)
-	}
-	return string(data)
-}
-
-// match returns what of the archive's Set the mirror section m keeps,
-// recording in s.refused each entry the archive does not hold.
-func (s *subsetter) match(m *imageset.Mirror) func(imageset.Image) bool {
-	made, pinned := &s.made.Mirror, &s.pinned.Mirror
-	var reasons, catalogs []string
-	for i, ai := range m.AdditionalImages {
-		j := index(ai, made.AdditionalImages, pinned.AdditionalImages)
-		if j < 0 {
-			s.refused = append(s.refused, fmt.Sprintf("mirror.additionalImages[%d] %s: not an additional image of the archive", i, ai.Name))
-			continue
-		}
-		reasons = append(reasons, fmt.Sprintf("mirror.additionalImages[%d]", j))
-	}
-	for i, oc := range m.Operators {
-		j := index(oc, made.Operators, pinned.Operators)
-		if j < 0 {
-			if j = index(selectionLess(oc), selectionsLess(made.Operators), selectionsLess(pinned.Operators)); j >= 0 {
-				s.refilter = append(s.refilter, refilter{i: i, j: j, oc: oc})
-				continue
-			}
-			why := "not a catalog of the archive"
-			if slices.ContainsFunc(made.Operators, func(o imageset.OperatorCatalog) bool { return o.Catalog == oc.Catalog }) {
-				why = "the archive holds this catalog with another destination, platforms or template: write those fields as the archive's configuration has them"
-			}
-			s.refused = append(s.refused, fmt.Sprintf("mirror.operators[%d] %s: %s", i, oc.Catalog, why))
-			continue
-		}
-		reasons = append(reasons, fmt.Sprintf("mirror.operators[%d] (", j))
-		catalogs = append(catalogs, "operator catalog "+made.Operators[j].Catalog+": ")
-	}
-	for i, b := range m.BlockedImages {
-		if index(b, made.BlockedImages, pinned.BlockedImages) < 0 {
-			s.refused = append(s.refused, fmt.Sprintf("mirror.blockedImages[%d] %s: not a rule of the archive's configuration, and disk-to-mirror applies no new blocking rules: leave out the entries of the images to keep out instead", i, b.Name))
-		}
-	}
-	allReleases := false
-	var narrowed []releaseRange
-	switch {
-	case yamlOf(m.Platform) == yamlOf(imageset.Platform{}):
-	case yamlOf(m.Platform) == yamlOf(made.Platform) || yamlOf(m.Platform) == yamlOf(pinned.Platform):
-		allReleases = true
-	default:
-		// Fewer channels, everything else as the archive has it: the
-		// releases those channels selected, with their components.
-		other, rest := m.Platform, made.Platform
-		other.Channels, rest.Channels, other.Graph, rest.Graph = nil, nil, false, false
-		if yamlOf(other) != yamlOf(rest) || m.Platform.Graph && !made.Platform.Graph {
-			s.refused = append(s.refused, "mirror.platform: differs from the archive's other than by leaving out channels: keep it as the archive's configuration has it, leave channels out, or leave the section out")
-			break
-		}
-		for i, c := range m.Platform.Channels {
-			j := index(c, made.Platform.Channels, pinned.Platform.Channels)
-			if j >= 0 {
-				reasons = append(reasons, fmt.Sprintf("mirror.platform.channels[%d] ", j))
-				continue
-			}
-			nr, why := narrowedChannel(i, c, made.Platform.Channels, pinned.Platform.Channels)
-			if nr.min != nil {
-				// Also when refused for reaching outside the archive's
-				// range: an earlier archive of several (partialSubset)
-				// pushes what it holds within it.
-				narrowed = append(narrowed, nr)
-			}
-			if why != "" {
-				s.refused = append(s.refused, why)
-			}
-		}
-		if m.Platform.Graph {
-			reasons = append(reasons, "mirror.platform.graph")
-		}
-	}
-	switch {
-	case yamlOf(m.Helm) == yamlOf(imageset.Helm{}):
-	case yamlOf(m.Helm) == yamlOf(made.Helm) || yamlOf(m.Helm) == yamlOf(pinned.Helm):
-		s.helm = true
-	default:
-		s.refused = append(s.refused, "mirror.helm: differs from the archive's: keep it as the archive's configuration has it, or leave it out")
-	}
-	return func(img imageset.Image) bool {
-		if allReleases && (isReleaseKind(img.Kind) || slices.ContainsFunc(img.AlsoKinds, isReleaseKind)) {
-			return true
-		}
-		if s.helm && (img.Kind == imageset.KindHelm || slices.Contains(img.AlsoKinds, imageset.KindHelm)) {
-			return true
-		}
-		for _, why := range img.Why {
-			if hasAnyPrefix(why, reasons) || hasAnyPrefix(why, catalogs) {
-				return true
-			}
-			if img.Kind == imageset.KindRelease && slices.ContainsFunc(narrowed, func(r releaseRange) bool { return r.keeps(why, img) }) {
-				return true
-			}
-		}
-		return false
-	}
-}
-
-// releaseRange is a release channel of -c that is a channel of the archive
-// with a narrower version range: of the releases that channel selected,
-// those in [min, max] are kept, with their components.
-type releaseRange struct {
-	why      string // the archive's channel, as a release's Why starts
-	min, max *semver.Version
-}
-
-func (r releaseRange) keeps(why string, img imageset.Image) bool {
-	if !strings.HasPrefix(why, r.why) {
-		return false
-	}
-	v, err := semver.NewVersion(release.TagVersion(tagOf(img.Destination)))
-	return err == nil && !v.LessThan(r.min) && !v.GreaterThan(r.max)
-}
-
-// narrowedChannel matches channel c (mirror.platform.channels[i] of -c)
-// with a channel of the archive that differs from it only by a version
-// range holding c's: the archive holds every release c would select from
-// it. why says why it is refused otherwise.
-func narrowedChannel(i int, c imageset.ReleaseChannel, made, pinned []imageset.ReleaseChannel) (releaseRange, string) {
-	field := fmt.Sprintf("mirror.platform.channels[%d] %s", i, c.Name)
-	cmin, errMin := semver.StrictNewVersion(c.MinVersion)
-	cmax, errMax := semver.StrictNewVersion(c.MaxVersion)
-	for _, list := range [][]imageset.ReleaseChannel{made, pinned} {
-		for j, a := range list {
-			same, other := c, a
-			same.MinVersion, same.MaxVersion, other.MinVersion, other.MaxVersion = "", "", "", ""
-			if yamlOf(same) != yamlOf(other) || a.MinVersion == "" || a.MaxVersion == "" {
-				continue
-			}
-			amin, err1 := semver.NewVersion(a.MinVersion)
-			amax, err2 := semver.NewVersion(a.MaxVersion)
-			if err1 != nil || err2 != nil {
-				continue
-			}
-			if errMin != nil || errMax != nil {
-				return releaseRange{}, fmt.Sprintf("%s: a channel narrowing the archive's %s (minVersion %s, maxVersion %s) needs both minVersion and maxVersion, each a full version (x.y.z)", field, a.Name, a.MinVersion, a.MaxVersion)
-			}
-			if a.ShortestPath {
-				return releaseRange{}, fmt.Sprintf("%s: the archive's channel takes the shortest path from %s to %s, which a narrower range would choose anew: keep its range, or leave the channel out", field, a.MinVersion, a.MaxVersion)
-			}
-			if cmin.GreaterThan(cmax) {
-				return releaseRange{}, fmt.Sprintf("%s: minVersion %s is newer than maxVersion %s", field, c.MinVersion, c.MaxVersion)
-			}
-			r := releaseRange{why: fmt.Sprintf("mirror.platform.channels[%d] ", j), min: cmin, max: cmax}
-			if cmin.LessThan(amin) || cmax.GreaterThan(amax) {
-				// Refused, with the range: an earlier archive of several
-				// pushes the releases it holds within it.
-				return r, fmt.Sprintf("%s: versions %s to %s are not within the archive's %s to %s: the archive holds no releases outside them", field, c.MinVersion, c.MaxVersion, a.MinVersion, a.MaxVersion)
-			}
-			return r, ""
-		}
-	}
-	return releaseRange{}, field + ": not a channel of the archive, nor one of them with a narrower version range"
-}
-
-func isReleaseKind(k imageset.Kind) bool {
-	return k == imageset.KindRelease || k == imageset.KindReleaseComponent || k == imageset.KindReleaseGraph
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
-}
-
-// tagOf is the tag of a destination (repo:tag).
-func tagOf(dest string) string {
-	_, tag, _ := strings.Cut(dest[strings.LastIndex(dest, "/")+1:], ":")
-	return tag
-}
-
-// selectionLess is a catalog entry without what selects its content
-// (packages, full, skipDependencies): what must stay as the archive has it
-// for the catalog to be filtered again.
-func selectionLess(oc imageset.OperatorCatalog) imageset.OperatorCatalog {
-	oc.Packages, oc.Full, oc.SkipDependencies = nil, false, false
-	return oc
-}
-
-func selectionsLess(list []imageset.OperatorCatalog) []imageset.OperatorCatalog {
-	out := make([]imageset.OperatorCatalog, len(list))
-	for i, oc := range list {
-		out[i] = selectionLess(oc)
-	}
-	return out
 }

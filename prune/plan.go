@@ -1,7 +1,3 @@
-// Package prune deletes from a mirror registry the manifests that gapmirror
-// pushed there and that are no longer wanted, and nothing else: never a
-// manifest gapmirror did not record pushing, never one a kept tag or a kept
-// index still references.
 package prune
 
 import (

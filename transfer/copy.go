@@ -256,7 +256,7 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 		}
 		if top {
 			all := len(kids)
-			if kids, err = Instances(img, d, kids); err != nil {
+			if kids, err = instances(img, d, kids); err != nil {
 				return err
 			}
 			sparse = len(kids) < all
@@ -269,7 +269,7 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 	case mt == manifest.DockerV2Schema1MediaType || mt == manifest.DockerV2Schema1SignedMediaType:
 		return fmt.Errorf("manifest %s is Docker schema 1, which registries no longer accept: rebuild or re-push the image with a current tool", d)
 	default:
-		blobs, err := BlobsOf(data)
+		blobs, err := blobsOf(data)
 		if err != nil {
 			return fmt.Errorf("parsing manifest %s: %w", d, err)
 		}
@@ -292,10 +292,10 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 	return nil
 }
 
-// Instances are the instances of img's index d to copy: all of them, or
+// instances are the instances of img's index d to copy: all of them, or
 // those of img.Platforms (a sparse copy). None matching is an error, since
 // an index without any of its images is of no use to a cluster.
-func Instances(img imageset.Image, d digest.Digest, kids []ocispec.Descriptor) ([]ocispec.Descriptor, error) {
+func instances(img imageset.Image, d digest.Digest, kids []ocispec.Descriptor) ([]ocispec.Descriptor, error) {
 	if len(img.Platforms) == 0 {
 		return kids, nil
 	}

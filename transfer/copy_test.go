@@ -243,7 +243,7 @@ func TestInstances(t *testing.T) {
 		{[]string{"linux/amd64", "linux/arm64"}, 2, ""},
 		{[]string{"linux/s390x"}, 0, "has none of the platforms linux/s390x (it has linux/amd64, linux/arm64)"},
 	} {
-		got, err := Instances(imageset.Image{Platforms: c.platforms}, d, kids)
+		got, err := instances(imageset.Image{Platforms: c.platforms}, d, kids)
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%v: error %v, want %q", c.platforms, err, c.err)

@@ -66,9 +66,9 @@ func Children(data []byte) ([]ocispec.Descriptor, error) {
 	return idx.Manifests, nil
 }
 
-// BlobsOf returns the config and layers an image manifest references, in
+// blobsOf returns the config and layers an image manifest references, in
 // order, skipping foreign (non-distributable) layers.
-func BlobsOf(data []byte) ([]ocispec.Descriptor, error) {
+func blobsOf(data []byte) ([]ocispec.Descriptor, error) {
 	var m ocispec.Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err

@@ -631,7 +631,7 @@ func (r *Registry) hasInstances(ctx context.Context, img imageset.Image, d diges
 	if err != nil {
 		return false, fmt.Errorf("%s: parsing index %s: %w", r.Name(img), d, err)
 	}
-	if kids, err = Instances(img, d, kids); err != nil {
+	if kids, err = instances(img, d, kids); err != nil {
 		return false, nil // the copy reports it
 	}
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
@@ -862,7 +862,7 @@ func (r *Registry) resendTrusted(ctx context.Context, c *registryapi.Client, rep
 	if IsIndex(MediaTypeOf(data)) {
 		return false, refused
 	}
-	blobs, err := BlobsOf(data)
+	blobs, err := blobsOf(data)
 	if err != nil {
 		return false, refused
 	}

@@ -379,7 +379,7 @@ func (s *Store) hasInstancesOf(img imageset.Image, d digest.Digest, data []byte)
 	if err != nil {
 		return false
 	}
-	kids, err = Instances(img, d, kids)
+	kids, err = instances(img, d, kids)
 	if err != nil {
 		return false // the copy reports it
 	}
@@ -412,7 +412,7 @@ func (s *Store) BlobsWalk(img imageset.Image, d digest.Digest, have func(digest.
 		if err != nil {
 			return nil, fmt.Errorf("store manifest %s: %w", d, err)
 		}
-		if kids, err = Instances(img, d, kids); err != nil {
+		if kids, err = instances(img, d, kids); err != nil {
 			return nil, err
 		}
 		for _, k := range kids {
@@ -425,7 +425,7 @@ func (s *Store) BlobsWalk(img imageset.Image, d digest.Digest, have func(digest.
 		}
 		return out, nil
 	}
-	blobs, err := BlobsOf(data)
+	blobs, err := blobsOf(data)
 	if err != nil {
 		return nil, fmt.Errorf("store manifest %s: %w", d, err)
 	}

@@ -88,7 +88,7 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 				return false
 			}
 			if top {
-				if kids, err = Instances(img, d, kids); err != nil {
+				if kids, err = instances(img, d, kids); err != nil {
 					return false
 				}
 			}
@@ -99,7 +99,7 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 			}
 			return true
 		}
-		bs, err := BlobsOf(data)
+		bs, err := blobsOf(data)
 		if err != nil {
 			return false
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/mirror"
+	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/workspace"
 )
 
@@ -74,7 +74,7 @@ func runDelete(cmd *cobra.Command, g *globalFlags, f *deleteFlags, target string
 	if err != nil {
 		return err
 	}
-	d := &mirror.Delete{Mirror: mo, Out: cmd.OutOrStdout(), ToolVersion: version, DeleteSignatures: f.deleteSigs, Log: log}
+	d := &prune.Delete{Mirror: mo, Out: cmd.OutOrStdout(), ToolVersion: version, DeleteSignatures: f.deleteSigs, Log: log}
 	root := strings.TrimPrefix(target, "docker://")
 	switch {
 	case f.generate && f.deleteYAML != "":
@@ -139,7 +139,7 @@ func deleteWorkspace(f *deleteFlags) (mode, ws string) {
 			ws = d
 		}
 	case f.deleteYAML != "" && !f.generate:
-		l, err := mirror.LoadDeleteList(f.deleteYAML)
+		l, err := prune.LoadDeleteList(f.deleteYAML)
 		if err != nil {
 			return "", ""
 		}

@@ -1,4 +1,4 @@
-package mirror
+package prune
 
 import (
 	"context"
@@ -20,7 +20,6 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
-	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/registryapi"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
@@ -41,13 +40,13 @@ type DeleteList struct {
 	Mirror string `json:"mirror"`
 	// Workspace is the working-dir whose records the plan came from; the
 	// execution updates them.
-	Workspace string         `json:"workspace"`
-	Config    string         `json:"config,omitempty"`
-	Generated time.Time      `json:"generated"`
-	Items     []DeleteItem   `json:"items"`
-	Actions   []prune.Action `json:"actions"`
-	Kept      []prune.Kept   `json:"kept,omitempty"`
-	Gone      []string       `json:"gone,omitempty"`
+	Workspace string       `json:"workspace"`
+	Config    string       `json:"config,omitempty"`
+	Generated time.Time    `json:"generated"`
+	Items     []DeleteItem `json:"items"`
+	Actions   []Action     `json:"actions"`
+	Kept      []Kept       `json:"kept,omitempty"`
+	Gone      []string     `json:"gone,omitempty"`
 }
 
 // DeleteItem is one image to delete.
@@ -142,7 +141,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	)
 	latest := func() (*imageset.Set, error) {
 		if !setRead {
-			set, setErr = latestSet(w, root, rec.Images)
+			set, setErr = LatestSet(w, root, rec.Images)
 			setRead = true
 		}
 		return set, setErr
@@ -163,7 +162,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	}
 	items, sigsLeft := signatureItems(items, rec.Images, root, d.DeleteSignatures)
 	cands := deleteCandidates(items, root)
-	keep, err := keepNames(w, root, nil)
+	keep, err := KeepNames(w, root, nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -171,9 +170,9 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if err != nil {
 		return "", nil, err
 	}
-	plan, err := prune.Compute(ctx, reg, root, cands, keep)
+	plan, err := Compute(ctx, reg, root, cands, keep)
 	if err != nil {
-		return "", nil, fmt.Errorf("working out the deletes at %s: %w", root, hint(err))
+		return "", nil, fmt.Errorf("working out the deletes at %s: %w", root, Hint(err))
 	}
 	if len(sel.kept) > 0 {
 		// Kept before the registry was asked: content that stays uses them.
@@ -233,10 +232,10 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 
 // deleteCandidates turns the plan's items into prune candidates, named
 // relative to the registry host of root.
-func deleteCandidates(items []DeleteItem, root string) []prune.Candidate {
-	cands := make([]prune.Candidate, 0, len(items))
+func deleteCandidates(items []DeleteItem, root string) []Candidate {
+	cands := make([]Candidate, 0, len(items))
 	for _, it := range items {
-		cands = append(cands, prune.Candidate{Destination: strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"), Digest: it.Digest, Origin: it.ImageName, Kind: it.Type, Why: it.Why})
+		cands = append(cands, Candidate{Destination: strings.TrimPrefix(it.ImageReference, "docker://"+root+"/"), Digest: it.Digest, Origin: it.ImageName, Kind: it.Type, Why: it.Why})
 	}
 	return cands
 }
@@ -438,8 +437,8 @@ func LoadDeleteList(path string) (*DeleteList, error) {
 
 // DeleteReport is what executing a delete plan did.
 type DeleteReport struct {
-	Plan    *prune.Plan
-	Outcome *prune.Outcome
+	Plan    *Plan
+	Outcome *Outcome
 	DryRun  bool
 	File    string
 }
@@ -493,7 +492,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 		}
 		cands = kept
 	}
-	keep, err := keepNames(w, root, nil)
+	keep, err := KeepNames(w, root, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -501,18 +500,18 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	if err != nil {
 		return nil, err
 	}
-	now, err := prune.Compute(ctx, reg, root, cands, keep)
+	now, err := Compute(ctx, reg, root, cands, keep)
 	if err != nil {
-		return nil, fmt.Errorf("checking the plan against %s: %w", root, hint(err))
+		return nil, fmt.Errorf("checking the plan against %s: %w", root, Hint(err))
 	}
 	// Do what the reviewed plan says and the registry still allows.
-	current := map[string]prune.Action{}
+	current := map[string]Action{}
 	for _, a := range now.Actions {
 		current[a.Key()] = a
 	}
 	reviewed := map[string]bool{}
-	run := &prune.Plan{Mirror: root, Candidates: cands, Kept: now.Kept, Gone: now.Gone}
-	var skipped []prune.FailedAction
+	run := &Plan{Mirror: root, Candidates: cands, Kept: now.Kept, Gone: now.Gone}
+	var skipped []FailedAction
 	for _, a := range l.Actions {
 		reviewed[a.Key()] = true
 		if c, ok := current[a.Key()]; ok {
@@ -526,11 +525,11 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 				break
 			}
 		}
-		skipped = append(skipped, prune.FailedAction{Action: a, Error: why})
+		skipped = append(skipped, FailedAction{Action: a, Error: why})
 	}
 	for _, a := range now.Actions {
 		if !reviewed[a.Key()] {
-			skipped = append(skipped, prune.FailedAction{Action: a, Error: "not in the reviewed plan: the registry changed since it was generated; generate the plan again to review it"})
+			skipped = append(skipped, FailedAction{Action: a, Error: "not in the reviewed plan: the registry changed since it was generated; generate the plan again to review it"})
 		}
 	}
 	rep := &DeleteReport{Plan: run, DryRun: dryRun}
@@ -548,7 +547,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 		fmt.Fprintf(d.Out, "delete (dry run): %d deletes at %s would be done, %d skipped; nothing was deleted\n", len(run.Actions), root, len(skipped))
 		return rep, nil
 	}
-	out, xerr := prune.Execute(ctx, reg, run, d.Out)
+	out, xerr := Execute(ctx, reg, run, d.Out)
 	out.Skipped = append(out.Skipped, skipped...)
 	rep.Outcome = out
 	for _, a := range out.Done {
@@ -561,15 +560,15 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 		d.log().Debug("delete skipped", "action", s.Action.String(), "why", s.Error)
 	}
 	d.log().Info("deletes done", "mirror", root, "plan", planPath, "done", len(out.Done), "failed", len(out.Failed), "skipped", len(out.Skipped))
-	drec := deletionRecord{FormatVersion: workspace.Format, Kind: "delete", Mirror: root, Time: d.now(), ToolVersion: d.ToolVersion, Plan: run, Outcome: out}
+	drec := DeletionRecord{FormatVersion: workspace.Format, Kind: "delete", Mirror: root, Time: d.now(), ToolVersion: d.ToolVersion, Plan: run, Outcome: out}
 	rep.File = w.Path("delete", drec.Time.Format("20060102T150405.000Z")+"-deleted.json")
 	if err := w.Write(drec, "delete", filepath.Base(rep.File)); err != nil {
 		return rep, errors.Join(xerr, err)
 	}
-	if err := forget(w, root, nil, prune.Resolved(run, out)); err != nil {
+	if err := Forget(w, root, nil, Resolved(run, out)); err != nil {
 		return rep, errors.Join(xerr, err)
 	}
-	printKept(d.Out, run)
+	PrintKept(d.Out, run)
 	for _, s := range out.Skipped {
 		fmt.Fprintf(d.Out, "SKIPPED %s: %s\n", s.Action, s.Error)
 	}

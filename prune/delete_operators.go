@@ -1,4 +1,4 @@
-package mirror
+package prune
 
 // delete.operators: a catalog entry of a DeleteImageSetConfiguration selects
 // bundles with the same filter as mirroring, applied to the file-based
@@ -22,7 +22,6 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
-	"github.com/gapmirror/gapmirror/prune"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
@@ -60,7 +59,7 @@ type selection struct {
 	// additionalImages reasons go with them.
 	additional map[string]bool
 	images     []matchedImage
-	kept       []prune.Kept
+	kept       []Kept
 	// notes are said with the plan: images deleted although the latest
 	// run's configuration still lists them.
 	notes []string
@@ -118,7 +117,7 @@ func (s *selection) settle(latest func() (*imageset.Set, error)) error {
 			return m[p.img.Key()]
 		}
 		if why := lookup(still); len(why) > 0 {
-			s.kept = append(s.kept, prune.Kept{Image: p.img.Destination, Digest: p.img.Digest, Why: "selected by " + p.why + " but still used by " + joinFew(why)})
+			s.kept = append(s.kept, Kept{Image: p.img.Destination, Digest: p.img.Digest, Why: "selected by " + p.why + " but still used by " + joinFew(why)})
 			continue
 		}
 		var listed []string
@@ -303,10 +302,10 @@ func stillNeeded(set *imageset.Set, dropped func(img imageset.Image, why string)
 	return out
 }
 
-// latestSet is the Set of the newest run that mirrored into the root: the
+// LatestSet is the Set of the newest run that mirrored into the root: the
 // newest run record naming that root; records older gapmirror versions
 // wrote name none, and count when they hold an image of the root's record.
-func latestSet(w workspace.Workspace, root string, images []workspace.MirroredImage) (*imageset.Set, error) {
+func LatestSet(w workspace.Workspace, root string, images []workspace.MirroredImage) (*imageset.Set, error) {
 	at := map[string]bool{}
 	for _, m := range images {
 		at[m.Key()] = true

@@ -1,4 +1,4 @@
-package mirror
+package prune
 
 // delete.helm: a repository or local chart entry of a DeleteImageSetConfiguration
 // selects charts this workspace mirrored, by the records alone (no chart
