@@ -165,6 +165,8 @@ func PrintPlan(w io.Writer, p *Plan) {
 	PrintKept(w, p)
 }
 
+// PrintKept prints what p keeps that a plain prune would delete (and why)
+// and what was gone already.
 func PrintKept(w io.Writer, p *Plan) {
 	for _, k := range p.Kept {
 		fmt.Fprintf(w, "  keep            %s@%s: %s\n", k.Image, k.Digest, k.Why)

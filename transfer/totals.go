@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // CopyPlanned copies set from src to dst after a planning pass that asks
@@ -143,27 +142,6 @@ func PlanReader(src Source, img imageset.Image) (read func(context.Context, dige
 		}, func() {}
 	}
 	return direct, func() { r.ImageDone(img) }
-}
-
-// planClient is the run's shared client for img's registry when reading by
-// digest through it reaches the same place containers/image would: one pull
-// source in registries.conf, not blocked (see onlySource).
-func (r *Registry) planClient(img imageset.Image) (reference.Named, *registryapi.Client) {
-	named, err := r.pullRef(img)
-	if err != nil {
-		return nil, nil
-	}
-	if r.root == "" {
-		var ok bool
-		if named, ok = r.onlySource(named); !ok {
-			return nil, nil
-		}
-	}
-	c := r.sharedClient(named)
-	if c == nil {
-		return nil, nil
-	}
-	return named, c
 }
 
 type manifestRead struct {

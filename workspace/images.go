@@ -33,6 +33,7 @@ type MirroredImage struct {
 	Platforms []string `json:"platforms,omitempty"`
 }
 
+// Key identifies the image in a root's record: its tag and digest.
 func (m MirroredImage) Key() string { return m.Destination + "@" + m.Digest }
 
 // SetName is the destination the image set gave the image, before any

@@ -99,6 +99,8 @@ func (p *Plan) File(name string) ([]byte, bool) {
 	return nil, false
 }
 
+// PinCatalog records that the catalog entry at path (mirror.operators[i])
+// was resolved to digest d, for the pinned configuration.
 func (p *Plan) PinCatalog(path, d string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

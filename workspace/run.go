@@ -42,6 +42,8 @@ type Run struct {
 	Blobs     int64  `json:"blobs"`
 }
 
+// Failure is one image a run could not copy (or resolve), as run records
+// and failure files keep it.
 type Failure struct {
 	Image string `json:"image"`
 	Error string `json:"error"`

@@ -22,6 +22,8 @@ import (
 // run incremental. Every file is JSON, written atomically, and versioned.
 type Workspace struct{ Dir string }
 
+// Format is the format version of the workspace's records but run records
+// (RunFormat); a reader refuses a newer one.
 const Format = 1
 
 // ArchiveRecord is what mirror-to-disk remembers of an archive it wrote:
@@ -104,10 +106,12 @@ type LocationRecord struct {
 	Images []MirroredImage `json:"images,omitempty"`
 }
 
+// Path is the path of a record or folder in the workspace.
 func (w Workspace) Path(parts ...string) string {
 	return filepath.Join(append([]string{w.Dir}, parts...)...)
 }
 
+// Write writes v as the JSON record at parts, atomically.
 func (w Workspace) Write(v any, parts ...string) error {
 	p := w.Path(parts...)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -120,6 +124,8 @@ func (w Workspace) Write(v any, parts ...string) error {
 	return archive.WriteFileAtomic(p, data)
 }
 
+// Read reads the JSON record at parts into v; false when there is none. A
+// damaged record is an error that says how to start it afresh.
 func (w Workspace) Read(v any, parts ...string) (bool, error) {
 	data, err := os.ReadFile(w.Path(parts...))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -134,6 +140,7 @@ func (w Workspace) Read(v any, parts ...string) (bool, error) {
 	return true, nil
 }
 
+// ReadAll calls each with the name of every record in the folder dir.
 func (w Workspace) ReadAll(dir string, each func(name string) error) error {
 	entries, err := os.ReadDir(w.Path(dir))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -170,12 +177,12 @@ func (w Workspace) Archives() ([]ArchiveRecord, error) {
 	return out, err
 }
 
+// SaveArchive records an archive mirror-to-disk wrote.
 func (w Workspace) SaveArchive(r ArchiveRecord) error {
 	r.FormatVersion = Format
 	return w.Write(r, "archives", r.ID+".json")
 }
 
-// Applied returns the archives disk-to-mirror pushed from this workspace.
 // Applied returns what this directory applied, by archive id: to root
 // only, or to any mirror when root is "" (the latest application of each).
 // Records written before they named their mirror count for every root.
@@ -198,13 +205,14 @@ func (w Workspace) Applied(root string) (map[string]AppliedRecord, error) {
 }
 
 // MarkApplied records that archive r.ID reached mirror root r.Mirror: a
-// File for each archive and root, so that one directory can feed several
+// file for each archive and root, so that one directory can feed several
 // mirrors (enclaves), each applying every archive in turn.
 func (w Workspace) MarkApplied(r AppliedRecord) error {
 	r.FormatVersion = Format
 	return w.Write(r, "applied", r.ID+"@"+LocationFile(r.Mirror))
 }
 
+// LocationFile is the name of the records of mirror root root.
 func LocationFile(root string) string {
 	return strings.NewReplacer("/", "_", ":", "_").Replace(root) + ".json"
 }
@@ -225,6 +233,7 @@ func (w Workspace) Location(root string) (*LocationRecord, error) {
 	return r, nil
 }
 
+// SaveLocation writes the record of a mirror root, its images sorted.
 func (w Workspace) SaveLocation(r *LocationRecord) error {
 	sortImages(r.Images)
 	return w.Write(r, "mirrors", LocationFile(r.Mirror))
