@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
@@ -35,7 +36,7 @@ const (
 type filterSpec struct {
 	name string
 	desc string
-	spec func(c *catalog.Catalog) catalog.FilterSpec
+	spec func(c *fbc.Catalog) catalog.FilterSpec
 }
 
 // realSelect is an ImageSetConfiguration-like selection over the real
@@ -48,11 +49,11 @@ var realSelect = []catalog.PackageSpec{
 }
 
 var filterSpecs = []filterSpec{
-	{"heads", "heads of every channel", func(*catalog.Catalog) catalog.FilterSpec { return catalog.FilterSpec{} }},
-	{"real-select", "4 packages, channels and version ranges", func(*catalog.Catalog) catalog.FilterSpec {
+	{"heads", "heads of every channel", func(*fbc.Catalog) catalog.FilterSpec { return catalog.FilterSpec{} }},
+	{"real-select", "4 packages, channels and version ranges", func(*fbc.Catalog) catalog.FilterSpec {
 		return catalog.FilterSpec{Packages: realSelect}
 	}},
-	{"gen-select", "every 3rd package, versions 2.0.0 to 3.5.0", func(c *catalog.Catalog) catalog.FilterSpec {
+	{"gen-select", "every 3rd package, versions 2.0.0 to 3.5.0", func(c *fbc.Catalog) catalog.FilterSpec {
 		var pkgs []catalog.PackageSpec
 		for i, name := range c.PackageNames() {
 			if i%3 == 0 {
@@ -83,7 +84,7 @@ func runChild() int {
 		return 2
 	}
 	start := time.Now()
-	c, err := catalog.LoadFS(os.DirFS(dir), ".")
+	c, err := fbc.LoadFS(os.DirFS(dir), ".")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench child: loading %s: %v\n", dir, err)
 		return 1
@@ -293,7 +294,7 @@ func (b *bench) catalogScenario(ctx context.Context, realDir string, genBundles,
 	}
 
 	for _, cc := range cases {
-		c, err := catalog.LoadFS(os.DirFS(cc.dir), ".")
+		c, err := fbc.LoadFS(os.DirFS(cc.dir), ".")
 		if err != nil {
 			return fmt.Errorf("loading %s: %w", cc.dir, err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
@@ -170,9 +171,9 @@ func buildMixed(ctx context.Context, up *registrytest.Registry, dir, catalogsDir
 
 // mixedSourceCatalog loads the real catalogs, or generates a catalog of
 // their shape (35 packages of 21 bundles in 3 channels) when they are absent.
-func mixedSourceCatalog(dir string) (*catalog.Catalog, string, error) {
+func mixedSourceCatalog(dir string) (*fbc.Catalog, string, error) {
 	if _, err := os.Stat(dir); err == nil {
-		c, err := catalog.LoadFS(os.DirFS(dir), ".")
+		c, err := fbc.LoadFS(os.DirFS(dir), ".")
 		if err != nil {
 			return nil, "", fmt.Errorf("loading the real catalogs in %s: %w", dir, err)
 		}
@@ -189,7 +190,7 @@ func mixedSourceCatalog(dir string) (*catalog.Catalog, string, error) {
 // selection keeps (heads of every channel, dependencies pulled in).
 type selection struct {
 	names []string
-	kept  *catalog.Catalog
+	kept  *fbc.Catalog
 }
 
 // filterSpec is the configuration's selection: each package by name.
@@ -205,7 +206,7 @@ func (s selection) filterSpec() catalog.FilterSpec {
 // images first, adding each while the images the whole selection needs
 // stay at most limit. The configuration then lists them (and the packages
 // their dependencies pull in) by name.
-func selectPackages(c *catalog.Catalog, limit int) (selection, error) {
+func selectPackages(c *fbc.Catalog, limit int) (selection, error) {
 	type candidate struct {
 		name   string
 		images int
@@ -261,7 +262,7 @@ type operatorSet struct {
 // the catalog of the selected packages (whole: every bundle of every
 // channel) naming them: the images the selection needs by their new
 // digests, the others on host with their old tag or digest.
-func operatorImages(src *catalog.Catalog, sel selection, host string) (*catalog.Catalog, *operatorSet, error) {
+func operatorImages(src *fbc.Catalog, sel selection, host string) (*fbc.Catalog, *operatorSet, error) {
 	whole, _, err := catalog.Filter(src, catalog.FilterSpec{Full: true, Packages: sel.filterSpec().Packages})
 	if err != nil {
 		return nil, nil, fmt.Errorf("the selected packages: %w", err)
@@ -397,7 +398,7 @@ func relatedImage(repo, ref, pkg string, multi bool) (imagebuilder.FleetImage, e
 
 // catalogImage is an opm-style catalog image of cat for the four OpenShift
 // platforms: a base layer, the FBC under /configs.
-func catalogImage(cat *catalog.Catalog) (imagebuilder.FleetImage, error) {
+func catalogImage(cat *fbc.Catalog) (imagebuilder.FleetImage, error) {
 	files := map[string][]byte{}
 	if err := cat.WriteFiles(func(name string, data []byte) error {
 		files["configs/"+name] = data

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
@@ -169,7 +170,7 @@ func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []image
 		// Delete only what is named: bundles of other packages that the
 		// named ones depend on stay.
 		spec.SkipDependencies = true
-		var refs []catalog.ImageRef
+		var refs []fbc.ImageRef
 		var ferrs []string
 		for _, m := range cats {
 			c, err := d.loadMirroredCatalog(ctx, store, root, m, tmp)
@@ -365,7 +366,7 @@ func (d *Delete) catalogStore(ctx context.Context) (*transfer.Store, func(), err
 // loadMirroredCatalog loads the FBC of the catalog image m recorded at the
 // root: from the store when it holds it (the run built or copied it there),
 // else pulled from the mirror by its recorded digest.
-func (d *Delete) loadMirroredCatalog(ctx context.Context, store *transfer.Store, root string, m workspace.MirroredImage, tmp string) (*catalog.Catalog, error) {
+func (d *Delete) loadMirroredCatalog(ctx context.Context, store *transfer.Store, root string, m workspace.MirroredImage, tmp string) (*fbc.Catalog, error) {
 	dg, err := digest.Parse(m.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace records catalog %s with a bad digest %q: %w", m.Destination, m.Digest, err)

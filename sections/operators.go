@@ -31,6 +31,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -81,7 +82,7 @@ type CatalogImage struct {
 // Load extracts the image's file-based catalog into a temporary directory
 // under tmp and loads it. Errors name the catalog and, for malformed FBC,
 // the file and line inside the configs directory.
-func (ci *CatalogImage) Load(tmp string) (*catalog.Catalog, error) {
+func (ci *CatalogImage) Load(tmp string) (*fbc.Catalog, error) {
 	configs, err := catalogimage.ConfigsDir(ci.Blobs, ci.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", ci.Origin, err)
@@ -94,7 +95,7 @@ func (ci *CatalogImage) Load(tmp string) (*catalog.Catalog, error) {
 	if err := catalogimage.ExtractFBC(ci.Blobs, ci.Digest, dir); err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", ci.Origin, err)
 	}
-	c, err := catalog.LoadFS(os.DirFS(dir), ".")
+	c, err := fbc.LoadFS(os.DirFS(dir), ".")
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: the file-based catalog in %s is malformed (file names are relative to %s): %w; the catalog's publisher must fix it (opm validate shows such errors)", ci.Origin, configs, configs, err)
 	}
@@ -436,7 +437,7 @@ func TemplateExtra(dest string) string {
 // r, pinned by digest, sparse when platforms are set. Tag-only references
 // are resolved (with a warning); one that cannot be is a failure of the
 // image, not of the run.
-func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *catalog.Catalog, platforms []string, r *imageset.Resolving) error {
+func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *fbc.Catalog, platforms []string, r *imageset.Resolving) error {
 	refs := kept.RelatedImages()
 	wanted := make([]imageset.Wanted, 0, len(refs))
 	blockedBy := map[string]int{}
@@ -470,7 +471,7 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *c
 }
 
 // BundlesOf names the bundles of users for messages, the first few in full.
-func BundlesOf(users []catalog.ImageUser) string {
+func BundlesOf(users []fbc.ImageUser) string {
 	var names []string
 	for _, u := range users {
 		n := "package " + u.Package + " bundle " + u.Bundle

@@ -17,6 +17,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
@@ -117,7 +118,7 @@ func TestRealCatalogContribution(t *testing.T) {
 	if err := imagebuilder.WriteLayout(layout, "v4.18", img); err != nil {
 		t.Fatal(err)
 	}
-	src, err := catalog.LoadFS(os.DirFS(realCatalogDir), ".")
+	src, err := fbc.LoadFS(os.DirFS(realCatalogDir), ".")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/fixtures"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
@@ -31,7 +32,7 @@ func newOpDeleteWorld(t *testing.T) *opDeleteWorld {
 	w.pkgA, w.pkgB = catalog.GenPackageName(0), catalog.GenPackageName(1)
 	w.oc = w.pushCatalog("catalogs/test-index", "v1", catalogOptions{
 		Spec: catalog.GenSpec{Seed: 9, Packages: 3, Bundles: 4, RelatedImages: 1, DependencyRatio: -1},
-		Mutate: func(c *catalog.Catalog) {
+		Mutate: func(c *fbc.Catalog) {
 			a := c.Package(w.pkgA).Bundles[0]
 			for _, ri := range a.RelatedImages {
 				if ri.Image != a.Image {
@@ -40,7 +41,7 @@ func newOpDeleteWorld(t *testing.T) *opDeleteWorld {
 				}
 			}
 			for _, b := range c.Package(w.pkgB).Bundles {
-				b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "shared", Image: w.shared})
+				b.RelatedImages = append(b.RelatedImages, fbc.RelatedImage{Name: "shared", Image: w.shared})
 			}
 		},
 	})

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
@@ -146,7 +147,7 @@ func TestOcMirrorCommandLines(t *testing.T) {
 	w.pushFleet(3, 16<<10)
 	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec})
 	w.pushCatalog("redhat/certified-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
-	pkg := oc.Cat.Packages()[0]
+	pkg := catalog.Packages(oc.Cat)[0]
 
 	gs := releasetest.NewGraphServer()
 	for _, c := range []struct{ channel, arch string }{{"stable-4.17", "amd64"}, {"stable-4.18", "amd64"}, {"fast-4.18", "amd64"}, {"fast-4.18", "arm64"}} {
@@ -481,7 +482,7 @@ func TestDiskToMirrorSubset(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(4, 16<<10)
 	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true})
-	pkgs := oc.Cat.Packages()
+	pkgs := catalog.Packages(oc.Cat)
 	catalogEntry := fmt.Sprintf("  operators:\n  - catalog: %s/redhat/redhat-operator-index:v4.18\n    packages:\n    - name: %s\n    - name: %s\n", w.up.Host(), pkgs[0].Name, pkgs[1].Name)
 	isc := w.isc(catalogEntry)
 	archiveDir := filepath.Join(w.dir, "archive")
@@ -564,7 +565,7 @@ func TestDiskToMirrorSubset(t *testing.T) {
 		t.Error("no image of the kept package checked")
 	}
 	for _, ref := range whole.RelatedImages() {
-		if slices.ContainsFunc(narrowed.RelatedImages(), func(r catalog.ImageRef) bool { return r.Image == ref.Image }) {
+		if slices.ContainsFunc(narrowed.RelatedImages(), func(r fbc.ImageRef) bool { return r.Image == ref.Image }) {
 			continue
 		}
 		named, err := reference.ParseNormalizedNamed(ref.Image)

@@ -158,7 +158,7 @@ func (f *listOperatorsFlags) run(ctx context.Context, g *globalFlags, out io.Wri
 		}
 		return err
 	}
-	pkgs := c.Packages()
+	pkgs := catalog.Packages(c)
 	if f.pkg == "" {
 		return f.listPackages(out, ci.Origin, pkgs)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
@@ -28,7 +29,7 @@ func TestOperatorBadInput(t *testing.T) {
 		"configs/ok/catalog.json":     []byte(`{"schema":"olm.package","name":"ok","defaultChannel":"stable"}` + "\n"),
 		"configs/broken/catalog.json": []byte("{\"schema\":\"olm.package\",\"name\":\"broken\"}\n{\"schema\":\"olm.channel\",\n  \"name\": oops\n}\n"),
 	}})
-	versions := good.Cat.Packages()[1].Channels[0].Versions
+	versions := catalog.Packages(good.Cat)[1].Channels[0].Versions
 	badTemplate := filepath.Join(w.dir, "bad-template.yaml")
 	must(t, os.WriteFile(badTemplate, []byte("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: x\nspec:\n  configMap: my-catalog\n"), 0o644))
 
@@ -111,12 +112,12 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 	helper, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(77, 2048)}})
 	must(t, err)
 	must(t, imagebuilder.Push(context.Background(), imagebuilder.Target{URL: w.up.URL()}, "tagged/helper", "v1", helper))
-	oc := w.pushCatalog("catalogs/ghosts", "v1", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *catalog.Catalog) {
+	oc := w.pushCatalog("catalogs/ghosts", "v1", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *fbc.Catalog) {
 		for _, b := range c.Package("operator-001").Bundles {
-			b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "ghost-digest", Image: ghostDigest}, catalog.RelatedImage{Name: "ghost-tag", Image: ghostTag})
+			b.RelatedImages = append(b.RelatedImages, fbc.RelatedImage{Name: "ghost-digest", Image: ghostDigest}, fbc.RelatedImage{Name: "ghost-tag", Image: ghostTag})
 		}
 		for _, b := range c.Package("operator-000").Bundles {
-			b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "helper", Image: w.up.Host() + "/tagged/helper:v1"})
+			b.RelatedImages = append(b.RelatedImages, fbc.RelatedImage{Name: "helper", Image: w.up.Host() + "/tagged/helper:v1"})
 		}
 	}})
 	isc := w.writeISC("isc.yaml", "  operators:\n  - catalog: "+oc.Ref+"\n    packages:\n    - name: operator-000\n    - name: operator-001\n")
@@ -124,7 +125,7 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 	if code != 4 {
 		t.Errorf("exit %d, want 4 (operator images failed)", code)
 	}
-	head := oc.Cat.Packages()[1].Channels[0].Head
+	head := catalog.Packages(oc.Cat)[1].Channels[0].Head
 	for _, want := range []string{
 		"  " + ghostTag + " (needed by package operator-001 bundle " + head + " in catalog " + oc.Ref + ")",
 		ghostDigest,
@@ -152,7 +153,7 @@ func TestOperatorRelatedImageMissing(t *testing.T) {
 	must(t, err)
 	for _, p := range kept.PackageNames() {
 		for _, b := range kept.Package(p).Bundles {
-			var keep []catalog.RelatedImage
+			var keep []fbc.RelatedImage
 			for _, ri := range b.RelatedImages {
 				if !strings.Contains(ri.Image, "/ghost/") {
 					keep = append(keep, ri)

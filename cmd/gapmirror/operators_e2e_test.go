@@ -14,6 +14,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
@@ -35,7 +36,7 @@ func TestOperatorCatalogTrips(t *testing.T) {
 	if stable == nil || len(stable.Entries) < 4 {
 		t.Fatalf("generated operator-004 has no stable channel of 4+ entries")
 	}
-	versions := oc.Cat.Packages()[4].Channels
+	versions := catalog.Packages(oc.Cat)[4].Channels
 	var sv []string
 	for _, ch := range versions {
 		if ch.Name == "stable" {
@@ -144,7 +145,7 @@ func TestOperatorCatalogTrips(t *testing.T) {
 
 // checkCatalogs checks both catalogs of TestOperatorCatalogTrips and their
 // images under prefix and returns the mirrored catalog digests.
-func (w *world) checkCatalogs(reg *registrytest.Registry, prefix string, oc *opCatalog, want1, want2 *catalog.Catalog) (digest.Digest, digest.Digest) {
+func (w *world) checkCatalogs(reg *registrytest.Registry, prefix string, oc *opCatalog, want1, want2 *fbc.Catalog) (digest.Digest, digest.Digest) {
 	t := w.t
 	t.Helper()
 	d1, err := reg.ManifestDigest(prefix+"/catalogs/test-index", "v1")
@@ -294,7 +295,7 @@ func TestListOperators(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	layout := filepath.Join(w.dir, "layout")
 	oc := w.pushCatalog("catalogs/list-index", "v1", catalogOptions{Spec: smallSpec, Layout: layout})
-	pkgs := oc.Cat.Packages()
+	pkgs := catalog.Packages(oc.Cat)
 	p := pkgs[1]
 	ch := p.Channels[0]
 
@@ -367,7 +368,7 @@ func TestOperatorCatalogIncremental(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	oc := w.pushCatalog("catalogs/inc-index", "v1", catalogOptions{Spec: smallSpec})
 	out := filepath.Join(w.dir, "out")
-	trip := func(name string, pkgs ...string) *catalog.Catalog {
+	trip := func(name string, pkgs ...string) *fbc.Catalog {
 		t.Helper()
 		body := "  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n"
 		var spec catalog.FilterSpec

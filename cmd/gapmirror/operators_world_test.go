@@ -17,7 +17,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/fixtures"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
@@ -57,7 +57,7 @@ func registryBlobs(reg *registrytest.Registry, repo string) fixtures.ReadOnlyBlo
 }
 
 // mirroredCatalog extracts and loads the catalog image repo@d of reg.
-func mirroredCatalog(t *testing.T, reg *registrytest.Registry, repo string, d digest.Digest) *catalog.Catalog {
+func mirroredCatalog(t *testing.T, reg *registrytest.Registry, repo string, d digest.Digest) *fbc.Catalog {
 	t.Helper()
 	c, err := fixtures.LoadCatalogImage(registryBlobs(reg, repo), d, t.TempDir())
 	must(t, err)
@@ -133,7 +133,7 @@ func layerNames(t *testing.T, reg *registrytest.Registry, repo string, d digest.
 // checkImages checks that every image the catalog c needs (but those
 // whose reference contains one of except) is at reg under prefix by
 // digest, complete, with the digest tag; it returns how many it checked.
-func (w *world) checkImages(reg *registrytest.Registry, prefix string, c *catalog.Catalog, except ...string) int {
+func (w *world) checkImages(reg *registrytest.Registry, prefix string, c *fbc.Catalog, except ...string) int {
 	t := w.t
 	t.Helper()
 	n := 0

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
@@ -206,7 +207,7 @@ func TestRegistriesConfLocationAndWildcard(t *testing.T) {
 	}
 	w.sigs = sigs
 	catalogRef := "index.catalogs.invalid/redhat/redhat-operator-index:v4.18"
-	pkg := oc.Cat.Packages()[0].Name
+	pkg := catalog.Packages(oc.Cat)[0].Name
 
 	code, out, _ := w.gapmirror("list", "operators", "--catalog", catalogRef)
 	if code != 0 || !strings.Contains(out, pkg) {

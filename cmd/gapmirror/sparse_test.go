@@ -15,7 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/helmtest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
@@ -282,9 +282,9 @@ func TestSparseOperatorCatalog(t *testing.T) {
 	w := newWorld(t, registrytest.Options{})
 	fx := w.pushSparseFixture()
 	multiRef := w.up.Host() + "/multi/tool@" + fx.index.Digest.String()
-	oc := w.pushCatalog("catalogs/sparse-index", "v1", catalogOptions{Spec: smallSpec, Mutate: func(c *catalog.Catalog) {
+	oc := w.pushCatalog("catalogs/sparse-index", "v1", catalogOptions{Spec: smallSpec, Mutate: func(c *fbc.Catalog) {
 		b := c.Package("operator-001").Bundles[0]
-		b.RelatedImages = append(b.RelatedImages, catalog.RelatedImage{Name: "tool", Image: multiRef})
+		b.RelatedImages = append(b.RelatedImages, fbc.RelatedImage{Name: "tool", Image: multiRef})
 	}})
 	sparse := registrytest.Start(t, registrytest.Options{SparseIndexes: true})
 	isc := w.writeISC("isc.yaml", `  operators:

@@ -13,7 +13,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/imageset"
-	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
@@ -101,9 +101,9 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(3, 8<<10)
-	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *catalog.Catalog) {
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *fbc.Catalog) {
 		for _, b := range c.Package("operator-002").Bundles {
-			b.Properties = append(b.Properties, catalog.Property{Type: catalog.PropertyPackageRequired, Value: json.RawMessage(`{"packageName":"operator-000","versionRange":">=0.0.0"}`)})
+			b.Properties = append(b.Properties, fbc.Property{Type: fbc.PropertyPackageRequired, Value: json.RawMessage(`{"packageName":"operator-000","versionRange":">=0.0.0"}`)})
 		}
 	}})
 	archiveDir := filepath.Join(w.dir, "archive")
@@ -112,7 +112,7 @@ func TestDiskToMirrorSubsetSwitch(t *testing.T) {
 	}
 	root := w.dst.Host() + "/enclave"
 	catRepo := "enclave/redhat/redhat-operator-index"
-	pushed := func(c *catalog.Catalog) map[string]bool {
+	pushed := func(c *fbc.Catalog) map[string]bool {
 		out := map[string]bool{}
 		for _, ref := range c.RelatedImages() {
 			named, err := reference.ParseNormalizedNamed(ref.Image)
@@ -228,9 +228,9 @@ func TestDiskToMirrorSubsetWeekly(t *testing.T) {
 	}
 	// Week 3: the catalog changed upstream (same base layer, new FBC): the
 	// incremental archive carries only what changed.
-	w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *catalog.Catalog) {
+	w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: smallSpec, Single: true, Mutate: func(c *fbc.Catalog) {
 		for _, b := range c.Package("operator-001").Bundles {
-			b.Properties = append(b.Properties, catalog.Property{Type: "example.week", Value: json.RawMessage(`"3"`)})
+			b.Properties = append(b.Properties, fbc.Property{Type: "example.week", Value: json.RawMessage(`"3"`)})
 		}
 	}})
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+archiveDir); code != 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
@@ -29,8 +30,8 @@ var monthSpec = catalog.GenSpec{Seed: 21, Packages: 2, Bundles: 4, Channels: 1, 
 
 // withoutNewest drops the newest bundle of a package from the catalog: the
 // catalog as it was before upstream shipped that bundle.
-func withoutNewest(pkg string) func(c *catalog.Catalog) {
-	return func(c *catalog.Catalog) {
+func withoutNewest(pkg string) func(c *fbc.Catalog) {
+	return func(c *fbc.Catalog) {
 		p := c.Package(pkg)
 		newest := p.Bundles[0]
 		for _, b := range p.Bundles {
@@ -38,9 +39,9 @@ func withoutNewest(pkg string) func(c *catalog.Catalog) {
 				newest = b
 			}
 		}
-		p.Bundles = slices.DeleteFunc(p.Bundles, func(b *catalog.Bundle) bool { return b == newest })
+		p.Bundles = slices.DeleteFunc(p.Bundles, func(b *fbc.Bundle) bool { return b == newest })
 		for _, ch := range p.Channels {
-			ch.Entries = slices.DeleteFunc(ch.Entries, func(e catalog.ChannelEntry) bool { return e.Name == newest.Name })
+			ch.Entries = slices.DeleteFunc(ch.Entries, func(e fbc.ChannelEntry) bool { return e.Name == newest.Name })
 		}
 	}
 }
@@ -186,7 +187,7 @@ func TestAMonthOfMirroring(t *testing.T) {
 	// old catalog manifest; kept: the shared operand (still an additional image).
 	w.gone(w.dst, "mirror/"+fleet[1].Repo, fleet[1].Tag, fleet[1].Digest)
 	for _, ri := range head1.RelatedImages() {
-		if ri.Image == shared || slices.ContainsFunc(head2.RelatedImages(), func(r catalog.ImageRef) bool { return r.Image == ri.Image }) {
+		if ri.Image == shared || slices.ContainsFunc(head2.RelatedImages(), func(r fbc.ImageRef) bool { return r.Image == ri.Image }) {
 			continue
 		}
 		named, err := reference.ParseNormalizedNamed(ri.Image)
@@ -339,7 +340,7 @@ type mirrorEntry struct {
 // images and the catalog; IDMS/ITMS entries each covering a mirrored image
 // and every mirrored upstream image covered; the CatalogSource and
 // ClusterCatalog serving the mirrored catalog; signatures of every release.
-func (w *releaseWorld) checkMonth(dir, root string, set *imageset.Set, versions []string, fleet []example, want *catalog.Catalog) {
+func (w *releaseWorld) checkMonth(dir, root string, set *imageset.Set, versions []string, fleet []example, want *fbc.Catalog) {
 	t := w.t
 	t.Helper()
 	prefix := strings.TrimPrefix(root, w.dst.Host()+"/")

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
+	"github.com/gapmirror/gapmirror/internal/fbctest"
 )
 
 // heapPeak samples the live heap every millisecond (runtime/metrics does not
@@ -53,8 +56,8 @@ func (h *heapPeak) report(b *testing.B) {
 // BenchmarkLoadFilterReal loads the 35 real catalogs together and filters
 // them twice: to every channel's head, and to version ranges of several packages.
 func BenchmarkLoadFilterReal(b *testing.B) {
-	realCatalog(b) // skips when absent
-	fsys := os.DirFS(realCatalogDir)
+	fbctest.RealCatalog(b) // skips when absent
+	fsys := os.DirFS(fbctest.RealCatalogDir)
 	spec := FilterSpec{Packages: []PackageSpec{
 		{Name: "project-quay", MinVersion: "3.10.0"},
 		{Name: "infinispan", Channels: []ChannelSpec{{Name: "stable", VersionRange: ">=2.4.0, <2.5.0"}}},
@@ -64,7 +67,7 @@ func BenchmarkLoadFilterReal(b *testing.B) {
 	b.ReportAllocs()
 	peak := startHeapPeak()
 	for b.Loop() {
-		c, err := LoadFS(fsys, ".")
+		c, err := fbc.LoadFS(fsys, ".")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -101,7 +104,7 @@ func BenchmarkLoadFilterGenerated(b *testing.B) {
 	b.ReportAllocs()
 	peak := startHeapPeak()
 	for b.Loop() {
-		c, err := LoadFS(fsys, ".")
+		c, err := fbc.LoadFS(fsys, ".")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 )
 
 // dependencies resolves the requirements of kept bundles not resolved yet.
@@ -17,18 +19,18 @@ func (r *run) dependencies() bool {
 			continue
 		}
 		r.resolved[b] = true
-		for _, req := range b.requiresPkgs {
-			rng, err := ParseSkipRange(req.VersionRange)
+		for _, req := range b.RequiredPackages() {
+			rng, err := fbc.ParseSkipRange(req.VersionRange)
 			if err != nil {
 				continue // rejected when the catalog was loaded
 			}
-			desc := fmt.Sprintf("%s %s %s", PropertyPackageRequired, req.PackageName, req.VersionRange)
+			desc := fmt.Sprintf("%s %s %s", fbc.PropertyPackageRequired, req.PackageName, req.VersionRange)
 			if r.requirePackage(b, desc, req.PackageName, rng) {
 				changed = true
 			}
 		}
-		for _, gvk := range b.requiresGVKs {
-			if r.requireGVK(b, fmt.Sprintf("%s %s", PropertyGVKRequired, gvk), gvk) {
+		for _, gvk := range b.RequiredGVKs() {
+			if r.requireGVK(b, fmt.Sprintf("%s %s", fbc.PropertyGVKRequired, gvk), gvk) {
 				changed = true
 			}
 		}
@@ -43,11 +45,11 @@ func (r *run) dependencies() bool {
 // constraint like olm.gvk.required or olm.package.required; the compound and
 // CEL ones (all, any, not, cel) only with a warning, as they are not
 // resolved.
-func (r *run) constraints(b *Bundle) bool {
+func (r *run) constraints(b *fbc.Bundle) bool {
 	changed := false
-	for _, raw := range b.PropertyValues(PropertyConstraint) {
+	for _, raw := range b.PropertyValues(fbc.PropertyConstraint) {
 		var v struct {
-			GVK     *GVK `json:"gvk"`
+			GVK     *fbc.GVK `json:"gvk"`
 			Package *struct {
 				PackageName  string `json:"packageName"`
 				Name         string `json:"name"`
@@ -57,22 +59,22 @@ func (r *run) constraints(b *Bundle) bool {
 		_ = json.Unmarshal(raw, &v)
 		switch {
 		case v.GVK != nil && v.GVK.Kind != "":
-			if r.requireGVK(b, fmt.Sprintf("%s gvk %s", PropertyConstraint, *v.GVK), *v.GVK) {
+			if r.requireGVK(b, fmt.Sprintf("%s gvk %s", fbc.PropertyConstraint, *v.GVK), *v.GVK) {
 				changed = true
 			}
 		case v.Package != nil && cmp.Or(v.Package.PackageName, v.Package.Name) != "":
 			name := cmp.Or(v.Package.PackageName, v.Package.Name)
-			rng, err := ParseSkipRange(cmp.Or(v.Package.VersionRange, ">=0.0.0-0"))
+			rng, err := fbc.ParseSkipRange(cmp.Or(v.Package.VersionRange, ">=0.0.0-0"))
 			if err != nil {
-				r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s/%s: %s package %s: versionRange %q: %v: not resolved", b.Package, b.Name, PropertyConstraint, name, v.Package.VersionRange, err))
+				r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s/%s: %s package %s: versionRange %q: %v: not resolved", b.Package, b.Name, fbc.PropertyConstraint, name, v.Package.VersionRange, err))
 				continue
 			}
-			desc := fmt.Sprintf("%s package %s %s", PropertyConstraint, name, v.Package.VersionRange)
+			desc := fmt.Sprintf("%s package %s %s", fbc.PropertyConstraint, name, v.Package.VersionRange)
 			if r.requirePackage(b, desc, name, rng) {
 				changed = true
 			}
 		default:
-			r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s/%s has an %s gapmirror does not resolve (only gvk and package ones are): %s; list the packages it needs under packages", b.Package, b.Name, PropertyConstraint, compact(raw)))
+			r.report.Warnings = append(r.report.Warnings, fmt.Sprintf("bundle %s/%s has an %s gapmirror does not resolve (only gvk and package ones are): %s; list the packages it needs under packages", b.Package, b.Name, fbc.PropertyConstraint, compact(raw)))
 		}
 	}
 	return changed
@@ -80,17 +82,17 @@ func (r *run) constraints(b *Bundle) bool {
 
 // requirePackage satisfies b's requirement desc of a bundle of package
 // name whose version rng contains.
-func (r *run) requirePackage(b *Bundle, desc, name string, rng Range) bool {
-	var candidates []*Bundle
+func (r *run) requirePackage(b *fbc.Bundle, desc, name string, rng fbc.Range) bool {
+	var candidates []*fbc.Bundle
 	if p := r.c.Package(name); p != nil {
 		candidates = p.Bundles
 	}
-	return r.require(b, desc, candidates, func(c *Bundle) bool { return c.Package == name && rng.Contains(c.version) })
+	return r.require(b, desc, candidates, func(c *fbc.Bundle) bool { return c.Package == name && rng.Contains(c.Version()) })
 }
 
 // requireGVK satisfies b's requirement desc of a bundle providing gvk.
-func (r *run) requireGVK(b *Bundle, desc string, gvk GVK) bool {
-	return r.require(b, desc, r.providers(gvk), func(c *Bundle) bool { return slices.Contains(c.provides, gvk) })
+func (r *run) requireGVK(b *fbc.Bundle, desc string, gvk fbc.GVK) bool {
+	return r.require(b, desc, r.providers(gvk), func(c *fbc.Bundle) bool { return slices.Contains(c.GVKs(), gvk) })
 }
 
 // compact shortens a raw JSON value for a message.
@@ -104,10 +106,10 @@ func compact(raw json.RawMessage) string {
 
 // require satisfies one requirement of b: by a kept bundle if one matches,
 // else by the best matching candidate, which is then kept.
-func (r *run) require(b *Bundle, desc string, candidates []*Bundle, match func(*Bundle) bool) bool {
+func (r *run) require(b *fbc.Bundle, desc string, candidates []*fbc.Bundle, match func(*fbc.Bundle) bool) bool {
 	dep := DependencyReport{Package: b.Package, Bundle: b.Name, Requirement: desc}
 	why := Reason{Kind: ReasonDependency, Detail: fmt.Sprintf("required by %s/%s (%s)", b.Package, b.Name, desc)}
-	var keptMatch, best *Bundle
+	var keptMatch, best *fbc.Bundle
 	for _, c := range candidates {
 		if c == b || !match(c) {
 			continue
@@ -170,7 +172,7 @@ func (r *run) reportUnmet() {
 // a package, as OLM classic tries them (the default channel first, then the
 // other channels by name; within a channel, the newest first, so the head),
 // then by name; across packages, by package name.
-func (r *run) better(a, b *Bundle) bool {
+func (r *run) better(a, b *fbc.Bundle) bool {
 	ak, bk := r.pkgs[a.Package] != nil, r.pkgs[b.Package] != nil
 	if ak != bk {
 		return ak
@@ -179,7 +181,7 @@ func (r *run) better(a, b *Bundle) bool {
 		if c := cmp.Compare(r.channelRank(a), r.channelRank(b)); c != 0 {
 			return c < 0
 		}
-		if c := compareVersions(a.version, b.version); c != 0 {
+		if c := compareVersions(a.Version(), b.Version()); c != 0 {
 			return c > 0
 		}
 		return a.Name < b.Name
@@ -189,7 +191,7 @@ func (r *run) better(a, b *Bundle) bool {
 
 // defaultChannel is the default channel package p has in the result: the
 // spec's defaultChannel when it sets one, else the source's.
-func (r *run) defaultChannel(p *Package) string {
+func (r *run) defaultChannel(p *fbc.Package) string {
 	if s := r.pkgs[p.Name]; s != nil && s.spec != nil && s.spec.DefaultChannel != "" {
 		return s.spec.DefaultChannel
 	}
@@ -199,7 +201,7 @@ func (r *run) defaultChannel(p *Package) string {
 // channelRank is the place of b's first channel in the order OLM classic
 // tries a package's channels when it resolves a dependency: 0 for the
 // default channel, then 1, 2, … for the others by name.
-func (r *run) channelRank(b *Bundle) int {
+func (r *run) channelRank(b *fbc.Bundle) int {
 	ranks := r.ranks[b.Package]
 	if ranks == nil {
 		p := r.c.Package(b.Package)
@@ -227,7 +229,7 @@ func (r *run) channelRank(b *Bundle) int {
 // want keeps bundle b for reason why: in a kept channel of its package that
 // holds it (the default channel first), else in the package's default
 // channel or its first channel holding b, adding the package if needed.
-func (r *run) want(b *Bundle, why Reason) bool {
+func (r *run) want(b *fbc.Bundle, why Reason) bool {
 	p := r.c.Package(b.Package)
 	s := r.pkgs[p.Name]
 	if s == nil {
@@ -245,7 +247,7 @@ func (r *run) want(b *Bundle, why Reason) bool {
 		}
 	}
 	if target == nil {
-		var pick *Channel
+		var pick *fbc.Channel
 		for _, ch := range p.Channels {
 			if ch.Entry(b.Name) == nil {
 				continue
@@ -255,7 +257,7 @@ func (r *run) want(b *Bundle, why Reason) bool {
 			}
 		}
 		if pick == nil {
-			return false // NewCatalog guarantees every bundle is in a channel
+			return false // fbc.NewCatalog guarantees every bundle is in a channel
 		}
 		target = s.addChannel(pick)
 	}
@@ -266,7 +268,7 @@ func (r *run) want(b *Bundle, why Reason) bool {
 }
 
 // isKept reports whether b is kept in some channel as things stand.
-func (r *run) isKept(b *Bundle) bool {
+func (r *run) isKept(b *fbc.Bundle) bool {
 	s := r.pkgs[b.Package]
 	if s == nil {
 		return false
@@ -280,8 +282,8 @@ func (r *run) isKept(b *Bundle) bool {
 }
 
 // keptBundles lists the kept bundles in package and name order.
-func (r *run) keptBundles() []*Bundle {
-	var out []*Bundle
+func (r *run) keptBundles() []*fbc.Bundle {
+	var out []*fbc.Bundle
 	for _, name := range sortedKeys(r.pkgs) {
 		s := r.pkgs[name]
 		seen := map[string]bool{}
@@ -299,19 +301,19 @@ func (r *run) keptBundles() []*Bundle {
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b *Bundle) int {
+	slices.SortStableFunc(out, func(a, b *fbc.Bundle) int {
 		return cmp.Or(cmp.Compare(a.Package, b.Package), cmp.Compare(a.Name, b.Name))
 	})
 	return out
 }
 
 // providers lists the bundles of the catalog that provide gvk.
-func (r *run) providers(gvk GVK) []*Bundle {
+func (r *run) providers(gvk fbc.GVK) []*fbc.Bundle {
 	if r.gvks == nil {
-		r.gvks = map[GVK][]*Bundle{}
-		for _, name := range r.c.names {
-			for _, b := range r.c.pkgs[name].Bundles {
-				for _, g := range b.provides {
+		r.gvks = map[fbc.GVK][]*fbc.Bundle{}
+		for _, name := range r.c.PackageNames() {
+			for _, b := range r.c.Package(name).Bundles {
+				for _, g := range b.GVKs() {
 					r.gvks[g] = append(r.gvks[g], b)
 				}
 			}

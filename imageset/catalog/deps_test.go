@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 )
 
 // TestFilterDependencyPrefersDefaultChannel: OLM classic resolves a
@@ -23,8 +25,8 @@ func TestFilterDependencyPrefersDefaultChannel(t *testing.T) {
 	f.pkg("api", "stable",
 		"stable: 2.0.0; 2.1.0>2.0.0",
 		"candidate: 3.0.0-rc.1")
-	f.property("app", "1.0.0", PropertyPackageRequired, PackageRequirement{PackageName: "mesh", VersionRange: ">=1.0.0"})
-	f.property("app", "1.0.0", PropertyGVKRequired, GVK{Group: "api.example.com", Version: "v1", Kind: "Thing"})
+	f.property("app", "1.0.0", fbc.PropertyPackageRequired, fbc.PackageRequirement{PackageName: "mesh", VersionRange: ">=1.0.0"})
+	f.property("app", "1.0.0", fbc.PropertyGVKRequired, fbc.GVK{Group: "api.example.com", Version: "v1", Kind: "Thing"})
 	c := f.catalog(t)
 
 	out, rep, err := Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "app"}}})
@@ -57,7 +59,7 @@ func TestFilterDependencyPrefersDefaultChannel(t *testing.T) {
 	f2 := &fixture{}
 	f2.pkg("app", "stable", "stable: 1.0.0")
 	f2.pkgs = append(f2.pkgs, f.pkgs[1])
-	f2.property("app", "1.0.0", PropertyPackageRequired, PackageRequirement{PackageName: "mesh", VersionRange: ">1.30.0"})
+	f2.property("app", "1.0.0", fbc.PropertyPackageRequired, fbc.PackageRequirement{PackageName: "mesh", VersionRange: ">1.30.0"})
 	c2 := f2.catalog(t)
 	out, rep, err = Filter(c2, FilterSpec{Packages: []PackageSpec{{Name: "app"}}})
 	if err != nil {
@@ -80,9 +82,9 @@ func TestFilterConstraintDependencies(t *testing.T) {
 	f.pkg("certs", "stable", "stable: 1.0.0; 1.1.0>1.0.0")
 	f.pkg("db", "stable", "stable: 2.0.0; 3.0.0>2.0.0")
 	f.pkg("unused", "stable", "stable: 0.1.0")
-	f.property("app", "1.0.0", PropertyConstraint, map[string]any{"failureMessage": "needs certs", "gvk": GVK{Group: "certs.example.com", Version: "v1", Kind: "Thing"}})
-	f.property("app", "1.0.0", PropertyConstraint, map[string]any{"failureMessage": "needs db 2", "package": map[string]string{"packageName": "db", "versionRange": "<3.0.0"}})
-	f.property("app", "1.0.0", PropertyConstraint, map[string]any{"failureMessage": "either", "any": map[string]any{"constraints": []any{map[string]any{"package": map[string]string{"packageName": "unused"}}}}})
+	f.property("app", "1.0.0", fbc.PropertyConstraint, map[string]any{"failureMessage": "needs certs", "gvk": fbc.GVK{Group: "certs.example.com", Version: "v1", Kind: "Thing"}})
+	f.property("app", "1.0.0", fbc.PropertyConstraint, map[string]any{"failureMessage": "needs db 2", "package": map[string]string{"packageName": "db", "versionRange": "<3.0.0"}})
+	f.property("app", "1.0.0", fbc.PropertyConstraint, map[string]any{"failureMessage": "either", "any": map[string]any{"constraints": []any{map[string]any{"package": map[string]string{"packageName": "unused"}}}}})
 	c := f.catalog(t)
 	out, rep, err := Filter(c, FilterSpec{Packages: []PackageSpec{{Name: "app"}}})
 	if err != nil {
@@ -109,11 +111,11 @@ func TestUnmetRequirementSaidOnce(t *testing.T) {
 	f := &fixture{}
 	f.pkg("app", "stable", "stable: 1.0.0; 1.1.0>1.0.0; 1.2.0>1.1.0; 1.3.0>1.2.0; 1.4.0>1.3.0")
 	f.pkg("solo", "stable", "stable: 2.0.0")
-	certs := GVK{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+	certs := fbc.GVK{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
 	for _, v := range []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"} {
-		f.property("app", v, PropertyGVKRequired, certs)
+		f.property("app", v, fbc.PropertyGVKRequired, certs)
 	}
-	f.property("solo", "2.0.0", PropertyPackageRequired, PackageRequirement{PackageName: "gone", VersionRange: ">=1.0.0"})
+	f.property("solo", "2.0.0", fbc.PropertyPackageRequired, fbc.PackageRequirement{PackageName: "gone", VersionRange: ">=1.0.0"})
 	c := f.catalog(t)
 	out, rep, err := Filter(c, FilterSpec{Full: true, Packages: []PackageSpec{{Name: "app"}, {Name: "solo"}}})
 	if err != nil {
@@ -127,8 +129,8 @@ func TestUnmetRequirementSaidOnce(t *testing.T) {
 		}
 	}
 	want := []string{
-		"5 bundles (app/app.v1.0.0, app/app.v1.1.0, app/app.v1.2.0 and 2 more) require " + PropertyGVKRequired + " " + certs.String() + ", which nothing in the catalog provides: OLM will not install them unless another catalog provides it",
-		"bundle solo/solo.v2.0.0 requires " + PropertyPackageRequired + " gone >=1.0.0, which nothing in the catalog provides: OLM will not install it unless another catalog provides it",
+		"5 bundles (app/app.v1.0.0, app/app.v1.1.0, app/app.v1.2.0 and 2 more) require " + fbc.PropertyGVKRequired + " " + certs.String() + ", which nothing in the catalog provides: OLM will not install them unless another catalog provides it",
+		"bundle solo/solo.v2.0.0 requires " + fbc.PropertyPackageRequired + " gone >=1.0.0, which nothing in the catalog provides: OLM will not install it unless another catalog provides it",
 	}
 	if !slices.Equal(unmet, want) {
 		t.Errorf("unmet requirement warnings:\n%s\nwant:\n%s", strings.Join(unmet, "\n"), strings.Join(want, "\n"))

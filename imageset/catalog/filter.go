@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 )
 
 // Filter returns the part of c that spec asks for, and a report of what is
@@ -36,14 +38,14 @@ import (
 //
 // Errors name the package, channel and field to change. The result shares
 // bundle blobs with c; neither is modified.
-func Filter(c *Catalog, spec FilterSpec) (*Catalog, *Report, error) {
+func Filter(c *fbc.Catalog, spec FilterSpec) (*fbc.Catalog, *Report, error) {
 	if err := checkSpec(c, spec); err != nil {
 		return nil, nil, err
 	}
 	if spec.Full && len(spec.Packages) == 0 {
-		return c, c.wholeReport(), nil
+		return c, wholeReport(c), nil
 	}
-	r := &run{c: c, spec: spec, pkgs: map[string]*pkgSel{}, resolved: map[*Bundle]bool{}, report: &Report{}}
+	r := &run{c: c, spec: spec, pkgs: map[string]*pkgSel{}, resolved: map[*fbc.Bundle]bool{}, report: &Report{}}
 	if err := r.selectInitial(); err != nil {
 		return nil, nil, err
 	}
@@ -61,11 +63,11 @@ func Filter(c *Catalog, spec FilterSpec) (*Catalog, *Report, error) {
 
 // run is one application of a FilterSpec.
 type run struct {
-	c        *Catalog
+	c        *fbc.Catalog
 	spec     FilterSpec
 	pkgs     map[string]*pkgSel
-	resolved map[*Bundle]bool
-	gvks     map[GVK][]*Bundle
+	resolved map[*fbc.Bundle]bool
+	gvks     map[fbc.GVK][]*fbc.Bundle
 	ranks    map[string]map[string]int // package → bundle → channelRank
 	report   *Report
 	// unmet lists, per requirement nothing provides, the bundles having
@@ -76,7 +78,7 @@ type run struct {
 
 // pkgSel is what is kept of one package.
 type pkgSel struct {
-	p         *Package
+	p         *fbc.Package
 	spec      *PackageSpec
 	requested bool
 	channels  map[string]*chanSel
@@ -100,7 +102,7 @@ type chanSel struct {
 	outLevel int
 }
 
-func (r *run) addPackage(p *Package, ps *PackageSpec, requested bool) *pkgSel {
+func (r *run) addPackage(p *fbc.Package, ps *PackageSpec, requested bool) *pkgSel {
 	if s := r.pkgs[p.Name]; s != nil {
 		return s
 	}
@@ -109,7 +111,7 @@ func (r *run) addPackage(p *Package, ps *PackageSpec, requested bool) *pkgSel {
 	return s
 }
 
-func (s *pkgSel) addChannel(ch *Channel) *chanSel {
+func (s *pkgSel) addChannel(ch *fbc.Channel) *chanSel {
 	if cs := s.channels[ch.Name]; cs != nil {
 		return cs
 	}
@@ -152,8 +154,8 @@ func (cs *chanSel) addHead() error {
 func (r *run) selectInitial() error {
 	var errs []error
 	if len(r.spec.Packages) == 0 {
-		for _, name := range r.c.names {
-			p := r.c.pkgs[name]
+		for _, name := range r.c.PackageNames() {
+			p := r.c.Package(name)
 			s := r.addPackage(p, nil, true)
 			for _, ch := range p.Channels {
 				if err := s.addChannel(ch).addHead(); err != nil {
@@ -182,7 +184,7 @@ func (r *run) selectPackage(ps *PackageSpec) error {
 	}
 
 	type pick struct {
-		ch  *Channel
+		ch  *fbc.Channel
 		sel *versionSelector
 		own bool // the selection is the channel's own
 	}
@@ -200,7 +202,7 @@ func (r *run) selectPackage(ps *PackageSpec) error {
 		}
 	case len(explicit) > 0 && pkgSelector == nil && !r.spec.Full:
 		for _, ch := range p.Channels {
-			if slices.ContainsFunc(ch.Entries, func(e ChannelEntry) bool { return explicit[e.Name] }) {
+			if slices.ContainsFunc(ch.Entries, func(e fbc.ChannelEntry) bool { return explicit[e.Name] }) {
 				picks = append(picks, pick{ch, nil, false})
 			}
 		}
@@ -346,9 +348,9 @@ func (cs *chanSel) compute() error {
 }
 
 // build assembles the filtered catalog and the report.
-func (r *run) build() (*Catalog, error) {
+func (r *run) build() (*fbc.Catalog, error) {
 	var errs []error
-	var pkgs []*Package
+	var pkgs []*fbc.Package
 	for _, name := range sortedKeys(r.pkgs) {
 		s := r.pkgs[name]
 		p, pr, err := r.buildPackage(s)
@@ -362,14 +364,14 @@ func (r *run) build() (*Catalog, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	out, err := assembleTrusted(pkgs, r.c.others)
+	out, err := fbc.Reassemble(pkgs, r.c.Others())
 	if err != nil {
 		return nil, fmt.Errorf("internal error: the filtered catalog is inconsistent: %w", err)
 	}
 	return out, nil
 }
 
-func (r *run) buildPackage(s *pkgSel) (*Package, PackageReport, error) {
+func (r *run) buildPackage(s *pkgSel) (*fbc.Package, PackageReport, error) {
 	src := s.p
 	pr := PackageReport{Name: src.Name, Requested: s.requested}
 	var kept []*chanSel
@@ -398,13 +400,19 @@ func (r *run) buildPackage(s *pkgSel) (*Package, PackageReport, error) {
 	}
 	pr.DefaultChannel = dc
 
-	out := &Package{Name: src.Name, DefaultChannel: dc, Description: src.Description, Others: src.Others, Pos: src.Pos, extra: src.extra}
+	// The kept blobs are copies of the source blobs, so that they keep the
+	// fields the model does not know.
+	out := new(fbc.Package)
+	*out = *src
+	out.DefaultChannel, out.Channels, out.Bundles, out.Deprecations = dc, nil, nil, nil
 	reasons := map[string][]Reason{}
 	bundleChannels := map[string][]string{}
 	keptChannel := map[string]bool{}
 	for _, cs := range kept {
 		g := cs.g
-		ch := &Channel{Package: src.Name, Name: g.ch.Name, Pos: g.ch.Pos, extra: g.ch.extra}
+		ch := new(fbc.Channel)
+		*ch = *g.ch
+		ch.Package, ch.Entries = src.Name, nil
 		for i, e := range g.ch.Entries {
 			if cs.kept[i] {
 				ch.Entries = append(ch.Entries, e)
@@ -464,18 +472,20 @@ func (r *run) buildPackage(s *pkgSel) (*Package, PackageReport, error) {
 		pr.Bundles = append(pr.Bundles, BundleReport{Name: b.Name, Version: b.VersionString(), Image: b.Image, Channels: bundleChannels[b.Name], Reasons: rs})
 	}
 	slices.SortStableFunc(pr.Bundles, func(a, b BundleReport) int {
-		return cmp.Or(compareVersions(src.Bundle(a.Name).version, src.Bundle(b.Name).version), cmp.Compare(a.Name, b.Name))
+		return cmp.Or(compareVersions(src.Bundle(a.Name).Version(), src.Bundle(b.Name).Version()), cmp.Compare(a.Name, b.Name))
 	})
 	if d := src.Deprecations; d != nil {
-		nd := &Deprecations{Package: d.Package, Pos: d.Pos, extra: d.extra}
+		nd := new(fbc.Deprecations)
+		*nd = *d
+		nd.Entries = nil
 		for _, e := range d.Entries {
 			keep := false
 			switch e.Reference.Schema {
-			case SchemaPackage:
+			case fbc.SchemaPackage:
 				keep = true
-			case SchemaChannel:
+			case fbc.SchemaChannel:
 				keep = keptChannel[e.Reference.Name]
-			case SchemaBundle:
+			case fbc.SchemaBundle:
 				_, keep = reasons[e.Reference.Name]
 			}
 			if keep {
@@ -526,10 +536,10 @@ func (cs *chanSel) graphWarnings(extraKept []string) []string {
 }
 
 // wholeReport describes a catalog kept whole.
-func (c *Catalog) wholeReport() *Report {
+func wholeReport(c *fbc.Catalog) *Report {
 	rep := &Report{}
-	for _, name := range c.names {
-		p := c.pkgs[name]
+	for _, name := range c.PackageNames() {
+		p := c.Package(name)
 		pr := PackageReport{Name: name, DefaultChannel: p.DefaultChannel, Requested: true}
 		bundleChannels := map[string][]string{}
 		heads := map[string][]string{}
@@ -564,31 +574,17 @@ func (c *Catalog) wholeReport() *Report {
 	return rep
 }
 
-// assembleTrusted builds a catalog from blobs taken from a valid catalog,
-// without re-deriving bundle data (the bundles are shared).
-func assembleTrusted(pkgs []*Package, others []*Blob) (*Catalog, error) {
-	c := &Catalog{pkgs: make(map[string]*Package, len(pkgs)), others: others}
-	var errs problems
-	for _, p := range pkgs {
-		c.pkgs[p.Name] = p
-		c.names = append(c.names, p.Name)
-		p.check(&errs, false)
-	}
-	slices.Sort(c.names)
-	return c, errs.err()
-}
-
 func versionSpan(g *graph) string {
-	var lo, hi *Bundle
+	var lo, hi *fbc.Bundle
 	for _, name := range g.names {
 		b := g.pkg.Bundle(name)
-		if b == nil || b.version == nil {
+		if b == nil || b.Version() == nil {
 			continue
 		}
-		if lo == nil || b.version.Compare(lo.version) < 0 {
+		if lo == nil || b.Version().Compare(lo.Version()) < 0 {
 			lo = b
 		}
-		if hi == nil || b.version.Compare(hi.version) > 0 {
+		if hi == nil || b.Version().Compare(hi.Version()) > 0 {
 			hi = b
 		}
 	}
@@ -601,16 +597,16 @@ func versionSpan(g *graph) string {
 	return fmt.Sprintf("versions %s to %s", lo.VersionString(), hi.VersionString())
 }
 
-func packageVersionSpan(p *Package) string {
-	var lo, hi *Bundle
+func packageVersionSpan(p *fbc.Package) string {
+	var lo, hi *fbc.Bundle
 	for _, b := range p.Bundles {
-		if b.version == nil {
+		if b.Version() == nil {
 			continue
 		}
-		if lo == nil || b.version.Compare(lo.version) < 0 {
+		if lo == nil || b.Version().Compare(lo.Version()) < 0 {
 			lo = b
 		}
-		if hi == nil || b.version.Compare(hi.version) > 0 {
+		if hi == nil || b.Version().Compare(hi.Version()) > 0 {
 			hi = b
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gapmirror/gapmirror/imageset/fbc"
+	"github.com/gapmirror/gapmirror/internal/fbctest"
 	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
@@ -20,25 +22,25 @@ import (
 //	dep:   stable 0.9.0 <- 1.0.0 <- 1.5.0 <- 2.0.0; 1.5.0 requires base's GVK
 //	base:  stable 3.0.0 <- 3.1.0
 //	other: stable 0.1.0
-func branching(t testing.TB) *Catalog {
+func branching(t testing.TB) *fbc.Catalog {
 	f := &fixture{}
 	app := f.pkg("app", "stable",
 		"stable: 1.0.0; 1.1.0>1.0.0; 1.1.1>1.1.0; 1.2.0>1.1.0!1.1.1; 1.2.1>1.2.0~>=1.1.0 <1.2.1; 1.3.0>1.2.1",
 		"fast: 1.2.0; 1.2.1>1.2.0; 1.3.0>1.2.1; 1.4.0-rc.1>1.3.0; 1.4.0>1.3.0!1.4.0-rc.1",
 		"candidate: 2.0.0")
-	app.Deprecations = &Deprecations{Package: "app", Entries: []DeprecationEntry{
-		{Reference: DeprecationReference{Schema: SchemaPackage}, Message: "app is moving"},
-		{Reference: DeprecationReference{Schema: SchemaChannel, Name: "fast"}, Message: "use stable"},
-		{Reference: DeprecationReference{Schema: SchemaBundle, Name: "app.v1.0.0"}, Message: "upgrade"},
-		{Reference: DeprecationReference{Schema: SchemaBundle, Name: "app.v1.4.0"}, Message: "broken"},
+	app.Deprecations = &fbc.Deprecations{Package: "app", Entries: []fbc.DeprecationEntry{
+		{Reference: fbc.DeprecationReference{Schema: fbc.SchemaPackage}, Message: "app is moving"},
+		{Reference: fbc.DeprecationReference{Schema: fbc.SchemaChannel, Name: "fast"}, Message: "use stable"},
+		{Reference: fbc.DeprecationReference{Schema: fbc.SchemaBundle, Name: "app.v1.0.0"}, Message: "upgrade"},
+		{Reference: fbc.DeprecationReference{Schema: fbc.SchemaBundle, Name: "app.v1.4.0"}, Message: "broken"},
 	}}
-	app.Others = []*Blob{{Schema: "example.com.notes", Package: "app", Name: "n", Raw: json.RawMessage(`{"schema":"example.com.notes","package":"app","name":"n"}`)}}
+	app.Others = []*fbc.Blob{{Schema: "example.com.notes", Package: "app", Name: "n", Raw: json.RawMessage(`{"schema":"example.com.notes","package":"app","name":"n"}`)}}
 	f.pkg("dep", "stable", "stable: 0.9.0; 1.0.0>0.9.0; 1.5.0>1.0.0; 2.0.0>1.5.0")
 	f.pkg("base", "stable", "stable: 3.0.0; 3.1.0>3.0.0")
 	f.pkg("other", "stable", "stable: 0.1.0")
-	f.property("app", "1.3.0", PropertyPackageRequired, PackageRequirement{PackageName: "dep", VersionRange: ">=1.0.0 <2.0.0"})
-	f.property("dep", "1.5.0", PropertyGVKRequired, GVK{Group: "base.example.com", Version: "v1", Kind: "Thing"})
-	f.others = []*Blob{{Schema: "example.com.catalog-info", Raw: json.RawMessage(`{"schema":"example.com.catalog-info"}`)}}
+	f.property("app", "1.3.0", fbc.PropertyPackageRequired, fbc.PackageRequirement{PackageName: "dep", VersionRange: ">=1.0.0 <2.0.0"})
+	f.property("dep", "1.5.0", fbc.PropertyGVKRequired, fbc.GVK{Group: "base.example.com", Version: "v1", Kind: "Thing"})
+	f.others = []*fbc.Blob{{Schema: "example.com.catalog-info", Raw: json.RawMessage(`{"schema":"example.com.catalog-info"}`)}}
 	return f.catalog(t)
 }
 
@@ -273,7 +275,7 @@ func TestFilterPrunesDeprecationsAndOthers(t *testing.T) {
 	if d := out.Package("app").Deprecations; d == nil || len(d.Entries) != 1 {
 		t.Errorf("only the package deprecation should remain: %+v", d)
 	}
-	if _, err := out.Validate(); err != nil {
+	if _, err := Validate(out); err != nil {
 		t.Errorf("filtered catalog invalid: %v", err)
 	}
 	checkWithOPM(t, out)
@@ -376,7 +378,7 @@ func TestFilterBrokenSources(t *testing.T) {
 	if w := strings.Join(allWarnings(rep), "\n"); !strings.Contains(w, "valid only for opm releases before") {
 		t.Errorf("no warning about the legacy graph: %s", w)
 	}
-	if _, err := out.Validate(); err != nil {
+	if _, err := Validate(out); err != nil {
 		t.Errorf("filtered legacy channel invalid: %v", err)
 	}
 	// The newest opm does reject it, as the warning says.
@@ -403,7 +405,7 @@ func TestFilterBrokenSources(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "upgrade graph is invalid") {
 		t.Errorf("range over a broken channel: %v", err)
 	}
-	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), "multiple channel heads") {
+	if _, err := Validate(c); err == nil || !strings.Contains(err.Error(), "multiple channel heads") {
 		t.Errorf("Validate of a broken catalog: %v", err)
 	}
 }
@@ -411,8 +413,8 @@ func TestFilterBrokenSources(t *testing.T) {
 func TestFilterUnsatisfiedDependency(t *testing.T) {
 	f := &fixture{}
 	f.pkg("lonely", "stable", "stable: 1.0.0")
-	f.property("lonely", "1.0.0", PropertyGVKRequired, GVK{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"})
-	f.property("lonely", "1.0.0", PropertyPackageRequired, PackageRequirement{PackageName: "ghost", VersionRange: ">=1.0.0"})
+	f.property("lonely", "1.0.0", fbc.PropertyGVKRequired, fbc.GVK{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"})
+	f.property("lonely", "1.0.0", fbc.PropertyPackageRequired, fbc.PackageRequirement{PackageName: "ghost", VersionRange: ">=1.0.0"})
 	c := f.catalog(t)
 	_, rep, err := Filter(c, FilterSpec{})
 	if err != nil {
@@ -430,13 +432,13 @@ func TestFilterUnsatisfiedDependency(t *testing.T) {
 }
 
 func TestFilterRealCatalogs(t *testing.T) {
-	c := realCatalog(t)
+	c := fbctest.RealCatalog(t)
 	cases := []struct {
 		name  string
 		spec  FilterSpec
-		check func(t *testing.T, out *Catalog, rep *Report)
+		check func(t *testing.T, out *fbc.Catalog, rep *Report)
 	}{
-		{"heads of everything", FilterSpec{}, func(t *testing.T, out *Catalog, rep *Report) {
+		{"heads of everything", FilterSpec{}, func(t *testing.T, out *fbc.Catalog, rep *Report) {
 			if len(out.PackageNames()) != 35 {
 				t.Errorf("%d packages kept", len(out.PackageNames()))
 			}
@@ -448,7 +450,7 @@ func TestFilterRealCatalogs(t *testing.T) {
 				}
 			}
 		}},
-		{"quay from 3.12 on", FilterSpec{Packages: []PackageSpec{{Name: "project-quay", MinVersion: "3.12.0"}}}, func(t *testing.T, out *Catalog, rep *Report) {
+		{"quay from 3.12 on", FilterSpec{Packages: []PackageSpec{{Name: "project-quay", MinVersion: "3.12.0"}}}, func(t *testing.T, out *fbc.Catalog, rep *Report) {
 			for _, b := range out.Package("project-quay").Bundles {
 				if b.Version().LessThan(mustVersion("3.12.0")) {
 					t.Errorf("%s kept below minVersion", b.Name)
@@ -458,12 +460,12 @@ func TestFilterRealCatalogs(t *testing.T) {
 				t.Error("no warning about the dropped stable-3.x channels")
 			}
 		}},
-		{"rabbitmq topology pulls the cluster operator", FilterSpec{Packages: []PackageSpec{{Name: "rabbitmq-messaging-topology-operator"}}}, func(t *testing.T, out *Catalog, rep *Report) {
+		{"rabbitmq topology pulls the cluster operator", FilterSpec{Packages: []PackageSpec{{Name: "rabbitmq-messaging-topology-operator"}}}, func(t *testing.T, out *fbc.Catalog, rep *Report) {
 			if p := rep.Package("rabbitmq-cluster-operator"); p == nil || p.Requested || len(p.Bundles) != 1 {
 				t.Errorf("dependency package: %+v", p)
 			}
 		}},
-		{"explicit old bundle keeps its upgrade path", FilterSpec{Packages: []PackageSpec{{Name: "infinispan", Channels: []ChannelSpec{{Name: "stable"}}, Bundles: []string{"infinispan-operator.v2.4.0"}}}}, func(t *testing.T, out *Catalog, rep *Report) {
+		{"explicit old bundle keeps its upgrade path", FilterSpec{Packages: []PackageSpec{{Name: "infinispan", Channels: []ChannelSpec{{Name: "stable"}}, Bundles: []string{"infinispan-operator.v2.4.0"}}}}, func(t *testing.T, out *fbc.Catalog, rep *Report) {
 			b := rep.Package("infinispan").Bundle("infinispan-operator.v2.4.0")
 			if b == nil || !b.Has(ReasonExplicit) {
 				t.Errorf("explicit bundle: %+v", b)

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
+	"github.com/gapmirror/gapmirror/internal/fbctest"
 )
 
 // FuzzLoadFS: any catalog file (as JSON stream, YAML, or sniffed) loads or
@@ -15,10 +18,10 @@ func FuzzLoadFS(f *testing.F) {
 	fx := &fixture{}
 	fx.pkg("etcd", "stable", "stable: 1.0.0; 1.1.0>1.0.0; 1.2.0>1.1.0!1.0.0~>=1.0.0 <1.2.0", "alpha: 1.2.0")
 	fx.pkg("other", "v1", "v1: 0.1.0")
-	for _, file := range renderFS(f, fx.catalog(f)) {
+	for _, file := range fbctest.RenderFS(f, fx.catalog(f)) {
 		f.Add("catalog.json", file.Data)
 	}
-	real, _ := filepath.Glob(filepath.Join(realCatalogDir, "*.yaml"))
+	real, _ := filepath.Glob(filepath.Join(fbctest.RealCatalogDir, "*.yaml"))
 	for _, p := range real {
 		if fi, err := os.Stat(p); err == nil && fi.Size() < 64<<10 {
 			data, _ := os.ReadFile(p)
@@ -26,7 +29,7 @@ func FuzzLoadFS(f *testing.F) {
 		}
 	}
 	f.Add("catalog.json", []byte(`{"schema":"olm.package","name":"a"}{"schema":"olm.bundle","package":"a","name":"a.v1","properties":[{"type":"olm.bundle.object","value":{"ref":"../../etc/passwd"}}]}`))
-	f.Add("catalog.yaml", catalogAliasBomb(30, 5)) // refused by the alias budget (TestLoadRefusesAliasBomb)
+	f.Add("catalog.yaml", fbctest.AliasBomb(30, 5)) // refused by the alias budget (TestLoadRefusesAliasBomb)
 	f.Add("x", []byte("{\"schema\":\"olm.channel\",\"package\":\"a\",\"name\":\"c\",\"entries\":[{\"name\":\"a.v1\",\"replaces\":\"a.v1\"}]}"))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
 		if name == "" || len(name) > 64 || !fstestValid(name) {
@@ -36,7 +39,7 @@ func FuzzLoadFS(f *testing.F) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if c, err := LoadFS(fsys, "/configs"); err == nil {
+			if c, err := fbc.LoadFS(fsys, "/configs"); err == nil {
 				_ = c.WriteFiles(func(string, []byte) error { return nil })
 			}
 		}()

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 )
 
 // GenSpec describes a synthetic catalog for tests and benchmarks. Zero
@@ -93,17 +95,17 @@ func GenPackageName(i int) string { return fmt.Sprintf("operator-%03d", i) }
 // sharing bundles, upgrade graphs with replaces, skips and skipRange,
 // release candidates, dependencies between packages, deprecations and custom
 // blobs. It is deterministic for a given spec.
-func Generate(spec GenSpec) (*Catalog, error) {
+func Generate(spec GenSpec) (*fbc.Catalog, error) {
 	spec = spec.withDefaults()
 	rng := rand.New(rand.NewPCG(spec.Seed, 0x9e3779b97f4a7c15))
-	var pkgs []*Package
+	var pkgs []*fbc.Package
 	var versionsOf [][]string
 	for pi := range spec.Packages {
 		p, versions := genPackage(spec, rng, pi, versionsOf)
 		pkgs = append(pkgs, p)
 		versionsOf = append(versionsOf, versions)
 	}
-	return NewCatalog(pkgs, nil)
+	return fbc.NewCatalog(pkgs, nil)
 }
 
 type genVersion struct {
@@ -118,7 +120,7 @@ func (v genVersion) String() string {
 	return fmt.Sprintf("%d.%d.%d", v.major, v.minor, v.patch)
 }
 
-func genPackage(spec GenSpec, rng *rand.Rand, pi int, versionsOf [][]string) (*Package, []string) {
+func genPackage(spec GenSpec, rng *rand.Rand, pi int, versionsOf [][]string) (*fbc.Package, []string) {
 	name := GenPackageName(pi)
 	// Versions, oldest first.
 	var versions []genVersion
@@ -141,28 +143,28 @@ func genPackage(spec GenSpec, rng *rand.Rand, pi int, versionsOf [][]string) (*P
 	}
 	bundleName := func(v genVersion) string { return name + ".v" + v.String() }
 
-	p := &Package{Name: name, DefaultChannel: "stable", Description: "Synthetic operator " + name}
+	p := &fbc.Package{Name: name, DefaultChannel: "stable", Description: "Synthetic operator " + name}
 	var names []string
 	for i, v := range versions {
-		b := &Bundle{Package: name, Name: bundleName(v), Image: genImage(spec, name+"/bundle", v.String())}
-		props := []Property{
-			genProperty(PropertyPackage, map[string]string{"packageName": name, "version": v.String()}),
-			genProperty(PropertyGVK, GVK{Group: name + ".example.com", Version: "v1", Kind: "Widget"}),
+		b := &fbc.Bundle{Package: name, Name: bundleName(v), Image: genImage(spec, name+"/bundle", v.String())}
+		props := []fbc.Property{
+			genProperty(fbc.PropertyPackage, map[string]string{"packageName": name, "version": v.String()}),
+			genProperty(fbc.PropertyGVK, fbc.GVK{Group: name + ".example.com", Version: "v1", Kind: "Widget"}),
 		}
 		if v.major >= 2 {
-			props = append(props, genProperty(PropertyGVK, GVK{Group: name + ".example.com", Version: "v2", Kind: "Widget"}))
+			props = append(props, genProperty(fbc.PropertyGVK, fbc.GVK{Group: name + ".example.com", Version: "v2", Kind: "Widget"}))
 		}
 		if pi > 0 && rng.Float64() < spec.DependencyRatio {
 			dep := rng.IntN(pi)
 			depName := GenPackageName(dep)
 			if rng.IntN(2) == 0 {
 				dv := versionsOf[dep][rng.IntN(len(versionsOf[dep]))]
-				props = append(props, genProperty(PropertyPackageRequired, PackageRequirement{PackageName: depName, VersionRange: ">=" + dv}))
+				props = append(props, genProperty(fbc.PropertyPackageRequired, fbc.PackageRequirement{PackageName: depName, VersionRange: ">=" + dv}))
 			} else {
-				props = append(props, genProperty(PropertyGVKRequired, GVK{Group: depName + ".example.com", Version: "v1", Kind: "Widget"}))
+				props = append(props, genProperty(fbc.PropertyGVKRequired, fbc.GVK{Group: depName + ".example.com", Version: "v1", Kind: "Widget"}))
 			}
 		}
-		props = append(props, genProperty(PropertyCSVMetadata, map[string]any{
+		props = append(props, genProperty(fbc.PropertyCSVMetadata, map[string]any{
 			"displayName": "Operator " + name,
 			"installModes": []map[string]any{
 				{"type": "OwnNamespace", "supported": true},
@@ -171,17 +173,17 @@ func genPackage(spec GenSpec, rng *rand.Rand, pi int, versionsOf [][]string) (*P
 		}))
 		if spec.ObjectBytes > 0 {
 			doc := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q},"data":{"pad":%q}}`, b.Name, strings.Repeat("x", spec.ObjectBytes))
-			props = append(props, genProperty(PropertyBundleObject, map[string]string{"data": base64.StdEncoding.EncodeToString([]byte(doc))}))
+			props = append(props, genProperty(fbc.PropertyBundleObject, map[string]string{"data": base64.StdEncoding.EncodeToString([]byte(doc))}))
 		}
 		b.Properties = props
-		b.RelatedImages = []RelatedImage{{Name: "operator", Image: genImage(spec, name+"/operator", v.String())}}
+		b.RelatedImages = []fbc.RelatedImage{{Name: "operator", Image: genImage(spec, name+"/operator", v.String())}}
 		for k := range spec.RelatedImages {
-			b.RelatedImages = append(b.RelatedImages, RelatedImage{
+			b.RelatedImages = append(b.RelatedImages, fbc.RelatedImage{
 				Name:  fmt.Sprintf("operand-%d", k),
 				Image: genImage(spec, fmt.Sprintf("%s/operand-%d", name, k), fmt.Sprintf("%d.%d", v.major, v.minor)),
 			})
 		}
-		b.RelatedImages = append(b.RelatedImages, RelatedImage{Name: "bundle", Image: b.Image})
+		b.RelatedImages = append(b.RelatedImages, fbc.RelatedImage{Name: "bundle", Image: b.Image})
 		p.Bundles = append(p.Bundles, b)
 		names = append(names, v.String())
 	}
@@ -224,10 +226,10 @@ func genPackage(spec GenSpec, rng *rand.Rand, pi int, versionsOf [][]string) (*P
 		indexOf[v.String()] = i
 	}
 	for _, d := range defs {
-		ch := &Channel{Package: name, Name: d.name}
+		ch := &fbc.Channel{Package: name, Name: d.name}
 		lastSkip := true
 		for i, v := range d.members {
-			e := ChannelEntry{Name: bundleName(v)}
+			e := fbc.ChannelEntry{Name: bundleName(v)}
 			switch {
 			case i == 0:
 				if j := indexOf[v.String()]; j > 0 {
@@ -251,28 +253,28 @@ func genPackage(spec GenSpec, rng *rand.Rand, pi int, versionsOf [][]string) (*P
 	}
 
 	if spec.Deprecations && pi%3 == 0 {
-		d := &Deprecations{Package: name}
+		d := &fbc.Deprecations{Package: name}
 		if pi%9 == 0 {
-			d.Entries = append(d.Entries, DeprecationEntry{Reference: DeprecationReference{Schema: SchemaPackage}, Message: name + " is end of life"})
+			d.Entries = append(d.Entries, fbc.DeprecationEntry{Reference: fbc.DeprecationReference{Schema: fbc.SchemaPackage}, Message: name + " is end of life"})
 		}
 		if len(defs) >= 2 {
-			d.Entries = append(d.Entries, DeprecationEntry{Reference: DeprecationReference{Schema: SchemaChannel, Name: defs[1].name}, Message: "use stable"})
+			d.Entries = append(d.Entries, fbc.DeprecationEntry{Reference: fbc.DeprecationReference{Schema: fbc.SchemaChannel, Name: defs[1].name}, Message: "use stable"})
 		}
 		for _, v := range versions[:min(2, len(versions))] {
-			d.Entries = append(d.Entries, DeprecationEntry{Reference: DeprecationReference{Schema: SchemaBundle, Name: bundleName(v)}, Message: "upgrade to a newer version"})
+			d.Entries = append(d.Entries, fbc.DeprecationEntry{Reference: fbc.DeprecationReference{Schema: fbc.SchemaBundle, Name: bundleName(v)}, Message: "upgrade to a newer version"})
 		}
 		p.Deprecations = d
 	}
 	if spec.Others {
 		raw, _ := json.Marshal(map[string]string{"schema": CustomSchema, "package": name, "name": name + "-notes", "notes": "synthetic"})
-		p.Others = append(p.Others, &Blob{Schema: CustomSchema, Package: name, Name: name + "-notes", Raw: raw})
+		p.Others = append(p.Others, &fbc.Blob{Schema: CustomSchema, Package: name, Name: name + "-notes", Raw: raw})
 	}
 	return p, names
 }
 
-func genProperty(typ string, v any) Property {
+func genProperty(typ string, v any) fbc.Property {
 	raw, _ := json.Marshal(v) // plain maps and structs always marshal
-	return Property{Type: typ, Value: raw}
+	return fbc.Property{Type: typ, Value: raw}
 }
 
 func genImage(spec GenSpec, repo, key string) string {

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/internal/fbctest"
 )
 
 func TestGenerate(t *testing.T) {
@@ -15,7 +17,7 @@ func TestGenerate(t *testing.T) {
 	if len(c.PackageNames()) != 10 || c.BundleCount() != 400 {
 		t.Fatalf("%d packages, %d bundles; want 10 and 400", len(c.PackageNames()), c.BundleCount())
 	}
-	warnings, err := c.Validate()
+	warnings, err := Validate(c)
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("generated catalog is not valid for the newest opm: %v %v", err, warnings)
 	}
@@ -24,11 +26,11 @@ func TestGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(rendered(t, c), rendered(t, again)) {
+	if !maps.Equal(fbctest.Rendered(t, c), fbctest.Rendered(t, again)) {
 		t.Error("Generate is not deterministic")
 	}
 	other, _ := Generate(GenSpec{Seed: 4, Packages: 10, Bundles: 40, Channels: 5})
-	if maps.Equal(rendered(t, c), rendered(t, other)) {
+	if maps.Equal(fbctest.Rendered(t, c), fbctest.Rendered(t, other)) {
 		t.Error("different seeds give the same catalog")
 	}
 

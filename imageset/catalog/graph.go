@@ -7,24 +7,26 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 )
 
 // graph is the upgrade graph of one channel. An edge x → y means a cluster
 // running x may upgrade to y: y replaces x, y skips x, or y's skipRange
 // contains x's version.
 type graph struct {
-	pkg        *Package
-	ch         *Channel
+	pkg        *fbc.Package
+	ch         *fbc.Channel
 	index      map[string]int    // entry name → position in ch.Entries
 	version    []*semver.Version // per entry
 	replacedBy map[string][]int  // name → entries replacing it
 	skippedBy  map[string][]int  // name → entries skipping it
-	skipRange  map[int]Range     // entries with a skipRange
+	skipRange  map[int]fbc.Range // entries with a skipRange
 	names      []string          // per entry
 	replaces   []int             // per entry: index of the replaced entry, or -1
 }
 
-func newGraph(p *Package, ch *Channel) *graph {
+func newGraph(p *fbc.Package, ch *fbc.Channel) *graph {
 	n := len(ch.Entries)
 	g := &graph{
 		pkg:        p,
@@ -33,7 +35,7 @@ func newGraph(p *Package, ch *Channel) *graph {
 		version:    make([]*semver.Version, n),
 		replacedBy: make(map[string][]int),
 		skippedBy:  make(map[string][]int),
-		skipRange:  make(map[int]Range),
+		skipRange:  make(map[int]fbc.Range),
 		names:      make([]string, n),
 		replaces:   make([]int, n),
 	}
@@ -41,7 +43,7 @@ func newGraph(p *Package, ch *Channel) *graph {
 		g.index[e.Name] = i
 		g.names[i] = e.Name
 		if b := p.Bundle(e.Name); b != nil {
-			g.version[i] = b.version
+			g.version[i] = b.Version()
 		}
 	}
 	for i, e := range ch.Entries {
@@ -58,7 +60,7 @@ func newGraph(p *Package, ch *Channel) *graph {
 			}
 		}
 		if e.SkipRange != "" {
-			if r, err := ParseSkipRange(e.SkipRange); err == nil {
+			if r, err := fbc.ParseSkipRange(e.SkipRange); err == nil {
 				g.skipRange[i] = r
 			}
 		}

@@ -4,39 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"testing/fstest"
 
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
-
-// realCatalogDir holds the 35 real community catalogs (one package per file),
-// in the shared workspace next to the repository.
-const realCatalogDir = "../../../shared/realdata/catalogs/v4.18"
-
-var (
-	realOnce sync.Once
-	realCat  *Catalog
-	realErr  error
-)
-
-// realCatalog loads the real catalogs once, or skips the test when they are absent.
-func realCatalog(t testing.TB) *Catalog {
-	t.Helper()
-	if _, err := os.Stat(realCatalogDir); err != nil {
-		t.Skipf("real catalogs not available at %s (shared workspace data, not part of the repository): %v", realCatalogDir, err)
-	}
-	realOnce.Do(func() { realCat, realErr = LoadFS(os.DirFS(realCatalogDir), ".") })
-	if realErr != nil {
-		t.Fatalf("loading real catalogs: %v", realErr)
-	}
-	return realCat
-}
 
 // fixture builds small catalogs from a compact channel notation:
 //
@@ -46,22 +22,22 @@ func realCatalog(t testing.TB) *Catalog {
 // and "~skipRange"; bundle names are "<package>.v<version>". Every version
 // used as an entry gets a bundle.
 type fixture struct {
-	pkgs   []*Package
-	others []*Blob
+	pkgs   []*fbc.Package
+	others []*fbc.Blob
 }
 
-func (f *fixture) pkg(name, defaultChannel string, channels ...string) *Package {
-	p := &Package{Name: name, DefaultChannel: defaultChannel}
+func (f *fixture) pkg(name, defaultChannel string, channels ...string) *fbc.Package {
+	p := &fbc.Package{Name: name, DefaultChannel: defaultChannel}
 	have := map[string]bool{}
 	for _, spec := range channels {
 		chName, body, _ := strings.Cut(spec, ":")
-		ch := &Channel{Package: name, Name: strings.TrimSpace(chName)}
+		ch := &fbc.Channel{Package: name, Name: strings.TrimSpace(chName)}
 		for _, item := range strings.Split(body, ";") {
 			item = strings.TrimSpace(item)
 			if item == "" {
 				continue
 			}
-			var e ChannelEntry
+			var e fbc.ChannelEntry
 			if rest, rng, ok := strings.Cut(item, "~"); ok {
 				item, e.SkipRange = rest, rng
 			}
@@ -87,16 +63,16 @@ func (f *fixture) pkg(name, defaultChannel string, channels ...string) *Package 
 	return p
 }
 
-func fxBundle(pkg, version string) *Bundle {
-	return &Bundle{
+func fxBundle(pkg, version string) *fbc.Bundle {
+	return &fbc.Bundle{
 		Package: pkg,
 		Name:    pkg + ".v" + version,
 		Image:   fmt.Sprintf("quay.example.com/%s/bundle:v%s", pkg, version),
-		Properties: []Property{
-			genProperty(PropertyPackage, map[string]string{"packageName": pkg, "version": version}),
-			genProperty(PropertyGVK, GVK{Group: pkg + ".example.com", Version: "v1", Kind: "Thing"}),
+		Properties: []fbc.Property{
+			genProperty(fbc.PropertyPackage, map[string]string{"packageName": pkg, "version": version}),
+			genProperty(fbc.PropertyGVK, fbc.GVK{Group: pkg + ".example.com", Version: "v1", Kind: "Thing"}),
 		},
-		RelatedImages: []RelatedImage{
+		RelatedImages: []fbc.RelatedImage{
 			{Name: "operator", Image: fmt.Sprintf("quay.example.com/%s/operator:v%s", pkg, version)},
 			{Name: "shared", Image: "quay.example.com/shared/kube-rbac-proxy:v1"},
 		},
@@ -119,9 +95,9 @@ func (f *fixture) property(pkg, version, typ string, value any) {
 	panic(fmt.Sprintf("fixture has no bundle %s.v%s", pkg, version))
 }
 
-func (f *fixture) catalog(t testing.TB) *Catalog {
+func (f *fixture) catalog(t testing.TB) *fbc.Catalog {
 	t.Helper()
-	c, err := NewCatalog(f.pkgs, f.others)
+	c, err := fbc.NewCatalog(f.pkgs, f.others)
 	if err != nil {
 		t.Fatalf("fixture catalog: %v", err)
 	}
@@ -129,7 +105,7 @@ func (f *fixture) catalog(t testing.TB) *Catalog {
 }
 
 // keptBundles returns the names of every bundle of the catalog, sorted.
-func keptBundles(c *Catalog) []string {
+func keptBundles(c *fbc.Catalog) []string {
 	var out []string
 	for _, name := range c.PackageNames() {
 		for _, b := range c.Package(name).Bundles {
@@ -141,7 +117,7 @@ func keptBundles(c *Catalog) []string {
 }
 
 // entryNames returns the entries of a channel, sorted.
-func entryNames(c *Catalog, pkg, channel string) []string {
+func entryNames(c *fbc.Catalog, pkg, channel string) []string {
 	p := c.Package(pkg)
 	if p == nil {
 		return nil
@@ -165,29 +141,6 @@ func names(pkg string, versions ...string) []string {
 		out[i] = pkg + ".v" + v
 	}
 	slices.Sort(out)
-	return out
-}
-
-// renderFS writes the catalog with WriteFiles into an in-memory file system.
-func renderFS(t testing.TB, c *Catalog) fstest.MapFS {
-	t.Helper()
-	fsys := fstest.MapFS{}
-	if err := c.WriteFiles(func(name string, data []byte) error {
-		fsys[name] = &fstest.MapFile{Data: slices.Clone(data), Mode: 0o644}
-		return nil
-	}); err != nil {
-		t.Fatalf("WriteFiles: %v", err)
-	}
-	return fsys
-}
-
-// rendered returns the catalog's files as one string per file, for comparisons.
-func rendered(t testing.TB, c *Catalog) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for name, f := range renderFS(t, c) {
-		out[name] = string(f.Data)
-	}
 	return out
 }
 
@@ -226,13 +179,13 @@ func (a *atomicCounter) get() int {
 // accepts without warnings passes, one it rejects fails. A catalog it warns
 // about (valid only for older opm, or for none that keeps names outside the
 // channel safe) may go either way with this opm release: logged.
-func checkWithOPM(t testing.TB, c *Catalog) {
+func checkWithOPM(t testing.TB, c *fbc.Catalog) {
 	t.Helper()
 	opm := opmtest.Oracle(t)
 	if opm == "" {
 		return
 	}
-	warnings, verr := c.Validate()
+	warnings, verr := Validate(c)
 	h := sha256.New()
 	if err := c.WriteFiles(func(name string, data []byte) error {
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(data))

@@ -3,6 +3,8 @@ package catalog
 import (
 	"slices"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 )
 
 func TestRelatedImages(t *testing.T) {
@@ -25,7 +27,7 @@ func TestRelatedImages(t *testing.T) {
 		t.Fatalf("images %v, want %v", images, want)
 	}
 	shared := refs[4]
-	if shared.Bundle || len(shared.Users) != 2 || shared.Users[0] != (ImageUser{Package: "app", Bundle: "app.v1.0.0", Name: "shared"}) {
+	if shared.Bundle || len(shared.Users) != 2 || shared.Users[0] != (fbc.ImageUser{Package: "app", Bundle: "app.v1.0.0", Name: "shared"}) {
 		t.Errorf("shared image: %+v", shared)
 	}
 	if !refs[0].Bundle || refs[0].Users[0].Name != "" {
@@ -33,28 +35,9 @@ func TestRelatedImages(t *testing.T) {
 	}
 }
 
-func TestRelatedImagesReal(t *testing.T) {
-	c := realCatalog(t)
-	refs := c.RelatedImages()
-	bundles := 0
-	seen := map[string]bool{}
-	for _, r := range refs {
-		if seen[r.Image] || r.Image == "" || len(r.Users) == 0 {
-			t.Fatalf("bad or duplicate image %+v", r)
-		}
-		seen[r.Image] = true
-		if r.Bundle {
-			bundles++
-		}
-	}
-	if bundles != 727 || len(refs) < 1000 {
-		t.Errorf("%d images of which %d bundle images; want 727 bundle images and more than 1000 in all", len(refs), bundles)
-	}
-}
-
 func TestPackagesSummary(t *testing.T) {
 	c := branching(t)
-	sums := c.Packages()
+	sums := Packages(c)
 	if len(sums) != 4 || sums[0].Name != "app" || sums[0].DefaultChannel != "stable" {
 		t.Fatalf("summary %+v", sums)
 	}

@@ -8,15 +8,18 @@ import (
 	"testing"
 
 	"github.com/Masterminds/semver/v3"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
+	"github.com/gapmirror/gapmirror/internal/fbctest"
 )
 
 func mustVersion(s string) *semver.Version { return semver.MustParse(s) }
 
 // checkFiltered asserts the invariants every Filter result must hold.
-func checkFiltered(t *testing.T, src, out *Catalog, rep *Report) {
+func checkFiltered(t *testing.T, src, out *fbc.Catalog, rep *Report) {
 	t.Helper()
 	// It is a catalog opm would serve, and it survives being written and read.
-	warnings, err := out.Validate()
+	warnings, err := Validate(out)
 	if err != nil {
 		t.Errorf("filtered catalog does not validate: %v", err)
 	}
@@ -25,7 +28,7 @@ func checkFiltered(t *testing.T, src, out *Catalog, rep *Report) {
 			t.Errorf("unexpected validation warning: %s", w)
 		}
 	}
-	again, err := LoadFS(renderFS(t, out), ".")
+	again, err := fbc.LoadFS(fbctest.RenderFS(t, out), ".")
 	if err != nil {
 		t.Fatalf("the written filtered catalog does not load: %v", err)
 	}
@@ -107,20 +110,20 @@ func checkFiltered(t *testing.T, src, out *Catalog, rep *Report) {
 
 // specsFor builds filter specs exercising every kind of selection on one
 // package, at random but reproducibly.
-func specsFor(p *Package, rng *rand.Rand) []FilterSpec {
+func specsFor(p *fbc.Package, rng *rand.Rand) []FilterSpec {
 	specs := []FilterSpec{
 		{Packages: []PackageSpec{{Name: p.Name}}},
 		{Packages: []PackageSpec{{Name: p.Name}}, Full: true},
 	}
 	for _, ch := range p.Channels {
-		var versions []*Bundle
+		var versions []*fbc.Bundle
 		for _, e := range ch.Entries {
 			versions = append(versions, p.Bundle(e.Name))
 		}
-		slices.SortFunc(versions, func(a, b *Bundle) int { return compareVersions(a.version, b.version) })
+		slices.SortFunc(versions, func(a, b *fbc.Bundle) int { return compareVersions(a.Version(), b.Version()) })
 		lo := versions[rng.IntN(len(versions))]
 		hi := versions[rng.IntN(len(versions))]
-		if compareVersions(lo.version, hi.version) > 0 {
+		if compareVersions(lo.Version(), hi.Version()) > 0 {
 			lo, hi = hi, lo
 		}
 		one := func(cs ChannelSpec, bundles ...string) FilterSpec {
@@ -131,7 +134,7 @@ func specsFor(p *Package, rng *rand.Rand) []FilterSpec {
 			one(ChannelSpec{MinVersion: lo.VersionString()}),
 			one(ChannelSpec{MaxVersion: hi.VersionString()}),
 			one(ChannelSpec{MinVersion: lo.VersionString(), MaxVersion: hi.VersionString()}),
-			one(ChannelSpec{VersionRange: fmt.Sprintf(">=%s, <=%s", lowest(lo.version), hi.version.String())}),
+			one(ChannelSpec{VersionRange: fmt.Sprintf(">=%s, <=%s", lowest(lo.Version()), hi.Version().String())}),
 			one(ChannelSpec{}, versions[rng.IntN(len(versions))].Name),
 			one(ChannelSpec{MaxVersion: lo.VersionString()}, hi.Name),
 		)
@@ -143,7 +146,7 @@ func specsFor(p *Package, rng *rand.Rand) []FilterSpec {
 // the invariants: one head per kept channel, every kept bundle reaches it
 // through kept bundles (OLM v0 and v1), the result validates and round-trips.
 func TestFilterInvariantsReal(t *testing.T) {
-	c := realCatalog(t)
+	c := fbctest.RealCatalog(t)
 	rng := rand.New(rand.NewPCG(42, 42))
 	runs := 0
 	for _, name := range c.PackageNames() {

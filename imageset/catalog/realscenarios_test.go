@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/internal/fbctest"
 )
 
 // vers turns "2.5.0 … 2.5.3"-style lists into bundle names of prefix.
@@ -32,7 +34,7 @@ func span(prefix, minor string, from, to int) []string {
 // the result judged by opm too.
 func TestFilterRealScenarios(t *testing.T) {
 	t.Parallel()
-	c := realCatalog(t)
+	c := fbctest.RealCatalog(t)
 	const inf, odh = "infinispan-operator", "opendatahub-operator"
 	cases := []struct {
 		name     string

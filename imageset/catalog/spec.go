@@ -7,6 +7,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/imageset/spelling"
 )
 
@@ -59,7 +60,7 @@ type versionSelector struct {
 	desc  string // for reports and errors, e.g. `minVersion 1.2.0` or `versionRange ">=1.2"`
 	min   *semver.Version
 	max   *semver.Version
-	rng   *Range
+	rng   *fbc.Range
 	loose *semver.Constraints // the range with prereleases allowed, to explain exclusions
 }
 
@@ -92,7 +93,7 @@ func parseSelector(where, minV, maxV, rng string) (*versionSelector, error) {
 		return nil, fmt.Errorf("%s: versionRange cannot be combined with minVersion or maxVersion: use one or the other", where)
 	}
 	if rng != "" {
-		r, err := ParseVersionRange(rng)
+		r, err := fbc.ParseVersionRange(rng)
 		if err != nil {
 			return nil, fmt.Errorf("%s: versionRange: %w", where, err)
 		}
@@ -131,7 +132,7 @@ func parseSelector(where, minV, maxV, rng string) (*versionSelector, error) {
 }
 
 // checkSpec validates the spec against the catalog before any filtering.
-func checkSpec(c *Catalog, spec FilterSpec) error {
+func checkSpec(c *fbc.Catalog, spec FilterSpec) error {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	seen := map[string]bool{}
@@ -148,7 +149,7 @@ func checkSpec(c *Catalog, spec FilterSpec) error {
 		seen[ps.Name] = true
 		p := c.Package(ps.Name)
 		if p == nil {
-			add("%s is not in the catalog%s", where, suggest(ps.Name, c.names))
+			add("%s is not in the catalog%s", where, suggest(ps.Name, c.PackageNames()))
 			continue
 		}
 		pkgSel, err := parseSelector(where, ps.MinVersion, ps.MaxVersion, ps.VersionRange)

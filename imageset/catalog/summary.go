@@ -1,6 +1,10 @@
 package catalog
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
+)
 
 // PackageSummary describes a package for discovery (gapmirror list operators).
 type PackageSummary struct {
@@ -19,11 +23,12 @@ type ChannelSummary struct {
 	Versions []string `json:"versions"`
 }
 
-// Packages summarises every package of the catalog, in name order.
-func (c *Catalog) Packages() []PackageSummary {
-	out := make([]PackageSummary, 0, len(c.names))
-	for _, name := range c.names {
-		p := c.pkgs[name]
+// Packages summarises every package of c, in name order.
+func Packages(c *fbc.Catalog) []PackageSummary {
+	names := c.PackageNames()
+	out := make([]PackageSummary, 0, len(names))
+	for _, name := range names {
+		p := c.Package(name)
 		ps := PackageSummary{Name: name, DefaultChannel: p.DefaultChannel}
 		for _, ch := range p.Channels {
 			g := newGraph(p, ch)

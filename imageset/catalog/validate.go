@@ -5,19 +5,21 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 )
 
-// Validate checks the catalog the way opm does before it serves it, beyond
-// the structural rules NewCatalog enforces: each channel's upgrade graph (one
+// Validate checks c the way opm does before it serves it, beyond the
+// structural rules fbc.NewCatalog enforces: each channel's upgrade graph (one
 // head, no cycle, no stranded entry) and deprecation entries naming existing
 // channels and bundles. What every opm release rejects is returned as the
 // error; what only releases since 2025 reject (the stricter replaces-chain
 // rules, several bundles with one version) is returned as warnings, since
 // the opm inside older catalog images accepts it.
-func (c *Catalog) Validate() (warnings []string, err error) {
+func Validate(c *fbc.Catalog) (warnings []string, err error) {
 	var errs []error
-	for _, name := range c.names {
-		p := c.pkgs[name]
+	for _, name := range c.PackageNames() {
+		p := c.Package(name)
 		for _, ch := range p.Channels {
 			g := newGraph(p, ch)
 			level, lerr := g.level(g.all())
@@ -30,8 +32,8 @@ func (c *Catalog) Validate() (warnings []string, err error) {
 		}
 		versions := map[string][]string{}
 		for _, b := range p.Bundles {
-			if b.version != nil {
-				versions[b.version.String()] = append(versions[b.version.String()], b.Name)
+			if b.Version() != nil {
+				versions[b.Version().String()] = append(versions[b.Version().String()], b.Name)
 			}
 		}
 		for _, v := range sortedKeys(versions) {
@@ -43,10 +45,10 @@ func (c *Catalog) Validate() (warnings []string, err error) {
 		if d := p.Deprecations; d != nil {
 			for i, e := range d.Entries {
 				switch {
-				case e.Reference.Schema == SchemaChannel && p.Channel(e.Reference.Name) == nil:
-					errs = append(errs, fmt.Errorf("package %q: %s entries[%d] deprecates channel %q, which does not exist", name, SchemaDeprecations, i, e.Reference.Name))
-				case e.Reference.Schema == SchemaBundle && p.Bundle(e.Reference.Name) == nil:
-					errs = append(errs, fmt.Errorf("package %q: %s entries[%d] deprecates bundle %q, which does not exist", name, SchemaDeprecations, i, e.Reference.Name))
+				case e.Reference.Schema == fbc.SchemaChannel && p.Channel(e.Reference.Name) == nil:
+					errs = append(errs, fmt.Errorf("package %q: %s entries[%d] deprecates channel %q, which does not exist", name, fbc.SchemaDeprecations, i, e.Reference.Name))
+				case e.Reference.Schema == fbc.SchemaBundle && p.Bundle(e.Reference.Name) == nil:
+					errs = append(errs, fmt.Errorf("package %q: %s entries[%d] deprecates bundle %q, which does not exist", name, fbc.SchemaDeprecations, i, e.Reference.Name))
 				}
 			}
 		}

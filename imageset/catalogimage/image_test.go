@@ -26,6 +26,7 @@ import (
 	"go.podman.io/storage/pkg/archive"
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
@@ -833,7 +834,7 @@ func TestRebuildDockerSingleArch(t *testing.T) {
 	if err := ExtractFBC(s, d1, dest); err != nil {
 		t.Fatal(err)
 	}
-	c, err := catalog.LoadFS(os.DirFS(dest), ".")
+	c, err := fbc.LoadFS(os.DirFS(dest), ".")
 	if err != nil {
 		t.Fatalf("LoadFS of the re-extracted catalog: %v", err)
 	}
@@ -1091,7 +1092,7 @@ func TestRebuildFilteredCatalog(t *testing.T) {
 	if err := ExtractFBC(s, d, dest); err != nil {
 		t.Fatal(err)
 	}
-	again, err := catalog.LoadFS(os.DirFS(dest), ".")
+	again, err := fbc.LoadFS(os.DirFS(dest), ".")
 	if err != nil {
 		t.Fatalf("LoadFS of the re-extracted catalog: %v", err)
 	}

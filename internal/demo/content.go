@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/fixtures"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
@@ -30,7 +31,7 @@ type operators struct {
 	// filter is the selection the configuration spells out; want is the
 	// catalog it leaves, which the mirrored catalog must hold exactly.
 	filter catalog.FilterSpec
-	want   *catalog.Catalog
+	want   *fbc.Catalog
 	// rangePkg, rangeChannel are the package and channel selected by a
 	// version range, for the configuration's comments.
 	rangePkg, rangeChannel string
@@ -45,7 +46,7 @@ func pushOperators(ctx context.Context, t imagebuilder.Target, host string) (*op
 		return nil, fmt.Errorf("pushing the operator catalog: %w", err)
 	}
 	ops := &operators{src: src}
-	pkgs := src.Cat.Packages()
+	pkgs := catalog.Packages(src.Cat)
 	ranged := pkgs[3]
 	ch := ranged.Channels[0]
 	for _, c := range ranged.Channels {
@@ -196,7 +197,7 @@ func (d *demo) pushOperators(ctx context.Context) error {
 	}
 	src := d.ops.src
 	d.out.info("%-42s %-26s %s", src.Repo+":"+src.Tag, "opm catalog, 2 platforms", shortDigest(src.Digest))
-	for _, p := range src.Cat.Packages() {
+	for _, p := range catalog.Packages(src.Cat) {
 		var chs []string
 		for _, c := range p.Channels {
 			chs = append(chs, fmt.Sprintf("%s (%d)", c.Name, len(c.Versions)))

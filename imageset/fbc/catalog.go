@@ -1,4 +1,4 @@
-package catalog
+package fbc
 
 import (
 	"cmp"
@@ -25,7 +25,7 @@ type Catalog struct {
 // properties, and checks the structural rules opm enforces (unique names,
 // default channel present, channel entries naming bundles of the package,
 // every bundle in a channel, exactly one olm.package property with a semver
-// version). It does not check upgrade graphs: see Validate.
+// version). It does not check upgrade graphs: see imageset/catalog.Validate.
 func NewCatalog(pkgs []*Package, others []*Blob) (*Catalog, error) {
 	c := &Catalog{pkgs: make(map[string]*Package, len(pkgs)), others: others}
 	var errs problems
@@ -47,6 +47,22 @@ func NewCatalog(pkgs []*Package, others []*Blob) (*Catalog, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Reassemble builds a catalog from packages taken from catalogs that
+// NewCatalog built, as a filter does when it keeps part of one: the bundles
+// are shared, so it checks the structure again without deriving bundle data
+// from the properties a second time.
+func Reassemble(pkgs []*Package, others []*Blob) (*Catalog, error) {
+	c := &Catalog{pkgs: make(map[string]*Package, len(pkgs)), others: others}
+	var errs problems
+	for _, p := range pkgs {
+		c.pkgs[p.Name] = p
+		c.names = append(c.names, p.Name)
+		p.check(&errs, false)
+	}
+	slices.Sort(c.names)
+	return c, errs.err()
 }
 
 // check sorts and indexes the package and records every structural problem;

@@ -1,4 +1,4 @@
-package catalog
+package fbc_test
 
 import (
 	"encoding/base64"
@@ -14,12 +14,14 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/imageset/yamlbudget"
+	"github.com/gapmirror/gapmirror/internal/fbctest"
 	"github.com/gapmirror/gapmirror/internal/opmtest"
 )
 
 func TestLoadRealCatalogs(t *testing.T) {
-	c := realCatalog(t)
+	c := fbctest.RealCatalog(t)
 	var channels, bundles int
 	for _, name := range c.PackageNames() {
 		p := c.Package(name)
@@ -47,87 +49,14 @@ func TestLoadRealCatalogs(t *testing.T) {
 	if len(b.RequiredPackages()) != 1 || b.RequiredPackages()[0].PackageName != "rabbitmq-cluster-operator" {
 		t.Errorf("olm.package.required not read: %+v", b.RequiredPackages())
 	}
-	if len(b.RequiredGVKs()) == 0 || len(b.GVKs()) == 0 || len(b.PropertyValues(PropertyCSVMetadata)) != 1 {
+	if len(b.RequiredGVKs()) == 0 || len(b.GVKs()) == 0 || len(b.PropertyValues(fbc.PropertyCSVMetadata)) != 1 {
 		t.Errorf("bundle properties not read: required %v, provided %v", b.RequiredGVKs(), b.GVKs())
 	}
 }
 
-// formatsFS is a catalog tree mixing every input form LoadFS accepts.
-func formatsFS() fstest.MapFS {
-	csv := "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\nmetadata:\n  name: beta.v1.0.0\n"
-	return fstest.MapFS{
-		"alpha/index.yaml": {Data: []byte(`---
-# a comment before the first blob
-schema: olm.package
-name: alpha
-defaultChannel: stable
-icon: {base64data: aWNvbg==, mediatype: image/png}
-x-custom: {keep: me}
----
----
-schema: olm.channel
-package: alpha
-name: stable
-x-channel-note: kept
-entries:
-  - name: alpha.v1.0.0
-  - name: alpha.v1.1.0
-    replaces: alpha.v1.0.0
-    x-entry-note: kept too
-    skipRange: '>=1.0.0 <1.1.0'
----
-defaults: &defaults
-  schema: olm.bundle
-  package: alpha
-<<: *defaults
-name: alpha.v1.0.0
-image: quay.example.com/alpha/bundle@sha256:1111111111111111111111111111111111111111111111111111111111111111
-properties:
-  - type: olm.package
-    value: {packageName: alpha, version: 1.0.0}
-  - type: example.com/answer
-    value: 42
----
-schema: olm.bundle
-package: alpha
-name: alpha.v1.1.0
-image: quay.example.com/alpha/bundle@sha256:2222222222222222222222222222222222222222222222222222222222222222
-properties:
-  - type: olm.package
-    value: {packageName: alpha, version: "1.1.0"}
-  - type: olm.gvk
-    value: {group: alpha.example.com, version: v1, kind: Alpha}
-relatedImages:
-  - {name: operator, image: quay.example.com/alpha/operator@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
----
-schema: example.com.notes
-package: alpha
-name: alpha-notes
-notes: [1, 2.5, true, null]
-`)},
-		"beta/catalog.json": {Data: []byte(`{"schema":"olm.package","name":"beta","defaultChannel":"stable"}
-{"schema":"olm.channel","package":"beta","name":"stable","entries":[{"name":"beta.v1.0.0"}]}{"schema":"olm.bundle","package":"beta","name":"beta.v1.0.0","image":"quay.example.com/beta/bundle@sha256:3333333333333333333333333333333333333333333333333333333333333333",
- "properties":[{"type":"olm.package","value":{"packageName":"beta","version":"1.0.0"}},
-  {"type":"olm.bundle.object","value":{"ref":"objects/csv.yaml"}},
-  {"type":"olm.gvk.required","value":{"group":"alpha.example.com","version":"v1","kind":"Alpha"}}]}
-{"schema":"olm.deprecations","package":"beta","entries":[{"reference":{"schema":"olm.package"},"message":"use alpha"}]}
-`)},
-		"beta/.indexignore":        {Data: []byte("# bundle manifests are not blobs\nobjects/\n")},
-		"beta/objects/csv.yaml":    {Data: []byte(csv)},
-		"gamma/blobs":              {Data: []byte(`  {"schema":"olm.package","name":"gamma","defaultChannel":"alpha"}`)},
-		"gamma/more":               {Data: []byte("schema: olm.channel\npackage: gamma\nname: alpha\nentries: [{name: gamma.v0.1.0}]\n---\nschema: olm.bundle\npackage: gamma\nname: gamma.v0.1.0\nimage: quay.example.com/gamma/bundle:0.1.0\nproperties: [{type: olm.package, value: {packageName: gamma, version: 0.1.0}}]\n")},
-		"catalog-wide.json":        {Data: []byte(`{"schema":"example.com.catalog-info","owner":"platform team"}`)},
-		"README.md":                {Data: []byte("this file is ignored\n")},
-		".indexignore":             {Data: []byte("*.md\n")},
-		"gamma/.indexignore":       {Data: []byte("")},
-		"gamma/notes/.indexignore": {Data: []byte("*\n")},
-		"gamma/notes/todo.txt":     {Data: []byte("not a blob\n")},
-	}
-}
-
 func TestLoadFormats(t *testing.T) {
-	fsys := formatsFS()
-	c, err := LoadFS(fsys, ".")
+	fsys := fbctest.FormatsFS()
+	c, err := fbc.LoadFS(fsys, ".")
 	if err != nil {
 		t.Fatalf("LoadFS: %v", err)
 	}
@@ -155,7 +84,7 @@ func TestLoadFormats(t *testing.T) {
 	if b := beta.Bundles[0]; b.Pos.Line != 2 || b.Pos.Offset < 90 {
 		t.Errorf("concatenated JSON blob position %v", b.Pos)
 	}
-	obj := beta.Bundles[0].PropertyValues(PropertyBundleObject)
+	obj := beta.Bundles[0].PropertyValues(fbc.PropertyBundleObject)
 	var v struct{ Data string }
 	if len(obj) != 1 || json.Unmarshal(obj[0], &v) != nil {
 		t.Fatalf("bundle object: %s", obj)
@@ -168,11 +97,11 @@ func TestLoadFormats(t *testing.T) {
 	}
 
 	// Unknown fields survive a write.
-	files := rendered(t, c)
+	files := fbctest.Rendered(t, c)
 	for file, want := range map[string][]string{
 		"alpha/catalog.json": {`"x-custom"`, `"keep": "me"`, `"x-channel-note": "kept"`, `"x-entry-note": "kept too"`, `"icon"`, `"type": "example.com/answer"`, `"value": 42`, `"notes": [`, `2.5`},
 		"beta/catalog.json":  {`"olm.deprecations"`, `"olm.gvk.required"`},
-		OthersFile:           {`"owner": "platform team"`},
+		fbc.OthersFile:       {`"owner": "platform team"`},
 	} {
 		for _, w := range want {
 			if !strings.Contains(files[file], w) {
@@ -184,11 +113,11 @@ func TestLoadFormats(t *testing.T) {
 
 func TestLoadRoot(t *testing.T) {
 	fsys := fstest.MapFS{}
-	for name, f := range formatsFS() {
+	for name, f := range fbctest.FormatsFS() {
 		fsys["configs/"+name] = f
 	}
 	for _, root := range []string{"configs", "/configs", "configs/", "./configs"} {
-		c, err := LoadFS(fsys, root)
+		c, err := fbc.LoadFS(fsys, root)
 		if err != nil {
 			t.Fatalf("LoadFS(%q): %v", root, err)
 		}
@@ -196,45 +125,11 @@ func TestLoadRoot(t *testing.T) {
 			t.Errorf("LoadFS(%q): alpha at %v", root, p)
 		}
 	}
-	if _, err := LoadFS(fsys, "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+	if _, err := fbc.LoadFS(fsys, "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("missing root: %v", err)
 	}
-	if _, err := LoadFS(fsys, "configs/README.md"); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if _, err := fbc.LoadFS(fsys, "configs/README.md"); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("file as root: %v", err)
-	}
-}
-
-func TestIndexIgnore(t *testing.T) {
-	fsys := fstest.MapFS{
-		".indexignore":          {Data: []byte("# opm's documented example\n**/*\n!*.json\n!*.yaml\n**/objects/*.json\n**/objects/*.yaml\n")},
-		"packageB/.indexignore": {Data: []byte("notes/\n!keep.yaml\n/local-only.yaml\n")},
-	}
-	m, err := newIgnoreMatcher(fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := map[string]bool{
-		"packageA/index.yaml":              false,
-		"packageA/index.json":              false,
-		"README.md":                        true,
-		"packageA/objects/csv.yaml":        true,
-		"packageB/index.yaml":              false,
-		"packageB/objects/crd.json":        true,
-		"packageB/notes/a.yaml":            true,  // dir-only pattern of packageB
-		"packageA/notes/a.yaml":            false, // packageB's patterns do not apply here
-		"packageB/objects/keep.yaml":       false, // re-included later
-		"packageB/local-only.yaml":         true,  // anchored to packageB
-		"packageB/sub/local-only.yaml":     false,
-		".indexignore":                     true,
-		"packageB/.indexignore":            true,
-		"packageC/deprecations.yaml":       false,
-		"packageC/Dockerfile":              true,
-		"packageC/nested/deep/catalog.yml": true, // *.yml is not re-included
-	}
-	for p, want := range cases {
-		if got := m.ignored(p, false); got != want {
-			t.Errorf("ignored(%q) = %v, want %v", p, got, want)
-		}
 	}
 }
 
@@ -296,7 +191,7 @@ func TestLoadErrors(t *testing.T) {
 			for name, data := range tc.files {
 				fsys[name] = &fstest.MapFile{Data: []byte(data)}
 			}
-			_, err := LoadFS(fsys, ".")
+			_, err := fbc.LoadFS(fsys, ".")
 			if err == nil {
 				t.Fatal("LoadFS succeeded, want an error")
 			}
@@ -327,62 +222,15 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestSourceErrorIsReachable(t *testing.T) {
-	_, err := LoadFS(fstest.MapFS{"x/c.json": {Data: []byte("\n\n{\"name\":1}")}}, ".")
-	var se *SourceError
+	_, err := fbc.LoadFS(fstest.MapFS{"x/c.json": {Data: []byte("\n\n{\"name\":1}")}}, ".")
+	var se *fbc.SourceError
 	if !errors.As(err, &se) || se.Pos.File != "x/c.json" || se.Pos.Line != 3 || se.Pos.Offset != 2 {
 		t.Fatalf("want a SourceError at x/c.json:3 byte 2, got %#v", err)
 	}
 }
 
-func TestRoundTrip(t *testing.T) {
-	gen, err := Generate(GenSpec{Seed: 7, Packages: 6, Bundles: 25, Channels: 4, Deprecations: true, Others: true, ObjectBytes: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	formats, err := LoadFS(formatsFS(), ".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sources := map[string]func(t *testing.T) *Catalog{
-		"generated": func(*testing.T) *Catalog { return gen },
-		"formats":   func(*testing.T) *Catalog { return formats },
-		"real":      func(t *testing.T) *Catalog { return realCatalog(t) },
-	}
-	for name, source := range sources {
-		t.Run(name, func(t *testing.T) {
-			c := source(t)
-			first := renderFS(t, c)
-			again, err := LoadFS(first, ".")
-			if err != nil {
-				t.Fatalf("loading the written catalog: %v", err)
-			}
-			second := renderFS(t, again)
-			if len(first) != len(second) {
-				t.Fatalf("%d files written, %d after a round trip", len(first), len(second))
-			}
-			for file, f := range first {
-				if string(second[file].Data) != string(f.Data) {
-					t.Errorf("%s differs after a round trip", file)
-				}
-			}
-			if !slices.Equal(keptBundles(c), keptBundles(again)) {
-				t.Error("bundles differ after a round trip")
-			}
-			checkWithOPM(t, c)
-			for _, pn := range c.PackageNames() {
-				for _, b := range c.Package(pn).Bundles {
-					b2 := again.Package(pn).Bundle(b.Name)
-					if mustJSON(t, b.Properties) != mustJSON(t, b2.Properties) || mustJSON(t, b.RelatedImages) != mustJSON(t, b2.RelatedImages) {
-						t.Errorf("bundle %s changed in a round trip", b.Name)
-					}
-				}
-			}
-		})
-	}
-}
-
 func TestWriteDir(t *testing.T) {
-	c, err := LoadFS(formatsFS(), ".")
+	c, err := fbc.LoadFS(fbctest.FormatsFS(), ".")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,21 +238,17 @@ func TestWriteDir(t *testing.T) {
 	if err := c.WriteDir(dir); err != nil {
 		t.Fatalf("WriteDir: %v", err)
 	}
-	for _, f := range []string{"alpha/catalog.json", "beta/catalog.json", "gamma/catalog.json", OthersFile} {
+	for _, f := range []string{"alpha/catalog.json", "beta/catalog.json", "gamma/catalog.json", fbc.OthersFile} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
 	}
-	again, err := LoadFS(os.DirFS(dir), ".")
+	again, err := fbc.LoadFS(os.DirFS(dir), ".")
 	if err != nil || len(again.PackageNames()) != 3 {
 		t.Fatalf("reloading: %v", err)
 	}
 	if err := c.WriteDir(dir); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("writing into a non-empty directory: %v", err)
-	}
-	bad := &Catalog{pkgs: map[string]*Package{"../escape": {Name: "../escape"}}, names: []string{"../escape"}}
-	if err := bad.WriteFiles(func(string, []byte) error { return nil }); err == nil {
-		t.Error("a package name with a path separator was written")
 	}
 }
 
@@ -417,37 +261,23 @@ func lineOf(text, sub string) int {
 	return strings.Count(text[:i], "\n") + 1
 }
 
-// catalogAliasBomb is a catalog file whose bundle carries levels of lists,
-// each fanout aliases of the one before (30 and 5: 24 million nodes in
-// under 1 KiB); the bundle starts on line 5.
-func catalogAliasBomb(fanout, levels int) []byte {
-	var b strings.Builder
-	b.WriteString("schema: olm.package\nname: p\ndefaultChannel: stable\n---\n")
-	b.WriteString("schema: olm.bundle\npackage: p\nname: p.v1.0.0\nimage: example.com/p:1\n")
-	fmt.Fprintf(&b, "x-l0: &l0 [%sx]\n", strings.Repeat("x,", fanout-1))
-	for l := 1; l <= levels; l++ {
-		fmt.Fprintf(&b, "x-l%d: &l%d [%s*l%d]\n", l, l, strings.Repeat(fmt.Sprintf("*l%d,", l-1), fanout-1), l-1)
-	}
-	return []byte(b.String())
-}
-
 // TestLoadRefusesAliasBomb: a catalog file whose aliases stand for 24
 // million nodes (1.6 s and 600 MiB per file when each file could expand to
 // 50 million) is refused once aliases add yamlbudget.AliasNodes nodes,
 // naming the file and the blob; a file that reuses lists through aliases
 // within that loads.
 func TestLoadRefusesAliasBomb(t *testing.T) {
-	bomb := catalogAliasBomb(30, 5)
+	bomb := fbctest.AliasBomb(30, 5)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	_, err := LoadFS(fstest.MapFS{"p/c.yaml": {Data: bomb}}, ".")
+	_, err := fbc.LoadFS(fstest.MapFS{"p/c.yaml": {Data: bomb}}, ".")
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d bytes refused in %v, %d MiB allocated: %v", len(bomb), took, allocated>>20, err)
-	var se *SourceError
+	var se *fbc.SourceError
 	if !errors.As(err, &se) || se.Pos.File != "p/c.yaml" || se.Pos.Line != 5 || !strings.Contains(err.Error(), "alias bomb") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("aliases may add at most %d", yamlbudget.AliasNodes)) {
 		t.Fatalf("want an alias bomb refused at p/c.yaml:5, got %v", err)
@@ -463,7 +293,7 @@ func TestLoadRefusesAliasBomb(t *testing.T) {
 			"x-notes: &notes [" + strings.Repeat("{a: b, c: [d, e]},", 1000) + "{}]\nx-again: [*notes, *notes, *notes]\n" +
 			"properties: [{type: olm.package, value: {packageName: p, version: \"" + v + "\"}}]\n"
 	}
-	c, err := LoadFS(fstest.MapFS{"p/c.yaml": {Data: []byte(reuse)}}, ".")
+	c, err := fbc.LoadFS(fstest.MapFS{"p/c.yaml": {Data: []byte(reuse)}}, ".")
 	if err != nil {
 		t.Fatalf("lists reused through aliases within the allowance: %v", err)
 	}

@@ -1,22 +1,4 @@
-// Package catalog reads, filters and writes OLM file-based catalogs (FBC).
-//
-// A catalog is a tree of JSON and YAML files holding blobs (olm.package,
-// olm.channel, olm.bundle, olm.deprecations and any other schema). LoadFS
-// reads such a tree, Filter keeps what an image set asks for while keeping
-// every channel's upgrade graph valid, and WriteDir writes the result back as
-// FBC that opm serves. Blobs keep every field they were read with, known or
-// not, so writing back loses nothing.
-//
-// Pipeline stage: resolution, the operators contributor's choice of what
-// to mirror: the FBC model, loading, filtering (with the report of why each
-// bundle is kept), validation, writing, and the related images a filtered
-// catalog names. It holds no image code: getting the FBC out of a catalog
-// image and rebuilding the image around the filtered FBC is
-// imageset/catalogimage, which imports this package, never the reverse.
-//
-// Imports: of gapmirror's packages, only imageset/spelling and
-// imageset/yamlbudget.
-package catalog
+package fbc
 
 import (
 	"encoding/json"
