@@ -21,7 +21,7 @@ var allowedImports = map[string][]string{
 	"imageset/yamlbudget":   nil,
 	"imageset/fbc":          {"imageset/yamlbudget"},
 	"imageset/catalog":      {"imageset/fbc", "imageset/spelling"},
-	"imageset/catalogimage": {"imageset/catalog", "imageset/fbc"},
+	"imageset/catalogimage": nil,
 	"imageset/release":      {"backoff", "imageset/spelling"},
 	"imageset/helm":         nil,
 	"imageset":              {"imageset/helm", "imageset/release", "imageset/spelling", "imageset/yamlbudget"},

@@ -12,13 +12,13 @@
 // Pipeline stage: resolution, on both sides of the catalog filter. Once a
 // catalog image is in the store, ExtractFBC hands its FBC to imageset/fbc
 // to load and imageset/catalog to filter; Rebuild then makes the filtered
-// catalog image that the Plan mirrors in place of the original (mirror's
-// operators contributor, and disk-to-mirror's subset of an archived catalog).
+// catalog image that the Plan mirrors in place of the original (the
+// operators contributor in sections, and disk-to-mirror's subset of an
+// archived catalog).
 // It copies no image between registries: the blobs it reads and writes are
 // all in the Blobs it is given.
 //
-// Imports: of gapmirror's packages it may import only imageset/fbc and
-// imageset/catalog (the rebuild sits above the FBC model and its filter,
-// never the reverse); it needs neither today, since it reads and writes the
-// FBC as a directory tree of files.
+// Imports: no gapmirror package. It reads and writes the FBC as a directory
+// tree of files, so it needs neither imageset/fbc nor imageset/catalog
+// (should it ever, it sits above them, never the reverse).
 package catalogimage
