@@ -170,7 +170,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if err != nil {
 		return "", nil, err
 	}
-	plan, err := Compute(ctx, reg, root, cands, keep)
+	plan, err := compute(ctx, reg, root, cands, keep)
 	if err != nil {
 		return "", nil, fmt.Errorf("working out the deletes at %s: %w", root, Hint(err))
 	}
@@ -500,7 +500,7 @@ func (d *Delete) Execute(ctx context.Context, planPath, root string, dryRun bool
 	if err != nil {
 		return nil, err
 	}
-	now, err := Compute(ctx, reg, root, cands, keep)
+	now, err := compute(ctx, reg, root, cands, keep)
 	if err != nil {
 		return nil, fmt.Errorf("checking the plan against %s: %w", root, Hint(err))
 	}

@@ -3,7 +3,7 @@
 // manifest gapmirror did not record pushing, never one a kept tag or a kept
 // index still references.
 //
-// Deletion is in one place: planning what to delete (Compute, from the
+// Deletion is in one place: planning what to delete (ComputeAfter, from the
 // workspace's record of what each mirror root holds), executing the plan
 // (Execute), the --prune of the trips (Candidates, KeepNames, Forget), and
 // the delete command (Delete: Generate reads a

@@ -102,16 +102,16 @@ type Plan struct {
 	Gone []string `json:"gone,omitempty"`
 }
 
-// SplitRoot splits a mirror root into host and repository prefix.
-func SplitRoot(root string) (host, prefix string) {
+// splitRoot splits a mirror root into host and repository prefix.
+func splitRoot(root string) (host, prefix string) {
 	root = strings.TrimSuffix(strings.TrimPrefix(root, "docker://"), "/")
 	host, prefix, _ = strings.Cut(root, "/")
 	return host, prefix
 }
 
-// RepoOf is the repository on the registry host of a destination under root.
-func RepoOf(root, destination string) (repo, tag string) {
-	_, prefix := SplitRoot(root)
+// repoOf is the repository on the registry host of a destination under root.
+func repoOf(root, destination string) (repo, tag string) {
+	_, prefix := splitRoot(root)
 	repo, tag = splitTag(destination)
 	if prefix != "" {
 		repo = prefix + "/" + repo
@@ -128,13 +128,13 @@ func splitTag(s string) (repo, tag string) {
 	return s, ""
 }
 
-// Compute works out how to delete the candidates from the registry at root
+// compute works out how to delete the candidates from the registry at root
 // without touching anything kept. keep holds "repo:tag" (registry host
 // relative) names that must stay even if a candidate shares the tag: the
 // current image set, other mirror roots of the workspace. Every other tag
 // in an affected repository (someone else's, or the Set's) protects the
 // manifest it names and, for an index, every platform manifest in it.
-func Compute(ctx context.Context, reg *registryapi.Client, root string, cands []Candidate, keep map[string]bool) (*Plan, error) {
+func compute(ctx context.Context, reg *registryapi.Client, root string, cands []Candidate, keep map[string]bool) (*Plan, error) {
 	return ComputeAfter(ctx, reg, root, cands, keep, nil)
 }
 
@@ -152,7 +152,7 @@ type After struct {
 	Manifest func(ctx context.Context, repoTag string, d digest.Digest) (data []byte, mediaType string, err error)
 }
 
-// ComputeAfter is Compute against the registry as it will be once after's
+// ComputeAfter is compute against the registry as it will be once after's
 // tags name what they give (nil: as it is): a dry run's preview, made
 // before the copy it skips, plans the deletes the real run will make.
 func ComputeAfter(ctx context.Context, reg *registryapi.Client, root string, cands []Candidate, keep map[string]bool, after *After) (*Plan, error) {
@@ -160,7 +160,7 @@ func ComputeAfter(ctx context.Context, reg *registryapi.Client, root string, can
 	byRepo := map[string][]Candidate{}
 	var repos []string
 	for _, c := range cands {
-		repo, _ := RepoOf(root, c.Destination)
+		repo, _ := repoOf(root, c.Destination)
 		if _, ok := byRepo[repo]; !ok {
 			repos = append(repos, repo)
 		}
@@ -185,8 +185,8 @@ func ComputeAfter(ctx context.Context, reg *registryapi.Client, root string, can
 	return p, nil
 }
 
-// TagNamesIt is why a plan keeps a manifest that the tag repo:tag names.
-func TagNamesIt(repo, tag string) string { return fmt.Sprintf("tag %s:%s names it", repo, tag) }
+// tagNamesIt is why a plan keeps a manifest that the tag repo:tag names.
+func tagNamesIt(repo, tag string) string { return fmt.Sprintf("tag %s:%s names it", repo, tag) }
 
 type repoPlan struct {
 	tags, tops, children []Action
@@ -224,7 +224,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 	// by nothing kept: these may go.
 	removed := map[string]bool{}
 	for _, c := range cands {
-		_, tag := RepoOf(root, c.Destination)
+		_, tag := repoOf(root, c.Destination)
 		if lt, ok := live[tag]; ok && lt.digest.String() == c.Digest && !keep[repo+":"+tag] {
 			removed[tag] = true
 		}
@@ -241,7 +241,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 	for _, tag := range keptTags {
 		lt := live[tag]
 		if _, ok := protected[lt.digest]; !ok {
-			protected[lt.digest] = TagNamesIt(repo, tag)
+			protected[lt.digest] = tagNamesIt(repo, tag)
 		}
 		if isIndex(lt.mediaType) {
 			kids, err := kidsOf(lt.digest)
@@ -259,7 +259,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 	planned := map[digest.Digest]int{} // digest → index in rp.tops or -1-(index in children)
 	sort.Slice(cands, func(a, b int) bool { return cands[a].Key() < cands[b].Key() })
 	for _, c := range cands {
-		_, tag := RepoOf(root, c.Destination)
+		_, tag := repoOf(root, c.Destination)
 		d := digest.Digest(c.Digest)
 		if why, ok := protected[d]; ok {
 			if removed[tag] {

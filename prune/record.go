@@ -38,7 +38,7 @@ func AfterCopy(root string, set *imageset.Set, src transfer.Source) *After {
 	a := &After{Tags: map[string]digest.Digest{}}
 	byTag := map[string]imageset.Image{}
 	for _, img := range set.Images {
-		repo, tag := RepoOf(root, img.Destination)
+		repo, tag := repoOf(root, img.Destination)
 		a.Tags[repo+":"+tag] = digest.Digest(img.Digest)
 		byTag[repo+":"+tag] = img
 	}
@@ -101,7 +101,7 @@ func Candidates(images []workspace.MirroredImage, set *imageset.Set) []Candidate
 func KeepNames(w workspace.Workspace, root string, set *imageset.Set) (map[string]bool, error) {
 	keep := map[string]bool{}
 	add := func(r, dest string) {
-		repo, tag := RepoOf(r, dest)
+		repo, tag := repoOf(r, dest)
 		keep[repo+":"+tag] = true
 	}
 	if set != nil {
@@ -109,7 +109,7 @@ func KeepNames(w workspace.Workspace, root string, set *imageset.Set) (map[strin
 			add(root, img.Destination)
 		}
 	}
-	host, _ := SplitRoot(root)
+	host, _ := splitRoot(root)
 	var errs []error
 	err := w.ReadAll("mirrors", func(name string) error {
 		if name == workspace.LocationFile(root) {
@@ -120,7 +120,7 @@ func KeepNames(w workspace.Workspace, root string, set *imageset.Set) (map[strin
 			errs = append(errs, err)
 			return nil
 		}
-		if h, _ := SplitRoot(r.Mirror); h != host || r.Mirror == root {
+		if h, _ := splitRoot(r.Mirror); h != host || r.Mirror == root {
 			return nil
 		}
 		for _, m := range r.Images {

@@ -83,7 +83,7 @@ func TestLayoutDestination(t *testing.T) {
 		{imageset.AdditionalImage{Name: "oci:./layouts/../tool"}, "layouts/tool:latest"},
 		{imageset.AdditionalImage{Name: "oci:///srv/x", TargetRepo: "/tools/x/", TargetTag: "v1"}, "tools/x:v1"},
 	} {
-		repo, tag := LayoutDestination(c.ai)
+		repo, tag := layoutDestination(c.ai)
 		if got := repo + ":" + tag; got != c.want {
 			t.Errorf("%s: %s, want %s", c.ai.Name, got, c.want)
 		}

@@ -42,7 +42,7 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", at, ai.Name, err)
 		}
-		repo, tag := LayoutDestination(ai)
+		repo, tag := layoutDestination(ai)
 		if b := r.Blocked(ai.Name, repo); b != "" {
 			return fmt.Errorf("%s: %s is blocked by %s: remove the image or the blocking rule", at, ai.Name, b)
 		}
@@ -151,11 +151,11 @@ func orDigest(d ocispec.Descriptor) string {
 	return d.Digest.String()
 }
 
-// LayoutDestination is where an oci: additional image goes under the mirror
+// layoutDestination is where an oci: additional image goes under the mirror
 // root, by oc-mirror's rules: targetRepo, else the layout's path as written
 // (without the leading '/'; each component made a valid repository name,
 // "." and ".." dropped); targetTag, else "latest".
-func LayoutDestination(ai imageset.AdditionalImage) (repo, tag string) {
+func layoutDestination(ai imageset.AdditionalImage) (repo, tag string) {
 	repo = strings.Trim(ai.TargetRepo, "/")
 	if dir, _ := ai.OCILayoutPath(); repo == "" {
 		var parts []string
@@ -180,7 +180,7 @@ func LayoutDestination(ai imageset.AdditionalImage) (repo, tag string) {
 // a delete.additionalImages entry selects at the mirror.
 func LayoutTarget(ai imageset.AdditionalImage) (repo, dig, tag string, err error) {
 	if _, ok := ai.OCILayoutPath(); ok {
-		repo, _ = LayoutDestination(ai)
+		repo, _ = layoutDestination(ai)
 		return repo, "", ai.TargetTag, nil
 	}
 	named, err := reference.ParseNormalizedNamed(ai.Name)

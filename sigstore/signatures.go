@@ -17,9 +17,9 @@ import (
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
-// SignatureTag is the tag under which cosign stores the sigstore signature
+// signatureTag is the tag under which cosign stores the sigstore signature
 // of manifest d in the manifest's repository: "sha256-<hex>.sig".
-func SignatureTag(d digest.Digest) string {
+func signatureTag(d digest.Digest) string {
 	return imageset.DigestTag(d) + ".sig"
 }
 
@@ -198,7 +198,7 @@ func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Dig
 			if a.sig == "" {
 				continue
 			}
-			tag := SignatureTag(d)
+			tag := signatureTag(d)
 			what := tg.img.Origin
 			if d != tg.manifest {
 				what = fmt.Sprintf("%s (platform manifest %s)", tg.img.Origin, d)
@@ -295,7 +295,7 @@ func lookupSignature(ctx context.Context, r *transfer.Registry, rd *RegistriesD,
 		if !rd.sigstoreAttachments(repo.Name(), k.manifest) {
 			continue // registries.d: no sigstore attachments from this source
 		}
-		d, err := headTag(ctx, r, repo, SignatureTag(k.manifest), s.skipVerify)
+		d, err := headTag(ctx, r, repo, signatureTag(k.manifest), s.skipVerify)
 		switch {
 		case err == nil:
 			return d, nil

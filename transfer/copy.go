@@ -285,7 +285,7 @@ func (c *copier) manifest(ctx context.Context, img imageset.Image, d digest.Dige
 	desc := ocispec.Descriptor{MediaType: mt, Digest: d, Size: int64(len(data))}
 	if err := c.retry(ctx, func() error { return c.dst.PutManifest(ctx, img, desc, data, top) }); err != nil {
 		if sparse && refusedSparse(err) {
-			return &SparseRefusedError{Platforms: img.Platforms, Err: err}
+			return &sparseRefusedError{Platforms: img.Platforms, Err: err}
 		}
 		return fmt.Errorf("writing manifest %s: %w", d, err)
 	}
@@ -316,14 +316,14 @@ func instances(img imageset.Image, d digest.Digest, kids []ocispec.Descriptor) (
 	return out, nil
 }
 
-// SparseRefusedError says that the destination registry would not store an
+// sparseRefusedError says that the destination registry would not store an
 // index whose unselected instances are missing.
-type SparseRefusedError struct {
+type sparseRefusedError struct {
 	Platforms []string
 	Err       error
 }
 
-func (e *SparseRefusedError) Error() string {
+func (e *sparseRefusedError) Error() string {
 	return fmt.Sprintf("the destination refused the sparse manifest list (only %s copied; the index keeps its digest and lists every platform): "+
 		"configure the registry to accept image indexes whose platform manifests are missing "+
 		"(distribution/registry: validation.manifests.indexes.platforms: none, or REGISTRY_VALIDATION_MANIFESTS_INDEXES_PLATFORMS=none; "+
@@ -331,7 +331,7 @@ func (e *SparseRefusedError) Error() string {
 		strings.Join(e.Platforms, ", "), e.Err)
 }
 
-func (e *SparseRefusedError) Unwrap() error { return e.Err }
+func (e *sparseRefusedError) Unwrap() error { return e.Err }
 
 // refusedSparse reports a registry's answer to an index whose instances are
 // not all in the repository (distribution: 400 MANIFEST_BLOB_UNKNOWN).

@@ -86,7 +86,7 @@ func LockWorkspace(ws string) (*Lock, error) {
 		return nil, fmt.Errorf("workspace %s: %w", ws, err)
 	}
 	if h != nil {
-		return nil, &LockedError{What: "workspace", Dir: ws, Holder: *h}
+		return nil, &lockedError{What: "workspace", Dir: ws, Holder: *h}
 	}
 	return l, nil
 }
@@ -110,20 +110,20 @@ func LockStore(ctx context.Context, dir string, log *slog.Logger) (*Lock, error)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, errors.Join(&LockedError{What: "store", Dir: dir, Holder: *h}, ctx.Err())
+			return nil, errors.Join(&lockedError{What: "store", Dir: dir, Holder: *h}, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// LockedError refuses a run because another holds the lock it needs.
-type LockedError struct {
+// lockedError refuses a run because another holds the lock it needs.
+type lockedError struct {
 	What   string // "workspace" or "store"
 	Dir    string
 	Holder holder
 }
 
-func (e *LockedError) Error() string {
+func (e *lockedError) Error() string {
 	return fmt.Sprintf("%s %s is in use by %s: wait for that run to end (or stop it) and run again; two runs on one %s would overwrite each other's records",
 		e.What, e.Dir, e.Holder, e.What)
 }
