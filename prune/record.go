@@ -44,9 +44,7 @@ func AfterCopy(root string, set *imageset.Set, src transfer.Source) *After {
 	}
 	a.Manifest = func(ctx context.Context, repoTag string, d digest.Digest) ([]byte, string, error) {
 		img := byTag[repoTag]
-		read, done := transfer.PlanReader(src, img)
-		defer done()
-		data, mt, err := read(ctx, d)
+		data, mt, err := transfer.PlanReader(src, img)(ctx, d)
 		if err != nil {
 			return nil, "", err
 		}

@@ -37,7 +37,7 @@ func RepositoryTransport(host, repo string, sys *types.SystemContext) (tr *http.
 		return nil, false, fmt.Errorf("registries configuration: %w", err)
 	}
 	if reg != nil && reg.Blocked {
-		return nil, false, &BlockedError{Ref: repo, Prefix: reg.Prefix, Config: configSource(sys)}
+		return nil, false, &BlockedError{Ref: repo, Prefix: reg.Prefix, Config: sysregistriesv2.ConfigurationSourceDescription(sys)}
 	}
 	switch {
 	case sys != nil && sys.DockerInsecureSkipTLSVerify != types.OptionalBoolUndefined:
@@ -63,33 +63,16 @@ func RepositoryTransport(host, repo string, sys *types.SystemContext) (tr *http.
 }
 
 // BlockedError is a repository registries.conf forbids contacting: the
-// entry matching it (its longest prefix) says blocked = true.
+// entry matching it (its longest prefix) says blocked = true. It words the
+// refusal as containers/image (skopeo, podman) does.
 type BlockedError struct {
 	Ref    string // the repository or image asked for
 	Prefix string // the prefix of the registries.conf entry that blocks it
-	Config string // where registries.conf was read from, in words
+	Config string // where registries.conf was read from (the files and drop-in directories)
 }
 
 func (e *BlockedError) Error() string {
-	return fmt.Sprintf("%s is blocked: the [[registry]] entry with prefix %q says blocked = true (in %s)", e.Ref, e.Prefix, e.Config)
-}
-
-// configSource says where containers/image reads registries.conf from for
-// sys, for messages: the file given, else $CONTAINERS_REGISTRIES_CONF,
-// else the system's; with the drop-in directories.
-func configSource(sys *types.SystemContext) string {
-	file := "the system's registries.conf (/etc/containers/registries.conf, ~/.config/containers/registries.conf)"
-	switch {
-	case sys != nil && sys.SystemRegistriesConfPath != "":
-		file = sys.SystemRegistriesConfPath
-	case os.Getenv("CONTAINERS_REGISTRIES_CONF") != "":
-		// The environment's file comes without the drop-ins.
-		return os.Getenv("CONTAINERS_REGISTRIES_CONF")
-	}
-	if sys != nil && sys.SystemRegistriesConfDirPath != "" {
-		return file + " or a drop-in in " + sys.SystemRegistriesConfDirPath
-	}
-	return file + " or a drop-in in registries.conf.d"
+	return fmt.Sprintf("registry %s is blocked in one of %s", e.Prefix, e.Config)
 }
 
 // Blocked returns a *BlockedError when the registries.conf entry matching
@@ -100,7 +83,7 @@ func Blocked(sys *types.SystemContext, ref string) error {
 	if err != nil || reg == nil || !reg.Blocked {
 		return nil
 	}
-	return &BlockedError{Ref: ref, Prefix: reg.Prefix, Config: configSource(sys)}
+	return &BlockedError{Ref: ref, Prefix: reg.Prefix, Config: sysregistriesv2.ConfigurationSourceDescription(sys)}
 }
 
 // certDirs is the directory containers/image reads host's certificates

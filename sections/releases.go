@@ -363,7 +363,6 @@ func (c *releaseContributor) readPayload(ctx context.Context, rel release.Releas
 	if kubeVirt {
 		opts = append(opts, release.WithKubeVirt())
 	}
-	defer c.up.ImageDone(imageset.Image{Source: rel.Payload})
 	var p *release.Payload
 	err := transfer.Retry(ctx, c.up.Retries, c.up.RetryDelay, func() (err error) {
 		p, err = release.ReadPayload(ctx, payloadImages{c.up}, rel.Payload, digest.Digest(rel.Digest), rel.Arch, opts...)

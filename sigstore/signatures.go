@@ -234,9 +234,6 @@ func signatureManifest(ctx context.Context, up *transfer.Registry, store *transf
 		return data, nil
 	}
 	reads.Add(1)
-	// Close the connection right away: keeping one open per image until its
-	// copy would hold thousands of idle connections on large sets.
-	defer up.ImageDone(img)
 	var data []byte
 	err := transfer.Retry(ctx, up.Retries, up.RetryDelay, func() (err error) {
 		data, _, err = up.Manifest(ctx, img, d)

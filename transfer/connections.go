@@ -2,13 +2,13 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
-	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/pkg/docker/config"
 	"go.podman.io/image/v5/pkg/sysregistriesv2"
 	"go.podman.io/image/v5/types"
@@ -18,131 +18,44 @@ import (
 	"github.com/gapmirror/gapmirror/registryapi"
 )
 
-// connections is how a Registry reaches a repository: the run's shared
-// registryapi client per host and credentials where registries.conf sends
-// an image's requests to one place, else containers/image, which keeps a
-// source and a destination per image (the second path, for registries.conf
-// mirrors tried in turn, namespaces marked insecure unlike their host,
-// blocked repositories and Docker Hub).
+// connections is how a Registry reaches a repository: through the run's
+// one registryapi client per registry host, credentials and TLS decision,
+// whatever registries.conf says of the repository. registries.conf decides
+// where requests go (its mirrors, tried in turn, and rewritten locations:
+// pullSources) and how (its insecure entries, by the longest prefix, as
+// containers/image decides), never which engine copies: every source and
+// destination gets the same retries, token renewal and request counts.
 type connections struct {
-	sys   *types.SystemContext
-	cache types.BlobInfoCache
+	sys *types.SystemContext
 
-	mu    sync.Mutex
-	srcs  map[string]types.ImageSource
-	dests map[string]types.ImageDestination
-	// clients answer existence checks, read and push with one client per
-	// registry host and credentials for the whole run (see sharedClient).
-	clients map[clientKey]*registryapi.Client // nil: use containers/image
-	byRepo  map[string]*registryapi.Client    // sharedClient's answer by repository
+	mu sync.Mutex
+	// clients are the run's registry clients (see sharedClient).
+	clients map[clientKey]*registryapi.Client
+	byRepo  map[string]sharedAnswer // sharedClientAt's answer by repository and TLS decision
 }
 
-// clientKey names a shared client: a registry host and the credentials the
-// auth file gives for the repositories it serves (the host's own, or a
-// repository's or namespace's entry).
+// clientKey names a shared client: a registry's API host, the credentials
+// the auth file gives for the repositories it serves (the host's own, or a
+// repository's or namespace's entry) and the TLS decision for them.
 type clientKey struct {
-	host  string
-	creds types.DockerAuthConfig
-	// skipVerify is the TLS decision the client was made with: a
-	// registries.conf mirror may be insecure where its host is not.
+	host       string
+	creds      types.DockerAuthConfig
 	skipVerify types.OptionalBool
 }
 
-func (r *Registry) source(ctx context.Context, img imageset.Image) (types.ImageSource, error) {
-	key := r.Name(img)
-	r.connections.mu.Lock()
-	src := r.srcs[key]
-	r.connections.mu.Unlock()
-	if src != nil {
-		return src, nil
-	}
-	named, err := r.pullRef(img)
-	if err != nil {
-		return nil, fmt.Errorf("image reference %q: %w", key, err)
-	}
-	if r.root != "" {
-		// Read the mirror by digest: the tag may have moved.
-		named, err = reference.WithDigest(reference.TrimNamed(named), digest.Digest(img.Digest))
-		if err != nil {
-			return nil, err
-		}
-	}
-	ref, err := docker.NewReference(named)
-	if err != nil {
-		return nil, fmt.Errorf("image reference %q: %w", key, err)
-	}
-	src, err = ref.NewImageSource(ctx, r.sys)
-	if err != nil {
-		return nil, failure.Explain(err, key)
-	}
-	r.connections.mu.Lock()
-	if have := r.srcs[key]; have != nil {
-		r.connections.mu.Unlock()
-		src.Close()
-		return have, nil
-	}
-	r.srcs[key] = src
-	r.connections.mu.Unlock()
-	return src, nil
+type sharedAnswer struct {
+	c   *registryapi.Client
+	err error
 }
 
-func (r *Registry) dest(ctx context.Context, img imageset.Image) (types.ImageDestination, error) {
-	key := r.Name(img)
-	r.connections.mu.Lock()
-	defer r.connections.mu.Unlock()
-	if d := r.dests[key]; d != nil {
-		return d, nil
-	}
-	named, err := reference.ParseNormalizedNamed(key)
-	if err != nil {
-		return nil, fmt.Errorf("destination %q: %w", key, err)
-	}
-	ref, err := docker.NewReference(named)
-	if err != nil {
-		return nil, fmt.Errorf("destination %q: %w", key, err)
-	}
-	d, err := ref.NewImageDestination(ctx, r.sys)
-	if err != nil {
-		return nil, failure.Explain(err, key)
-	}
-	r.dests[key] = d
-	return d, nil
-}
+// dockerHubAPI is the host Docker Hub's registry API answers on: images
+// are named docker.io/…, their requests go to registry-1.docker.io, as
+// containers/image sends them. A variable for the tests, which serve
+// docker.io from a registry on 127.0.0.1.
+var dockerHubAPI = "registry-1.docker.io"
 
-// ImageDone closes the connections opened for img.
-func (r *Registry) ImageDone(img imageset.Image) {
-	key := r.Name(img)
-	r.connections.mu.Lock()
-	src, dst := r.srcs[key], r.dests[key]
-	delete(r.srcs, key)
-	delete(r.dests, key)
-	r.connections.mu.Unlock()
-	if src != nil {
-		src.Close()
-	}
-	if dst != nil {
-		dst.Close()
-	}
-}
-
-// Close closes every open connection.
-func (r *Registry) Close() error {
-	r.connections.mu.Lock()
-	defer r.connections.mu.Unlock()
-	for k, s := range r.srcs {
-		s.Close()
-		delete(r.srcs, k)
-	}
-	for k, d := range r.dests {
-		d.Close()
-		delete(r.dests, k)
-	}
-	return nil
-}
-
-// sysAt is the system context for reaching a registries.conf pull source
-// whose entry says skipVerify (undefined: not a pull source, or a
-// --*-tls-verify flag decides).
+// sysAt is the registries' context with the TLS decision skipVerify, where
+// no --*-tls-verify flag made one for the whole side.
 func (r *Registry) sysAt(skipVerify types.OptionalBool) *types.SystemContext {
 	if skipVerify == types.OptionalBoolUndefined || r.sys.DockerInsecureSkipTLSVerify != types.OptionalBoolUndefined {
 		return r.sys
@@ -152,158 +65,204 @@ func (r *Registry) sysAt(skipVerify types.OptionalBool) *types.SystemContext {
 	return &sys
 }
 
-// sharedClient returns the run's client for named's registry and the
+// sharedClient returns the run's client for named's registry, with the
 // credentials the auth file gives for named (the host's, or those of an
-// entry for its repository or namespace: one client each), or nil where it
-// would not connect as containers/image does: Docker Hub (another API
-// host), a namespace registries.conf marks insecure while the rest of its
-// host is not (or the reverse), a repository registries.conf blocks
-// (containers/image refuses it, in its words).
-func (r *Registry) sharedClient(named reference.Named) *registryapi.Client {
+// entry for its repository or namespace: one client each) and TLS verified
+// as registries.conf's entry for named says (a namespace may be insecure
+// where the rest of its host is not). A repository registries.conf blocks
+// is refused, in the words containers/image uses.
+func (r *Registry) sharedClient(named reference.Named) (*registryapi.Client, error) {
 	return r.sharedClientAt(named, types.OptionalBoolUndefined)
 }
 
 // sharedClientAt is sharedClient for a registries.conf pull source of an
 // image (one of its [[registry.mirror]] entries, or its entry's location):
-// containers/image reaches those as their entry says (skipVerify: the
-// entry's insecure) where no --*-tls-verify flag decides, not as an entry
-// of their own host would.
-func (r *Registry) sharedClientAt(named reference.Named, skipVerify types.OptionalBool) *registryapi.Client {
+// those are reached as their entry says (skipVerify: the entry's insecure)
+// where no --*-tls-verify flag decides, not as an entry of their own host
+// would.
+func (r *Registry) sharedClientAt(named reference.Named, skipVerify types.OptionalBool) (*registryapi.Client, error) {
 	// The answer depends on the repository only (registries.conf and the
 	// auth file are read once per run): asked for every request of a
 	// copy, it is kept.
-	sys := r.sysAt(skipVerify)
-	key := named.Name()
-	if sys != r.sys {
-		key = fmt.Sprintf("%s\x00%d", key, skipVerify)
-	}
+	key := fmt.Sprintf("%s\x00%d", named.Name(), skipVerify)
 	r.connections.mu.Lock()
-	c, ok := r.byRepo[key]
+	a, ok := r.byRepo[key]
 	r.connections.mu.Unlock()
 	if ok {
-		return c
+		return a.c, a.err
 	}
-	c = r.newSharedClient(named, sys)
+	c, err := r.newSharedClient(named, skipVerify)
 	r.connections.mu.Lock()
-	r.byRepo[key] = c
+	r.byRepo[key] = sharedAnswer{c, err}
 	r.connections.mu.Unlock()
-	return c
+	return c, err
 }
 
-func (r *Registry) newSharedClient(named reference.Named, sys *types.SystemContext) *registryapi.Client {
-	host := reference.Domain(named)
-	if host == "docker.io" {
-		return nil
+func (r *Registry) newSharedClient(named reference.Named, skipVerify types.OptionalBool) (*registryapi.Client, error) {
+	if err := registryapi.Blocked(r.sys, named.Name()); err != nil {
+		return nil, err
 	}
-	if registryapi.Blocked(sys, named.Name()) != nil {
-		return nil
-	}
-	if sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
-		// registries.conf marks a registry insecure by prefix, which may be
-		// a namespace; the client is one for the host and reads the
-		// host's entry (registryapi.Transport). Where the two differ,
-		// containers/image connects.
-		repo, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
+	if skipVerify == types.OptionalBoolUndefined && r.sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
+		// registries.conf marks registries insecure by prefix, which may
+		// be a namespace: the client is made with the decision of named's
+		// own entry, not its host's.
+		reg, err := sysregistriesv2.FindRegistry(r.sys, named.Name())
 		if err != nil {
-			return nil
+			return nil, fmt.Errorf("registries configuration: %w", err)
 		}
-		if whole, err := r.hostInsecure(host); err != nil || (repo != nil && repo.Insecure) != whole {
-			return nil
-		}
+		skipVerify = types.NewOptionalBool(reg != nil && reg.Insecure)
 	}
+	sys := r.sysAt(skipVerify)
 	forRef, err := config.GetCredentialsForRef(r.sys, named)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("credentials for %s: %w (check --authfile)", named.Name(), err)
+	}
+	host := reference.Domain(named)
+	if host == "docker.io" {
+		host = dockerHubAPI
 	}
 	key := clientKey{host, forRef, sys.DockerInsecureSkipTLSVerify}
 	r.connections.mu.Lock()
 	defer r.connections.mu.Unlock()
-	c, ok := r.clients[key]
-	if !ok {
-		sys := *sys
-		sys.DockerAuthConfig = &forRef
-		if c, err = registryapi.NewClient(host, &sys); err != nil {
-			c = nil
-		}
-		r.clients[key] = c
+	if c, ok := r.clients[key]; ok {
+		return c, nil
 	}
-	return c
+	withCreds := *sys
+	withCreds.DockerAuthConfig = &forRef
+	c, err := registryapi.NewClient(host, &withCreds)
+	if err != nil {
+		return nil, err
+	}
+	r.clients[key] = c
+	return c, nil
 }
 
 // pushClient is the run's client for img's repository at the mirror, and
-// that repository's path, or nil where containers/image connects (see
-// sharedClient).
-func (r *Registry) pushClient(img imageset.Image) (*registryapi.Client, string) {
+// that repository's path.
+func (r *Registry) pushClient(img imageset.Image) (*registryapi.Client, string, error) {
 	if r.root == "" {
-		return nil, ""
+		return nil, "", errors.New("internal: pushing to an upstream")
 	}
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
 	if err != nil {
-		return nil, ""
+		return nil, "", fmt.Errorf("destination %q: %w", r.Name(img), err)
 	}
-	c := r.sharedClient(named)
-	if c == nil {
-		return nil, ""
+	c, err := r.sharedClient(named)
+	if err != nil {
+		return nil, "", failure.Explain(err, r.Name(img))
 	}
-	return c, reference.Path(named)
+	return c, reference.Path(named), nil
 }
 
-// pullClient is the run's client for reading img, and its repository path
-// there, when registries.conf sends pulls of img to one place only (no
-// mirrors to try in turn, not blocked; see onlySource); else nil and
-// containers/image reads it.
-func (r *Registry) pullClient(img imageset.Image) (*registryapi.Client, string) {
+// pullSource is one place reads of an image go to: its reference there
+// and the run's client for it, or why there is none (a location
+// registries.conf blocks: tried in its turn, it fails without a request).
+type pullSource struct {
+	ref    reference.Named
+	client *registryapi.Client
+	err    error
+}
+
+// pullSources are the places reads of img go to, in the order they are
+// tried: for an upstream image, what registries.conf says of its reference
+// (pullRef): its [[registry.mirror]] entries as pull-from-mirror allows,
+// then its location (rewritten by the entry's location, if any); for a
+// mirror, the image's repository there, by digest.
+func (r *Registry) pullSources(img imageset.Image) ([]pullSource, error) {
 	named, err := r.pullRef(img)
 	if err != nil {
-		return nil, ""
+		return nil, fmt.Errorf("image reference %q: %w", r.Name(img), err)
 	}
 	if r.root != "" {
-		named, err = reference.WithDigest(reference.TrimNamed(named), digest.Digest(img.Digest))
-		if err != nil {
-			return nil, ""
+		// Read the mirror by digest: the tag may have moved.
+		if named, err = reference.WithDigest(reference.TrimNamed(named), digest.Digest(img.Digest)); err != nil {
+			return nil, err
 		}
+		c, err := r.sharedClient(named)
+		return []pullSource{{named, c, err}}, nil
 	}
-	target, ok := r.onlySource(named)
-	if !ok {
-		return nil, ""
+	srcs, err := r.sourcesOf(named)
+	if err != nil {
+		return nil, failure.Explain(err, r.Name(img))
 	}
-	c := r.sharedClient(target)
-	if c == nil {
-		return nil, ""
-	}
-	return c, reference.Path(target)
+	return srcs, nil
 }
 
-// onlySource is where registries.conf sends pulls of ref when that is one
-// place (ref itself, or its one rewritten location), not blocked, and
-// marked insecure (or not) as its whole host is.
-func (r *Registry) onlySource(ref reference.Named) (reference.Named, bool) {
+// sourcesOf is pullSources for a reference upstream.
+func (r *Registry) sourcesOf(ref reference.Named) ([]pullSource, error) {
 	reg, err := sysregistriesv2.FindRegistry(r.sys, ref.String())
 	if err != nil {
-		return nil, false
+		return nil, fmt.Errorf("registries configuration: %w", err)
 	}
 	if reg == nil {
-		return ref, true
+		c, err := r.sharedClient(ref)
+		return []pullSource{{ref, c, err}}, nil
 	}
-	if reg.Blocked {
-		return nil, false
+	entries, err := reg.PullSourcesFromReference(ref)
+	if err != nil {
+		return nil, fmt.Errorf("registries configuration for %s: %w", ref, err)
 	}
-	sources, err := reg.PullSourcesFromReference(ref)
-	if err != nil || len(sources) != 1 {
-		return nil, false
+	out := make([]pullSource, 0, len(entries))
+	for _, e := range entries {
+		c, err := r.sharedClientAt(e.Reference, types.NewOptionalBool(e.Endpoint.Insecure))
+		out = append(out, pullSource{e.Reference, c, err})
 	}
-	if r.sys.DockerInsecureSkipTLSVerify == types.OptionalBoolUndefined {
-		// containers/image verifies TLS as the source's entry says; the
-		// client as the entry of the source's whole host says.
-		if whole, err := r.hostInsecure(reference.Domain(sources[0].Reference)); err != nil || sources[0].Endpoint.Insecure != whole {
-			return nil, false
-		}
-	}
-	return sources[0].Reference, true
+	return out, nil
 }
 
-// hostInsecure is what registries.conf says of host as a whole (the entry
-// registryapi.Transport reads for the run's shared client of host).
+// try runs read against s, or fails with why s cannot be reached.
+func (s pullSource) try(read func(pullSource) error) error {
+	if s.err != nil {
+		return s.err
+	}
+	return read(s)
+}
+
+// fromSources runs read against img's pull sources in turn, the one that
+// served img last first, until one succeeds. Where all fail, the error is
+// the last source's (the image's own location), naming what the mirrors
+// before it answered, as containers/image words it.
+func (r *Registry) fromSources(img imageset.Image, read func(src pullSource) error) error {
+	srcs, err := r.pullSources(img)
+	if err != nil {
+		return err
+	}
+	if len(srcs) == 1 {
+		if err := srcs[0].try(read); err != nil {
+			return failure.Explain(err, r.Name(img))
+		}
+		return nil
+	}
+	// The source that served img before first (its blobs are where its
+	// manifest was), then the others in their order.
+	errs := make([]error, len(srcs))
+	for _, i := range tryOrder(r.servedBy(r.Name(img), len(srcs)), len(srcs)) {
+		if errs[i] = srcs[i].try(read); errs[i] == nil {
+			r.served(r.Name(img), i)
+			return nil
+		}
+	}
+	mirrors := make([]string, 0, len(srcs)-1)
+	for i, s := range srcs[:len(srcs)-1] {
+		mirrors = append(mirrors, fmt.Sprintf("%s: %v", s.ref, errs[i]))
+	}
+	return fmt.Errorf("%w (mirrors also failed: [%s])", failure.Explain(errs[len(srcs)-1], r.Name(img)), strings.Join(mirrors, "; "))
+}
+
+// tryOrder is the order n pull sources are tried in: first (the one that
+// served the repository last), then the others in registries.conf's order.
+func tryOrder(first, n int) []int {
+	order := make([]int, 0, n)
+	order = append(order, first)
+	for i := range n {
+		if i != first {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// hostInsecure is what registries.conf says of host as a whole.
 func (r *Registry) hostInsecure(host string) (bool, error) {
 	whole, err := sysregistriesv2.FindRegistry(r.sys, host+"/x")
 	return whole != nil && whole.Insecure, err
@@ -312,9 +271,9 @@ func (r *Registry) hostInsecure(host string) (bool, error) {
 // pullRef is the reference img is read by: its name here (upstream, its
 // Source, by digest), or, where registries.conf has mirrors for tags only
 // (pull-from-mirror = "tag-only", what an ImageTagMirrorSet writes), the
-// tag it was resolved from. By digest those mirrors are not tried; opened
-// by the tag, containers/image reads the digest (verified) from the
-// mirror that has the tag, as the resolution did.
+// tag it was resolved from: by digest those mirrors are not tried; by the
+// tag, the mirror that has it serves the digest (checked), as the
+// resolution read it.
 func (r *Registry) pullRef(img imageset.Image) (reference.Named, error) {
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
 	if err != nil || r.root != "" || img.Origin == "" {
@@ -360,41 +319,28 @@ func (r *Registry) triedInTurn(img imageset.Image) bool {
 	return err == nil && reg != nil && len(reg.Mirrors) > 0
 }
 
-// explain is failure.Explain for an operation on img; when the operation failed
-// because the registry's ping failed (a 5xx, a reset), it also forgets
-// img's source and destination: containers/image remembers a failed ping
-// for the life of the client, so a retry with the same one fails again
-// however soon the registry is back.
-func (r *Registry) explain(err error, img imageset.Image) error {
-	if strings.Contains(err.Error(), "pinging container registry") {
-		key := r.Name(img)
-		r.connections.mu.Lock()
-		// Not closed: other blobs of the image may be using them; a client
-		// whose ping failed holds no connection worth closing.
-		delete(r.srcs, key)
-		delete(r.dests, key)
-		r.connections.mu.Unlock()
-	}
-	return failure.Explain(err, r.Name(img))
-}
+// Close implements Source and Destination: the run's clients hold no
+// state that needs closing.
+func (r *Registry) Close() error { return nil }
 
-// planClient is the run's shared client for img's registry when reading by
-// digest through it reaches the same place containers/image would: one pull
-// source in registries.conf, not blocked (see onlySource).
-func (r *Registry) planClient(img imageset.Image) (reference.Named, *registryapi.Client) {
-	named, err := r.pullRef(img)
-	if err != nil {
-		return nil, nil
-	}
-	if r.root == "" {
-		var ok bool
-		if named, ok = r.onlySource(named); !ok {
-			return nil, nil
+// readManifest reads manifest d of img from its pull sources: by digest,
+// or, for img's own manifest where pullRef reads by tag, by the tag, and
+// then only when the tag names d there.
+func (r *Registry) readManifest(ctx context.Context, img imageset.Image, d digest.Digest) (data []byte, mt string, err error) {
+	err = r.fromSources(img, func(s pullSource) error {
+		ref := d.String()
+		if tagged, ok := s.ref.(reference.NamedTagged); ok && d.String() == img.Digest {
+			ref = tagged.Tag()
 		}
-	}
-	c := r.sharedClient(named)
-	if c == nil {
-		return nil, nil
-	}
-	return named, c
+		got, gotMT, err := s.client.Manifest(ctx, reference.Path(s.ref), ref)
+		if err != nil {
+			return err
+		}
+		if ref != d.String() && (d.Validate() != nil || d.Algorithm().FromBytes(got) != d) {
+			return &failure.DigestError{Digest: d, Msg: fmt.Sprintf("tag %s names another manifest there", s.ref)}
+		}
+		data, mt = got, gotMT
+		return nil
+	})
+	return data, mt, err
 }

@@ -39,12 +39,6 @@ func (b builtSource) Blob(ctx context.Context, img imageset.Image, desc ocispec.
 	return b.Source.Blob(ctx, img, desc)
 }
 
-func (b builtSource) ImageDone(img imageset.Image) {
-	if d, ok := b.Source.(imageDone); ok && !b.local(img) {
-		d.ImageDone(img)
-	}
-}
-
 // WithStore reads the images gapmirror built, and the operator catalogs the
 // store holds, from store, and every other image from up (see builtSource).
 func WithStore(up Source, store *Store) Source { return builtSource{up, store} }

@@ -143,12 +143,6 @@ func copySet(ctx context.Context, set *imageset.Set, src Source, dst Destination
 			skipped, err = c.image(ctx, img)
 		}
 		c.trip(img, err)
-		if d, ok := dst.(imageDone); ok {
-			d.ImageDone(img)
-		}
-		if s, ok := src.(imageDone); ok {
-			s.ImageDone(img)
-		}
 		mu.Lock()
 		defer mu.Unlock()
 		switch {

@@ -41,12 +41,6 @@ type Destination interface {
 	Close() error
 }
 
-// imageDone is implemented by endpoints that keep per-image state (such as
-// open registry connections) and want to drop it once the image is copied.
-type imageDone interface {
-	ImageDone(img imageset.Image)
-}
-
 // MediaTypeOf guesses a manifest's media type from its content.
 func MediaTypeOf(data []byte) string {
 	return manifest.GuessMIMEType(data)

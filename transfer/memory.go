@@ -23,6 +23,11 @@ type runMemory struct {
 	// says nothing of another: an image naming a digest its repository does
 	// not hold must fail, not be served another repository's read.)
 	resolved map[manifestKey][]byte
+	// servedFrom is, for an upstream repository that registries.conf
+	// gives several pull sources, the one that served it last (a tag
+	// resolved, a manifest read: see fromSources): its blobs are asked
+	// there first.
+	servedFrom map[string]int
 
 	// Blob bookkeeping of the direct push path (see HasBlob), by
 	// repository path at the mirror host.
@@ -118,4 +123,25 @@ func (r *Registry) KeepResolved(name string, d digest.Digest, data []byte) {
 	r.runMemory.mu.Lock()
 	r.resolved[manifestKey{repoOf(name), d}] = data
 	r.runMemory.mu.Unlock()
+}
+
+// servedBy is the pull source (of n) that served the repository of image
+// name last; 0 when none did.
+func (m *runMemory) servedBy(name string, n int) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i, ok := m.servedFrom[repoOf(name)]; ok && i < n {
+		return i
+	}
+	return 0
+}
+
+// served notes that pull source i served the repository of image name.
+func (m *runMemory) served(name string, i int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.servedFrom == nil {
+		m.servedFrom = map[string]int{}
+	}
+	m.servedFrom[repoOf(name)] = i
 }

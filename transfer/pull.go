@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"go.podman.io/image/v5/docker"
 	"go.podman.io/image/v5/manifest"
 	"go.podman.io/image/v5/types"
 
@@ -17,63 +17,29 @@ import (
 	"github.com/gapmirror/gapmirror/registryapi"
 )
 
-// Manifest implements Source. Through the run's client for the registry:
-// the manifest the tag resolution read, else one GET by digest (verified
-// by the client); elsewhere through containers/image.
+// Manifest implements Source: the manifest the tag resolution read, else
+// one GET by digest (verified by the client) from img's pull sources.
 func (r *Registry) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
 	if data, ok := r.KeptManifest(img, d, false); ok {
 		return data, MediaTypeOf(data), nil
 	}
-	if c, repo := r.pullClient(img); c != nil {
-		data, mt, err := c.Manifest(ctx, repo, d.String())
-		if err != nil {
-			return nil, "", failure.Explain(err, r.Name(img))
-		}
-		return data, mt, nil
-	}
-	src, err := r.source(ctx, img)
-	if err != nil {
-		return nil, "", err
-	}
-	// Opening a docker source already fetched the manifest its reference
-	// names; when that is d, take it from there instead of a second GET.
-	if c, ok := src.Reference().DockerReference().(reference.Canonical); ok && c.Digest() == d {
-		if data, mt, err := src.GetManifest(ctx, nil); err == nil && d.Algorithm().Available() && d.Algorithm().FromBytes(data) == d {
-			return data, mt, nil
-		}
-	}
-	data, mt, err := src.GetManifest(ctx, &d)
-	if err != nil {
-		return nil, "", r.explain(err, img)
-	}
-	return data, mt, nil
+	return r.readManifest(ctx, img, d)
 }
 
-// Blob implements Source.
+// Blob implements Source: from the pull source that served img's manifest
+// first, then the others.
 func (r *Registry) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
-	if c, repo := r.pullClient(img); c != nil {
-		rc, err := c.Blob(ctx, repo, desc.Digest, desc.Size)
-		if err != nil {
-			return nil, failure.Explain(err, r.Name(img))
-		}
-		return rc, nil
-	}
-	src, err := r.source(ctx, img)
-	if err != nil {
-		return nil, err
-	}
-	rc, _, err := src.GetBlob(ctx, types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}, r.cache)
-	if err != nil {
-		return nil, r.explain(err, img)
-	}
-	return rc, nil
+	var rc io.ReadCloser
+	err := r.fromSources(img, func(s pullSource) (err error) {
+		rc, err = s.client.Blob(ctx, reference.Path(s.ref), desc.Digest, desc.Size)
+		return err
+	})
+	return rc, err
 }
 
 // headDigest returns the digest of the manifest named (by tag or digest)
 // names, with one HEAD, without registries.conf mirrors (as
-// docker.GetDigest). The run's shared client for the host asks when it
-// may; containers/image opens a client, and pings /v2/, for every lookup,
-// which doubled the cost of no-change reruns.
+// docker.GetDigest), through the run's shared client for the host.
 func (r *Registry) headDigest(ctx context.Context, named reference.Named) (digest.Digest, error) {
 	return r.HeadDigestAt(ctx, named, types.OptionalBoolUndefined)
 }
@@ -82,117 +48,95 @@ func (r *Registry) headDigest(ctx context.Context, named reference.Named) (diges
 // [[registry.mirror]] or the rewritten location): skipVerify is its
 // entry's insecure where no --*-tls-verify flag decides (see sharedClientAt).
 func (r *Registry) HeadDigestAt(ctx context.Context, named reference.Named, skipVerify types.OptionalBool) (digest.Digest, error) {
-	if c := r.sharedClientAt(named, skipVerify); c != nil {
-		ref := "latest"
-		switch n := named.(type) {
-		case reference.Canonical:
-			ref = n.Digest().String()
-		case reference.Tagged:
-			ref = n.Tag()
-		}
-		d, _, err := c.Head(ctx, reference.Path(named), ref)
-		if err == nil || failure.IsNotFound(err) {
-			return d, err
-		}
-		// Anything else (an outage, credentials refused) is asked again
-		// the way the copy connects, which also keeps its error messages.
-	}
-	ref, err := docker.NewReference(named)
+	c, err := r.sharedClientAt(named, skipVerify)
 	if err != nil {
 		return "", err
 	}
-	return docker.GetDigest(ctx, r.sysAt(skipVerify), ref)
+	ref := "latest"
+	switch n := named.(type) {
+	case reference.Canonical:
+		ref = n.Digest().String()
+	case reference.Tagged:
+		ref = n.Tag()
+	}
+	d, _, err := c.Head(ctx, reference.Path(named), ref)
+	return d, err
 }
 
 // ResolveDigest returns the manifest digest ref (by tag or digest) names
-// upstream, honouring registries.conf mirrors.
+// upstream, from its pull sources in turn (registries.conf mirrors that
+// serve tags first), retrying what may pass.
 func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (digest.Digest, error) {
 	if c, ok := ref.(reference.Canonical); ok {
 		return c.Digest(), nil
 	}
-	if data, d, ok, err := r.readTagShared(ctx, ref); ok {
-		if err != nil {
-			return "", failure.Explain(err, ref.String())
-		}
-		if data == nil {
-			return d, nil // known from earlier runs: HEAD said which
-		}
-		if d, err := manifest.Digest(data); err == nil {
-			r.KeepResolved(ref.Name(), d, data)
-			return d, nil
-		}
-	}
-	iref, err := docker.NewReference(ref)
-	if err != nil {
-		return "", fmt.Errorf("image reference %q: %w", ref, err)
-	}
-	var d digest.Digest
-	err = Retry(ctx, r.Retries, r.RetryDelay, func() error {
-		src, err := iref.NewImageSource(ctx, r.sys)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		data, _, err := src.GetManifest(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if d, err = manifest.Digest(data); err == nil {
-			r.KeepResolved(ref.Name(), d, data)
-		}
-		return err
-	})
+	ref = reference.TagNameOnly(ref)
+	srcs, err := r.sourcesOf(ref)
 	if err != nil {
 		return "", failure.Explain(err, ref.String())
 	}
-	return d, nil
+	var d digest.Digest
+	errs := make([]error, len(srcs))
+	first := r.servedBy(ref.Name(), len(srcs))
+	for _, i := range tryOrder(first, len(srcs)) {
+		s := srcs[i]
+		errs[i] = s.try(func(s pullSource) error {
+			return Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
+				d, err = r.readTag(ctx, ref, s)
+				return err
+			})
+		})
+		if errs[i] == nil {
+			if len(srcs) > 1 {
+				r.served(ref.Name(), i)
+			}
+			return d, nil
+		}
+	}
+	last := failure.Explain(errs[len(srcs)-1], ref.String())
+	if len(srcs) == 1 {
+		return "", last
+	}
+	mirrors := make([]string, 0, len(srcs)-1)
+	for i, s := range srcs[:len(srcs)-1] {
+		mirrors = append(mirrors, fmt.Sprintf("%s: %v", s.ref, errs[i]))
+	}
+	return "", fmt.Errorf("%w (mirrors also failed: [%s])", last, strings.Join(mirrors, "; "))
 }
 
-// readTagShared reads the manifest the tag ref names with one GET through
-// the run's shared client, when registries.conf sends pulls of ref to one
-// place only (no mirrors to try in turn, not blocked, not marked
-// insecure). ok says it has the answer: the manifest, or the registry's
-// not-found (which the client asked with credentials where the registry
-// may hide private repositories, and which says how to log in where the
-// run has none). Otherwise the caller asks containers/image, which also
-// retries and words the other errors.
+// readTag reads the manifest the tag of s.ref (ref's pull source s) names
+// with one GET, and keeps it for the copy (see resolved) as ref's.
 //
-// Where earlier runs of the workspace knew manifests (see Registry.seen),
+// Where earlier runs of the workspace knew manifests (see Registry.Seen),
 // the tag is asked with a HEAD first, and a digest known already is the
-// whole answer (data nil): a weekly rerun then reads no manifest for its
-// tags, and on Docker Hub a HEAD does not count against the pull limit.
-// A tag that moved costs its HEAD and one GET by digest.
-func (r *Registry) readTagShared(ctx context.Context, ref reference.Named) (data []byte, d digest.Digest, ok bool, err error) {
-	if _, tagged := ref.(reference.NamedTagged); !tagged {
-		return nil, "", false, nil
-	}
-	target, ok := r.onlySource(ref)
+// whole answer: a weekly rerun then reads no manifest for its tags, and on
+// Docker Hub a HEAD does not count against the pull limit. A tag that
+// moved costs its HEAD and one GET by digest.
+func (r *Registry) readTag(ctx context.Context, ref reference.Named, s pullSource) (digest.Digest, error) {
+	tagged, ok := s.ref.(reference.NamedTagged)
 	if !ok {
-		return nil, "", false, nil
+		return "", fmt.Errorf("internal: %s is not a tag", s.ref)
 	}
-	tagged, isTagged := target.(reference.NamedTagged)
-	c := r.sharedClient(target)
-	if !isTagged || c == nil {
-		return nil, "", false, nil
-	}
-	get := tagged.Tag()
+	repo, get := reference.Path(s.ref), tagged.Tag()
 	if r.Seen != nil {
-		hd, _, err := c.Head(ctx, reference.Path(target), tagged.Tag())
+		hd, _, err := s.client.Head(ctx, repo, get)
 		switch {
 		case err == nil && r.Seen(hd):
-			return nil, hd, true, nil
+			return hd, nil
 		case err == nil:
 			get = hd.String() // moved: read what it names now
 		case registryapi.IsNotFound(err):
-			return nil, "", true, err
+			return "", err
 		}
 	}
-	m, _, err := c.Manifest(ctx, reference.Path(target), get)
-	switch {
-	case err == nil:
-		return m, "", true, nil
-	case registryapi.IsNotFound(err):
-		return nil, "", true, err
+	data, _, err := s.client.Manifest(ctx, repo, get)
+	if err != nil {
+		return "", err
 	}
-	return nil, "", false, nil
+	d, err := manifest.Digest(data)
+	if err != nil {
+		return "", fmt.Errorf("the manifest %s names: %w", s.ref, err)
+	}
+	r.KeepResolved(ref.Name(), d, data)
+	return d, nil
 }

@@ -12,8 +12,6 @@ import (
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"go.podman.io/image/v5/docker"
-	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
@@ -65,9 +63,9 @@ func (r *Registry) lacksTag(ctx context.Context, named reference.Named) bool {
 		r.tags[repo] = lt
 	}
 	r.runMemory.mu.Unlock()
-	c := r.sharedClient(named)
-	if c == nil {
-		return false
+	c, err := r.sharedClient(named)
+	if err != nil {
+		return false // the HEAD that follows says what is wrong
 	}
 	lt.once.Do(func() {
 		var tags []string
@@ -96,8 +94,8 @@ func (r *Registry) newRepo(ctx context.Context, named reference.Named) bool {
 		return false
 	}
 	r.catalog.once.Do(func() {
-		c := r.sharedClient(named)
-		if c == nil {
+		c, err := r.sharedClient(named)
+		if err != nil {
 			return
 		}
 		prefix := ""
@@ -137,7 +135,7 @@ func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest
 		if failure.IsNotFound(err) {
 			return false, nil
 		}
-		return false, r.explain(err, img)
+		return false, failure.Explain(err, r.Name(img))
 	}
 	if got != d {
 		return false, nil
@@ -201,67 +199,59 @@ const headBlobLimit = 1 << 20
 // one another repository of the run or of the records holds is mounted
 // from there (one POST, trusted only on 201; the upload the registry opens
 // instead serves PutBlob); a large unknown blob gets a HEAD; a small one is
-// reported absent and sent. Elsewhere containers/image HEADs and mounts.
+// reported absent and sent.
 func (r *Registry) HasBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (bool, error) {
-	if c, repo := r.pushClient(img); c != nil {
-		key := repo + "@" + desc.Digest.String()
-		r.runMemory.mu.Lock()
-		have, from := r.have[key], r.known[desc.Digest]
-		r.runMemory.mu.Unlock()
-		switch {
-		case have:
-			return true, nil
-		case from != "" && from != repo:
-			mounted, loc, err := c.Mount(ctx, repo, from, desc.Digest)
-			if err != nil {
-				return false, failure.Explain(err, r.Name(img))
-			}
-			if mounted {
-				r.put(repo, desc.Digest)
-				return true, nil
-			}
-			if loc != "" {
-				r.runMemory.mu.Lock()
-				r.sessions[key] = loc
-				r.runMemory.mu.Unlock()
-			}
-			return false, nil
-		case from == repo:
-			r.runMemory.mu.Lock()
-			resend := r.resend != nil
-			if resend {
-				r.trusted[key] = true
-			}
-			r.runMemory.mu.Unlock()
-			if resend {
-				return true, nil
-			}
-			return r.HeadBlob(ctx, img, desc)
-		case desc.Size >= headBlobLimit && !r.unlisted(repo):
-			// A large blob may be there already (another tool pushed
-			// it); a repository that did not exist holds none.
-			return r.HeadBlob(ctx, img, desc)
-		}
-		return false, nil
-	}
-	dst, err := r.dest(ctx, img)
+	c, repo, err := r.pushClient(img)
 	if err != nil {
 		return false, err
 	}
-	recordCompression(r.cache, desc.Digest, desc.MediaType)
-	ok, _, err := dst.TryReusingBlob(ctx, types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}, r.cache, false)
-	if err != nil {
-		return false, r.explain(err, img)
+	key := repo + "@" + desc.Digest.String()
+	r.runMemory.mu.Lock()
+	have, from := r.have[key], r.known[desc.Digest]
+	r.runMemory.mu.Unlock()
+	switch {
+	case have:
+		return true, nil
+	case from != "" && from != repo:
+		mounted, loc, err := c.Mount(ctx, repo, from, desc.Digest)
+		if err != nil {
+			return false, failure.Explain(err, r.Name(img))
+		}
+		if mounted {
+			r.put(repo, desc.Digest)
+			return true, nil
+		}
+		if loc != "" {
+			r.runMemory.mu.Lock()
+			r.sessions[key] = loc
+			r.runMemory.mu.Unlock()
+		}
+		return false, nil
+	case from == repo:
+		r.runMemory.mu.Lock()
+		resend := r.resend != nil
+		if resend {
+			r.trusted[key] = true
+		}
+		r.runMemory.mu.Unlock()
+		if resend {
+			return true, nil
+		}
+		return r.HeadBlob(ctx, img, desc)
+	case desc.Size >= headBlobLimit && !r.unlisted(repo):
+		// A large blob may be there already (another tool pushed
+		// it); a repository that did not exist holds none.
+		return r.HeadBlob(ctx, img, desc)
 	}
-	return ok, nil
+	return false, nil
 }
 
 // HeadBlob asks the mirror whether img's repository holds the blob; the
 // copy asks when the source does not have a blob HasBlob did not ask about.
 func (r *Registry) HeadBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (bool, error) {
-	c, repo := r.pushClient(img)
-	if c == nil {
-		return r.HasBlob(ctx, img, desc)
+	c, repo, err := r.pushClient(img)
+	if err != nil {
+		return false, err
 	}
 	has, err := c.HasBlob(ctx, repo, desc.Digest)
 	if err != nil {
@@ -276,83 +266,53 @@ func (r *Registry) HeadBlob(ctx context.Context, img imageset.Image, desc ocispe
 // PutBlob implements Destination: one monolithic upload (the mirror checks
 // the digest before it keeps the blob).
 func (r *Registry) PutBlob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor, rd io.Reader) error {
-	if c, repo := r.pushClient(img); c != nil {
-		key := repo + "@" + desc.Digest.String()
-		r.runMemory.mu.Lock()
-		loc := r.sessions[key]
-		delete(r.sessions, key)
-		r.runMemory.mu.Unlock()
-		if err := c.PutBlob(ctx, repo, desc.Digest, desc.Size, rd, loc); err != nil {
-			return failure.Explain(err, r.Name(img))
-		}
-		r.put(repo, desc.Digest)
-		return nil
-	}
-	dst, err := r.dest(ctx, img)
+	c, repo, err := r.pushClient(img)
 	if err != nil {
 		return err
 	}
-	isConfig := strings.Contains(desc.MediaType, "config")
-	info := types.BlobInfo{Digest: desc.Digest, Size: desc.Size, MediaType: desc.MediaType}
-	if desc.Digest.Algorithm() == digest.Canonical {
-		// Given a digest, the docker destination HEADs the blob again before
-		// uploading, though the copy has just asked (HasBlob). Without one it
-		// hashes the stream and uploads under that digest, which rd (a
-		// verifying reader) guarantees is desc.Digest. Other algorithms are
-		// uploaded under sha256 either way, so they keep theirs.
-		info.Digest = ""
+	key := repo + "@" + desc.Digest.String()
+	r.runMemory.mu.Lock()
+	loc := r.sessions[key]
+	delete(r.sessions, key)
+	r.runMemory.mu.Unlock()
+	if err := c.PutBlob(ctx, repo, desc.Digest, desc.Size, rd, loc); err != nil {
+		return failure.Explain(err, r.Name(img))
 	}
-	got, err := dst.PutBlob(ctx, rd, info, r.cache, isConfig)
-	if err != nil {
-		return r.explain(err, img)
-	}
-	if info.Digest == "" && got.Digest != desc.Digest {
-		return fmt.Errorf("%s: blob %s was written with digest %s: the content read did not match the manifest; run again to retry", r.Name(img), desc.Digest, got.Digest)
-	}
+	r.put(repo, desc.Digest)
 	return nil
 }
 
 // PutManifest implements Destination: instances by digest, the image's own
 // manifest by its destination tag.
 func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc ocispec.Descriptor, data []byte, top bool) error {
-	if c, repo := r.pushClient(img); c != nil {
-		ref := desc.Digest.String()
-		if top {
-			named, err := reference.ParseNormalizedNamed(r.Name(img))
-			if err != nil {
-				return err
-			}
-			if tagged, ok := named.(reference.Tagged); ok {
-				ref = tagged.Tag()
-			}
-		}
-		err := c.PutManifest(ctx, repo, ref, desc.MediaType, data)
-		if refusedManifest(err) {
-			// Blobs taken to be there on the records alone may be gone
-			// (the registry was restored, or cleaned): distribution
-			// answers MANIFEST_BLOB_UNKNOWN, others in words of their
-			// own, so any refusal has them checked. The missing ones are
-			// sent, then the manifest again.
-			var sent bool
-			if sent, err = r.resendTrusted(ctx, c, repo, img, data, err); sent {
-				err = c.PutManifest(ctx, repo, ref, desc.MediaType, data)
-			}
-		}
-		if err != nil {
-			return failure.Explain(err, r.Name(img))
-		}
-		return nil
-	}
-	dst, err := r.dest(ctx, img)
+	c, repo, err := r.pushClient(img)
 	if err != nil {
 		return err
 	}
-	var instance *digest.Digest
-	if !top {
-		instance = &desc.Digest
+	ref := desc.Digest.String()
+	if top {
+		named, err := reference.ParseNormalizedNamed(r.Name(img))
+		if err != nil {
+			return err
+		}
+		if tagged, ok := named.(reference.Tagged); ok {
+			ref = tagged.Tag()
+		}
 	}
-	if err := dst.PutManifest(ctx, data, instance); err != nil {
-		return r.explain(err, img)
+	err = c.PutManifest(ctx, repo, ref, desc.MediaType, data)
+	if refusedManifest(err) {
+		// Blobs taken to be there on the records alone may be gone
+		// (the registry was restored, or cleaned): distribution
+		// answers MANIFEST_BLOB_UNKNOWN, others in words of their
+		// own, so any refusal has them checked. The missing ones are
+		// sent, then the manifest again.
+		var sent bool
+		if sent, err = r.resendTrusted(ctx, c, repo, img, data, err); sent {
+			err = c.PutManifest(ctx, repo, ref, desc.MediaType, data)
+		}
+	}
+	if err != nil {
+		return failure.Explain(err, r.Name(img))
 	}
 	return nil
 }
@@ -455,13 +415,11 @@ func (r *Registry) KnownLocations(locs map[digest.Digest]string) {
 	if r.root == "" {
 		return
 	}
-	host := strings.SplitN(r.root, "/", 2)[0]
 	for d, repo := range locs {
 		named, err := reference.ParseNormalizedNamed(r.root + "/" + repo)
 		if err != nil {
 			continue
 		}
-		r.cache.RecordKnownLocation(docker.Transport, types.BICTransportScope{Opaque: host}, d, types.BICLocationReference{Opaque: named.Name()})
 		r.runMemory.mu.Lock()
 		if _, ok := r.known[d]; !ok {
 			r.known[d] = reference.Path(named)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
-	"go.podman.io/image/v5/pkg/blobinfocache/memory"
 	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/imageset"
@@ -103,8 +102,7 @@ type Registry struct {
 // reference (imageset.Image.Source).
 func NewUpstream(o RegistryOptions) *Registry {
 	return &Registry{Retries: 5, RetryDelay: 500 * time.Millisecond,
-		connections: connections{sys: o.SystemContext(), cache: memory.New(),
-			srcs: map[string]types.ImageSource{}, dests: map[string]types.ImageDestination{}, clients: map[clientKey]*registryapi.Client{}, byRepo: map[string]*registryapi.Client{}},
+		connections: connections{sys: o.SystemContext(), clients: map[clientKey]*registryapi.Client{}, byRepo: map[string]sharedAnswer{}},
 		runMemory: runMemory{resolved: map[manifestKey][]byte{}, known: map[digest.Digest]string{}, have: map[string]bool{}, sessions: map[string]string{}, trusted: map[string]bool{},
 			expect: map[string]int{}, tags: map[string]*listedTags{}, knownRepos: map[string]bool{}}}
 }

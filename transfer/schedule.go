@@ -225,9 +225,6 @@ var errNotNeeded = errors.New("not transferred: every image needing it failed")
 // blobs in its own turn (as a plain Copy does). With one (the blobs of each
 // image by destination, as CopyPlanned read them), the transfers of those
 // blobs are queued at once, and an image comes out when they have ended.
-// Images whose endpoints hold state per image while its blobs move (a
-// containers/image connection) keep moving their blobs in their own turn,
-// so that a run never holds one such connection per image at once.
 func (c *copier) schedule(ctx context.Context, set *imageset.Set, planned map[string][]ocispec.Descriptor) <-chan int {
 	n := len(set.Images)
 	s := &schedule{images: set.Images, ready: make(chan int, n)}
@@ -242,7 +239,7 @@ func (c *copier) schedule(ctx context.Context, set *imageset.Set, planned map[st
 		s.blobs = map[digest.Digest]*scheduled{}
 		for i, img := range set.Images {
 			descs := planned[img.Destination]
-			if len(descs) == 0 || c.holdsImage(img) {
+			if len(descs) == 0 {
 				continue
 			}
 			var lane *blobLane
@@ -402,29 +399,4 @@ func (c *copier) lane(img imageset.Image) *blobLane {
 		c.lanes[key] = l
 	}
 	return l
-}
-
-// holdsImage reports whether moving img's blobs opens state its endpoints
-// keep until the image is done (a containers/image source or destination,
-// where the run's shared clients do not reach: see Registry.sharedClient).
-func (c *copier) holdsImage(img imageset.Image) bool {
-	src, dst := c.endpoints()
-	switch s := src.(type) {
-	case *Registry:
-		if cl, _ := s.pullClient(img); cl == nil {
-			return true
-		}
-	case builtSource:
-		if r, ok := s.Source.(*Registry); ok && !s.local(img) {
-			if cl, _ := r.pullClient(img); cl == nil {
-				return true
-			}
-		}
-	}
-	if r, ok := dst.(*Registry); ok {
-		if cl, _ := r.pushClient(img); cl == nil {
-			return true
-		}
-	}
-	return false
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"sync"
 
-	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
@@ -68,8 +67,7 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 			return nil, true // nothing to move; found blobs are counted as met
 		}
 	}
-	read, done := PlanReader(src, img)
-	defer done()
+	read := PlanReader(src, img)
 	var walk func(d digest.Digest, top bool) bool
 	walk = func(d digest.Digest, top bool) bool {
 		m, err := ps.read(ctx, img, d, read)
@@ -113,10 +111,10 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 
 // PlanReader is how the planning pass reads img's manifests: from local
 // sources directly; from a registry through the run's one client for its
-// host, so that planning thousands of images holds no connection per image
-// (else through the image's own source, closed when planned: the copy opens
-// it again).
-func PlanReader(src Source, img imageset.Image) (read func(context.Context, digest.Digest) ([]byte, string, error), done func()) {
+// host (or its registries.conf pull sources), taking the manifest the
+// resolution read where it has it: from there the pass keeps it
+// (plannedSource), for every image naming it.
+func PlanReader(src Source, img imageset.Image) func(context.Context, digest.Digest) ([]byte, string, error) {
 	direct := func(ctx context.Context, d digest.Digest) ([]byte, string, error) { return src.Manifest(ctx, img, d) }
 	var r *Registry
 	switch s := src.(type) {
@@ -128,20 +126,14 @@ func PlanReader(src Source, img imageset.Image) (read func(context.Context, dige
 		}
 	}
 	if r == nil {
-		return direct, func() {}
+		return direct
 	}
-	if named, c := r.planClient(img); c != nil {
-		return func(ctx context.Context, d digest.Digest) ([]byte, string, error) {
-			// The manifest the resolution read, as Registry.Manifest
-			// serves it, else one GET by digest. Taken: from here the
-			// pass keeps it (plannedSource), for every image naming it.
-			if data, ok := r.KeptManifest(img, d, true); ok {
-				return data, MediaTypeOf(data), nil
-			}
-			return c.Manifest(ctx, reference.Path(named), d.String())
-		}, func() {}
+	return func(ctx context.Context, d digest.Digest) ([]byte, string, error) {
+		if data, ok := r.KeptManifest(img, d, true); ok {
+			return data, MediaTypeOf(data), nil
+		}
+		return r.readManifest(ctx, img, d)
 	}
-	return direct, func() { r.ImageDone(img) }
 }
 
 type manifestRead struct {
@@ -242,12 +234,6 @@ func (p *plannedSource) Blob(ctx context.Context, img imageset.Image, desc ocisp
 	return p.Source.Blob(ctx, img, desc)
 }
 
-func (p *plannedSource) ImageDone(img imageset.Image) {
-	if d, ok := p.Source.(imageDone); ok {
-		d.ImageDone(img)
-	}
-}
-
 func (p *plannedSource) unwrap() Source { return p.Source }
 
 // plannedDestination answers the copy's first HasManifest of an image from
@@ -276,12 +262,6 @@ func (p *plannedDestination) HasManifest(ctx context.Context, img imageset.Image
 		return has, nil
 	}
 	return p.Destination.HasManifest(ctx, img, d)
-}
-
-func (p *plannedDestination) ImageDone(img imageset.Image) {
-	if d, ok := p.Destination.(imageDone); ok {
-		d.ImageDone(img)
-	}
 }
 
 func (p *plannedDestination) unwrap() Destination { return p.Destination }
