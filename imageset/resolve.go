@@ -47,6 +47,7 @@ type Resolving struct {
 	Resolver   Resolver
 	Parallel   int
 	blocked    blockList
+	cfg        *ImageSetConfiguration
 }
 
 // Blocked returns the mirror.blockedImages rule that keeps an image out of
@@ -64,6 +65,45 @@ func (r *Resolving) Block(origin, destRepo string) string {
 		r.Resolution.Blocked = append(r.Resolution.Blocked, origin)
 	}
 	return b
+}
+
+// SkipListed reports whether a mirror.blockedImages rule blocks an image
+// the configuration lists itself at path (e.g. mirror.additionalImages[0]),
+// by its origin or its destination repository. Such an image is skipped,
+// as oc-mirror skips it, not refused: it is recorded as blocked and one
+// warning names both places, the entry's file and line and the rule's.
+func (r *Resolving) SkipListed(path, name, origin, destRepo string) bool {
+	rule := r.blocked.find(origin, destRepo)
+	if rule == nil {
+		return false
+	}
+	r.Resolution.Blocked = append(r.Resolution.Blocked, origin)
+	entry, at := path+".name", ""
+	if p := r.cfg.position(entry); p != "" {
+		entry = p + ": " + entry
+	}
+	if p := r.cfg.position(rule.field); p != "" {
+		at = " at " + p
+	}
+	r.Warn("%s: %s is listed and also blocked by %s%s (%q): skipped, as oc-mirror skips it (not mirrored, not in IDMS/ITMS); remove the entry or the rule to silence this",
+		entry, name, rule.field, at, rule.re.String())
+	return true
+}
+
+// position is where path is in the configuration's file: "file:line",
+// "line N" or "file"; "" when unknown (a configuration built in code).
+func (c *ImageSetConfiguration) position(path string) string {
+	if c == nil {
+		return ""
+	}
+	file, line := c.File(), c.Line(path)
+	switch {
+	case file != "" && line > 0:
+		return fmt.Sprintf("%s:%d", file, line)
+	case line > 0:
+		return fmt.Sprintf("line %d", line)
+	}
+	return file
 }
 
 // Warn records something worth telling the user that stops nothing.
@@ -233,7 +273,7 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 	}
 	res := &Resolution{}
 	set := &Set{FormatVersion: SetFormatVersion}
-	rs := &Resolving{Set: set, Resolution: res, Resolver: opts.Resolver, Parallel: opts.Parallel, blocked: blocked}
+	rs := &Resolving{Set: set, Resolution: res, Resolver: opts.Resolver, Parallel: opts.Parallel, blocked: blocked, cfg: cfg}
 	var wanted []Wanted
 	for i, ai := range cfg.Mirror.AdditionalImages {
 		path := fmt.Sprintf("mirror.additionalImages[%d]", i)
@@ -249,8 +289,8 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 		if t, ok := named.(reference.Tagged); ok && w.Tag == "" {
 			w.Tag = t.Tag() // name:tag@digest keeps its tag at the destination
 		}
-		if b := blocked.match(named.String(), w.destRepo()); b != "" {
-			return nil, nil, fmt.Errorf("%s.name: %s is blocked by %s: remove the image or the blocking rule", path, ai.Name, b)
+		if rs.SkipListed(path, ai.Name, named.String(), w.destRepo()) {
+			continue
 		}
 		wanted = append(wanted, w)
 	}
@@ -284,8 +324,10 @@ func DigestTag(d digest.Digest) string {
 }
 
 type blockRule struct {
-	re   *regexp.Regexp
-	path string
+	re *regexp.Regexp
+	// path names the rule in messages, field is its field path
+	// (mirror.blockedImages[0].name), for its line.
+	path, field string
 }
 
 type blockList []blockRule
@@ -297,7 +339,7 @@ func compileBlocked(list []BlockedImage) (blockList, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mirror.blockedImages[%d].name: %q is not a valid regular expression: %w", i, b.Name, err)
 		}
-		out = append(out, blockRule{re: re, path: fmt.Sprintf("mirror.blockedImages[%d] (%q)", i, b.Name)})
+		out = append(out, blockRule{re: re, path: fmt.Sprintf("mirror.blockedImages[%d] (%q)", i, b.Name), field: fmt.Sprintf("mirror.blockedImages[%d].name", i)})
 	}
 	return out, nil
 }

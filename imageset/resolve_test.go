@@ -84,7 +84,6 @@ func TestResolveErrors(t *testing.T) {
 	head := "kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n"
 	d := digest.FromString("x")
 	for _, c := range []struct{ name, body, want string }{
-		{"blocked", "  additionalImages:\n  - name: quay.io/internal/app:1\n  blockedImages:\n  - name: internal/\n", "mirror.additionalImages[0].name: quay.io/internal/app:1 is blocked by mirror.blockedImages[0]"},
 		{"two images one tag", "  additionalImages:\n  - name: quay.io/a/app:1\n  - name: quay.io/b/x:1\n    targetRepo: a/app\n", "destination a/app:1 is claimed by"},
 		{"operators", "  operators:\n  - catalog: quay.io/c/index:v1\n", "mirror.operators: not supported"},
 	} {
@@ -103,6 +102,50 @@ func TestResolveErrors(t *testing.T) {
 				t.Errorf("got %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestResolveListedAndBlocked: an additional image the configuration lists
+// and blocks (by origin, or by its targetRepo) is skipped, not refused, as
+// oc-mirror skips it: recorded as blocked, with one warning per entry
+// naming the entry's file and line and the rule's.
+func TestResolveListedAndBlocked(t *testing.T) {
+	d := digest.FromString("x")
+	cfg, err := ParseImageSetConfiguration([]byte(`kind: ImageSetConfiguration
+apiVersion: mirror.openshift.io/v2alpha1
+mirror:
+  additionalImages:
+  - name: quay.io/internal/app:1
+  - name: quay.io/a/app:1
+  - name: quay.io/a/tool:1
+    targetRepo: internal/tool
+  blockedImages:
+  - name: internal/
+`), "isc.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, res, err := Resolve(context.Background(), cfg, ResolveOptions{Resolver: tags{"quay.io/internal/app:1": d, "quay.io/a/app:1": d, "quay.io/a/tool:1": d}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Images) != 1 || set.Images[0].Origin != "quay.io/a/app:1" {
+		t.Errorf("set %+v, want quay.io/a/app:1 alone", set.Images)
+	}
+	if want := []string{"quay.io/a/tool:1", "quay.io/internal/app:1"}; !slices.Equal(res.Blocked, want) {
+		t.Errorf("blocked %v, want %v", res.Blocked, want)
+	}
+	want := []string{
+		`isc.yaml:5: mirror.additionalImages[0].name: quay.io/internal/app:1 is listed and also blocked by mirror.blockedImages[0].name at isc.yaml:10 ("internal/"): skipped`,
+		`isc.yaml:7: mirror.additionalImages[2].name: quay.io/a/tool:1 is listed and also blocked by mirror.blockedImages[0].name at isc.yaml:10 ("internal/"): skipped`,
+	}
+	if len(res.Warnings) != len(want) {
+		t.Fatalf("warnings %q, want one per entry", res.Warnings)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(res.Warnings[i], w) {
+			t.Errorf("warning %q, want it to start %q", res.Warnings[i], w)
+		}
 	}
 }
 

@@ -116,29 +116,20 @@ func (v *validator) content(prefix string, m Mirror) {
 	if prefix != "mirror" || len(rules) == 0 {
 		return
 	}
-	// A catalog or additional image its own configuration blocks is a
-	// contradiction said now, before the run creates anything (resolving
-	// says it too).
-	blocked := func(path, what, name string, origin, dest string) {
-		if r := rules.find(origin, dest); r != nil {
-			v.add(path, "%s is blocked by %s (%q): remove the %s or the blocking rule", name, v.at(r.path), r.re.String(), what)
-		}
-	}
+	// A catalog its own configuration blocks is a contradiction said now,
+	// before the run creates anything (resolving says it too). An
+	// additional image listed and blocked is not: it is skipped with a
+	// warning, as oc-mirror skips it (Resolving.SkipListed).
 	for i, oc := range m.Operators {
 		if _, isLayout := oc.OCILayoutPath(); isLayout {
 			continue
 		}
-		if named, err := reference.ParseNormalizedNamed(oc.Catalog); err == nil { // else said by operators
-			blocked(fmt.Sprintf("%s.operators[%d].catalog", prefix, i), "catalog", oc.Catalog, reference.TagNameOnly(named).String(), reference.Path(named))
+		named, err := reference.ParseNormalizedNamed(oc.Catalog)
+		if err != nil {
+			continue // said by operators
 		}
-	}
-	for i, img := range m.AdditionalImages {
-		if _, isLayout := img.OCILayoutPath(); isLayout {
-			continue
-		}
-		if named, err := reference.ParseNormalizedNamed(img.Name); err == nil { // else said by additionalImage
-			w := Wanted{Named: reference.TagNameOnly(named), Repo: strings.Trim(img.TargetRepo, "/")}
-			blocked(fmt.Sprintf("%s.additionalImages[%d].name", prefix, i), "image", img.Name, w.Named.String(), w.destRepo())
+		if r := rules.find(reference.TagNameOnly(named).String(), reference.Path(named)); r != nil {
+			v.add(fmt.Sprintf("%s.operators[%d].catalog", prefix, i), "%s is blocked by %s (%q): remove the catalog or the blocking rule", oc.Catalog, v.at(r.path), r.re.String())
 		}
 	}
 }

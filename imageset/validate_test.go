@@ -456,6 +456,12 @@ mirror: {}
   blockedImages:
     - name: "" # <-
 `, "mirror.blockedImages[0].name", "missing"},
+		{"catalog blocked by its own configuration", `mirror:
+  operators:
+    - catalog: ` + catalog418 + ` # <-
+  blockedImages:
+    - name: redhat-operator-index
+`, "mirror.operators[0].catalog", "is blocked by mirror.blockedImages[0].name, line 7"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -559,6 +565,14 @@ func TestValidConfigurations(t *testing.T) {
     - name: docker.io/ubi9/ubi@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
     - name: localhost/team/app:v1
     - name: localhost:5000/app:v1
+`},
+		{"additional images listed and blocked, skipped as oc-mirror skips them", `mirror:
+  additionalImages:
+    - name: quay.io/internal/app:1
+    - name: oci:///srv/layouts/tool
+      targetRepo: internal/tool
+  blockedImages:
+    - name: internal/
 `},
 	}
 	for _, tc := range tests {

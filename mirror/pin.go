@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,35 @@ func pinnedConfig(cfg *imageset.ImageSetConfiguration, plan *workspace.Plan) (*i
 	return &out, nil
 }
 
+// mirroredAdditional leaves out of list the entries blockedImages skipped
+// (listed and blocked, so never mirrored): the pinned delete configuration
+// names what the run mirrors.
+func mirroredAdditional(list []imageset.AdditionalImage, plan *workspace.Plan) []imageset.AdditionalImage {
+	if len(plan.Blocked) == 0 {
+		return list
+	}
+	inSet := map[string]bool{}
+	for _, img := range plan.Set.Images {
+		for _, why := range img.Why {
+			inSet[why] = true
+		}
+	}
+	var out []imageset.AdditionalImage
+	for i, ai := range list {
+		origin := ai.Name
+		if _, layout := ai.OCILayoutPath(); !layout {
+			if named, err := reference.ParseNormalizedNamed(ai.Name); err == nil {
+				origin = reference.TagNameOnly(named).String()
+			}
+		}
+		if !inSet[fmt.Sprintf("mirror.additionalImages[%d]", i)] && slices.Contains(plan.Blocked, origin) {
+			continue
+		}
+		out = append(out, ai)
+	}
+	return out
+}
+
 // pin returns ref by digest d and the tag ref named ("" if none).
 func pin(ref, d string) (pinned, tag string, err error) {
 	named, err := reference.ParseNormalizedNamed(ref)
@@ -109,7 +139,7 @@ func (t *Trip) pinPlan(plan *workspace.Plan) error {
 		Delete: imageset.Delete{
 			Platform:         cfg.Mirror.Platform,
 			Operators:        cfg.Mirror.Operators,
-			AdditionalImages: cfg.Mirror.AdditionalImages,
+			AdditionalImages: mirroredAdditional(cfg.Mirror.AdditionalImages, plan),
 			Helm:             cfg.Mirror.Helm,
 		},
 	}

@@ -964,7 +964,11 @@ func (r *run) generateInto(dir, root string) error {
 	done.Images = append(append(done.Images, rep.Result.Copied...), rep.Result.Skipped...)
 	done.Sort()
 	var notMirrored []string
-	notMirrored = append(notMirrored, plan.Blocked...)
+	for _, b := range plan.Blocked {
+		if _, layout := (imageset.AdditionalImage{Name: b}).OCILayoutPath(); !layout { // no registry to map
+			notMirrored = append(notMirrored, b)
+		}
+	}
 	for _, f := range plan.Unresolved {
 		if !f.NotImage {
 			notMirrored = append(notMirrored, f.Origin)

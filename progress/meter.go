@@ -305,8 +305,8 @@ func (m *Meter) blobETA(c Counts) time.Duration {
 	return time.Duration(float64(queued) * perBlob * float64(time.Second)).Round(time.Second)
 }
 
-// show draws a reading: the bar on every event and tick, a line on each
-// tick (line mode) and at the end.
+// show draws a reading: the bar on every event and tick and, final, the
+// phase's last frame; a line on each tick (line mode) and at the end.
 func (m *Meter) show(tick, final bool) {
 	m.mu.Lock()
 	if m.c.Phase == "" {
@@ -323,12 +323,19 @@ func (m *Meter) show(tick, final bool) {
 	if m.observer != nil {
 		m.observer(c)
 	}
-	line := c.String()
-	switch {
-	case m.term != nil && !final:
-		m.term.SetStatus(line)
-	case m.log != nil && (final || m.term == nil && tick):
-		m.log.Info(line)
+	if m.term != nil {
+		frame := c
+		if final {
+			// The phase's last frame shows its final figures, bar and
+			// rate: else the frame drawn last (up to a redraw interval
+			// old, 0% for a short phase) stays up, and the log line
+			// below draws it again under the phase's 100%.
+			frame.FinalReport, frame.ETA = false, 0
+		}
+		m.term.SetStatus(frame.String())
+	}
+	if m.log != nil && (final || m.term == nil && tick) {
+		m.log.Info(c.String())
 	}
 }
 

@@ -235,3 +235,47 @@ func meterTestOptions(t *testing.T) transfer.RegistryOptions {
 	conf, auth := registrytest.ClientFiles(t)
 	return transfer.RegistryOptions{TLSVerify: types.OptionalBoolFalse, RegistriesConf: conf, AuthFile: auth}
 }
+
+// TestBarLastFrameIsFinal: on a terminal, the last frame of a finished
+// phase shows its final figures: 100% of its bytes and the rate they went
+// at. A short phase (an archive written in less than a redraw interval)
+// used to have its first frame, at 0% and 0 B/s, drawn again under the
+// 100% line its end logged.
+func TestBarLastFrameIsFinal(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		end  func(m *Meter)
+	}{
+		{"finished", func(m *Meter) { m.Finish() }},
+		{"followed by the next phase", func(m *Meter) { m.Phase("checking archive", 0, transfer.Totals{}); m.Finish() }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf strings.Builder
+			term := NewTerminal(&buf)
+			m := NewBarProgress(term, slog.New(slog.NewTextHandler(term, nil)))
+			m.Phase("writing archive", 0, transfer.Totals{Blobs: 3, Bytes: 3 << 20})
+			time.Sleep(10 * time.Millisecond) // a rate needs some time
+			m.Add(3 << 20)
+			c.end(m)
+			out := buf.String()
+			logged := strings.Index(out, "msg=\"writing archive 100% 3.0 MiB/3.0 MiB")
+			if logged < 0 {
+				t.Fatalf("the end of the phase is not logged:\n%q", out)
+			}
+			// Frames are what follows each "clear the line"; the last one
+			// of the phase is the one left when it ended.
+			var last string
+			for _, f := range strings.Split(out, "\r\033[K") {
+				if f, _, _ := strings.Cut(f, "\n"); strings.HasPrefix(f, "writing archive [") {
+					last = f
+				}
+			}
+			if !strings.Contains(last, "[========================] 100% 3.0 MiB/3.0 MiB") || strings.Contains(last, " 0 B/s") || !strings.Contains(last, "/s") {
+				t.Errorf("the last frame of the finished phase is %q, want 100%% of 3.0 MiB and its rate; output:\n%q", last, out)
+			}
+			if strings.Contains(out[logged:], "writing archive [ ") {
+				t.Errorf("a frame short of 100%% is drawn after the phase ended:\n%q", out[logged:])
+			}
+		})
+	}
+}

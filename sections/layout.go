@@ -37,14 +37,14 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 			continue
 		}
 		path := fmt.Sprintf("mirror.additionalImages[%d]", i)
+		repo, tag := layoutDestination(ai)
+		if r.SkipListed(path, ai.Name, ai.Name, repo) {
+			continue // before reading it: a blocked layout need not be there
+		}
 		at := l.at(cfg, path+".name")
 		top, abs, err := readLayout(dir)
 		if err != nil {
 			return fmt.Errorf("%s: %s: %w", at, ai.Name, err)
-		}
-		repo, tag := layoutDestination(ai)
-		if b := r.Blocked(ai.Name, repo); b != "" {
-			return fmt.Errorf("%s: %s is blocked by %s: remove the image or the blocking rule", at, ai.Name, b)
 		}
 		img := imageset.Image{
 			Source:      "oci:" + abs + "@" + top.Digest.String(),

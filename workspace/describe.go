@@ -1,14 +1,19 @@
 package workspace
 
 import (
+	"cmp"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/imageset/release"
 )
 
 // Description is what an admin asks of an archive: what it holds, what it
@@ -52,10 +57,21 @@ type ReleaseEntry struct {
 	Image    string   `json:"image"`
 }
 
-// CatalogEntry is one operator catalog and the bundles mirrored per package.
+// CatalogEntry is one operator catalog and the bundles mirrored per package
+// (in version order).
 type CatalogEntry struct {
 	Catalog  string              `json:"catalog"`
 	Packages map[string][]string `json:"packages"`
+}
+
+// PackageNames are the entry's packages in natural order.
+func (c CatalogEntry) PackageNames() []string {
+	names := make([]string, 0, len(c.Packages))
+	for p := range c.Packages {
+		names = append(names, p)
+	}
+	slices.SortFunc(names, CompareNatural)
+	return names
 }
 
 // Application is one push of an archive to a mirror from this directory.
@@ -104,10 +120,13 @@ var (
 
 // Describe summarises the archive in dir; the workspace next to it
 // (dir/working-dir) says whether its predecessor was applied here and what
-// the predecessor held.
+// the predecessor held. Its lists are in the order people read them:
+// versions (bundles, releases) in semver order, names (images, catalogs,
+// packages) in natural order, numbers compared as numbers; helm charts as
+// the configuration lists them.
 func Describe(dir string, idx *archive.Index) *Description {
 	d := &Description{ID: idx.ID, Created: idx.Created, ToolVersion: idx.ToolVersion, Blobs: len(idx.Blobs), Chunks: idx.Chunks,
-		LeftOut: idx.LeftOut, Blocked: idx.Blocked, Workspace: idx.Workspace}
+		LeftOut: sortedNatural(idx.LeftOut), Blocked: sortedNatural(idx.Blocked), Workspace: idx.Workspace}
 	w := Workspace{Dir: filepath.Join(dir, WorkingDir)}
 	_ = w.ReadAll("applied", func(name string) error {
 		var r AppliedRecord
@@ -138,6 +157,7 @@ func Describe(dir string, idx *archive.Index) *Description {
 			d.ImageList = append(d.ImageList, DescribedImage{Kind: img.Kind, Destination: img.Destination, Digest: img.Digest,
 				Carried: carried[img.Digest], Platforms: img.Platforms})
 		}
+		slices.SortStableFunc(d.ImageList, func(a, b DescribedImage) int { return CompareNatural(a.Destination, b.Destination) })
 	}
 	if idx.BasedOn == "" {
 		return d
@@ -174,7 +194,7 @@ func summarise(set *imageset.Set) (rels []ReleaseEntry, cats []CatalogEntry, add
 		switch img.Kind {
 		case imageset.KindRelease:
 			_, tag, _ := strings.Cut(img.Destination, ":")
-			version, arch, _ := strings.Cut(tag, "-")
+			version, arch := releaseTag(tag)
 			e := ReleaseEntry{Version: version, Arch: arch, Image: img.Origin}
 			for _, w := range img.Why {
 				if m := channelWhy.FindStringSubmatch(w); m != nil {
@@ -199,18 +219,29 @@ func summarise(set *imageset.Set) (rels []ReleaseEntry, cats []CatalogEntry, add
 			additional = append(additional, img.Origin)
 		}
 	}
-	sort.Slice(rels, func(a, b int) bool {
-		return rels[a].Arch+rels[a].Version < rels[b].Arch+rels[b].Version
+	slices.SortFunc(rels, func(a, b ReleaseEntry) int {
+		return cmp.Or(CompareNatural(a.Arch, b.Arch), CompareVersioned(a.Version, b.Version))
 	})
 	for c, pkgs := range byCatalog {
 		for _, bs := range pkgs {
-			sort.Strings(bs)
+			slices.SortFunc(bs, CompareVersioned)
 		}
 		cats = append(cats, CatalogEntry{Catalog: c, Packages: pkgs})
 	}
-	sort.Slice(cats, func(a, b int) bool { return cats[a].Catalog < cats[b].Catalog })
-	sort.Strings(additional)
+	slices.SortFunc(cats, func(a, b CatalogEntry) int { return CompareNatural(a.Catalog, b.Catalog) })
+	slices.SortFunc(additional, CompareNatural)
 	return rels, cats, additional
+}
+
+// releaseTag splits a release tag (4.18.1-x86_64, 4.19.0-rc.1-multi) into
+// its version and architecture.
+func releaseTag(tag string) (version, arch string) {
+	version = release.TagVersion(tag)
+	if version == tag { // no architecture suffix known
+		version, arch, _ = strings.Cut(tag, "-")
+		return version, arch
+	}
+	return version, strings.TrimPrefix(tag[len(version):], "-")
 }
 
 func appendNew(list []string, s string) []string {
@@ -290,18 +321,106 @@ func compare(prev, cur *imageset.Set) *Changes {
 	}
 	pi, pr, pb := index(prev)
 	ci, cr, cb := index(cur)
-	diff := func(a, b map[string]bool) []string {
+	diff := func(a, b map[string]bool, order func(x, y string) int) []string {
 		out := []string{}
 		for k := range a {
 			if !b[k] {
 				out = append(out, k)
 			}
 		}
-		sort.Strings(out)
+		slices.SortFunc(out, order)
 		return out
 	}
-	c.AddedImages, c.RemovedImages = diff(ci, pi), diff(pi, ci)
-	c.AddedReleases, c.RemovedReleases = diff(cr, pr), diff(pr, cr)
-	c.AddedBundles, c.RemovedBundles = diff(cb, pb), diff(pb, cb)
+	byTag := func(x, y string) int {
+		vx, ax := releaseTag(x)
+		vy, ay := releaseTag(y)
+		return cmp.Or(CompareNatural(ax, ay), CompareVersioned(vx, vy), CompareNatural(x, y))
+	}
+	c.AddedImages, c.RemovedImages = diff(ci, pi, CompareNatural), diff(pi, ci, CompareNatural)
+	c.AddedReleases, c.RemovedReleases = diff(cr, pr, byTag), diff(pr, cr, byTag)
+	c.AddedBundles, c.RemovedBundles = diff(cb, pb, CompareVersioned), diff(pb, cb, CompareVersioned)
 	return c
+}
+
+// sortedNatural is a copy of list in natural order.
+func sortedNatural(list []string) []string {
+	out := slices.Clone(list)
+	slices.SortFunc(out, CompareNatural)
+	return out
+}
+
+// CompareNatural orders strings as people read them: runs of digits by
+// their value (app-2 before app-10), the rest byte by byte; strings equal
+// so (1 and 01) by their bytes, so that the order is total.
+func CompareNatural(a, b string) int {
+	x, y := a, b
+	for x != "" && y != "" {
+		if isDigit(x[0]) && isDigit(y[0]) {
+			nx, ny := digitRun(x), digitRun(y)
+			vx, vy := strings.TrimLeft(x[:nx], "0"), strings.TrimLeft(y[:ny], "0")
+			if c := cmp.Or(cmp.Compare(len(vx), len(vy)), strings.Compare(vx, vy)); c != 0 {
+				return c
+			}
+			x, y = x[nx:], y[ny:]
+			continue
+		}
+		if x[0] != y[0] {
+			return cmp.Compare(x[0], y[0])
+		}
+		x, y = x[1:], y[1:]
+	}
+	return cmp.Or(cmp.Compare(len(x), len(y)), strings.Compare(a, b))
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// digitRun is the length of the run of digits s starts with.
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && isDigit(s[n]) {
+		n++
+	}
+	return n
+}
+
+// CompareVersioned orders versions (4.18.10) and names that end in one
+// (bundles: etcd.v0.9.10): by the name before the version in natural
+// order, then by the version in semver order (1.0.0-rc.1 before 1.0.0,
+// 1.0.2 before 1.0.10), then in natural order; a name without a semantic
+// version in natural order, before those of its name with one.
+func CompareVersioned(a, b string) int {
+	na, va := splitVersion(a)
+	nb, vb := splitVersion(b)
+	if c := CompareNatural(na, nb); c != 0 {
+		return c
+	}
+	switch {
+	case va != nil && vb != nil:
+		if c := va.Compare(vb); c != 0 {
+			return c
+		}
+	case va != nil:
+		return 1
+	case vb != nil:
+		return -1
+	}
+	return CompareNatural(a, b)
+}
+
+// splitVersion splits s into the name before its semantic version and the
+// version: all of s (4.18.1, v1.2.0), else what follows its first dot that
+// starts one (etcd.v0.9.2); nil when none does.
+func splitVersion(s string) (string, *semver.Version) {
+	if v, err := semver.NewVersion(s); err == nil {
+		return "", v
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '.' {
+			continue
+		}
+		if v, err := semver.NewVersion(s[i+1:]); err == nil {
+			return s[:i], v
+		}
+	}
+	return s, nil
 }

@@ -43,8 +43,6 @@ func TestBadConfig(t *testing.T) {
 			[]string{"bad.yaml:2", "apiVersion", "v1alpha2"}, false},
 		{"min > max", head + "mirror:\n  platform:\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.9\n      maxVersion: 4.18.1\n",
 			[]string{"bad.yaml:", "mirror.platform.channels[0]", "4.18.9"}, false},
-		{"blocked image listed", head + "mirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n  blockedImages:\n  - name: apps/app-00\n",
-			[]string{"bad.yaml:5", "mirror.additionalImages[0]", "blocked by mirror.blockedImages[0].name, line 7"}, false},
 		{"bad regex", head + "mirror:\n  additionalImages:\n  - name: " + w.images[0].Ref + "\n  blockedImages:\n  - name: 'app-(('\n",
 			[]string{"bad.yaml:7", "mirror.blockedImages[0].name"}, false},
 		{"not implemented", head + "mirror:\n  samples:\n  - name: ruby\n",

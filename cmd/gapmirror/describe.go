@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -195,12 +194,7 @@ func describe(w io.Writer, d *workspace.Description, c describeCheck, images boo
 	}
 	for _, cat := range d.Catalogs {
 		fmt.Fprintf(w, "operator catalog %s (%d packages):\n", cat.Catalog, len(cat.Packages))
-		var pkgs []string
-		for p := range cat.Packages {
-			pkgs = append(pkgs, p)
-		}
-		sort.Strings(pkgs)
-		for _, p := range pkgs {
+		for _, p := range cat.PackageNames() {
 			fmt.Fprintf(w, "  %s: %s\n", p, strings.Join(cat.Packages[p], ", "))
 		}
 	}
