@@ -70,7 +70,7 @@ func (c CatalogEntry) PackageNames() []string {
 	for p := range c.Packages {
 		names = append(names, p)
 	}
-	slices.SortFunc(names, CompareNatural)
+	slices.SortFunc(names, compareNatural)
 	return names
 }
 
@@ -157,7 +157,7 @@ func Describe(dir string, idx *archive.Index) *Description {
 			d.ImageList = append(d.ImageList, DescribedImage{Kind: img.Kind, Destination: img.Destination, Digest: img.Digest,
 				Carried: carried[img.Digest], Platforms: img.Platforms})
 		}
-		slices.SortStableFunc(d.ImageList, func(a, b DescribedImage) int { return CompareNatural(a.Destination, b.Destination) })
+		slices.SortStableFunc(d.ImageList, func(a, b DescribedImage) int { return compareNatural(a.Destination, b.Destination) })
 	}
 	if idx.BasedOn == "" {
 		return d
@@ -220,16 +220,16 @@ func summarise(set *imageset.Set) (rels []ReleaseEntry, cats []CatalogEntry, add
 		}
 	}
 	slices.SortFunc(rels, func(a, b ReleaseEntry) int {
-		return cmp.Or(CompareNatural(a.Arch, b.Arch), CompareVersioned(a.Version, b.Version))
+		return cmp.Or(compareNatural(a.Arch, b.Arch), compareVersioned(a.Version, b.Version))
 	})
 	for c, pkgs := range byCatalog {
 		for _, bs := range pkgs {
-			slices.SortFunc(bs, CompareVersioned)
+			slices.SortFunc(bs, compareVersioned)
 		}
 		cats = append(cats, CatalogEntry{Catalog: c, Packages: pkgs})
 	}
-	slices.SortFunc(cats, func(a, b CatalogEntry) int { return CompareNatural(a.Catalog, b.Catalog) })
-	slices.SortFunc(additional, CompareNatural)
+	slices.SortFunc(cats, func(a, b CatalogEntry) int { return compareNatural(a.Catalog, b.Catalog) })
+	slices.SortFunc(additional, compareNatural)
 	return rels, cats, additional
 }
 
@@ -334,25 +334,25 @@ func compare(prev, cur *imageset.Set) *Changes {
 	byTag := func(x, y string) int {
 		vx, ax := releaseTag(x)
 		vy, ay := releaseTag(y)
-		return cmp.Or(CompareNatural(ax, ay), CompareVersioned(vx, vy), CompareNatural(x, y))
+		return cmp.Or(compareNatural(ax, ay), compareVersioned(vx, vy), compareNatural(x, y))
 	}
-	c.AddedImages, c.RemovedImages = diff(ci, pi, CompareNatural), diff(pi, ci, CompareNatural)
+	c.AddedImages, c.RemovedImages = diff(ci, pi, compareNatural), diff(pi, ci, compareNatural)
 	c.AddedReleases, c.RemovedReleases = diff(cr, pr, byTag), diff(pr, cr, byTag)
-	c.AddedBundles, c.RemovedBundles = diff(cb, pb, CompareVersioned), diff(pb, cb, CompareVersioned)
+	c.AddedBundles, c.RemovedBundles = diff(cb, pb, compareVersioned), diff(pb, cb, compareVersioned)
 	return c
 }
 
 // sortedNatural is a copy of list in natural order.
 func sortedNatural(list []string) []string {
 	out := slices.Clone(list)
-	slices.SortFunc(out, CompareNatural)
+	slices.SortFunc(out, compareNatural)
 	return out
 }
 
-// CompareNatural orders strings as people read them: runs of digits by
+// compareNatural orders strings as people read them: runs of digits by
 // their value (app-2 before app-10), the rest byte by byte; strings equal
 // so (1 and 01) by their bytes, so that the order is total.
-func CompareNatural(a, b string) int {
+func compareNatural(a, b string) int {
 	x, y := a, b
 	for x != "" && y != "" {
 		if isDigit(x[0]) && isDigit(y[0]) {
@@ -383,15 +383,15 @@ func digitRun(s string) int {
 	return n
 }
 
-// CompareVersioned orders versions (4.18.10) and names that end in one
+// compareVersioned orders versions (4.18.10) and names that end in one
 // (bundles: etcd.v0.9.10): by the name before the version in natural
 // order, then by the version in semver order (1.0.0-rc.1 before 1.0.0,
 // 1.0.2 before 1.0.10), then in natural order; a name without a semantic
 // version in natural order, before those of its name with one.
-func CompareVersioned(a, b string) int {
+func compareVersioned(a, b string) int {
 	na, va := splitVersion(a)
 	nb, vb := splitVersion(b)
-	if c := CompareNatural(na, nb); c != 0 {
+	if c := compareNatural(na, nb); c != 0 {
 		return c
 	}
 	switch {
@@ -404,7 +404,7 @@ func CompareVersioned(a, b string) int {
 	case vb != nil:
 		return -1
 	}
-	return CompareNatural(a, b)
+	return compareNatural(a, b)
 }
 
 // splitVersion splits s into the name before its semantic version and the

@@ -16,9 +16,9 @@ func TestDescribeOrders(t *testing.T) {
 		order func(a, b string) int
 		want  []string
 	}{
-		{"natural", CompareNatural, []string{"", "app", "app-01", "app-1", "app-2", "app-10", "app-10:v1", "app-10:v2", "app-10:v10", "app-10a", "app-a", "b"}},
-		{"versions", CompareVersioned, []string{"1.2.0", "4.9.1", "4.18.0-rc.1", "4.18.0", "4.18.2", "4.18.10", "v5.0.0"}},
-		{"bundles", CompareVersioned, []string{
+		{"natural", compareNatural, []string{"", "app", "app-01", "app-1", "app-2", "app-10", "app-10:v1", "app-10:v2", "app-10:v10", "app-10a", "app-a", "b"}},
+		{"versions", compareVersioned, []string{"1.2.0", "4.9.1", "4.18.0-rc.1", "4.18.0", "4.18.2", "4.18.10", "v5.0.0"}},
+		{"bundles", compareVersioned, []string{
 			"etcd", "etcd.v0.9.2", "etcd.v0.9.10", "etcd.v0.10.0-rc.1", "etcd.v0.10.0", "etcd.v0.10.0+build.1", "etcd.v0.10.0+build.2", "etcd.vnext",
 			"op-2.v1.0.0", "op-10.v0.1.0", "zz.latest"}},
 	} {
