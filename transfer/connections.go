@@ -218,27 +218,31 @@ func (s pullSource) try(read func(pullSource) error) error {
 	return read(s)
 }
 
-// fromSources runs read against img's pull sources in turn, the one that
-// served img last first, until one succeeds. Where all fail, the error is
-// the last source's (the image's own location), naming what the mirrors
-// before it answered, as containers/image words it.
+// fromSources runs read against img's pull sources (see trySources).
 func (r *Registry) fromSources(img imageset.Image, read func(src pullSource) error) error {
 	srcs, err := r.pullSources(img)
 	if err != nil {
 		return err
 	}
+	return r.trySources(r.Name(img), srcs, read)
+}
+
+// trySources runs read against the pull sources srcs of the image name in
+// turn, the one that served its repository last first (its blobs are where
+// its manifest was), until one succeeds. Where all fail, the error is the
+// last source's (the image's own location), naming what the mirrors before
+// it answered, as containers/image words it.
+func (r *Registry) trySources(name string, srcs []pullSource, read func(src pullSource) error) error {
 	if len(srcs) == 1 {
 		if err := srcs[0].try(read); err != nil {
-			return failure.Explain(err, r.Name(img))
+			return failure.Explain(err, name)
 		}
 		return nil
 	}
-	// The source that served img before first (its blobs are where its
-	// manifest was), then the others in their order.
 	errs := make([]error, len(srcs))
-	for _, i := range tryOrder(r.servedBy(r.Name(img), len(srcs)), len(srcs)) {
+	for _, i := range tryOrder(r.servedBy(name, len(srcs)), len(srcs)) {
 		if errs[i] = srcs[i].try(read); errs[i] == nil {
-			r.served(r.Name(img), i)
+			r.served(name, i)
 			return nil
 		}
 	}
@@ -246,7 +250,7 @@ func (r *Registry) fromSources(img imageset.Image, read func(src pullSource) err
 	for i, s := range srcs[:len(srcs)-1] {
 		mirrors = append(mirrors, fmt.Sprintf("%s: %v", s.ref, errs[i]))
 	}
-	return fmt.Errorf("%w (mirrors also failed: [%s])", failure.Explain(errs[len(srcs)-1], r.Name(img)), strings.Join(mirrors, "; "))
+	return fmt.Errorf("%w (mirrors also failed: [%s])", failure.Explain(errs[len(srcs)-1], name), strings.Join(mirrors, "; "))
 }
 
 // tryOrder is the order n pull sources are tried in: first (the one that

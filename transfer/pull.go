@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
@@ -76,32 +75,13 @@ func (r *Registry) ResolveDigest(ctx context.Context, ref reference.Named) (dige
 		return "", failure.Explain(err, ref.String())
 	}
 	var d digest.Digest
-	errs := make([]error, len(srcs))
-	first := r.servedBy(ref.Name(), len(srcs))
-	for _, i := range tryOrder(first, len(srcs)) {
-		s := srcs[i]
-		errs[i] = s.try(func(s pullSource) error {
-			return Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
-				d, err = r.readTag(ctx, ref, s)
-				return err
-			})
+	err = r.trySources(ref.String(), srcs, func(s pullSource) error {
+		return Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
+			d, err = r.readTag(ctx, ref, s)
+			return err
 		})
-		if errs[i] == nil {
-			if len(srcs) > 1 {
-				r.served(ref.Name(), i)
-			}
-			return d, nil
-		}
-	}
-	last := failure.Explain(errs[len(srcs)-1], ref.String())
-	if len(srcs) == 1 {
-		return "", last
-	}
-	mirrors := make([]string, 0, len(srcs)-1)
-	for i, s := range srcs[:len(srcs)-1] {
-		mirrors = append(mirrors, fmt.Sprintf("%s: %v", s.ref, errs[i]))
-	}
-	return "", fmt.Errorf("%w (mirrors also failed: [%s])", last, strings.Join(mirrors, "; "))
+	})
+	return d, err
 }
 
 // readTag reads the manifest the tag of s.ref (ref's pull source s) names
