@@ -331,10 +331,11 @@ type trips struct {
 	// chunks, archiveBytes: the first archive; rerunArchiveBytes: the no-change one.
 	chunks                          int
 	archiveBytes, rerunArchiveBytes int64
-	// Under -wan: the first mirror-to-disk again, into a new archive, with
-	// the upstream given by --src-tls-verify=false, then by a
-	// registries.conf entry marking it insecure and no TLS flag.
-	wanFlag, wanConf tripResult
+	// Under -wan: the first mirror-to-disk again, each run into a new cache
+	// and archive, with the upstream given by --src-tls-verify=false
+	// (wanFlag) and by a registries.conf entry marking it insecure and no
+	// TLS flag (wanConf), twice each in the order flag, conf, conf, flag.
+	wanFlag, wanConf []tripResult
 }
 
 // runTrips mirrors refs to disk, from disk into a fresh registry, registry to
@@ -413,21 +414,30 @@ func (b *bench) runTripSet(ctx context.Context, dir, scenario string, n int, set
 	if !wan {
 		return t, nil
 	}
-	// The first mirror-to-disk twice more, each into a new cache and
-	// archive: the upstream given by the flag, then as the containers tools
-	// are told about it.
-	flagArgs := append([]string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-wan-flag"), "file://" + filepath.Join(dir, "archive-wan-flag")}, set.upstreamArgs...)
-	if t.wanFlag, err = b.trip(ctx, label("mirror-to-disk, upstream by --src-tls-verify=false"), n, false, set.mixed, flagArgs...); err != nil {
-		return nil, err
-	}
+	// The first mirror-to-disk four times more, each into a new cache and
+	// archive: the upstream given by the flag, or as the containers tools
+	// are told about it, in the order flag, conf, conf, flag (a machine
+	// getting busier or quieter weighs on both alike).
 	conf, err := insecureConf(dir, set.wanUpstream)
 	if err != nil {
 		return nil, err
 	}
-	confArgs := append([]string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-wan-conf"), "file://" + filepath.Join(dir, "archive-wan-conf")}, set.upstreamArgs...)
-	if t.wanConf, err = b.tripAs(ctx, label("mirror-to-disk, upstream by registries.conf insecure"), n, false, set.mixed,
-		sourceConfig{regsConf: conf, noTLSFlag: true}, confArgs...); err != nil {
-		return nil, err
+	for i, byConf := range []bool{false, true, true, false} {
+		name := fmt.Sprintf("wan-%d-", i+1)
+		args := append([]string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, name+"cache"), "file://" + filepath.Join(dir, name+"archive")}, set.upstreamArgs...)
+		what, src := "upstream by --src-tls-verify=false", sourceConfig{}
+		if byConf {
+			what, src = "upstream by registries.conf insecure", sourceConfig{regsConf: conf, noTLSFlag: true}
+		}
+		r, err := b.tripAs(ctx, label(fmt.Sprintf("mirror-to-disk, %s (%d)", what, i+1)), n, false, set.mixed, src, args...)
+		if err != nil {
+			return nil, err
+		}
+		if byConf {
+			t.wanConf = append(t.wanConf, r)
+		} else {
+			t.wanFlag = append(t.wanFlag, r)
+		}
 	}
 	return t, nil
 }
