@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.bui
 GO      := CGO_ENABLED=0 go
 BIN     := bin/gapmirror
 
-.PHONY: build test test-long fuzz demo bench bench-scale bench-mixed bench-serve-s3 lint clean opm dist
+.PHONY: build test test-long fuzz demo bench bench-scale bench-mixed bench-wan bench-serve-s3 lint clean opm dist
 
 build:
 	$(GO) build -tags "$(TAGS)" -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gapmirror
@@ -76,6 +76,12 @@ bench-scale: build
 # catalogs in ../shared/realdata, releases, additional images), 2 to 3 minutes on 2 quiet cores.
 bench-mixed: build
 	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only
+
+# Scenario E with its upstream behind a WAN of 40 ms per request and 200 Mbit/s shared, for
+# the trips that read it (and skopeo): each trip's floors under it, and mirror-to-disk from a
+# registries.conf insecure source next to the same with --src-tls-verify=false.
+bench-wan: build
+	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only -wan 40ms:200mbit
 
 # Scenario F alone: disk-to-mirror into serve on the filesystem vs two replicas on
 # S3-compatible object storage (gofakes3) with Redis, same run, as a ratio (under a minute).

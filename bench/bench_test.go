@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,5 +212,50 @@ func TestMixedScenarioSmoke(t *testing.T) {
 				t.Errorf("the dry run plans %d images (%v), the bench expects %d", total, got, m.want)
 			}
 		})
+	}
+}
+
+func TestParseWAN(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		delay time.Duration
+		rate  float64 // bytes per second
+	}{
+		{"40ms:200mbit", 40 * time.Millisecond, 25e6},
+		{"20ms:1gbit", 20 * time.Millisecond, 125e6},
+		{"0s:512kbit", 0, 64e3},
+		{"100ms:1.5Gbit/s", 100 * time.Millisecond, 187.5e6},
+		{"5ms:10mbps", 5 * time.Millisecond, 1.25e6},
+	} {
+		delay, rate, err := parseWAN(tc.in)
+		if err != nil || delay != tc.delay || rate != tc.rate {
+			t.Errorf("parseWAN(%q) = %v, %v, %v; want %v, %v", tc.in, delay, rate, err, tc.delay, tc.rate)
+		}
+	}
+	for in, want := range map[string]string{
+		"40ms":           "no colon",
+		"40ms:200":       "not a number of bit",
+		"40ms:200MiB":    "not a number of bit",
+		"forty:200mbit":  "is not a duration",
+		"-5ms:200mbit":   "outside 0 to 10s",
+		"40ms:1bit":      "outside 8kbit to 100gbit",
+		"40ms:200mbit:x": "not a number of bit",
+	} {
+		_, _, err := parseWAN(in)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "40ms:200mbit or 20ms:1gbit") {
+			t.Errorf("parseWAN(%q): %v, want an error saying %q and giving an example", in, err, want)
+		}
+	}
+}
+
+func TestParallelImages(t *testing.T) {
+	for want, args := range map[int][]string{
+		defaultParallelImages: {"mirror", "-c", "isc.yaml"},
+		16:                    {"mirror", "--parallel-images", "16", "file:///x"},
+		4:                     {"mirror", "--parallel-images=4"},
+	} {
+		if got := parallelImages(args); got != want {
+			t.Errorf("parallelImages(%q) = %d, want %d", args, got, want)
+		}
 	}
 }

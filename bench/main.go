@@ -14,6 +14,10 @@
 // graph, 100 additional images of 4 × 512 KiB, next to a plain copy of the
 // blob files and skopeo copying every image 4 at a time.
 //
+// -wan DELAY:RATE puts the upstream of scenarios A, B and E behind a WAN
+// (a delay per request, one link of RATE shared by every response body) for
+// the trips that read it, and prints their floors under it (wan.go).
+//
 // Scenario C (catalog filtering): gapmirror's catalog library loading,
 // filtering and writing the real catalogs and a generated catalog of 20,000
 // bundles, each in a child process for its peak RSS, next to opm render and
@@ -24,12 +28,13 @@
 // (gofakes3, in this process) with a Redis cache behind a round-robin
 // balancer, as a ratio.
 //
-// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-mixed | -mixed-only] [-catalog-only] [-serve-s3] [-keep]
+// Usage: go run ./bench -gapmirror bin/gapmirror [-size 256MiB] [-images 20] [-small 500] [-mixed | -mixed-only] [-wan 40ms:200mbit] [-catalog-only] [-serve-s3] [-keep]
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -80,6 +85,7 @@ func main() {
 	mixedTiny := flag.Bool("mixed-tiny", false, "scenario E with a few images of each kind (the smoke test's size), to check that it works")
 	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof), its heap at its peak (<scenario>-<trip>-heap.pprof), and the registries (this process) during it (<scenario>-<trip>-registries.pprof)")
 	serveS3 := flag.Bool("serve-s3", false, "run only scenario F: disk-to-mirror of -images images (-size) into one gapmirror serve on the filesystem and into two replicas on S3-compatible object storage (gofakes3) with a Redis cache (miniredis) behind a round-robin balancer, same run, as a ratio")
+	wan := flag.String("wan", "", "put the upstream of scenarios A, B and E behind a WAN for the trips that read it and print their floors under it: DELAY:RATE, a delay per request and one link shared by every response body, e.g. 40ms:200mbit or 20ms:1gbit")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
 
@@ -126,6 +132,16 @@ func main() {
 	}
 	if *scaleOnly && *scale < 10 {
 		fail("-scale-only needs -scale of at least 10")
+	}
+	if *wan != "" {
+		if *scaleOnly || *catalogOnly || *serveS3 {
+			fail("-wan puts the upstream of scenarios A, B and E behind a WAN: leave out -scale-only, -catalog-only and -serve-s3")
+		}
+		delay, rate, err := parseWAN(*wan)
+		if err != nil {
+			fail("%v", err)
+		}
+		b.wan, b.wanSpec = registrytest.NewWAN(delay, int64(rate)), *wan
 	}
 	err = b.run(ctx, total, *images, *small)
 	b.close(*keep)
@@ -180,6 +196,11 @@ type bench struct {
 	serveS3Only bool
 	// profile is where CPU profiles of the gapmirror runs go ("": none).
 	profile string
+	// wan, when set (-wan, spelled wanSpec), is in front of every upstream
+	// registry, and requests go through it while wanOn is set (wan.go).
+	wan     *registrytest.WAN
+	wanSpec string
+	wanOn   atomic.Bool
 }
 
 func newBench(bin string) (*bench, error) {
@@ -317,9 +338,18 @@ func (b *bench) startRegistry(ctx context.Context, name string, opts registrytes
 		side = "upstream"
 	}
 	opts.Dir = filepath.Join(b.dir, "registries", name)
+	wan := b.wan != nil && side == "upstream"
+	if wan {
+		opts.ConnState = b.wan.ConnState
+	}
 	opts.Wrap = func(next http.Handler) http.Handler {
 		if front != nil {
 			next = front(next)
+		}
+		if wan {
+			// Outside any front: the WAN is between the client and
+			// everything the registry's host answers.
+			next = b.wanFront(next)
 		}
 		return b.count(side, next)
 	}
@@ -410,8 +440,16 @@ var (
 // to the log, and returns the wall time and the summary counts. A non-zero
 // exit is an error carrying the end of the output.
 func (b *bench) gapmirror(ctx context.Context, label string, args ...string) (time.Duration, counts, error) {
-	full := append(slices.Clone(args), "--no-progress", "--registries-conf", b.regsConf, "--authfile", b.authFile,
-		"--src-tls-verify=false", "--dest-tls-verify=false")
+	return b.gapmirrorAs(ctx, label, sourceConfig{}, args...)
+}
+
+// gapmirrorAs is gapmirror with the upstream configured as src says.
+func (b *bench) gapmirrorAs(ctx context.Context, label string, src sourceConfig, args ...string) (time.Duration, counts, error) {
+	regsConf := cmp.Or(src.regsConf, b.regsConf)
+	full := append(slices.Clone(args), "--no-progress", "--registries-conf", regsConf, "--authfile", b.authFile, "--dest-tls-verify=false")
+	if !src.noTLSFlag {
+		full = append(full, "--src-tls-verify=false")
+	}
 	var out bytes.Buffer
 	var env []string
 	if b.profile != "" {

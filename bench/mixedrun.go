@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/distribution/reference"
@@ -46,13 +47,21 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 		}
 	}
 	n := m.want
-	t, err := b.runTripSet(ctx, dir, "E", n, tripSet{isc: isc, upstreamArgs: m.flags, mixed: true})
+	set := tripSet{isc: isc, upstreamArgs: m.flags, mixed: true}
+	if b.wan != nil {
+		set.wanUpstream = up.Host()
+	}
+	t, err := b.runTripSet(ctx, dir, "E", n, set)
 	if err != nil {
 		return err
 	}
-	single, err := b.singlePostTrips(ctx, dir, n, isc, m.flags)
-	if err != nil {
-		return err
+	// Under the WAN, the single-request upload and CDN rows (which measure
+	// the mirror side, and a CDN on loopback) are left out.
+	var single trips
+	if b.wan == nil {
+		if single, err = b.singlePostTrips(ctx, dir, n, isc, m.flags); err != nil {
+			return err
+		}
 	}
 
 	// Baselines: the blob files of the upstream registry copied (what
@@ -75,6 +84,7 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 	plain := &row{op: "plain copy of the blob files (io.Copy, no fsync)", took: copies[1], bytes: plainBytes}
 	fmt.Printf("  %-52s %7.2fs  %s, median of 3\n", plain.op, plain.took.Seconds(), humanBytes(plainBytes))
 	var skopeo, skopeoAgain *row
+	var skopeoWAN []tripResult // under -wan: skopeo's runs through the WAN
 	if b.skopeo != "" {
 		reg, err := b.registry(ctx, "e-skopeo")
 		if err != nil {
@@ -85,13 +95,26 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 			return err
 		}
 		for i, op := range []string{"skopeo copy --all, 4 at a time", "skopeo copy --all, 4 at a time, again (all there)"} {
+			if b.wan != nil {
+				// The same upstream as gapmirror's, through the same WAN.
+				op += ", under the WAN"
+				b.underWAN(true)
+				b.wan.Take()
+			}
 			before := b.requests.Load()
 			took, err := b.skopeoCopy(ctx, "E "+op, src, dst, 4)
+			b.underWAN(false)
 			if err != nil {
 				return err
 			}
 			r := &row{op: op, took: took, requests: b.requests.Load() - before}
 			fmt.Printf("  %-52s %7.2fs  %d images, %.2f requests per image (both registries)\n", op, took.Seconds(), len(src), float64(r.requests)/float64(len(src)))
+			if b.wan != nil {
+				w := b.wan.Take()
+				res := tripResult{row: *r, wan: &w, parallel: 4}
+				fmt.Printf("      %s\n", strings.Replace(b.wanLines(res), "--parallel-images", "at a time", 1))
+				skopeoWAN = append(skopeoWAN, res)
+			}
 			if i == 0 {
 				skopeo = r
 			} else {
@@ -100,9 +123,11 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 		}
 	}
 
-	cdn, err := b.cdnTrips(ctx, dir, n, isc, m.flags, m.refs)
-	if err != nil {
-		return err
+	var cdn cdnTrips
+	if b.wan == nil {
+		if cdn, err = b.cdnTrips(ctx, dir, n, isc, m.flags, m.refs); err != nil {
+			return err
+		}
 	}
 
 	fmt.Println()
@@ -134,27 +159,35 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 		}
 		fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", l.what, l.r.row.took.Seconds(), baseName, baseSecs, ratio, perImage(l.r, "mirror"), perImage(l.r, "upstream"))
 	}
-	for _, l := range []struct {
-		what string
-		r    tripResult
-	}{{"disk-to-mirror, single-request uploads", single.d2m}, {"mirror-to-mirror, single-request uploads", single.m2m},
-		{"mirror-to-disk, CDN-backed upstream", cdn.m2d}} {
-		fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", l.what, l.r.row.took.Seconds(), "-", "-", "-", perImage(l.r, "mirror"), perImage(l.r, "upstream"))
+	if b.wan == nil {
+		for _, l := range []struct {
+			what string
+			r    tripResult
+		}{{"disk-to-mirror, single-request uploads", single.d2m}, {"mirror-to-mirror, single-request uploads", single.m2m},
+			{"mirror-to-disk, CDN-backed upstream", cdn.m2d}} {
+			fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", l.what, l.r.row.took.Seconds(), "-", "-", "-", perImage(l.r, "mirror"), perImage(l.r, "upstream"))
+		}
+		baseName, baseSecs, ratio := "-", "-", "-"
+		if cdn.skopeo != nil {
+			baseName, baseSecs = "skopeo, 4 at a time, same upstream", fmt.Sprintf("%.2f", cdn.skopeo.took.Seconds())
+			ratio = fmt.Sprintf("%.2f", cdn.m2m.row.took.Seconds()/max(cdn.skopeo.took.Seconds(), 1e-6))
+		}
+		fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", "mirror-to-mirror, CDN-backed upstream", cdn.m2m.row.took.Seconds(), baseName, baseSecs, ratio, perImage(cdn.m2m, "mirror"), perImage(cdn.m2m, "upstream"))
+		fmt.Println("  single-request uploads: into a registry that stores a blob from one POST ?digest= with its body, as the OCI")
+		fmt.Println("  distribution spec allows (distribution itself opens a session for a PUT: two requests per blob).")
+		fmt.Println("  CDN-backed upstream: the same upstream storage served by a registry that answers blob GETs with a redirect to a")
+		fmt.Printf("  file server, as quay.io and registry.redhat.io redirect to their CDNs; upstream req/img counts the registry's\n")
+		fmt.Printf("  requests, the file server served %.2f more per image (mirror-to-disk) and %.2f (mirror-to-mirror).\n",
+			float64(cdn.m2dCDN)/float64(n), float64(cdn.m2mCDN)/float64(n))
+	} else {
+		fmt.Printf("  under -wan %s: mirror-to-disk, mirror-to-mirror, their no-change reruns and skopeo read upstream through the WAN;\n", b.wanSpec)
+		fmt.Println("  disk-to-mirror and the plain copy do not read it (the plain copy's ratio compares a WAN trip with a local copy).")
+		fmt.Println("  The update service and signature store are servers of their own, not behind the WAN.")
 	}
-	baseName, baseSecs, ratio := "-", "-", "-"
-	if cdn.skopeo != nil {
-		baseName, baseSecs = "skopeo, 4 at a time, same upstream", fmt.Sprintf("%.2f", cdn.skopeo.took.Seconds())
-		ratio = fmt.Sprintf("%.2f", cdn.m2m.row.took.Seconds()/max(cdn.skopeo.took.Seconds(), 1e-6))
-	}
-	fmt.Printf("  %-50s %11.2f  %-32s %10s %7s %15s %9s\n", "mirror-to-mirror, CDN-backed upstream", cdn.m2m.row.took.Seconds(), baseName, baseSecs, ratio, perImage(cdn.m2m, "mirror"), perImage(cdn.m2m, "upstream"))
-	fmt.Println("  single-request uploads: into a registry that stores a blob from one POST ?digest= with its body, as the OCI")
-	fmt.Println("  distribution spec allows (distribution itself opens a session for a PUT: two requests per blob).")
-	fmt.Println("  CDN-backed upstream: the same upstream storage served by a registry that answers blob GETs with a redirect to a")
-	fmt.Printf("  file server, as quay.io and registry.redhat.io redirect to their CDNs; upstream req/img counts the registry's\n")
-	fmt.Printf("  requests, the file server served %.2f more per image (mirror-to-disk) and %.2f (mirror-to-mirror).\n",
-		float64(cdn.m2dCDN)/float64(n), float64(cdn.m2mCDN)/float64(n))
 	fmt.Println()
 	printFloors(b.capacity, m.bytes, t)
+	fmt.Println()
+	b.printWAN(t, skopeoWAN...)
 	fmt.Println()
 	fmt.Printf("  archive of the first mirror-to-disk: %d chunk(s), %s; of the no-change rerun: %s\n", t.chunks, humanBytes(t.archiveBytes), humanBytes(t.rerunArchiveBytes))
 	for _, r := range []tripResult{t.m2d, t.d2m, t.m2m, t.m2dAgain, t.m2mAgain} {

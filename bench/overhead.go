@@ -129,7 +129,7 @@ func (b *bench) overhead(ctx context.Context, n int) error {
 	for _, si := range images {
 		refs = append(refs, up.Host()+"/"+si.repo+":"+si.tag)
 	}
-	t, err := b.runTrips(ctx, dir, "B", n, refs)
+	t, err := b.runTrips(ctx, dir, "B", n, refs, up.Host())
 	if err != nil {
 		return err
 	}
@@ -172,6 +172,10 @@ func (b *bench) overhead(ctx context.Context, n int) error {
 	fmt.Println()
 	if b.capacity.rate > 0 {
 		printFloors(b.capacity, bytes, t)
+		fmt.Println()
+	}
+	if b.wan != nil {
+		b.printWAN(t)
 		fmt.Println()
 	}
 	// Weekly reruns are the common case: their cost next to the first run.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
 // row is one line of the throughput table.
@@ -62,7 +63,7 @@ func (b *bench) throughput(ctx context.Context, size int64, n int) error {
 	if b.capacity, err = measureCapacity(ctx, up, images[0].Repo, baseBlob.Digest, baseBlob.Size); err != nil {
 		return err
 	}
-	t, err := b.runTrips(ctx, dir, "A", n, refs)
+	t, err := b.runTrips(ctx, dir, "A", n, refs, up.Host())
 	if err != nil {
 		return err
 	}
@@ -135,6 +136,10 @@ func (b *bench) throughput(ctx context.Context, size int64, n int) error {
 	fmt.Println()
 	printFloors(b.capacity, unique, t)
 	fmt.Println()
+	if b.wan != nil {
+		b.printWAN(t)
+		fmt.Println()
+	}
 	fmt.Printf("  archive: %d chunk(s), %s for %s of unique blobs (%.3f×)\n", chunks, humanBytes(archiveBytes), humanBytes(unique),
 		float64(archiveBytes)/float64(unique))
 	fmt.Printf("  no-change mirror-to-disk rerun: %s, archive of %s (the first run's: %s)\n",
@@ -165,6 +170,10 @@ type tripResult struct {
 	// cpu is gapmirror's user+system time; registryCPU the bench process's
 	// (its registries') during the run.
 	cpu, registryCPU time.Duration
+	// wan is what went through the WAN when the run was under it (-wan),
+	// else nil; parallel is the run's --parallel-images.
+	wan      *registrytest.WANStats
+	parallel int
 }
 
 // sideRequests is the number of requests of the run on side.
@@ -216,12 +225,25 @@ func (t tripResult) summary() string {
 // first run must handle all n without failure and copy some, a rerun copy
 // none.
 func (b *bench) trip(ctx context.Context, label string, n int, rerun, mixed bool, args ...string) (tripResult, error) {
+	return b.tripAs(ctx, label, n, rerun, mixed, sourceConfig{}, args...)
+}
+
+// tripAs is trip with the upstream configured as src says.
+func (b *bench) tripAs(ctx context.Context, label string, n int, rerun, mixed bool, src sourceConfig, args ...string) (tripResult, error) {
+	wan := b.wan != nil && b.wanOn.Load()
+	if wan {
+		b.wan.Take()
+	}
 	before, kindsBefore, cpuBefore := b.requests.Load(), b.kindCounts(), selfCPU()
-	took, c, err := b.gapmirror(ctx, label, args...)
+	took, c, err := b.gapmirrorAs(ctx, label, src, args...)
 	_, short, _ := strings.Cut(label, " ")
 	res := tripResult{row: row{op: "gapmirror " + short, took: took,
 		requests: b.requests.Load() - before}, counts: c, kinds: b.kindCounts(), rss: b.lastRSS,
-		cpu: b.lastCPU, registryCPU: selfCPU() - cpuBefore}
+		cpu: b.lastCPU, registryCPU: selfCPU() - cpuBefore, parallel: parallelImages(args)}
+	if wan {
+		w := b.wan.Take()
+		res.wan = &w
+	}
 	for k, v := range kindsBefore {
 		if res.kinds[k] -= v; res.kinds[k] == 0 {
 			delete(res.kinds, k)
@@ -238,6 +260,9 @@ func (b *bench) trip(ctx context.Context, label string, n int, rerun, mixed bool
 	// run in the bench process), out of wall × CPUs.
 	fmt.Printf("      CPU: gapmirror %.2fs, registries %.2fs, of %.2fs wall × %d CPUs\n",
 		res.cpu.Seconds(), res.registryCPU.Seconds(), took.Seconds(), runtime.NumCPU())
+	if res.wan != nil {
+		fmt.Printf("      %s\n", b.wanLines(res))
+	}
 	if mixed {
 		if c.images != n || c.failed != 0 || (c.copied == 0) != rerun {
 			return res, fmt.Errorf("%s: gapmirror reported %d images: %d copied, %d already there, %d built, %d failed; want %d images, none failed, %s (log: %s)",
@@ -306,17 +331,23 @@ type trips struct {
 	// chunks, archiveBytes: the first archive; rerunArchiveBytes: the no-change one.
 	chunks                          int
 	archiveBytes, rerunArchiveBytes int64
+	// Under -wan: the first mirror-to-disk again, each run into a new cache
+	// and archive, with the upstream given by --src-tls-verify=false
+	// (wanFlag) and by a registries.conf entry marking it insecure and no
+	// TLS flag (wanConf), twice each in the order flag, conf, conf, flag.
+	wanFlag, wanConf []tripResult
 }
 
 // runTrips mirrors refs to disk, from disk into a fresh registry, registry to
 // registry, then reruns mirror-to-disk and mirror-to-mirror with no change.
-// scenario prefixes the labels ("A", "B").
-func (b *bench) runTrips(ctx context.Context, dir, scenario string, n int, refs []string) (*trips, error) {
+// scenario prefixes the labels ("A", "B"). Under -wan, the runs that read
+// upstream (the registry at host wanUpstream; "": none) go through the WAN.
+func (b *bench) runTrips(ctx context.Context, dir, scenario string, n int, refs []string, wanUpstream string) (*trips, error) {
 	isc := filepath.Join(dir, "isc.yaml")
 	if err := writeConfig(isc, refs); err != nil {
 		return nil, err
 	}
-	return b.runTripSet(ctx, dir, scenario, n, tripSet{isc: isc})
+	return b.runTripSet(ctx, dir, scenario, n, tripSet{isc: isc, wanUpstream: wanUpstream})
 }
 
 // tripSet is what the five runs of a scenario mirror.
@@ -328,6 +359,9 @@ type tripSet struct {
 	upstreamArgs []string
 	// mixed: see trip.
 	mixed bool
+	// wanUpstream is the upstream's host when the runs that read it go
+	// through the WAN (-wan); "" leaves them on loopback.
+	wanUpstream string
 }
 
 // runTripSet is runTrips with a configuration of the caller's; n is the
@@ -340,6 +374,9 @@ func (b *bench) runTripSet(ctx context.Context, dir, scenario string, n int, set
 	lower := strings.ToLower(scenario)
 	t := &trips{}
 	var err error
+	wan := b.wan != nil && set.wanUpstream != ""
+	defer b.underWAN(false)
+	b.underWAN(wan)
 	if t.m2d, err = b.trip(ctx, label("mirror-to-disk"), n, false, set.mixed, m2dArgs...); err != nil {
 		return nil, err
 	}
@@ -350,6 +387,7 @@ func (b *bench) runTripSet(ctx context.Context, dir, scenario string, n int, set
 	if err != nil {
 		return nil, err
 	}
+	b.underWAN(false) // disk-to-mirror reads no upstream
 	if t.d2m, err = b.trip(ctx, label("disk-to-mirror"), n, false, set.mixed, "mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-airgap"),
 		"--from", "file://"+archiveDir, "docker://"+d2mReg.Host()+"/mirror"); err != nil {
 		return nil, err
@@ -360,6 +398,7 @@ func (b *bench) runTripSet(ctx context.Context, dir, scenario string, n int, set
 	}
 	m2mArgs := append([]string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, "cache-m2m"),
 		"--workspace", "file://" + filepath.Join(dir, "workspace"), "docker://" + m2mReg.Host() + "/mirror"}, set.upstreamArgs...)
+	b.underWAN(wan)
 	if t.m2m, err = b.trip(ctx, label("mirror-to-mirror"), n, false, set.mixed, m2mArgs...); err != nil {
 		return nil, err
 	}
@@ -371,6 +410,34 @@ func (b *bench) runTripSet(ctx context.Context, dir, scenario string, n int, set
 	}
 	if t.m2mAgain, err = b.trip(ctx, label("mirror-to-mirror, no change"), n, true, set.mixed, m2mArgs...); err != nil {
 		return nil, err
+	}
+	if !wan {
+		return t, nil
+	}
+	// The first mirror-to-disk four times more, each into a new cache and
+	// archive: the upstream given by the flag, or as the containers tools
+	// are told about it, in the order flag, conf, conf, flag (a machine
+	// getting busier or quieter weighs on both alike).
+	conf, err := insecureConf(dir, set.wanUpstream)
+	if err != nil {
+		return nil, err
+	}
+	for i, byConf := range []bool{false, true, true, false} {
+		name := fmt.Sprintf("wan-%d-", i+1)
+		args := append([]string{"mirror", "-c", isc, "--cache-dir", filepath.Join(dir, name+"cache"), "file://" + filepath.Join(dir, name+"archive")}, set.upstreamArgs...)
+		what, src := "upstream by --src-tls-verify=false", sourceConfig{}
+		if byConf {
+			what, src = "upstream by registries.conf insecure", sourceConfig{regsConf: conf, noTLSFlag: true}
+		}
+		r, err := b.tripAs(ctx, label(fmt.Sprintf("mirror-to-disk, %s (%d)", what, i+1)), n, false, set.mixed, src, args...)
+		if err != nil {
+			return nil, err
+		}
+		if byConf {
+			t.wanConf = append(t.wanConf, r)
+		} else {
+			t.wanFlag = append(t.wanFlag, r)
+		}
 	}
 	return t, nil
 }

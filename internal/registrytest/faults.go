@@ -502,7 +502,11 @@ func resetConnection(w http.ResponseWriter) {
 // run that moves B bytes of blobs through it takes at least B/rate,
 // however fast the machine.
 type Throttle struct {
-	perByte time.Duration
+	rate float64 // bytes per second
+	// burst is how far behind the clock the link's schedule may fall while
+	// it is idle: a token bucket of burst's worth of bytes, which absorbs
+	// the lateness of timers (0 for NewThrottle: an idle moment is lost).
+	burst time.Duration
 
 	mu    sync.Mutex
 	next  time.Time // when the link is free again
@@ -511,7 +515,7 @@ type Throttle struct {
 
 // NewThrottle paces blob transfers at bytesPerSecond (at least 1).
 func NewThrottle(bytesPerSecond int64) *Throttle {
-	return &Throttle{perByte: time.Second / time.Duration(max(bytesPerSecond, 1))}
+	return &Throttle{rate: float64(max(bytesPerSecond, 1))}
 }
 
 // Bytes is how many bytes went through the throttle so far.
@@ -525,10 +529,10 @@ const throttleChunk = 16 << 10
 func (t *Throttle) pace(ctx context.Context, n int) error {
 	t.mu.Lock()
 	now := time.Now()
-	if t.next.Before(now) {
-		t.next = now
+	if earliest := now.Add(-t.burst); t.next.Before(earliest) {
+		t.next = earliest
 	}
-	t.next = t.next.Add(time.Duration(n) * t.perByte)
+	t.next = t.next.Add(time.Duration(float64(n) * float64(time.Second) / t.rate))
 	until := t.next
 	t.mu.Unlock()
 	t.bytes.Add(int64(n))

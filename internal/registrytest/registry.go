@@ -89,6 +89,11 @@ type Options struct {
 	// header (400), so a client that sends the registry's credentials
 	// along fails. See CDNRequests.
 	BlobCDN bool
+	// ConnState, when set, is the server's http.Server.ConnState hook: it
+	// sees every connection clients open, including those that never carry
+	// a request (a TLS handshake tried against plain HTTP). WAN.ConnState
+	// counts them.
+	ConnState func(net.Conn, http.ConnState)
 	// Debug lets the registry's own log lines and the HTTP server's errors
 	// through to the standard logrus logger and stderr; they are dropped otherwise.
 	Debug bool
@@ -197,6 +202,7 @@ func (r *Registry) start(ctx context.Context) error {
 		Handler:           http.HandlerFunc(r.serveHTTP),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState:         opts.ConnState,
 	}
 	if opts.Debug {
 		r.server.ErrorLog = log.New(os.Stderr, "registrytest: ", log.LstdFlags)
