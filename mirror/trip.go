@@ -670,7 +670,7 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 	}
 	idx := ar.Index()
 	w := workspace.Workspace{Dir: ws}
-	dst, err := transfer.NewMirror(root, t.Mirror)
+	dst, err := t.mirrorRegistry(root)
 	if err != nil {
 		return nil, err
 	}
@@ -827,7 +827,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 		return nil, err
 	}
 	defer release()
-	dst, err := transfer.NewMirror(root, t.Mirror)
+	dst, err := t.mirrorRegistry(root)
 	if err != nil {
 		return nil, err
 	}
@@ -1152,4 +1152,17 @@ func (r *run) releaseSignatures(done *imageset.Set) (map[string][][]byte, error)
 
 func (t *Trip) env() *sections.Env {
 	return &sections.Env{Config: t.Config, ConfigPath: t.ConfigPath, Upstream: t.Upstream, Copy: t.Copy, Releases: t.Releases, ToolVersion: t.ToolVersion, Log: t.Log}
+}
+
+// mirrorRegistry is the mirror registry at root, retrying as the copy
+// does (--retry-times, --retry-delay) where it asks outside the copy (the
+// up-front check, existence checks of a dry run).
+func (t *Trip) mirrorRegistry(root string) (*transfer.Registry, error) {
+	dst, err := transfer.NewMirror(root, t.Mirror)
+	if err != nil {
+		return nil, err
+	}
+	opts := t.Copy.WithDefaults()
+	dst.Retries, dst.RetryDelay = opts.Retries, opts.RetryDelay
+	return dst, nil
 }

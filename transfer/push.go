@@ -433,7 +433,13 @@ func (r *Registry) KnownLocations(locs map[digest.Digest]string) {
 // so that an unreachable or misconfigured mirror fails the run up front
 // with one clear error instead of one error per image.
 func (r *Registry) Check(ctx context.Context, img imageset.Image) error {
-	if _, err := r.HasManifest(ctx, img, digest.Digest(img.Digest)); err != nil {
+	// Retried like every request of a run: a 429 or a 5xx on this first
+	// request is no verdict on the registry.
+	err := Retry(ctx, r.Retries, r.RetryDelay, func() error {
+		_, err := r.HasManifest(ctx, img, digest.Digest(img.Digest))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("cannot use the mirror registry %s: %w", r.root, err)
 	}
 	return nil
