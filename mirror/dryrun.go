@@ -78,7 +78,10 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *transfer.Registry, src tr
 	g.SetLimit(max(t.Copy.WithDefaults().ParallelImages, 1))
 	for i, img := range set.Images {
 		g.Go(func() error {
-			present[i], errs[i] = dst.HasManifest(ctx, img, digest.Digest(img.Digest))
+			errs[i] = transfer.Retry(ctx, dst.Retries, dst.RetryDelay, func() (err error) {
+				present[i], err = dst.HasManifest(ctx, img, digest.Digest(img.Digest))
+				return err
+			})
 			return nil
 		})
 	}
