@@ -88,7 +88,11 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	ctx = transfer.WithProgress(ctx, opts.Progress)
 	known := t.platformsOf(ws)
 	up.Seen = seenManifests(known, store)
-	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: t.Copy.ParallelImages, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
+	// Resolution's small reads (tags, manifests, signature tags) run as
+	// many at a time as the copy's blob transfers: over a WAN each waits a
+	// round trip, and a registry then sees no more in flight than the copy
+	// sends it anyway (quay.io limits requests per client).
+	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: opts.ParallelBlobs, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
 			return nil, nil, err // located already: file:line: field: …
@@ -96,7 +100,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
 	plan.Set = set
-	sigSearch := sigstore.Search{Upstream: up, Store: store, Parallel: opts.ParallelImages, Log: t.Log}
+	sigSearch := sigstore.Search{Upstream: up, Store: store, Parallel: opts.ParallelBlobs, Log: t.Log}
 	if !t.RemoveSignatures || t.SecurePolicy {
 		if sigSearch.RegistriesD, err = sigstore.LoadRegistriesD(up.SystemContext()); err != nil {
 			return nil, nil, err

@@ -32,7 +32,9 @@ func CopyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destina
 	of := map[string][]ocispec.Descriptor{}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(o.ParallelImages)
+	// Manifest reads and existence checks, as many at a time as the blob
+	// transfers that follow: each waits a round trip.
+	g.SetLimit(o.ParallelBlobs)
 	for _, img := range set.Images {
 		g.Go(func() error {
 			blobs, ok := planImage(gctx, img, src, dst, o.Force, ps, pd)
