@@ -88,11 +88,12 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	ctx = transfer.WithProgress(ctx, opts.Progress)
 	known := t.platformsOf(ws)
 	up.Seen = seenManifests(known, store)
-	// Resolution's small reads (tags, manifests, signature tags) run as
-	// many at a time as the copy's blob transfers: over a WAN each waits a
-	// round trip, and a registry then sees no more in flight than the copy
-	// sends it anyway (quay.io limits requests per client).
-	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: opts.ParallelBlobs, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
+	// Contributors resolve side by side, each --parallel-images at a time.
+	// The signature lookup after them, alone, reads platform manifests as
+	// many at a time as the copy's blob transfers and asks its tag HEADs
+	// twice that (32 by default): over a WAN each waits a round trip, and
+	// a 429 is retried with backoff.
+	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: opts.ParallelImages, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
 			return nil, nil, err // located already: file:line: field: …
