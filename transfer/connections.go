@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,6 +31,9 @@ type connections struct {
 	// clients are the run's registry clients (see sharedClient).
 	clients map[clientKey]*registryapi.Client
 	byRepo  map[string]sharedAnswer // sharedClientAt's answer by repository and TLS decision
+	// sources are pullSources' answers by image: asked for every read of
+	// a copy, they depend on registries.conf alone, read once per run.
+	sources map[string][]pullSource
 }
 
 // clientKey names a shared client: a registry's API host, the credentials
@@ -169,6 +171,28 @@ type pullSource struct {
 // then its location (rewritten by the entry's location, if any); for a
 // mirror, the image's repository there, by digest.
 func (r *Registry) pullSources(img imageset.Image) ([]pullSource, error) {
+	key := r.Name(img) + "\x00" + img.Origin
+	r.connections.mu.Lock()
+	srcs, ok := r.sources[key]
+	r.connections.mu.Unlock()
+	if ok {
+		return srcs, nil
+	}
+	srcs, err := r.findSources(img)
+	if err != nil {
+		return nil, err
+	}
+	r.connections.mu.Lock()
+	if r.sources == nil {
+		r.sources = map[string][]pullSource{}
+	}
+	r.sources[key] = srcs
+	r.connections.mu.Unlock()
+	return srcs, nil
+}
+
+// findSources is pullSources, worked out.
+func (r *Registry) findSources(img imageset.Image) ([]pullSource, error) {
 	named, err := r.pullRef(img)
 	if err != nil {
 		return nil, fmt.Errorf("image reference %q: %w", r.Name(img), err)
@@ -266,12 +290,6 @@ func tryOrder(first, n int) []int {
 	return order
 }
 
-// hostInsecure is what registries.conf says of host as a whole.
-func (r *Registry) hostInsecure(host string) (bool, error) {
-	whole, err := sysregistriesv2.FindRegistry(r.sys, host+"/x")
-	return whole != nil && whole.Insecure, err
-}
-
 // pullRef is the reference img is read by: its name here (upstream, its
 // Source, by digest), or, where registries.conf has mirrors for tags only
 // (pull-from-mirror = "tag-only", what an ImageTagMirrorSet writes), the
@@ -326,25 +344,3 @@ func (r *Registry) triedInTurn(img imageset.Image) bool {
 // Close implements Source and Destination: the run's clients hold no
 // state that needs closing.
 func (r *Registry) Close() error { return nil }
-
-// readManifest reads manifest d of img from its pull sources: by digest,
-// or, for img's own manifest where pullRef reads by tag, by the tag, and
-// then only when the tag names d there.
-func (r *Registry) readManifest(ctx context.Context, img imageset.Image, d digest.Digest) (data []byte, mt string, err error) {
-	err = r.fromSources(img, func(s pullSource) error {
-		ref := d.String()
-		if tagged, ok := s.ref.(reference.NamedTagged); ok && d.String() == img.Digest {
-			ref = tagged.Tag()
-		}
-		got, gotMT, err := s.client.Manifest(ctx, reference.Path(s.ref), ref)
-		if err != nil {
-			return err
-		}
-		if ref != d.String() && (d.Validate() != nil || d.Algorithm().FromBytes(got) != d) {
-			return &failure.DigestError{Digest: d, Msg: fmt.Sprintf("tag %s names another manifest there", s.ref)}
-		}
-		data, mt = got, gotMT
-		return nil
-	})
-	return data, mt, err
-}

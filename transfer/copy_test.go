@@ -32,7 +32,7 @@ func testOptions(t *testing.T) RegistryOptions {
 
 // TestSharedLayerIsMounted: a base layer shared by ten images in ten
 // repositories is uploaded once; the other nine get it by cross-repository
-// mount. This guards the blob-info cache trick in mount.go.
+// mount through the run's shared client for the mirror (see HasBlob).
 func TestSharedLayerIsMounted(t *testing.T) {
 	up := registrytest.Start(t, registrytest.Options{})
 	dst := registrytest.Start(t, registrytest.Options{})

@@ -120,3 +120,25 @@ func (r *Registry) readTag(ctx context.Context, ref reference.Named, s pullSourc
 	r.KeepResolved(ref.Name(), d, data)
 	return d, nil
 }
+
+// readManifest reads manifest d of img from its pull sources: by digest,
+// or, for img's own manifest where pullRef reads by tag, by the tag, and
+// then only when the tag names d there.
+func (r *Registry) readManifest(ctx context.Context, img imageset.Image, d digest.Digest) (data []byte, mt string, err error) {
+	err = r.fromSources(img, func(s pullSource) error {
+		ref := d.String()
+		if tagged, ok := s.ref.(reference.NamedTagged); ok && d.String() == img.Digest {
+			ref = tagged.Tag()
+		}
+		got, gotMT, err := s.client.Manifest(ctx, reference.Path(s.ref), ref)
+		if err != nil {
+			return err
+		}
+		if ref != d.String() && (d.Validate() != nil || d.Algorithm().FromBytes(got) != d) {
+			return &failure.DigestError{Digest: d, Msg: fmt.Sprintf("tag %s names another manifest there", s.ref)}
+		}
+		data, mt = got, gotMT
+		return nil
+	})
+	return data, mt, err
+}
