@@ -41,9 +41,13 @@ test-long:
 	GAPMIRROR_LONG_TESTS=1 $(GO) test -tags "$(TAGS)" -count=1 -timeout 30m -run 'TestExpiringTokens$$' ./cmd/gapmirror
 
 # Native Go fuzzing of every parser of user and archive input, FUZZTIME per
-# target (CI: FUZZTIME=10s). A crasher is saved under the package's
+# target, FUZZMINTIME for minimizing each new input. CI gives both as counts
+# (FUZZTIME=20000x): a duration races the coordinator's own deadline on a
+# loaded machine and fails with "context deadline exceeded" having found
+# nothing (golang/go#51484). A crasher is saved under the package's
 # testdata/fuzz/<target>; commit it, and make test replays it from then on.
 FUZZTIME ?= 10m
+FUZZMINTIME ?= 10s
 FUZZ_TARGETS := \
 	./imageset:FuzzParseImageSetConfiguration \
 	./imageset:FuzzParseDeleteImageSetConfiguration \
@@ -57,7 +61,7 @@ FUZZ_TARGETS := \
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzzing $$fn in $$pkg for $(FUZZTIME)"; \
-		$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
+		$(GO) test -tags "$(TAGS)" -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$pkg; \
 	done
 
 # Runs the three trips end to end on built-in example images, no internet needed.
