@@ -86,6 +86,7 @@ func main() {
 	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof), its heap at its peak (<scenario>-<trip>-heap.pprof), and the registries (this process) during it (<scenario>-<trip>-registries.pprof)")
 	serveS3 := flag.Bool("serve-s3", false, "run only scenario F: disk-to-mirror of -images images (-size) into one gapmirror serve on the filesystem and into two replicas on S3-compatible object storage (gofakes3) with a Redis cache (miniredis) behind a round-robin balancer, same run, as a ratio")
 	wan := flag.String("wan", "", "put the upstream of scenarios A, B and E behind a WAN for the trips that read it and print their floors under it: DELAY:RATE, a delay per request and one link shared by every response body, e.g. 40ms:200mbit or 20ms:1gbit")
+	ocMirror := flag.String("oc-mirror", "", "scenario E: also run oc-mirror v2 (this binary; build it with ../shared/tools/build-oc-mirror.sh) through the same trips on the same upstream, and print time and peak memory ratios against it")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
 
@@ -124,6 +125,14 @@ func main() {
 	b.scaleImages, b.scaleOnly, b.profile = *scale, *scaleOnly, *profile
 	b.mixed, b.mixedOnly, b.mixedSpec = *mixed || *mixedOnly, *mixedOnly, fullMixed
 	b.serveS3Only = *serveS3
+	if *ocMirror != "" {
+		if b.ocMirrorBin, err = filepath.Abs(*ocMirror); err == nil {
+			_, err = os.Stat(b.ocMirrorBin)
+		}
+		if err != nil {
+			fail("-oc-mirror %s: %v (build it with ../shared/tools/build-oc-mirror.sh, see its header)", *ocMirror, err)
+		}
+	}
 	if *mixedTiny {
 		b.mixedSpec = tinyMixed
 	}
@@ -161,6 +170,9 @@ func fail(format string, args ...any) {
 type bench struct {
 	bin        string
 	skopeo     string // "" when skopeo is not installed
+	// ocMirrorBin is oc-mirror v2 (-oc-mirror), run in scenario E beside
+	// gapmirror; "" leaves it out.
+	ocMirrorBin string
 	dir        string
 	log        *os.File
 	regsConf   string

@@ -47,6 +47,9 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 		}
 	}
 	n := m.want
+	// Peak memory is measured on every trip (the launcher, see measure).
+	b.measureRSS = true
+	defer func() { b.measureRSS = false }()
 	set := tripSet{isc: isc, upstreamArgs: m.flags, mixed: true}
 	if b.wan != nil {
 		set.wanUpstream = up.Host()
@@ -123,6 +126,15 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 		}
 	}
 
+	var oc *ocTrips
+	if b.ocMirrorBin != "" {
+		r, err := b.ocMirrorTrips(ctx, dir, m, isc)
+		if err != nil {
+			return err
+		}
+		oc = &r
+	}
+
 	var cdn cdnTrips
 	if b.wan == nil {
 		if cdn, err = b.cdnTrips(ctx, dir, n, isc, m.flags, m.refs); err != nil {
@@ -183,6 +195,9 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 		fmt.Printf("  under -wan %s: mirror-to-disk, mirror-to-mirror, their no-change reruns and skopeo read upstream through the WAN;\n", b.wanSpec)
 		fmt.Println("  disk-to-mirror and the plain copy do not read it (the plain copy's ratio compares a WAN trip with a local copy).")
 		fmt.Println("  The update service and signature store are servers of their own, not behind the WAN.")
+	}
+	if oc != nil {
+		printOCMirror(t, oc, n)
 	}
 	fmt.Println()
 	printFloors(b.capacity, m.bytes, t)

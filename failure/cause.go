@@ -150,8 +150,9 @@ func Classify(err error) Cause {
 	if IsNotFound(err) || strings.Contains(low, "manifest unknown") || strings.Contains(low, "name unknown") {
 		if pe != nil && pe.Hint != "" {
 			// Asked without credentials of a registry that asks for none:
-			// it may hide a private repository.
-			return Cause{Kind: CauseNotFound, Fix: pe.Hint + "; otherwise " + causes[CauseNotFound].Fix}
+			// it may hide a private repository. The answer says so at
+			// length (its hint); the fix does not say it twice.
+			return Cause{Kind: CauseNotFound, Fix: "if the repository is private, log in first; otherwise " + causes[CauseNotFound].Fix}
 		}
 		return causes[CauseNotFound]
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/gapmirror/gapmirror/registryapi"
 )
 
 // TestMessage: each part of a failure once, and no upload token or
@@ -51,5 +53,19 @@ func TestRedactEveryForm(t *testing.T) {
 	}
 	if plain := "INFO copying 22/22 images, blobs 56/56 registry=127.0.0.1:5000 repo=apps/app"; Redact(plain) != plain {
 		t.Errorf("a line without secrets changed: %s", Redact(plain))
+	}
+}
+
+// TestHiddenRepositoryHintOnce: a 404 asked without credentials says how
+// to log in once, in the answer, not again in the fix.
+func TestHiddenRepositoryHintOnce(t *testing.T) {
+	answer := &registryapi.Error{Method: "GET", URL: "https://r.example/v2/team/app/manifests/v1", Status: 404, Codes: []string{"NAME_UNKNOWN"},
+		Hint: "asked without credentials, as none are configured for r.example; a registry that hides private repositories from anonymous requests answers them so: if this one is private, log in (podman login r.example) or pass --authfile"}
+	got := Message(Explain(answer, "r.example/team/app:v1"))
+	if n := strings.Count(got, "podman login"); n != 1 {
+		t.Errorf("the login advice %d times, want once: %s", n, got)
+	}
+	if !strings.Contains(got, "check the name in the configuration") {
+		t.Errorf("the not-found fix is missing: %s", got)
 	}
 }
