@@ -455,7 +455,8 @@ func (m *mixedUpstream) releaseVersions(spec mixedSpec) []string {
 // the payloads signed with a throwaway key (its public half into dir) and
 // the graph image's base.
 func (m *mixedUpstream) publishReleases(ctx context.Context, t imagebuilder.Target, host, dir string, spec mixedSpec) error {
-	key, err := releasetest.NewKey("gapmirror bench")
+	// RSA as Red Hat's keys are: oc-mirror (-oc-mirror) refuses Ed25519.
+	key, err := releasetest.NewRSAKey("gapmirror bench")
 	if err != nil {
 		return err
 	}

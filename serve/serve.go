@@ -377,6 +377,9 @@ func parseConfiguration(root, file string) (cfg *configuration.Configuration, so
 	if err = configParser().Parse(data, cfg); err != nil {
 		return nil, source, fmt.Errorf("%s: %w", source, err)
 	}
+	if cfg.Storage.Type() == "gcs" && !gcsBuiltIn {
+		return nil, source, fmt.Errorf("%s: storage.gcs: this gapmirror is built without the GCS storage driver, which would cost every gapmirror command about 15 MiB of memory; build one with it: make build EXTRA_TAGS=gapmirror_gcs (docs/serve.md)", source)
+	}
 	return cfg, source, nil
 }
 

@@ -444,6 +444,13 @@ func TestServeRegistryConfig(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "gapmirror serve htpasswd --file") {
 		t.Errorf("missing htpasswd file: exit %d\n%s", code, stderr)
 	}
+	// GCS is opted in at build time (serve/gcsdriver.go): a default build
+	// says so and how to build one, before anything starts.
+	must(t, os.WriteFile(conf, []byte("version: 0.1\nstorage:\n  gcs:\n    bucket: mirror\n"), 0o644))
+	code, _, stderr = w.gapmirror("serve", "--root", root, "--address", addr, "--registry-config", conf)
+	if code != 1 || !strings.Contains(stderr, "storage.gcs") || !strings.Contains(stderr, "make build EXTRA_TAGS=gapmirror_gcs") || strings.Contains(stderr, "goroutine") {
+		t.Errorf("a gcs configuration in a build without the driver: exit %d\n%s", code, stderr)
+	}
 }
 
 // heldPush is the progress of serve --from's push, holding the copy at the

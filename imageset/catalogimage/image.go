@@ -21,7 +21,8 @@ import (
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"go.podman.io/image/v5/pkg/compression"
+
+	"github.com/gapmirror/gapmirror/imageset/layer"
 )
 
 // ConfigsLabel is the image config label naming the directory that holds a
@@ -408,18 +409,18 @@ func within(p, dir string) bool {
 
 // forEachLayerEntry streams the layer's tar and calls fn for each entry,
 // then checks the compressed bytes against the layer digest.
-func forEachLayerEntry(blobs Blobs, layer ocispec.Descriptor, fn func(*tar.Header, io.Reader) error) error {
-	if strings.Contains(layer.MediaType, "encrypted") {
-		return fmt.Errorf("layer media type %s is encrypted: decrypt the catalog image first", layer.MediaType)
+func forEachLayerEntry(blobs Blobs, desc ocispec.Descriptor, fn func(*tar.Header, io.Reader) error) error {
+	if strings.Contains(desc.MediaType, "encrypted") {
+		return fmt.Errorf("layer media type %s is encrypted: decrypt the catalog image first", desc.MediaType)
 	}
-	rc, err := blobs.Open(layer.Digest)
+	rc, err := blobs.Open(desc.Digest)
 	if err != nil {
 		return fmt.Errorf("reading the layer: %w", err)
 	}
 	defer rc.Close()
-	verifier := layer.Digest.Verifier()
+	verifier := desc.Digest.Verifier()
 	compressed := io.TeeReader(rc, verifier)
-	plain, _, err := compression.AutoDecompress(compressed)
+	plain, err := layer.Decompress(compressed)
 	if err != nil {
 		return fmt.Errorf("decompressing the layer: %w", err)
 	}

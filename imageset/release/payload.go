@@ -18,8 +18,9 @@ import (
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"go.podman.io/image/v5/pkg/compression"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gapmirror/gapmirror/imageset/layer"
 )
 
 // Files of a release image that ReadPayload reads.
@@ -463,7 +464,7 @@ func (pr *payloadReader) scanLayer(ctx context.Context, desc ocispec.Descriptor,
 	var whiteouts []string // paths deleted in lower layers
 	var opaque []string    // directories whose lower-layer content is hidden
 
-	dec, _, err := compression.AutoDecompress(vr)
+	dec, err := layer.Decompress(vr)
 	if err != nil {
 		return fail(fmt.Errorf("decompressing: %w", err))
 	}
