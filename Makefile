@@ -2,7 +2,8 @@
 # OpenPGP and without the storage and docker-daemon transports. EXTRA_TAGS adds
 # to them: gapmirror_gcs for serve on Google Cloud Storage (docs/serve.md).
 EXTRA_TAGS ?=
-TAGS    := containers_image_openpgp containers_image_storage_stub containers_image_docker_daemon_stub $(EXTRA_TAGS)
+TAGS    := containers_image_openpgp containers_image_storage_stub containers_image_docker_daemon_stub
+TAGS    += $(EXTRA_TAGS)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 # The commit's date, not the clock's, so that a rebuild is byte-identical.

@@ -168,16 +168,16 @@ func fail(format string, args ...any) {
 // bench is one benchmark run: a work directory, the registries it started,
 // the binaries it measures and a log of everything they printed.
 type bench struct {
-	bin        string
-	skopeo     string // "" when skopeo is not installed
+	bin    string
+	skopeo string // "" when skopeo is not installed
 	// ocMirrorBin is oc-mirror v2 (-oc-mirror), run in scenario E beside
 	// gapmirror; "" leaves it out.
 	ocMirrorBin string
-	dir        string
-	log        *os.File
-	regsConf   string
-	authFile   string
-	registries map[string]*registrytest.Registry // by name
+	dir         string
+	log         *os.File
+	regsConf    string
+	authFile    string
+	registries  map[string]*registrytest.Registry // by name
 	// requests counts the HTTP requests all the registries served.
 	requests atomic.Int64
 	// kinds counts them by side ("upstream", "mirror"), method and endpoint
