@@ -18,11 +18,11 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/failure"
+	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/registryapi"
-	"github.com/gapmirror/gapmirror/generate"
 )
 
 // clusterResources is the folder of the cluster resources the trips write.
