@@ -90,6 +90,9 @@ func (a *Audit) Run(ctx context.Context) (*Report, error) {
 	}
 	a.seen, a.found, a.manifests = map[string]bool{}, map[string]bool{}, map[string][]byte{}
 	a.checkImages(ctx)
+	if err := a.unreachable(); err != nil {
+		return nil, err
+	}
 	if err := a.checkClusterResources(ctx); err != nil {
 		return nil, err
 	}
@@ -107,6 +110,22 @@ func (a *Audit) Run(ctx context.Context) (*Report, error) {
 	}
 	a.counts.Requests = int(a.requests.Load())
 	return a.report(), nil
+}
+
+// unreachable is the mirror's answer when it answered no image check at
+// all (down, refusing the credentials, TLS): said once, not per image.
+func (a *Audit) unreachable() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.found) > 0 {
+		return nil
+	}
+	for _, p := range a.problems {
+		if p.Kind == KindUnreachable {
+			return fmt.Errorf("the mirror %s answered no image check: %s", a.Mirror.Root(), p.Detail)
+		}
+	}
+	return nil
 }
 
 // Client is the shared client for img's repository at the mirror and the

@@ -60,7 +60,7 @@ func (b *bench) verifyMirror(ctx context.Context, dir string, push tripResult) e
 	fmt.Printf("  %-52s %7.2fs  %.2f × disk-to-mirror's %.2fs\n", "gapmirror verify (disk-to-mirror's mirror)", took.Seconds(), took.Seconds()/max(push.row.took.Seconds(), 1e-6), push.row.took.Seconds())
 	fmt.Printf("      %d requests (%d by its own count) for %d images and signatures, %d platform manifests, %d blobs, %d rebuilt catalogs naming %d images\n",
 		asked, c.Requests, images, c.PlatformManifests, c.Blobs, c.Catalogs, c.CatalogImages)
-	fmt.Printf("      %.3f requests per image beyond one per blob; budget 1.1 per image + 1 per blob = %.0f: %s\n",
-		(float64(asked)-float64(c.Blobs))/float64(images), budget, within)
+	fmt.Printf("      %.3f requests per image beyond one per blob; budget 1.1 per image + 1 per blob = %.0f: %s; %.3f per manifest (image or platform manifest) beyond one per blob\n",
+		(float64(asked)-float64(c.Blobs))/float64(images), budget, within, (float64(asked)-float64(c.Blobs))/float64(images+c.PlatformManifests))
 	return nil
 }

@@ -301,3 +301,16 @@ func keptBundle(t *testing.T, ws string) (origin, repo string, d digest.Digest) 
 	t.Fatalf("%s records no bundle image", runs[len(runs)-1])
 	return "", "", ""
 }
+
+// TestVerifyMirrorDown: a mirror that answers nothing is said once, with
+// the registry's answer, as an error of the run (exit 1), not as every
+// image missing.
+func TestVerifyMirrorDown(t *testing.T) {
+	t.Parallel()
+	w, archiveDir, dst := verifyFleet(t, 2)
+	must(t, w.dst.Close())
+	code, out, errOut := w.gapmirror("verify", "--from", "file://"+archiveDir, dst)
+	if code != 1 || !strings.Contains(errOut, "answered no image check") || strings.Contains(out, "PROBLEM") {
+		t.Errorf("verify of a mirror that is down: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
