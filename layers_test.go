@@ -38,7 +38,8 @@ var allowedImports = map[string][]string{
 	"sections":              {"archive", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/fbc", "imageset/helm", "imageset/release", "registryapi", "transfer", "workspace"},
 	"mirror":                {"archive", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/release", "progress", "prune", "registryapi", "sections", "sigstore", "transfer", "workspace"},
 	"serve":                 nil,
-	"cmd/gapmirror":         {"archive", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "prune", "sections", "serve", "transfer", "workspace"},
+	"audit":                 {"failure", "generate", "imageset", "imageset/catalogimage", "imageset/fbc", "registryapi", "transfer", "workspace"},
+	"cmd/gapmirror":         {"archive", "audit", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "prune", "sections", "serve", "transfer", "workspace"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

@@ -58,6 +58,11 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 	if err != nil {
 		return err
 	}
+	if b.wan == nil {
+		if err := b.verifyMirror(ctx, dir, t.d2m); err != nil {
+			return err
+		}
+	}
 	// Under the WAN, the single-request upload and CDN rows (which measure
 	// the mirror side, and a CDN on loopback) are left out.
 	var single trips

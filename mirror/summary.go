@@ -55,6 +55,9 @@ func (r *Report) Summary(w io.Writer) {
 	if n.Signatures > 0 {
 		fmt.Fprintf(w, "signatures: %d copied, %d already at the destination, %d failed\n", n.SigCopied, n.SigThere, n.SigFailed)
 	}
+	if r.Mode != "mirror-to-disk" {
+		r.printVerified(w)
+	}
 	if res.Retries > 0 {
 		fmt.Fprintf(w, "retries: %d transfers tried again after a transient error (5xx, 429, dropped connection)\n", res.Retries)
 	}
@@ -87,6 +90,27 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	r.printPrune(w)
 	r.printFailures(w)
+}
+
+// printVerified says what the copy verified at the mirror, from what it
+// already knows (no request of its own): a blob is sent with its digest,
+// which the registry checks before keeping it, or was found or mounted
+// there, or an earlier run put it in the repository; a manifest is put by
+// its digest's content and the registry accepted it; an image found there
+// had its tag on the expected digest. Blobs of images found there are not
+// asked for: verify does that.
+func (r *Report) printVerified(w io.Writer) {
+	res := r.Result
+	flag := "--workspace"
+	if r.Mode == "disk-to-mirror" {
+		flag = "--from"
+	}
+	fmt.Fprintf(w, "verified at the destination: %d images put by digest and accepted by the registry (each blob checked against its digest as it arrived, or already there), %d found under their tags with the expected digest",
+		len(res.Copied), len(res.Skipped))
+	if len(res.Failed) > 0 {
+		fmt.Fprintf(w, ", %d failed", len(res.Failed))
+	}
+	fmt.Fprintf(w, "; every blob and platform manifest asked again: gapmirror verify %s file://%s docker://%s\n", flag, filepath.Dir(r.Workspace), r.Mirror)
 }
 
 // RunCounts are a run's image figures; Copied + AlreadyThere + Built +

@@ -139,6 +139,13 @@ func (r *Registry) newSharedClient(named reference.Named, skipVerify types.Optio
 	return c, nil
 }
 
+// RepositoryClient is the run's client for img's repository at the
+// mirror, and that repository's path: what an audit of the mirror asks
+// through, one client per host as the copy's.
+func (r *Registry) RepositoryClient(img imageset.Image) (*registryapi.Client, string, error) {
+	return r.pushClient(img)
+}
+
 // pushClient is the run's client for img's repository at the mirror, and
 // that repository's path.
 func (r *Registry) pushClient(img imageset.Image) (*registryapi.Client, string, error) {

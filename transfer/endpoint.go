@@ -60,6 +60,10 @@ func Children(data []byte) ([]ocispec.Descriptor, error) {
 	return idx.Manifests, nil
 }
 
+// ImageBlobs returns the config and layers an image manifest references,
+// foreign layers left out (see blobsOf).
+func ImageBlobs(data []byte) ([]ocispec.Descriptor, error) { return blobsOf(data) }
+
 // blobsOf returns the config and layers an image manifest references, in
 // order, skipping foreign (non-distributable) layers.
 func blobsOf(data []byte) ([]ocispec.Descriptor, error) {

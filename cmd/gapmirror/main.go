@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/gapmirror/gapmirror/audit"
 	"github.com/gapmirror/gapmirror/mirror"
 )
 
@@ -47,6 +48,10 @@ func exitCode(err error) int {
 	var fe *mirror.FailedError
 	if errors.As(err, &fe) {
 		return fe.ExitCode()
+	}
+	var ae *audit.Error
+	if errors.As(err, &ae) {
+		return ae.ExitCode()
 	}
 	return 1
 }

@@ -152,7 +152,7 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	_ = pf.MarkHidden("v2")
 	addRefusals(pf, refusedGlobal)
 	addMirrorFlags(root.Flags(), f)
-	root.AddCommand(newMirrorCommand(g), newDescribeCommand(g), newVersionCommand())
+	root.AddCommand(newMirrorCommand(g), newDescribeCommand(g), newVerifyCommand(g), newVersionCommand())
 	root.AddCommand(newListCommand(g), newDeleteCommand(g))
 	root.AddCommand(newServeCommand(g))
 	refuseFirst(root)

@@ -119,6 +119,17 @@ func (r *Registry) DeleteBlob(repo string, d digest.Digest) error {
 	return nil
 }
 
+// DeleteManifest deletes manifest d from repo (DELETE
+// /v2/<repo>/manifests/<d>), and with it every tag of repo naming it: what
+// a cleanup script or another tool did behind gapmirror's back.
+func (r *Registry) DeleteManifest(repo string, d digest.Digest) error {
+	rec := r.do(http.MethodDelete, "/v2/"+repo+"/manifests/"+d.String(), nil)
+	if rec.Code != http.StatusAccepted {
+		return answerError(fmt.Sprintf("deleting manifest %s in %s", d, repo), rec)
+	}
+	return nil
+}
+
 // Catalog lists the registry's repositories, sorted.
 func (r *Registry) Catalog() ([]string, error) {
 	var repos []string
