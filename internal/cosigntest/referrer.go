@@ -2,9 +2,9 @@ package cosigntest
 
 import (
 	"encoding/base64"
-	"io"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/opencontainers/go-digest"
