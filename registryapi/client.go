@@ -326,13 +326,13 @@ func scopeOf(req *http.Request) string {
 	return scope
 }
 
-// repoOf takes the repository out of a /v2/<repo>/{manifests,blobs,tags}/… path.
+// repoOf takes the repository out of a /v2/<repo>/{manifests,blobs,tags,referrers}/… path.
 func repoOf(path string) string {
 	rest, ok := strings.CutPrefix(path, "/v2/")
 	if !ok {
 		return ""
 	}
-	for _, kind := range []string{"/manifests/", "/blobs/", "/tags/"} {
+	for _, kind := range []string{"/manifests/", "/blobs/", "/tags/", "/referrers/"} {
 		if i := strings.LastIndex(rest, kind); i > 0 {
 			return rest[:i]
 		}
