@@ -53,13 +53,17 @@ func (c *Client) Referrers(ctx context.Context, repo string, d digest.Digest, ar
 		if page == 1000 {
 			return nil, false, fmt.Errorf("referrers of %s/%s@%s: more than 1000 pages", c.host, repo, d)
 		}
+		if page == 0 && c.noReferrersAPI.Load() {
+			refs, err := c.fallbackReferrers(ctx, repo, d)
+			return filterReferrers(refs, artifactType), true, err
+		}
 		resp, err := c.send(ctx, http.MethodGet, u, http.Header{"Accept": {ociIndex}}, nil, 0)
 		if err != nil {
 			return nil, false, c.wrap(err)
 		}
 		if resp.StatusCode == http.StatusNotFound && page == 0 {
 			// The spec forbids a registry with the API to answer 404 here.
-			drain(resp)
+			c.sawNoReferrersAPI(resp)
 			refs, err := c.fallbackReferrers(ctx, repo, d)
 			return filterReferrers(refs, artifactType), true, err
 		}
@@ -88,6 +92,44 @@ func (c *Client) Referrers(ctx context.Context, repo string, d digest.Digest, ar
 		refs = []v1.Descriptor{}
 	}
 	return refs, false, nil
+}
+
+// sawNoReferrersAPI takes a 404 from the referrers endpoint. One without
+// the spec's error codes is the registry's answer to a path it does not
+// route (distribution's "404 page not found"): the host has no API, and the
+// rest of the run goes straight to the tag schema (a request less per
+// manifest). A NAME_UNKNOWN may be a registry with the API answering for a
+// repository it does not have: asked again next time.
+func (c *Client) sawNoReferrersAPI(resp *http.Response) {
+	e := c.answer(resp, http.MethodGet)
+	if len(e.Codes) == 0 {
+		c.noReferrersAPI.Store(true)
+	}
+}
+
+// HasReferrersAPI reports whether the registry serves the referrers API,
+// asking it about subject in repo unless an earlier answer told.
+func (c *Client) HasReferrersAPI(ctx context.Context, repo string, subject digest.Digest) (bool, error) {
+	if c.noReferrersAPI.Load() {
+		return false, nil
+	}
+	if c.referrersAPI.Load() {
+		return true, nil
+	}
+	resp, err := c.send(ctx, http.MethodGet, c.url("/v2/"+repo+"/referrers/"+subject.String()), http.Header{"Accept": {ociIndex}}, nil, 0)
+	if err != nil {
+		return false, c.wrap(err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		drain(resp)
+		c.referrersAPI.Store(true)
+		return true, nil
+	case http.StatusNotFound:
+		c.sawNoReferrersAPI(resp)
+		return false, nil
+	}
+	return false, c.answer(resp, http.MethodGet)
 }
 
 // trueArtifactTypes reads the referrers listed with the empty config's

@@ -84,6 +84,14 @@ func testReferrers(t *testing.T, host, u string, wantFallback bool) {
 	check(sbom.Digest, "", sbomSig)
 	check(idx.Images[1].Digest, "")
 	check(digest.FromString("nothing here"), "")
+	// distribution's 404 is an unrouted path's: the rest of the run reads
+	// the tag schema straight away.
+	if c.noReferrersAPI.Load() != wantFallback {
+		t.Errorf("the client took the registry to lack the referrers API: %v", c.noReferrersAPI.Load())
+	}
+	if api, err := c.HasReferrersAPI(ctx, repo, idx.Digest); err != nil || api == wantFallback {
+		t.Errorf("HasReferrersAPI: %v, %v", api, err)
+	}
 
 	// Adding to the tag schema index keeps what is there.
 	if !wantFallback {
