@@ -91,6 +91,10 @@ type Client struct {
 	// (0 unknown, 1 yes, -1 no, 2 being tried).
 	single atomic.Int32
 
+	// noReferrersAPI: the registry answered its referrers endpoint with a
+	// 404 of an unrouted path; referrersAPI: it answered one with a list.
+	noReferrersAPI, referrersAPI atomic.Bool
+
 	// Requests counts the requests sent to the registry host (tokens not included).
 	Requests atomic.Int64
 	// HiddenRetries counts the requests sent without credentials that
@@ -326,13 +330,13 @@ func scopeOf(req *http.Request) string {
 	return scope
 }
 
-// repoOf takes the repository out of a /v2/<repo>/{manifests,blobs,tags}/… path.
+// repoOf takes the repository out of a /v2/<repo>/{manifests,blobs,tags,referrers}/… path.
 func repoOf(path string) string {
 	rest, ok := strings.CutPrefix(path, "/v2/")
 	if !ok {
 		return ""
 	}
-	for _, kind := range []string{"/manifests/", "/blobs/", "/tags/"} {
+	for _, kind := range []string{"/manifests/", "/blobs/", "/tags/", "/referrers/"} {
 		if i := strings.LastIndex(rest, kind); i > 0 {
 			return rest[:i]
 		}
