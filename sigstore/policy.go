@@ -133,7 +133,7 @@ func allowed(ctx context.Context, p policyCheck, sys *types.SystemContext, up *t
 		return fmt.Errorf("not verified: reading the image: %w", failure.Explain(err, img.Source))
 	}
 	defer src.Close()
-	rule := newBundleRule(requirementsFor(p.policy, ref), p.keyDir)
+	var rule *bundleRule // worked out for a refused image only
 	var data []byte
 	var manifestErr error
 	read := false
@@ -151,7 +151,14 @@ func allowed(ctx context.Context, p policyCheck, sys *types.SystemContext, up *t
 		if !ok && err == nil {
 			err = errors.New("refused")
 		}
-		if err == nil || rule.unable != "" {
+		if err == nil {
+			return nil
+		}
+		if rule == nil {
+			r := newBundleRule(requirementsFor(p.policy, ref), p.keyDir)
+			rule = &r
+		}
+		if rule.unable != "" {
 			return err
 		}
 		d := digest.Digest(img.Digest)
@@ -162,7 +169,7 @@ func allowed(ctx context.Context, p policyCheck, sys *types.SystemContext, up *t
 				d = digest.FromBytes(data)
 			}
 		}
-		if bundleErr := bundlesAllowed(ctx, up, img, d, rule); bundleErr != nil {
+		if bundleErr := bundlesAllowed(ctx, up, img, d, *rule); bundleErr != nil {
 			return fmt.Errorf("tag-scheme signatures (sha256-<hex>.sig): %w; %w", err, bundleErr)
 		}
 		return nil

@@ -18,7 +18,8 @@ import (
 // sigstoreSigned with the publisher's key, an image with no tag-scheme
 // signature whose cosign v3 bundle (an OCI 1.1 referrer, beside an
 // attestation, an SBOM and a Notation signature) verifies with the key is
-// mirrored; one whose bundle was tampered with, and one whose bundle
+// mirrored, and so is a multi-arch image whose platform manifests have
+// one each; one whose bundle was tampered with, and one whose bundle
 // another key signed, are refused, the refusal naming the image, the
 // referrer and why. On a source with the referrers API
 // (go-containerregistry's registry) and one without it (distribution: the
@@ -52,6 +53,19 @@ func TestSecurePolicyBundles(t *testing.T) {
 			all, err := cosigntest.All(key, signed)
 			must(t, err)
 			must(t, cosigntest.PushAll(ctx, target, "apps/signed", all, !api))
+			// Multi-arch, signed per platform manifest only, as some publishers sign.
+			idx, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
+				{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(4, 4<<10)}},
+				{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(5, 4<<10)}},
+			}})
+			must(t, err)
+			must(t, imagebuilder.PushIndex(ctx, target, "apps/multi", "v1", idx))
+			w.images = append(w.images, example{Ref: host + "/apps/multi:v1", Repo: "apps/multi", Tag: "v1", Digest: idx.Digest})
+			for _, img := range idx.Images {
+				sig, err := cosigntest.Signature(key, img.Descriptor())
+				must(t, err)
+				must(t, cosigntest.Push(ctx, target, "apps/multi", sig, !api))
+			}
 			// Tampered: the signature's bundle changed after signing.
 			tamperedImg := push("apps/tampered", 2)
 			good, err := cosigntest.SignBundle(key, tamperedImg.Digest)
@@ -89,7 +103,7 @@ func TestSecurePolicyBundles(t *testing.T) {
 			}
 			for _, ex := range w.images {
 				_, err := w.dst.ManifestDigest("m/"+ex.Repo, ex.Tag)
-				if ok := ex.Repo == "apps/signed"; ok != (err == nil) {
+				if ok := ex.Repo == "apps/signed" || ex.Repo == "apps/multi"; ok != (err == nil) {
 					t.Errorf("%s: accepted %v, at the mirror: %v", ex.Ref, ok, err)
 				}
 			}
