@@ -197,6 +197,20 @@ func (c *Client) pingOnce(ctx context.Context, scheme string) (*http.Response, e
 type authTransport struct{ c *Client }
 
 func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
+	resp, err := t.roundTrip(in)
+	if resp != nil && resp.Request != nil && resp.Request.URL.Scheme != in.URL.Scheme {
+		// The answer is to the request as its sender made it: a Link to
+		// the next page resolves against it, and go-containerregistry
+		// (v0.21.7) refuses to follow one whose scheme is not the one it
+		// guesses for the host (http for 127.0.0.1, 10.x, *.local), even
+		// where the ping found TLS. The next page is then sent with the
+		// ping's scheme again.
+		resp.Request = in
+	}
+	return resp, err
+}
+
+func (t authTransport) roundTrip(in *http.Request) (*http.Response, error) {
 	c := t.c
 	if in.URL.Host != c.host {
 		return c.base.RoundTrip(in)
