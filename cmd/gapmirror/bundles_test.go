@@ -36,7 +36,7 @@ func TestSecurePolicyBundles(t *testing.T) {
 			w := newWorld(t, registrytest.Options{})
 			target, host := w.upTarget(), w.up.Host()
 			if api {
-				host = cosigntest.StartReferrersRegistry(t)
+				host = registrytest.StartReferrersAPI(t).Host()
 				target = imagebuilder.Target{URL: host}
 			}
 			ctx := context.Background()

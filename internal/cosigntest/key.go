@@ -2,8 +2,10 @@
 // attach to an image as OCI 1.1 referrers: a Sigstore bundle (v0.3) signing
 // the image digest as `cosign sign` does by default, an in-toto attestation
 // in a bundle as `cosign attest` does, an SPDX SBOM and a Notation-typed
-// signature; and pushes them to a registry with the referrers API or, for
-// one without it (distribution), with the referrers tag schema index.
+// signature; and pushes them to a registry with the referrers API
+// (registrytest.StartReferrersAPI) or, for one without it (distribution),
+// with the referrers tag schema index. Its manifests are built by
+// imagebuilder.Referrer.
 //
 // Bundles are built and signed by sigstore-go with real ECDSA P-256 keys
 // (cosign's default). Keys are derived from a name, so a test's keys are the

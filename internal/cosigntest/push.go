@@ -4,41 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"testing"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 )
 
-// StartReferrersRegistry starts go-containerregistry's in-memory registry
-// with the OCI referrers API (GET /v2/<name>/referrers/<digest>) on
-// 127.0.0.1 over plain HTTP, for the life of the test, and returns its
-// host:port. distribution (internal/registrytest) has no such API: it is
-// the registry for the referrers tag schema.
-//
-// Its referrers index gives each referrer's config media type as its
-// artifactType (application/vnd.oci.empty.v1+json for every cosign
-// bundle), not the manifest's artifactType, and ignores ?artifactType=:
-// a client must read a referrer's manifest to learn what it is.
-func StartReferrersRegistry(t testing.TB) string {
-	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
-}
-
 // Push uploads r's blobs and manifest into repo on t, by digest. Where the
 // registry has no referrers API (tagSchema), r is then added to the
 // referrers tag schema index of its subject, repo:sha256-<hex>, as the
 // distribution spec asks of a client: the index there is read and r merged
-// into it, never replacing what other clients listed.
+// into it, never replacing what other clients listed, never listing r
+// twice. (imagebuilder.PushReferrer decides by asking the registry.) A
+// registry with the API is registrytest.StartReferrersAPI; distribution
+// (registrytest.Start) has none.
 func Push(ctx context.Context, t imagebuilder.Target, repo string, r *Referrer, tagSchema bool) error {
 	for _, b := range r.Blobs {
 		if err := imagebuilder.PushBlob(ctx, t, repo, b); err != nil {

@@ -71,7 +71,7 @@ func TestPushTagSchema(t *testing.T) {
 // TestPushReferrersAPI: on a registry with the referrers API the subject's
 // referrers are listed without a tag schema index.
 func TestPushReferrersAPI(t *testing.T) {
-	host := StartReferrersRegistry(t)
+	host := registrytest.StartReferrersAPI(t).Host()
 	target := imagebuilder.Target{URL: host}
 	subject := pushImage(t, target)
 	refs, err := All(NewKey("publisher"), subject)

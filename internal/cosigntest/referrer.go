@@ -61,25 +61,14 @@ func b64(data []byte) string { return base64.RawURLEncoding.EncodeToString(data)
 // attach, for other artifact types): artifactType, the empty config, one
 // layer of layerType holding content, subject, annotations.
 func NewReferrer(subject ocispec.Descriptor, artifactType, layerType string, content []byte, annotations map[string]string) (*Referrer, error) {
-	empty := imagebuilder.NewBlob(ocispec.MediaTypeEmptyJSON, []byte("{}"))
-	layer := imagebuilder.NewBlob(layerType, content)
-	subj := ocispec.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size}
-	m := ocispec.Manifest{
-		MediaType:    ocispec.MediaTypeImageManifest,
-		ArtifactType: artifactType,
-		Config:       empty.Descriptor(),
-		Layers:       []ocispec.Descriptor{layer.Descriptor()},
-		Subject:      &subj,
-		Annotations:  annotations,
-	}
-	m.SchemaVersion = 2
-	data, err := json.Marshal(m)
+	img, err := imagebuilder.Referrer(subject, artifactType, layerType, content, annotations)
 	if err != nil {
 		return nil, err
 	}
+	subj := ocispec.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size}
 	return &Referrer{
-		Manifest: data, Digest: digest.FromBytes(data), ArtifactType: artifactType,
-		Annotations: annotations, Subject: subj, Blobs: []imagebuilder.Blob{empty, layer},
+		Manifest: img.Manifest, Digest: img.Digest, ArtifactType: artifactType,
+		Annotations: annotations, Subject: subj, Blobs: img.Blobs(),
 	}, nil
 }
 
