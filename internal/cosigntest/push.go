@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"testing"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
 // Push uploads r's blobs and manifest into repo on t, by digest. Where the
@@ -108,4 +110,12 @@ func fetchIndex(ctx context.Context, t imagebuilder.Target, repo, tag string) (o
 		return idx, fmt.Errorf("%s:%s is a %q, not a referrers index: the tag schema's tag is taken", repo, tag, got.MediaType)
 	}
 	return got, nil
+}
+
+// StartReferrersRegistry starts a registry with the OCI referrers API for
+// the life of the test and returns its host:port: registrytest's
+// StartReferrersAPI, kept under this name for the tests written against it.
+func StartReferrersRegistry(t testing.TB) string {
+	t.Helper()
+	return registrytest.StartReferrersAPI(t).Host()
 }
