@@ -12,7 +12,8 @@ import (
 
 // SetFormatVersion is bumped whenever the serialised Set changes incompatibly.
 // 2: Image gained platforms (sparse copies), signatureOf and unflattened.
-const SetFormatVersion = 2
+// 3: referrers (kind referrer, destination repo@digest, subject, artifactType).
+const SetFormatVersion = 3
 
 // Kind says what role an image plays in the image set. It decides the exit
 // code bit when the image fails and the IDMS/ITMS group it lands in.
@@ -36,7 +37,19 @@ const (
 	// tag) of another image of the set: copied like an image, never in
 	// IDMS/ITMS, counted apart in summaries.
 	KindSignature Kind = "signature"
+	// KindReferrer is an OCI 1.1 referrer of another image of the set (a
+	// cosign v3 bundle, an attestation, an SBOM, a Notation signature: a
+	// manifest whose subject is the image or one of its platform
+	// manifests, or another referrer): copied by digest into the image's
+	// repository, without a tag (its Destination is repo@digest), never in
+	// IDMS/ITMS, counted apart by kind in summaries.
+	KindReferrer Kind = "referrer"
 )
+
+// Attached reports whether k is something attached to another image of the
+// set (a signature or a referrer): it belongs to that image (SignatureOf),
+// fails for it and is pruned with it.
+func (k Kind) Attached() bool { return k == KindSignature || k == KindReferrer }
 
 // Group is the content type a kind belongs to (release, operator, additional, helm).
 func (k Kind) Group() string {
@@ -47,7 +60,7 @@ func (k Kind) Group() string {
 		return "operator"
 	case KindHelm, KindHelmChart:
 		return "helm"
-	case KindSignature:
+	case KindSignature, KindReferrer:
 		// A signature fails for the image it signs: its AlsoKinds carry
 		// that image's roles and so the exit code bits.
 		return "signature"
@@ -89,10 +102,24 @@ type Image struct {
 	// instances of these platforms ("os/architecture", sorted) with their
 	// blobs. A single-platform image is copied whole whatever its platform.
 	Platforms []string `json:"platforms,omitempty"`
-	// SignatureOf is, for a signature, the digest of the Set image it belongs
-	// to (the index when a platform manifest is what was signed): prune
-	// keeps the signatures of images that stay.
+	// SignatureOf is, for a signature or a referrer, the digest of the Set
+	// image it belongs to (the index when a platform manifest, or a
+	// referrer of the image, is what was signed): prune keeps the
+	// signatures and referrers of images that stay.
 	SignatureOf string `json:"signatureOf,omitempty"`
+	// Subject is, for a referrer, the digest of the manifest it refers to
+	// (its manifest's subject): the referrers tag schema index it is
+	// listed in at a destination without the referrers API.
+	Subject string `json:"subject,omitempty"`
+	// ArtifactType is, for a referrer, its artifact type (its manifest's
+	// artifactType, else its config's media type).
+	ArtifactType string `json:"artifactType,omitempty"`
+	// SubjectTagged marks a referrer whose subject is tagged at the
+	// destination by its own digest (sha256-<hex>, oc-mirror's tag of an
+	// image named by digest), the tag the referrers tag schema would put
+	// the index in: at a destination without the referrers API the
+	// index is not written there (the image keeps its tag).
+	SubjectTagged bool `json:"subjectTagged,omitempty"`
 }
 
 // WantsPlatform reports whether an index instance of platform p is copied:
@@ -132,7 +159,7 @@ func MergePlatforms(a, b []string) []string {
 // A signature has those of the images it signs.
 func (i Image) Groups() []string {
 	var groups []string
-	if i.Kind != KindSignature || len(i.AlsoKinds) == 0 {
+	if !i.Kind.Attached() || len(i.AlsoKinds) == 0 {
 		groups = append(groups, i.Kind.Group())
 	}
 	for _, k := range i.AlsoKinds {
@@ -160,6 +187,9 @@ func (i Image) DestinationTag() string {
 func (i Image) ByDigest() bool { return strings.Contains(i.Origin, "@") }
 
 func splitTag(s string) (repo, tag string) {
+	if repo, _, ok := strings.Cut(s, "@"); ok {
+		return repo, "" // a referrer, by digest
+	}
 	slash := strings.LastIndex(s, "/")
 	colon := strings.LastIndex(s, ":")
 	if colon > slash {
@@ -216,6 +246,17 @@ func CountSignatures(images []Image) int {
 	for _, img := range images {
 		if img.Kind == KindSignature {
 			n++
+		}
+	}
+	return n
+}
+
+// Referrers counts the referrer entries of the set by kind (ReferrerKind).
+func (s *Set) Referrers() map[string]int {
+	n := map[string]int{}
+	for _, img := range s.Images {
+		if img.Kind == KindReferrer {
+			n[ReferrerKind(img.ArtifactType)]++
 		}
 	}
 	return n

@@ -91,6 +91,10 @@ type Client struct {
 	// (0 unknown, 1 yes, -1 no, 2 being tried).
 	single atomic.Int32
 
+	// noReferrersAPI: the registry answered its referrers endpoint with a
+	// 404 of an unrouted path; referrersAPI: it answered one with a list.
+	noReferrersAPI, referrersAPI atomic.Bool
+
 	// Requests counts the requests sent to the registry host (tokens not included).
 	Requests atomic.Int64
 	// HiddenRetries counts the requests sent without credentials that
@@ -193,6 +197,20 @@ func (c *Client) pingOnce(ctx context.Context, scheme string) (*http.Response, e
 type authTransport struct{ c *Client }
 
 func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
+	resp, err := t.roundTrip(in)
+	if resp != nil && resp.Request != nil && resp.Request.URL.Scheme != in.URL.Scheme {
+		// The answer is to the request as its sender made it: a Link to
+		// the next page resolves against it, and go-containerregistry
+		// (v0.21.7) refuses to follow one whose scheme is not the one it
+		// guesses for the host (http for 127.0.0.1, 10.x, *.local), even
+		// where the ping found TLS. The next page is then sent with the
+		// ping's scheme again.
+		resp.Request = in
+	}
+	return resp, err
+}
+
+func (t authTransport) roundTrip(in *http.Request) (*http.Response, error) {
 	c := t.c
 	if in.URL.Host != c.host {
 		return c.base.RoundTrip(in)
@@ -326,13 +344,13 @@ func scopeOf(req *http.Request) string {
 	return scope
 }
 
-// repoOf takes the repository out of a /v2/<repo>/{manifests,blobs,tags}/… path.
+// repoOf takes the repository out of a /v2/<repo>/{manifests,blobs,tags,referrers}/… path.
 func repoOf(path string) string {
 	rest, ok := strings.CutPrefix(path, "/v2/")
 	if !ok {
 		return ""
 	}
-	for _, kind := range []string{"/manifests/", "/blobs/", "/tags/"} {
+	for _, kind := range []string{"/manifests/", "/blobs/", "/tags/", "/referrers/"} {
 		if i := strings.LastIndex(rest, kind); i > 0 {
 			return rest[:i]
 		}

@@ -3,7 +3,9 @@
 // platform manifest (Search.Add, which puts them into the Set to be copied
 // by digest), registries.d's say on which repositories are asked
 // (RegistriesD), and --secure-policy's check against a containers policy
-// (Search.Verify).
+// (Search.Verify): the tag-scheme signatures as containers/image checks
+// them, else the cosign v3 Sigstore bundles attached as OCI 1.1 referrers,
+// verified offline with the policy's keys (VerifyBundle).
 //
 // It may import failure, imageset and transfer.
 package sigstore

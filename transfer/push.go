@@ -314,6 +314,9 @@ func (r *Registry) PutManifest(ctx context.Context, img imageset.Image, desc oci
 	if err != nil {
 		return failure.Explain(err, r.Name(img))
 	}
+	if top && img.Kind == imageset.KindReferrer {
+		return r.listReferrer(ctx, c, repo, img, desc.MediaType, data)
+	}
 	return nil
 }
 

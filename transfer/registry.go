@@ -96,6 +96,7 @@ type Registry struct {
 
 	connections
 	runMemory
+	referrers referrerLocks
 }
 
 // NewUpstream returns a Source reading each image from its upstream

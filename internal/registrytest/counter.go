@@ -7,7 +7,7 @@ import (
 )
 
 // RequestCounter counts the requests a registry serves, by "METHOD kind"
-// where kind is ping, manifest, blob, tags, catalog or other. Wrap it
+// where kind is ping, manifest, blob, tags, referrers, catalog or other. Wrap it
 // around a registry with Registry.SetWrap; read N once the requests are
 // over, or under its lock (Wrap holds it while a request counts).
 type RequestCounter struct {
@@ -25,6 +25,8 @@ func (c *RequestCounter) Wrap(next http.Handler) http.Handler {
 		switch {
 		case r.URL.Path == "/v2/" || r.URL.Path == "/v2":
 			kind = "ping"
+		case ContainsSegment(r.URL.Path, "referrers"):
+			kind = "referrers"
 		case ContainsSegment(r.URL.Path, "manifests"):
 			kind = "manifest"
 		case ContainsSegment(r.URL.Path, "blobs"):

@@ -1,0 +1,112 @@
+package imageset
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Kinds of referrers, as --referrers names them.
+const (
+	ReferrersSignatures   = "signatures"   // sigstore (cosign v3 bundles, cosign signatures as referrers)
+	ReferrersAttestations = "attestations" // in-toto statements and DSSE envelopes
+	ReferrersSBOM         = "sbom"         // SPDX, CycloneDX, syft
+	ReferrersNotation     = "notation"     // Notary Project signatures
+	ReferrersOther        = "other"        // any other artifact type
+)
+
+// ReferrerKindNames is every kind, in the order summaries list them.
+var ReferrerKindNames = []string{ReferrersSignatures, ReferrersAttestations, ReferrersSBOM, ReferrersNotation, ReferrersOther}
+
+// DefaultReferrers are the kinds mirrored unless --referrers says otherwise:
+// what a cluster's signature policy may need.
+var DefaultReferrers = []string{ReferrersSignatures, ReferrersAttestations}
+
+// ReferrerKind is the kind of a referrer of artifactType.
+func ReferrerKind(artifactType string) string {
+	at := strings.ToLower(artifactType)
+	switch {
+	case strings.HasPrefix(at, "application/vnd.dev.sigstore.bundle"),
+		at == "application/vnd.dev.cosign.artifact.sig.v1+json",
+		at == "application/vnd.dev.cosign.simplesigning.v1+json":
+		// A cosign v3 attestation is a bundle too (a DSSE envelope
+		// inside): it travels with the signatures, as cosign finds it.
+		return ReferrersSignatures
+	case strings.HasPrefix(at, "application/vnd.in-toto"),
+		at == "application/vnd.dsse.envelope.v1+json",
+		at == "application/vnd.dev.cosign.attestation.v1+json":
+		return ReferrersAttestations
+	case strings.Contains(at, "spdx"), strings.Contains(at, "cyclonedx"), strings.Contains(at, "syft"):
+		return ReferrersSBOM
+	case strings.HasPrefix(at, "application/vnd.cncf.notary."):
+		return ReferrersNotation
+	}
+	return ReferrersOther
+}
+
+// ReferrerChoice is which kinds of referrers are mirrored.
+type ReferrerChoice map[string]bool
+
+// ParseReferrers reads --referrers: a comma-separated list of kinds, or
+// "all", or "none".
+func ParseReferrers(s string) (ReferrerChoice, error) {
+	c := ReferrerChoice{}
+	for _, w := range strings.Split(s, ",") {
+		w = strings.ToLower(strings.TrimSpace(w))
+		switch {
+		case w == "" || w == "none":
+		case w == "all":
+			for _, k := range ReferrerKindNames {
+				c[k] = true
+			}
+		case w == "signature" || w == "attestation":
+			c[w+"s"] = true
+		case w == "sboms":
+			c[ReferrersSBOM] = true
+		case slices.Contains(ReferrerKindNames, w):
+			c[w] = true
+		default:
+			return nil, fmt.Errorf("--referrers %q: unknown kind %q: use a comma-separated list of %s, or all, or none", s, w, strings.Join(ReferrerKindNames, ", "))
+		}
+	}
+	return c, nil
+}
+
+// Wants reports whether a referrer of artifactType is mirrored.
+func (c ReferrerChoice) Wants(artifactType string) bool { return c[ReferrerKind(artifactType)] }
+
+// WithoutSignatures is c less the kinds that are signatures
+// (--remove-signatures: no signature of any kind is mirrored).
+func (c ReferrerChoice) WithoutSignatures() ReferrerChoice {
+	out := ReferrerChoice{}
+	for k, v := range c {
+		if k != ReferrersSignatures && k != ReferrersNotation {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Any reports whether any kind is chosen.
+func (c ReferrerChoice) Any() bool {
+	for _, v := range c {
+		if v {
+			return true
+		}
+	}
+	return false
+}
+
+// String is the choice as --referrers writes it.
+func (c ReferrerChoice) String() string {
+	var out []string
+	for _, k := range ReferrerKindNames {
+		if c[k] {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ",")
+}
