@@ -44,7 +44,6 @@ bmNGOGlZbzBTMVl6Y1ZOMVFwY2J2c0dNcUlYRzVlbmdteGp5dCtBcXlyZTF0Q0Y0
 V01tU1BlaEljNlBqd2h1Q2xHaVpJUWRvTGc9PSJ9
 -----END ENCRYPTED SIGSTORE PRIVATE KEY-----`
 
-
 // sign signs data with the key file at p and checks the bundle with the
 // public key as cosign verify-blob --key would.
 func signAndVerify(t *testing.T, p string, password string) {

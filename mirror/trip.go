@@ -348,6 +348,11 @@ func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, er
 			rec.Blobs = append(rec.Blobs, b.Digest)
 			rec.Bytes += b.Size
 		}
+		if r.t.Signer != nil { // it may have been stopped before signing too
+			if _, err := r.t.Signer.SignArchive(context.Background(), dir, idx.Chunks[0].Name); err != nil {
+				return base, err
+			}
+		}
 		if err := r.ws.SaveArchive(rec); err != nil {
 			return base, fmt.Errorf("recording archive %s, which an earlier run wrote into %s and was stopped before recording: %w", idx.ID, dir, err)
 		}

@@ -308,7 +308,7 @@ func checkArchiveDir(from, dir string) error {
 		wd = dir
 	}
 	if err := unix.Access(wd, unix.W_OK); err != nil {
-		return fmt.Errorf("--from %s: %s cannot be written (%v): disk-to-mirror keeps its records of the archives applied and its log in %s; copy the chunks (mirror_*.tar) to a writable directory and give that to --from",
+		return fmt.Errorf("--from %s: %s cannot be written (%v): disk-to-mirror keeps its records of the archives applied and its log in %s; copy the archive (mirror_*: the chunks and any signature) to a writable directory and give that to --from",
 			from, wd, err, filepath.Join(dir, workspace.WorkingDir))
 	}
 	return nil
