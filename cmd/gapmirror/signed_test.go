@@ -333,3 +333,29 @@ func writes(c *registrytest.RequestCounter) int {
 	}
 	return n
 }
+
+// TestServeVerifyKey: serve --from --verify-key refuses an archive another
+// key signed, stopping before it pushes anything, and serves the archive
+// its key signed (an unencrypted PKCS#8 key signs without a password).
+func TestServeVerifyKey(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(2, 16<<10)
+	key, other := filepath.Join(w.dir, "k"), filepath.Join(w.dir, "other")
+	writePKCS8Key(t, key)
+	writePKCS8Key(t, other)
+	out, root := filepath.Join(w.dir, "out"), filepath.Join(w.dir, "srv")
+	if code, _, _ := w.gapmirror("mirror", "-c", w.isc(""), "--sign-key", key+".key", "file://"+out); code != 0 {
+		t.Fatal("signed mirror-to-disk failed")
+	}
+	addr := freeAddress(t)
+	s := w.serve("--root", root, "--address", addr, "--from", "file://"+out, "--verify-key", other+".pub")
+	if s.code != 1 || !strings.Contains(s.errb.String(), "a signature by another key") || strings.Contains(s.out.String(), "copied") {
+		t.Errorf("serve --from with another key: exit %d, want 1 and the archive refused before the push", s.code)
+	}
+	s = w.serve("--root", root, "--address", addr, "--from", "file://"+out, "--verify-key", key+".pub")
+	if s.code != 0 {
+		t.Fatalf("serve --from with the signing key: exit %d", s.code)
+	}
+	w.pullAll(addr, filepath.Join(root, "tls"), w.images)
+}
