@@ -193,6 +193,19 @@ func (c *Client) pingOnce(ctx context.Context, scheme string) (*http.Response, e
 type authTransport struct{ c *Client }
 
 func (t authTransport) RoundTrip(in *http.Request) (*http.Response, error) {
+	resp, err := t.roundTrip(in)
+	if resp != nil && resp.Header.Get("Link") != "" {
+		// A tag list's next page is resolved against the request as
+		// go-containerregistry made it, whose scheme it checks the page's
+		// link against (v0.21.7), not against the copy sent with the
+		// ping's scheme: it guesses http for loopback and private
+		// addresses, https for the rest.
+		resp.Request = in
+	}
+	return resp, err
+}
+
+func (t authTransport) roundTrip(in *http.Request) (*http.Response, error) {
 	c := t.c
 	if in.URL.Host != c.host {
 		return c.base.RoundTrip(in)
