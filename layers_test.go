@@ -28,6 +28,7 @@ var allowedImports = map[string][]string{
 	"imageset":              {"imageset/helm", "imageset/release", "imageset/spelling", "imageset/yamlbudget"},
 	"registryapi":           nil,
 	"archive":               {"imageset"},
+	"archivesign":           {"archive"},
 	"generate":              {"imageset"},
 	"prune":                 {"archive", "imageset", "imageset/catalog", "imageset/fbc", "imageset/release", "registryapi", "sections", "transfer", "workspace"},
 	"failure":               {"imageset/release", "registryapi"},
@@ -36,10 +37,10 @@ var allowedImports = map[string][]string{
 	"sigstore":              {"failure", "imageset", "transfer"},
 	"workspace":             {"archive", "imageset", "imageset/release"},
 	"sections":              {"archive", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/fbc", "imageset/helm", "imageset/release", "registryapi", "transfer", "workspace"},
-	"mirror":                {"archive", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/release", "progress", "prune", "registryapi", "sections", "sigstore", "transfer", "workspace"},
+	"mirror":                {"archive", "archivesign", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/release", "progress", "prune", "registryapi", "sections", "sigstore", "transfer", "workspace"},
 	"serve":                 nil,
 	"audit":                 {"failure", "generate", "imageset", "imageset/catalogimage", "imageset/fbc", "registryapi", "transfer", "workspace"},
-	"cmd/gapmirror":         {"archive", "audit", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "prune", "sections", "serve", "transfer", "workspace"},
+	"cmd/gapmirror":         {"archive", "archivesign", "audit", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "progress", "prune", "sections", "serve", "transfer", "workspace"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

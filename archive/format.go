@@ -101,7 +101,13 @@ type Index struct {
 	Extras []Extra `json:"extras,omitempty"`
 	// Chunks lists every chunk file of the archive, in order.
 	Chunks []Chunk `json:"chunks"`
+	// raw is the index as read from chunk 1 (Bytes).
+	raw []byte
 }
+
+// Bytes returns the index exactly as read from chunk 1, the bytes a
+// signature of the archive covers (nil for an index not read from an archive).
+func (idx *Index) Bytes() []byte { return idx.raw }
 
 // Blob is one content-addressed blob of the archive.
 type Blob struct {

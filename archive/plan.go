@@ -285,6 +285,7 @@ func encodeIndex(idx *Index, rest int64, mtime time.Time) ([]byte, error) {
 	for i := len(digits); i < len(field); i++ {
 		field[i] = ' '
 	}
+	idx.raw = b
 	return b, nil
 }
 

@@ -154,6 +154,10 @@ func dirChunks(dir string) (map[int]map[int]string, []string, error) {
 	return families, v1, nil
 }
 
+// ReadIndex reads and verifies the index of the archive whose first chunk
+// in dir is first, and nothing else of it.
+func ReadIndex(dir, first string) (*Index, error) { return readIndexFile(dir, first) }
+
 // readIndexFile reads and verifies the index of the first chunk first.
 func readIndexFile(dir, first string) (*Index, error) {
 	f, sc, err := openScan(dir, first)
@@ -284,6 +288,7 @@ func readIndex(dir, name string, sc *scanReader, tr *tar.Reader) (*Index, error)
 	if idx.Chunks[0].Name != name {
 		return nil, fmt.Errorf("%s in %s is chunk 1 of archive %s, which named it %s: the chunk files were renamed; restore their original names", name, dir, idx.ID, idx.Chunks[0].Name)
 	}
+	idx.raw = data
 	return idx, nil
 }
 

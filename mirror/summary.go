@@ -78,6 +78,9 @@ func (r *Report) Summary(w io.Writer) {
 	for _, c := range r.Archive {
 		fmt.Fprintf(w, "archive: %s\n", c)
 	}
+	if r.Signature != "" {
+		fmt.Fprintf(w, "archive signature: %s (carry it with the chunks)\n", r.Signature)
+	}
 	for _, c := range r.ClusterResources {
 		fmt.Fprintf(w, "cluster resource: %s\n", c)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/archivesign"
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/progress"
@@ -72,6 +73,11 @@ type Trip struct {
 	// policy.json) accepts; disk-to-mirror trusts what mirror-to-disk checked.
 	SecurePolicy bool
 	PolicyPath   string
+	// Signer signs each archive mirror-to-disk writes (--sign-key); Trust
+	// refuses, before disk-to-mirror reads or pushes anything of them,
+	// archives its key did not sign (--verify-key).
+	Signer *archivesign.Signer
+	Trust  *archivesign.Verifier
 	// partialSubset: the archive is an earlier one of several applied in
 	// one disk-to-mirror run with a subset -c; it pushes what it holds of
 	// the subset (the latest archive was checked to hold all of it).
@@ -96,8 +102,10 @@ type Report struct {
 	Set        *imageset.Set
 	Resolution *imageset.Resolution
 	Result     *transfer.Result
-	// Archive lists the chunk files written (mirror-to-disk).
-	Archive []string
+	// Archive lists the chunk files written (mirror-to-disk), Signature
+	// the archive's signature file (--sign-key).
+	Archive   []string
+	Signature string
 	// ArchiveID is the archive written (mirror-to-disk) or pushed
 	// (disk-to-mirror).
 	ArchiveID string
@@ -340,6 +348,11 @@ func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, er
 			rec.Blobs = append(rec.Blobs, b.Digest)
 			rec.Bytes += b.Size
 		}
+		if r.t.Signer != nil { // it may have been stopped before signing too
+			if _, err := r.t.Signer.SignArchive(context.Background(), dir, idx.Chunks[0].Name); err != nil {
+				return base, err
+			}
+		}
 		if err := r.ws.SaveArchive(rec); err != nil {
 			return base, fmt.Errorf("recording archive %s, which an earlier run wrote into %s and was stopped before recording: %w", idx.ID, dir, err)
 		}
@@ -418,6 +431,18 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 		return nil, err
 	}
 	r.rep.ArchiveID = written.ID
+	first := written.Chunks[0].Name
+	if t.Signer != nil {
+		r.rep.Signature, err = t.Signer.SignArchive(ctx, dir, first)
+	} else {
+		err = archivesign.Unsign(dir, first) // an earlier archive's, by that name
+	}
+	if err != nil {
+		for _, c := range written.Chunks {
+			os.Remove(filepath.Join(dir, c.Name))
+		}
+		return nil, fmt.Errorf("%w (the archive's chunks were removed again; run again once this is fixed)", err)
+	}
 	rec := workspace.ArchiveRecord{Seq: seq, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
 	for _, b := range blobs {
 		rec.Blobs = append(rec.Blobs, b.Digest)
@@ -537,6 +562,9 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 	if err != nil {
 		return nil, err
 	}
+	if err := t.checkSignatures(dir, todo); err != nil {
+		return nil, err
+	}
 	if !t.SkipPredecessorCheck && !again {
 		if err := oneWorkspace(workspace.Workspace{Dir: ws}, dir, todo, mirrorRoot.Root()); err != nil {
 			return nil, err
@@ -575,6 +603,21 @@ func (t *Trip) DiskToMirror(ctx context.Context, dir, root string) (*Report, err
 		}
 	}
 	return nil, fmt.Errorf("no archive to apply in %s", dir) // List found at least one
+}
+
+// checkSignatures refuses, with --verify-key, archives of todo whose index
+// its key did not sign, before anything else of them is read.
+func (t *Trip) checkSignatures(dir string, todo []archive.Listed) error {
+	if t.Trust == nil {
+		return nil
+	}
+	for _, a := range todo {
+		if err := t.Trust.VerifyArchive(dir, a.First, a.Index); err != nil {
+			return err
+		}
+		t.Log.Info("archive signature verified", "archive", a.Index.ID, "key", t.Trust.Path(), "fingerprint", t.Trust.Fingerprint())
+	}
+	return nil
 }
 
 // unapplied returns the archives of found (oldest first) that ws has no
@@ -669,6 +712,10 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 		return nil, err
 	}
 	idx := ar.Index()
+	// Again, on the index as read this time (the media may have changed).
+	if err := t.checkSignatures(dir, []archive.Listed{{First: first, Index: idx}}); err != nil {
+		return nil, err
+	}
 	w := workspace.Workspace{Dir: ws}
 	dst, err := t.mirrorRegistry(root)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/archivesign"
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/transfer"
@@ -21,7 +22,7 @@ import (
 
 func newDescribeCommand(g *globalFlags) *cobra.Command {
 	var quick, images bool
-	var output string
+	var output, verifyKey string
 	cmd := &cobra.Command{
 		Use:   "describe file://DIR",
 		Short: "Say what an archive contains, what changed since the one it builds on, and whether it is complete and intact",
@@ -39,6 +40,10 @@ func newDescribeCommand(g *globalFlags) *cobra.Command {
 				return err
 			}
 			dir, err := fileURL("archive", args[0])
+			if err != nil {
+				return err
+			}
+			trust, err := loadVerifyKey(verifyKey)
 			if err != nil {
 				return err
 			}
@@ -68,7 +73,7 @@ func newDescribeCommand(g *globalFlags) *cobra.Command {
 				if len(found) > 1 && output == "text" {
 					fmt.Fprintf(out, "\n[%d/%d] %s\n", i+1, len(found), a.First)
 				}
-				d, check := checkArchive(cmd, g, log, dir, a, quick)
+				d, check := checkArchive(cmd, g, log, dir, a, quick, trust)
 				if d.BasedOn != nil {
 					d.BasedOn.InDirectory = present[d.BasedOn.ID]
 				}
@@ -108,6 +113,7 @@ func newDescribeCommand(g *globalFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&quick, "quick", false, "check chunks are present and sized right, without reading every blob")
 	cmd.Flags().BoolVar(&images, "images", false, "also list every image with its digest")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (json always has every image)")
+	cmd.Flags().StringVar(&verifyKey, "verify-key", "", "check each archive's signature with this public key (cosign.pub) before reading its chunks; an archive it did not sign is refused")
 	return cmd
 }
 
@@ -117,6 +123,9 @@ type describeCheck struct {
 	Intact bool     `json:"intact"`
 	Damage string   `json:"damage,omitempty"`
 	Stray  []string `json:"strayFiles,omitempty"`
+	// Signature: "verified" (--verify-key), "refused" (see Damage),
+	// "unchecked" (a signature file, no --verify-key) or "none".
+	Signature string `json:"signature"`
 }
 
 // describedArchive is one archive in -o json (several archives in one
@@ -130,13 +139,24 @@ type describedArchive struct {
 // checks it: its chunks present and sized right, and (but with quick)
 // every blob against its checksum. An archive that fails a check is still
 // described; check.Damage says what is wrong and what to do.
-func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir string, a archive.Listed, quick bool) (*workspace.Description, describeCheck) {
+func checkArchive(cmd *cobra.Command, g *globalFlags, log *slog.Logger, dir string, a archive.Listed, quick bool, trust *archivesign.Verifier) (*workspace.Description, describeCheck) {
 	d := workspace.Describe(dir, a.Index)
+	sig := "none"
+	switch {
+	case trust != nil:
+		// Before any chunk is read for content.
+		if err := trust.VerifyArchive(dir, a.First, a.Index); err != nil {
+			return d, describeCheck{Quick: quick, Damage: err.Error(), Signature: "refused"}
+		}
+		sig = "verified"
+	case archivesign.Signed(dir, a.First):
+		sig = "unchecked"
+	}
 	r, err := archive.OpenFirst(dir, a.First)
 	if err != nil {
-		return d, describeCheck{Quick: quick, Damage: failure.Message(err)}
+		return d, describeCheck{Quick: quick, Damage: failure.Message(err), Signature: sig}
 	}
-	check := describeCheck{Quick: quick, Stray: r.Stray()}
+	check := describeCheck{Quick: quick, Stray: r.Stray(), Signature: sig}
 	if quick {
 		return d, check
 	}
@@ -221,6 +241,14 @@ func describe(w io.Writer, d *workspace.Description, c describeCheck, images boo
 	}
 	for _, s := range c.Stray {
 		fmt.Fprintf(w, "stray file (not part of this archive): %s\n", s)
+	}
+	switch c.Signature {
+	case "verified":
+		fmt.Fprintln(w, "signed: the index's signature verified with --verify-key")
+	case "unchecked":
+		fmt.Fprintln(w, "signed: a signature file is beside it (check it with --verify-key cosign.pub)")
+	case "none":
+		fmt.Fprintln(w, "signed: no")
 	}
 	switch {
 	case c.Damage != "":

@@ -178,7 +178,7 @@ func TestReadOnlyMedia(t *testing.T) {
 	})
 	code, _, stderr := w.gapmirror("mirror", "--from", "file://"+media, "docker://"+w.dst.Host()+"/m")
 	w.dst.SetWrap(nil)
-	want := "--from file://" + media + ": " + media + " cannot be written (read-only file system): disk-to-mirror keeps its records of the archives applied and its log in " + filepath.Join(media, "working-dir") + "; copy the chunks (mirror_*.tar) to a writable directory"
+	want := "--from file://" + media + ": " + media + " cannot be written (read-only file system): disk-to-mirror keeps its records of the archives applied and its log in " + filepath.Join(media, "working-dir") + "; copy the archive (mirror_*: the chunks and any signature) to a writable directory"
 	if code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("read-only --from: exit %d, want 1 and %q:\n%s", code, want, stderr)
 	}

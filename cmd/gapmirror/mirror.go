@@ -40,6 +40,8 @@ type mirrorFlags struct {
 	removeSigs     bool
 	securePolicy   bool
 	policy         string
+	signKey        string
+	verifyKey      string
 }
 
 func newMirrorCommand(g *globalFlags) *cobra.Command {
@@ -81,6 +83,8 @@ func addMirrorFlags(fl *pflag.FlagSet, f *mirrorFlags) {
 	fl.BoolVar(&f.removeSigs, "remove-signatures", false, "do not look for or mirror the images' sigstore (cosign) signatures, the sha256-<digest>.sig tags next to them (mirrored by default, as oc-mirror 4.21 does)")
 	fl.BoolVar(&f.securePolicy, "secure-policy", false, "mirror-to-disk, mirror-to-mirror: mirror only images the signature policy accepts (--policy, else /etc/containers/policy.json); cosign signatures are read from the sha256-<digest>.sig tags")
 	fl.StringVar(&f.policy, "policy", "", "with --secure-policy: the containers policy.json to verify images with")
+	fl.StringVar(&f.signKey, "sign-key", "", "mirror-to-disk: sign the archive's index with this private key (cosign's format, see generate-key-pair; its password from COSIGN_PASSWORD or the terminal)")
+	fl.StringVar(&f.verifyKey, "verify-key", "", "disk-to-mirror: refuse, before reading or pushing anything of it, an archive this public key (cosign.pub) did not sign")
 	addReleaseFlags(fl, &f.releases)
 	addRefusals(fl, refusedMirror)
 }
@@ -209,6 +213,19 @@ func prepareMirror(g *globalFlags, f *mirrorFlags, target string) (*mirror.Trip,
 	if line, err = checkMirrorLine(f, target); err != nil {
 		return nil, line, err
 	}
+	if f.signKey != "" && line.mode != "mirror-to-disk" {
+		return nil, line, fmt.Errorf("--sign-key signs the archive mirror-to-disk writes (a file:// destination), not %s: give --verify-key with the public key to disk-to-mirror", line.mode)
+	}
+	if f.verifyKey != "" && line.mode != "disk-to-mirror" {
+		return nil, line, fmt.Errorf("--verify-key checks the archive disk-to-mirror pushes (--from file://DIR), not %s: give --sign-key with the private key to mirror-to-disk", line.mode)
+	}
+	// Read now: a wrong key or password fails before anything is downloaded.
+	if trip.Signer, err = loadSignKey(f.signKey, g.stderr); err != nil {
+		return nil, line, err
+	}
+	if trip.Trust, err = loadVerifyKey(f.verifyKey); err != nil {
+		return nil, line, err
+	}
 	if f.config != "" {
 		cfg, err := loadConfig(f.config)
 		if err != nil {
@@ -291,7 +308,7 @@ func checkArchiveDir(from, dir string) error {
 		wd = dir
 	}
 	if err := unix.Access(wd, unix.W_OK); err != nil {
-		return fmt.Errorf("--from %s: %s cannot be written (%v): disk-to-mirror keeps its records of the archives applied and its log in %s; copy the chunks (mirror_*.tar) to a writable directory and give that to --from",
+		return fmt.Errorf("--from %s: %s cannot be written (%v): disk-to-mirror keeps its records of the archives applied and its log in %s; copy the archive (mirror_*: the chunks and any signature) to a writable directory and give that to --from",
 			from, wd, err, filepath.Join(dir, workspace.WorkingDir))
 	}
 	return nil

@@ -154,7 +154,7 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	addMirrorFlags(root.Flags(), f)
 	root.AddCommand(newMirrorCommand(g), newDescribeCommand(g), newVerifyCommand(g), newVersionCommand())
 	root.AddCommand(newListCommand(g), newDeleteCommand(g))
-	root.AddCommand(newServeCommand(g))
+	root.AddCommand(newServeCommand(g), newGenerateKeyPairCommand())
 	refuseFirst(root)
 	return root
 }

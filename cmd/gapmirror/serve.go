@@ -17,6 +17,7 @@ import (
 	"go.podman.io/image/v5/types"
 
 	"github.com/gapmirror/gapmirror/archive"
+	"github.com/gapmirror/gapmirror/archivesign"
 	"github.com/gapmirror/gapmirror/mirror"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/serve"
@@ -32,6 +33,7 @@ type serveFlags struct {
 	skipPredCheck  bool
 	parallelImages int
 	shutdownWait   time.Duration
+	verifyKey      string
 }
 
 func newServeCommand(g *globalFlags) *cobra.Command {
@@ -64,6 +66,7 @@ See docs/serve.md.`,
 	fl.BoolVar(&f.prune, "prune", false, "with --from: delete what earlier pushes from this archive directory put in the registry and the image set no longer holds")
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "with --from: apply an incremental archive even though this directory has no record of applying the archive it builds on")
 	fl.IntVar(&f.parallelImages, "parallel-images", 8, "with --from: images pushed at once (1-64)")
+	fl.StringVar(&f.verifyKey, "verify-key", "", "with --from: refuse, before pushing anything, an archive this public key (cosign.pub) did not sign (the registry then stops)")
 	fl.StringVar(&f.opts.Address, "address", serve.DefaultAddress, "listen address HOST:PORT; this machine only by default, 0.0.0.0:5000 to serve other hosts")
 	fl.StringVar(&f.opts.Hostname, "hostname", "", "the name clients use for the registry (in the certificate, the cluster resources and the --from push); default the --address host, or this machine's host name on 0.0.0.0")
 	fl.StringVar(&f.opts.TLSCert, "tls-cert", "", "certificate (PEM, with its chain) to serve instead of the generated one; with --tls-key")
@@ -92,8 +95,11 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 		if push, err = checkPushInputs(g, f.from); err != nil {
 			return err
 		}
-	} else if f.prefix != "" || f.prune || f.skipPredCheck {
-		return errors.New("--prefix, --prune and --skip-predecessor-check go with --from file://ARCHIVE_DIR")
+		if push.trust, err = loadVerifyKey(f.verifyKey); err != nil {
+			return err
+		}
+	} else if f.prefix != "" || f.prune || f.skipPredCheck || f.verifyKey != "" {
+		return errors.New("--prefix, --prune, --skip-predecessor-check and --verify-key go with --from file://ARCHIVE_DIR")
 	}
 	if f.opts.PlainHTTP {
 		if host, _, err := net.SplitHostPort(f.opts.Address); err == nil {
@@ -156,6 +162,7 @@ func runServe(cmd *cobra.Command, g *globalFlags, f *serveFlags) error {
 type pushInputs struct {
 	archiveDir, storeDir string
 	upstream             transfer.RegistryOptions
+	trust                *archivesign.Verifier
 }
 
 // checkPushInputs checks --from (a directory holding an archive) and the
@@ -218,6 +225,7 @@ func pushArchive(ctx context.Context, cmd *cobra.Command, g *globalFlags, log *s
 		},
 		SkipPredecessorCheck: f.skipPredCheck,
 		Prune:                f.prune,
+		Trust:                p.trust,
 	}
 	root := srv.Name()
 	if p := strings.Trim(f.prefix, "/"); p != "" {
