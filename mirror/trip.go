@@ -751,7 +751,7 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 		BlockedByArchive: rebuilt != nil || t.Config != nil && plan.Config != ""}
 	r := &run{t: t, ws: w, plan: plan, rep: rep}
 	name := filepath.Join(dir, first)
-	src := rebuilt.source(&transfer.ArchiveSource{Archive: ar, Name: name, Mirror: dst})
+	src := rebuilt.Source(&transfer.ArchiveSource{Archive: ar, Name: name, Mirror: dst})
 	return r.toMirror(ctx, dst, src, func() *transfer.Result {
 		t.Log.Info("pushing archive to the mirror", "archive", name, "id", idx.ID, "mirror", dst.Root(), "images", len(set.Images))
 		return transfer.CopyPlanned(ctx, set, src, dst, t.Copy)
