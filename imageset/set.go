@@ -253,6 +253,9 @@ func CountSignatures(images []Image) int {
 
 // Referrers counts the referrer entries of the set by kind (ReferrerKind).
 func (s *Set) Referrers() map[string]int {
+	if s == nil {
+		return nil
+	}
 	n := map[string]int{}
 	for _, img := range s.Images {
 		if img.Kind == KindReferrer {

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"go.podman.io/image/v5/types"
+
+	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/registryapi"
+)
+
+// referrersHost is a registry a referrers test mirrors from or to:
+// distribution (no referrers API: the tag schema) or go-containerregistry's
+// registry (the API).
+type referrersHost interface {
+	Host() string
+	URL() string
+}
+
+func referrersRegistry(t *testing.T, api bool) referrersHost {
+	if api {
+		return registrytest.StartReferrersAPI(t)
+	}
+	return registrytest.Start(t, registrytest.Options{})
+}
+
+// referredWorld is three images upstream with referrers attached as cosign
+// v3, in-toto, SBOM and Notation tools attach them: app (one manifest) with
+// a sigstore bundle, an in-toto attestation, an SPDX SBOM and a Notation
+// signature of the SBOM; multi (an index) with a bundle on the index and an
+// attestation on its first platform manifest; pinned (named by digest)
+// with a bundle.
+type referredWorld struct {
+	*world
+	src, dst referrersHost
+	images   map[string]example
+	// refs: subject (repo@digest) → referrers upstream, by kind.
+	refs map[string]map[digest.Digest]string
+}
+
+func newReferredWorld(t *testing.T, srcAPI, dstAPI bool) *referredWorld {
+	w := &referredWorld{world: newWorld(t, registrytest.Options{}), src: referrersRegistry(t, srcAPI), dst: referrersRegistry(t, dstAPI),
+		images: map[string]example{}, refs: map[string]map[digest.Digest]string{}}
+	ctx := context.Background()
+	target := imagebuilder.Target{URL: w.src.URL()}
+	attach := func(repo string, subject ocispec.Descriptor, artifactType, layerType, kind, payload string) *imagebuilder.Image {
+		r, err := imagebuilder.Referrer(subject, artifactType, layerType, []byte(payload), map[string]string{"org.opencontainers.image.created": "2026-11-27T00:00:00Z"})
+		must(t, err)
+		must(t, imagebuilder.PushReferrer(ctx, target, repo, r))
+		key := repo + "@" + subject.Digest.String()
+		if w.refs[key] == nil {
+			w.refs[key] = map[digest.Digest]string{}
+		}
+		w.refs[key][r.Digest] = kind
+		return r
+	}
+	desc := func(img *imagebuilder.Image) ocispec.Descriptor {
+		return ocispec.Descriptor{MediaType: img.MediaType, Digest: img.Digest, Size: int64(len(img.Manifest))}
+	}
+	app, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(11, 4096)}})
+	must(t, err)
+	must(t, imagebuilder.Push(ctx, target, "apps/app", "v1", app))
+	w.images["app"] = example{Ref: w.src.Host() + "/apps/app:v1", Repo: "apps/app", Tag: "v1", Digest: app.Digest}
+	attach("apps/app", desc(app), imagebuilder.SigstoreBundleType, "", "signatures", `{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","app":1}`)
+	attach("apps/app", desc(app), imagebuilder.InTotoType, "", "attestations", `{"_type":"https://in-toto.io/Statement/v1","app":1}`)
+	sbom := attach("apps/app", desc(app), imagebuilder.SPDXType, "", "sbom", `{"spdxVersion":"SPDX-2.3","name":"app"}`)
+	attach("apps/app", desc(sbom), imagebuilder.NotationType, "application/jose+json", "notation", `{"payload":"sbom"}`)
+
+	multi, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(12, 4096)}},
+		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "arm64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(13, 4096)}},
+	}})
+	must(t, err)
+	must(t, imagebuilder.PushIndex(ctx, target, "apps/multi", "v1", multi))
+	w.images["multi"] = example{Ref: w.src.Host() + "/apps/multi:v1", Repo: "apps/multi", Tag: "v1", Digest: multi.Digest}
+	attach("apps/multi", multi.Descriptor(), imagebuilder.SigstoreBundleType, "", "signatures", `{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","multi":1}`)
+	attach("apps/multi", multi.Images[0].Descriptor(), imagebuilder.InTotoType, "", "attestations", `{"_type":"https://in-toto.io/Statement/v1","amd64":1}`)
+
+	pinned, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(14, 4096)}})
+	must(t, err)
+	must(t, imagebuilder.Push(ctx, target, "tools/pinned", "v1", pinned))
+	w.images["pinned"] = example{Ref: w.src.Host() + "/tools/pinned@" + pinned.Digest.String(), Repo: "tools/pinned", Tag: "sha256-" + pinned.Digest.Encoded(), Digest: pinned.Digest}
+	attach("tools/pinned", desc(pinned), imagebuilder.SigstoreBundleType, "", "signatures", `{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","pinned":1}`)
+	return w
+}
+
+func (w *referredWorld) referredISC() string {
+	var b strings.Builder
+	b.WriteString("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n")
+	for _, k := range []string{"app", "multi", "pinned"} {
+		fmt.Fprintf(&b, "  - name: %s\n", w.images[k].Ref)
+	}
+	path := filepath.Join(w.dir, "referred.yaml")
+	must(w.t, os.WriteFile(path, []byte(b.String()), 0o644))
+	return path
+}
+
+// assertReferrers checks, through the referrers API or the tag schema as
+// the mirror offers, that every subject under prefix lists exactly the
+// referrers of the kinds wanted, each whole at the mirror by digest.
+func (w *referredWorld) assertReferrers(prefix string, kinds ...string) {
+	t := w.t
+	t.Helper()
+	ctx := context.Background()
+	c, err := registryapi.NewClient(w.dst.Host(), &types.SystemContext{DockerInsecureSkipTLSVerify: types.OptionalBoolTrue, AuthFilePath: w.authFile})
+	must(t, err)
+	for subject, refs := range w.refs {
+		repo, d, _ := strings.Cut(subject, "@")
+		var want []string
+		for r, kind := range refs {
+			if slices.Contains(kinds, kind) {
+				want = append(want, r.String())
+			}
+		}
+		listed, fallback, err := c.Referrers(ctx, prefix+"/"+repo, digest.Digest(d), "")
+		must(t, err)
+		var got []string
+		for _, l := range listed {
+			got = append(got, l.Digest.String())
+		}
+		if fallback && digest.Digest(d) == w.images["pinned"].Digest {
+			// The image is tagged sha256-<hex> there: its referrers are
+			// copied, not listed.
+			got = want
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("referrers of %s/%s@%s at the mirror (tag schema %v): %v, want %v", prefix, repo, d, fallback, got, want)
+		}
+		for _, r := range want {
+			data, _, err := c.Manifest(ctx, prefix+"/"+repo, r)
+			if err != nil || digest.FromBytes(data).String() != r {
+				t.Errorf("referrer %s/%s@%s not whole at the mirror: %v", prefix, repo, r, err)
+			}
+		}
+	}
+}
+
+// TestReferrersThreeTrips: OCI 1.1 referrers (cosign v3 bundles, in-toto
+// attestations, an SPDX SBOM, a Notation signature of the SBOM) travel
+// with their images through mirror-to-disk, disk-to-mirror and
+// mirror-to-mirror, from a source with and without the referrers API to a
+// destination with and without it (where the tag schema index is
+// written); --referrers chooses the kinds (signatures and attestations by
+// default), --remove-signatures takes the signatures out, the summary and
+// the dry run count them by kind, and a no-change rerun copies nothing.
+func TestReferrersThreeTrips(t *testing.T) {
+	for _, c := range []struct{ src, dst bool }{{false, false}, {true, true}, {false, true}, {true, false}} {
+		t.Run(fmt.Sprintf("srcAPI=%v,dstAPI=%v", c.src, c.dst), func(t *testing.T) {
+			t.Parallel()
+			w := newReferredWorld(t, c.src, c.dst)
+			isc := w.referredISC()
+			all := []string{"signatures", "attestations", "sbom", "notation"}
+
+			code, out, _ := w.gapmirror("mirror", "-c", isc, "--dry-run", "--referrers=all", "--workspace", "file://"+filepath.Join(w.dir, "dry"), "docker://"+w.dst.Host()+"/dry")
+			if code != 0 || !strings.Contains(out, "3 images and referrers (3 signatures, 2 attestations, 1 sbom, 1 notation) planned") {
+				t.Fatalf("dry run: exit %d:\n%s", code, out)
+			}
+			archiveDir := filepath.Join(w.dir, "archive")
+			code, out, _ = w.gapmirror("mirror", "-c", isc, "--referrers=all", "file://"+archiveDir)
+			if code != 0 || !strings.Contains(out, "signatures and referrers (3 signatures, 2 attestations, 1 sbom, 1 notation): 7 copied") {
+				t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
+			}
+			code, out, _ = w.gapmirror("mirror", "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/d2m")
+			if code != 0 || !strings.Contains(out, "7 copied") {
+				t.Fatalf("disk-to-mirror: exit %d:\n%s", code, out)
+			}
+			w.assertReferrers("d2m", all...)
+
+			ws := "file://" + filepath.Join(w.dir, "ws")
+			code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", ws, "docker://"+w.dst.Host()+"/m2m")
+			if code != 0 || !strings.Contains(out, "signatures and referrers (3 signatures, 2 attestations): 5 copied") {
+				t.Fatalf("mirror-to-mirror: exit %d:\n%s", code, out)
+			}
+			w.assertReferrers("m2m", "signatures", "attestations")
+			code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", ws, "docker://"+w.dst.Host()+"/m2m")
+			if code != 0 || !strings.Contains(out, "0 copied, 3 already at the destination") || !strings.Contains(out, "0 copied, 5 already at the destination") {
+				t.Errorf("no-change rerun: exit %d:\n%s", code, out)
+			}
+			code, out, _ = w.gapmirror("mirror", "-c", isc, "--referrers=sbom,notation", "--remove-signatures", "--workspace", "file://"+filepath.Join(w.dir, "ws2"), "docker://"+w.dst.Host()+"/nosig")
+			if code != 0 || !strings.Contains(out, "signatures and referrers (1 sbom): 1 copied") {
+				t.Errorf("--remove-signatures: exit %d:\n%s", code, out)
+			}
+		})
+	}
+}
