@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -68,10 +69,14 @@ func (s Search) Verify(ctx context.Context, policyPath string, set *imageset.Set
 	refusals := make([]error, len(images))
 	parallel := max(s.Parallel, 1)
 	// A PolicyContext is not safe for concurrent use: one evaluation at a
-	// time, the image sources opened in parallel.
+	// time, the image sources opened (and bundles read) in parallel.
 	var mu sync.Mutex
+	keyDir := ""
+	if policyPath != "" {
+		keyDir = filepath.Dir(policyPath)
+	}
 	parallelDo(len(images), parallel, func(i int) {
-		refusals[i] = allowed(ctx, pc, &mu, &sys, up, images[i])
+		refusals[i] = allowed(ctx, policyCheck{pc, &mu, policy, keyDir}, &sys, up, images[i])
 	})
 	refused := map[string]bool{} // destination repo @ digest
 	for i, img := range images {
@@ -95,8 +100,22 @@ func (s Search) Verify(ctx context.Context, policyPath string, set *imageset.Set
 	return nil
 }
 
-// allowed is nil when the policy accepts img, else why it refuses it.
-func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, sys *types.SystemContext, up *transfer.Registry, img imageset.Image) error {
+// policyCheck is the policy an image is checked against.
+type policyCheck struct {
+	pc *signature.PolicyContext
+	// mu: a PolicyContext is not safe for concurrent use.
+	mu     *sync.Mutex
+	policy *signature.Policy
+	// keyDir is where relative key paths are (the policy file's directory).
+	keyDir string
+}
+
+// allowed is nil when the policy accepts img, else why it refuses it. A
+// manifest is accepted when the policy accepts its signatures under the
+// sha256-<hex>.sig tag scheme (containers/image's check) or, where that
+// fails, the cosign v3 bundles attached to it as OCI 1.1 referrers
+// (bundlesAllowed).
+func allowed(ctx context.Context, p policyCheck, sys *types.SystemContext, up *transfer.Registry, img imageset.Image) error {
 	named, err := reference.ParseNormalizedNamed(img.Source)
 	if err != nil {
 		return err
@@ -114,20 +133,45 @@ func allowed(ctx context.Context, pc *signature.PolicyContext, mu *sync.Mutex, s
 		return fmt.Errorf("not verified: reading the image: %w", failure.Explain(err, img.Source))
 	}
 	defer src.Close()
+	rule := newBundleRule(requirementsFor(p.policy, ref), p.keyDir)
+	var data []byte
+	var manifestErr error
+	read := false
+	manifest := func() ([]byte, error) { // read once, and only for a refused image
+		if !read {
+			data, _, manifestErr = src.GetManifest(ctx, nil)
+			read = true
+		}
+		return data, manifestErr
+	}
 	check := func(instance *digest.Digest) error {
-		mu.Lock()
-		defer mu.Unlock()
-		ok, err := pc.IsRunningImageAllowed(ctx, image.UnparsedInstance(src, instance))
+		p.mu.Lock()
+		ok, err := p.pc.IsRunningImageAllowed(ctx, image.UnparsedInstance(src, instance))
+		p.mu.Unlock()
 		if !ok && err == nil {
 			err = errors.New("refused")
 		}
-		return err
+		if err == nil || rule.unable != "" {
+			return err
+		}
+		d := digest.Digest(img.Digest)
+		if instance != nil {
+			d = *instance
+		} else if d == "" {
+			if data, err := manifest(); err == nil {
+				d = digest.FromBytes(data)
+			}
+		}
+		if bundleErr := bundlesAllowed(ctx, up, img, d, rule); bundleErr != nil {
+			return fmt.Errorf("tag-scheme signatures (sha256-<hex>.sig): %w; %w", err, bundleErr)
+		}
+		return nil
 	}
 	topErr := check(nil)
 	if topErr == nil {
 		return nil
 	}
-	data, _, err := src.GetManifest(ctx, nil)
+	data, err = manifest()
 	if err == nil && transfer.IsIndex(transfer.MediaTypeOf(data)) {
 		if kids, err := transfer.Children(data); err == nil && len(kids) > 0 {
 			var kidErr error
