@@ -898,7 +898,7 @@ func withoutSignatures(set *imageset.Set) *imageset.Set {
 	out := &imageset.Set{FormatVersion: set.FormatVersion}
 	sigs := imageset.ReferrerChoice{imageset.ReferrersSignatures: true, imageset.ReferrersNotation: true}
 	for _, img := range set.Images {
-		if img.Kind != imageset.KindSignature && (img.Kind != imageset.KindReferrer || !sigs.Wants(img.ArtifactType)) {
+		if img.Kind != imageset.KindSignature && (img.Kind != imageset.KindReferrer || !sigs.Wants(img.ArtifactType, img.PredicateType)) {
 			out.Images = append(out.Images, img)
 		}
 	}

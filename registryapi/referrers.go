@@ -150,6 +150,9 @@ func (c *Client) trueArtifactTypes(ctx context.Context, repo string, refs []v1.D
 			return nil, fmt.Errorf("referrer %s/%s@%s: %w", c.host, repo, r.Digest, err)
 		}
 		refs[i].ArtifactType = d.ArtifactType
+		if refs[i].Annotations == nil {
+			refs[i].Annotations = d.Annotations
+		}
 	}
 	return refs, nil
 }

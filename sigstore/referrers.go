@@ -102,7 +102,7 @@ func (s Search) AddReferrers(ctx context.Context, set *imageset.Set, platforms m
 				continue
 			}
 			for _, r := range a.refs {
-				if !choice.Wants(r.ArtifactType) {
+				if !choice.Wants(r.ArtifactType, r.Annotations[imageset.PredicateTypeAnnotation]) {
 					st.Skipped++
 					continue
 				}
@@ -136,18 +136,20 @@ func (s Search) AddReferrers(ctx context.Context, set *imageset.Set, platforms m
 				if subject != tg.manifest {
 					what = fmt.Sprintf("%s (manifest %s)", tg.img.Origin, subject)
 				}
-				kind := imageset.ReferrerKind(r.ArtifactType)
+				pt := r.Annotations[imageset.PredicateTypeAnnotation]
+				kind := imageset.ReferrerKind(r.ArtifactType, pt)
 				ref := imageset.Image{
-					Source:       tg.repo + "@" + d.String(),
-					Origin:       tg.repo + "@" + d.String(),
-					Digest:       d.String(),
-					Destination:  tg.img.DestinationRepo() + "@" + d.String(),
-					Kind:         imageset.KindReferrer,
-					Why:          []string{fmt.Sprintf("referrer (%s, %s) of %s", kind, r.ArtifactType, what)},
-					AlsoKinds:    append([]imageset.Kind{tg.img.Kind}, tg.img.AlsoKinds...),
-					SignatureOf:  tg.img.Digest,
-					Subject:      subject.String(),
-					ArtifactType: r.ArtifactType,
+					Source:        tg.repo + "@" + d.String(),
+					Origin:        tg.repo + "@" + d.String(),
+					Digest:        d.String(),
+					Destination:   tg.img.DestinationRepo() + "@" + d.String(),
+					Kind:          imageset.KindReferrer,
+					Why:           []string{fmt.Sprintf("referrer (%s, %s) of %s", kind, r.ArtifactType, what)},
+					AlsoKinds:     append([]imageset.Kind{tg.img.Kind}, tg.img.AlsoKinds...),
+					SignatureOf:   tg.img.Digest,
+					Subject:       subject.String(),
+					ArtifactType:  r.ArtifactType,
+					PredicateType: pt,
 					// At a mirror without the referrers API the index
 					// would go to the tag the image itself has.
 					SubjectTagged: subject == tg.manifest && tg.img.DestinationTag() == imageset.DigestTag(subject),

@@ -13,6 +13,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"go.podman.io/image/v5/types"
 
+	"github.com/gapmirror/gapmirror/internal/cosigntest"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 	"github.com/gapmirror/gapmirror/registryapi"
@@ -34,11 +35,12 @@ func referrersRegistry(t *testing.T, api bool) referrersHost {
 }
 
 // referredWorld is three images upstream with referrers attached as cosign
-// v3, in-toto, SBOM and Notation tools attach them: app (one manifest) with
-// a sigstore bundle, an in-toto attestation, an SPDX SBOM and a Notation
-// signature of the SBOM; multi (an index) with a bundle on the index and an
-// attestation on its first platform manifest; pinned (named by digest)
-// with a bundle.
+// v3, oras and notation attach them (internal/cosigntest: real keys, real
+// signatures): app (one manifest) with a cosign signature bundle, a SLSA
+// attestation bundle, an SPDX SBOM, a Notation signature and a cosign
+// signature of the SBOM; multi (an index) with a signature of the index and
+// an attestation of its first platform manifest; pinned (named by digest)
+// with a signature.
 type referredWorld struct {
 	*world
 	src, dst referrersHost
@@ -52,15 +54,17 @@ func newReferredWorld(t *testing.T, srcAPI, dstAPI bool) *referredWorld {
 		images: map[string]example{}, refs: map[string]map[digest.Digest]string{}}
 	ctx := context.Background()
 	target := imagebuilder.Target{URL: w.src.URL()}
-	attach := func(repo string, subject ocispec.Descriptor, artifactType, layerType, kind, payload string) *imagebuilder.Image {
-		r, err := imagebuilder.Referrer(subject, artifactType, layerType, []byte(payload), map[string]string{"org.opencontainers.image.created": "2026-11-27T00:00:00Z"})
+	_, tagSchema := w.src.(*registrytest.Registry)
+	key := cosigntest.NewKey("referrers")
+	attach := func(repo, kind string, r *cosigntest.Referrer, err error) *cosigntest.Referrer {
+		t.Helper()
 		must(t, err)
-		must(t, imagebuilder.PushReferrer(ctx, target, repo, r))
-		key := repo + "@" + subject.Digest.String()
-		if w.refs[key] == nil {
-			w.refs[key] = map[digest.Digest]string{}
+		must(t, cosigntest.Push(ctx, target, repo, r, tagSchema))
+		k := repo + "@" + r.Subject.Digest.String()
+		if w.refs[k] == nil {
+			w.refs[k] = map[digest.Digest]string{}
 		}
-		w.refs[key][r.Digest] = kind
+		w.refs[k][r.Digest] = kind
 		return r
 	}
 	desc := func(img *imagebuilder.Image) ocispec.Descriptor {
@@ -70,10 +74,11 @@ func newReferredWorld(t *testing.T, srcAPI, dstAPI bool) *referredWorld {
 	must(t, err)
 	must(t, imagebuilder.Push(ctx, target, "apps/app", "v1", app))
 	w.images["app"] = example{Ref: w.src.Host() + "/apps/app:v1", Repo: "apps/app", Tag: "v1", Digest: app.Digest}
-	attach("apps/app", desc(app), imagebuilder.SigstoreBundleType, "", "signatures", `{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","app":1}`)
-	attach("apps/app", desc(app), imagebuilder.InTotoType, "", "attestations", `{"_type":"https://in-toto.io/Statement/v1","app":1}`)
-	sbom := attach("apps/app", desc(app), imagebuilder.SPDXType, "", "sbom", `{"spdxVersion":"SPDX-2.3","name":"app"}`)
-	attach("apps/app", desc(sbom), imagebuilder.NotationType, "application/jose+json", "notation", `{"payload":"sbom"}`)
+	all, err := cosigntest.All(key, desc(app)) // signature, attestation, SBOM, Notation, signature of the SBOM
+	must(t, err)
+	for i, kind := range []string{"signatures", "attestations", "sbom", "notation", "signatures"} {
+		attach("apps/app", kind, all[i], nil)
+	}
 
 	multi, err := imagebuilder.BuildIndex(imagebuilder.IndexSpec{Images: []imagebuilder.ImageSpec{
 		{Platform: imagebuilder.Platform{OS: "linux", Architecture: "amd64"}, Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(12, 4096)}},
@@ -82,14 +87,17 @@ func newReferredWorld(t *testing.T, srcAPI, dstAPI bool) *referredWorld {
 	must(t, err)
 	must(t, imagebuilder.PushIndex(ctx, target, "apps/multi", "v1", multi))
 	w.images["multi"] = example{Ref: w.src.Host() + "/apps/multi:v1", Repo: "apps/multi", Tag: "v1", Digest: multi.Digest}
-	attach("apps/multi", multi.Descriptor(), imagebuilder.SigstoreBundleType, "", "signatures", `{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","multi":1}`)
-	attach("apps/multi", multi.Images[0].Descriptor(), imagebuilder.InTotoType, "", "attestations", `{"_type":"https://in-toto.io/Statement/v1","amd64":1}`)
+	r, err := cosigntest.Signature(key, multi.Descriptor())
+	attach("apps/multi", "signatures", r, err)
+	r, err = cosigntest.Attestation(key, multi.Images[0].Descriptor(), "https://gapmirror.example/amd64")
+	attach("apps/multi", "attestations", r, err)
 
 	pinned, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(14, 4096)}})
 	must(t, err)
 	must(t, imagebuilder.Push(ctx, target, "tools/pinned", "v1", pinned))
 	w.images["pinned"] = example{Ref: w.src.Host() + "/tools/pinned@" + pinned.Digest.String(), Repo: "tools/pinned", Tag: "sha256-" + pinned.Digest.Encoded(), Digest: pinned.Digest}
-	attach("tools/pinned", desc(pinned), imagebuilder.SigstoreBundleType, "", "signatures", `{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json","pinned":1}`)
+	r, err = cosigntest.Signature(key, desc(pinned))
+	attach("tools/pinned", "signatures", r, err)
 	return w
 }
 
@@ -113,8 +121,17 @@ func (w *referredWorld) assertReferrers(prefix string, kinds ...string) {
 	ctx := context.Background()
 	c, err := registryapi.NewClient(w.dst.Host(), &types.SystemContext{DockerInsecureSkipTLSVerify: types.OptionalBoolTrue, AuthFilePath: w.authFile})
 	must(t, err)
+	kindOf := map[digest.Digest]string{}
+	for _, refs := range w.refs {
+		for r, kind := range refs {
+			kindOf[r] = kind
+		}
+	}
 	for subject, refs := range w.refs {
 		repo, d, _ := strings.Cut(subject, "@")
+		if kind, ok := kindOf[digest.Digest(d)]; ok && !slices.Contains(kinds, kind) {
+			continue // a referrer not mirrored: nor are its referrers
+		}
 		var want []string
 		for r, kind := range refs {
 			if slices.Contains(kinds, kind) {
@@ -163,16 +180,16 @@ func TestReferrersThreeTrips(t *testing.T) {
 			all := []string{"signatures", "attestations", "sbom", "notation"}
 
 			code, out, _ := w.gapmirror("mirror", "-c", isc, "--dry-run", "--referrers=all", "--workspace", "file://"+filepath.Join(w.dir, "dry"), "docker://"+w.dst.Host()+"/dry")
-			if code != 0 || !strings.Contains(out, "3 images and referrers (3 signatures, 2 attestations, 1 sbom, 1 notation) planned") {
+			if code != 0 || !strings.Contains(out, "3 images and referrers (4 signatures, 2 attestations, 1 sbom, 1 notation) planned") {
 				t.Fatalf("dry run: exit %d:\n%s", code, out)
 			}
 			archiveDir := filepath.Join(w.dir, "archive")
 			code, out, _ = w.gapmirror("mirror", "-c", isc, "--referrers=all", "file://"+archiveDir)
-			if code != 0 || !strings.Contains(out, "signatures and referrers (3 signatures, 2 attestations, 1 sbom, 1 notation): 7 copied") {
+			if code != 0 || !strings.Contains(out, "signatures and referrers (4 signatures, 2 attestations, 1 sbom, 1 notation): 8 copied") {
 				t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
 			}
 			code, out, _ = w.gapmirror("mirror", "--from", "file://"+archiveDir, "docker://"+w.dst.Host()+"/d2m")
-			if code != 0 || !strings.Contains(out, "7 copied") {
+			if code != 0 || !strings.Contains(out, "8 copied") {
 				t.Fatalf("disk-to-mirror: exit %d:\n%s", code, out)
 			}
 			w.assertReferrers("d2m", all...)
