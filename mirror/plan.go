@@ -141,7 +141,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		}
 		t.Log.Debug(what, "image", f.Origin, "why", f.Why, "error", failure.Message(f.Err))
 	}
-	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
+	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures()-total(set.Referrers()), "signatures", set.Signatures(), "referrers", total(set.Referrers()), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	plan.Blocked, plan.Unresolved = res.Blocked, unresolved(res.Failed)
 	if t.Config != nil {
 		cfg, err := imageset.MarshalYAML(imageset.Redacted(t.Config))

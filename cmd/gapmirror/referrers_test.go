@@ -105,7 +105,9 @@ func (w *referredWorld) referredISC() string {
 	var b strings.Builder
 	b.WriteString("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n")
 	for _, k := range []string{"app", "multi", "pinned"} {
-		fmt.Fprintf(&b, "  - name: %s\n", w.images[k].Ref)
+		if ex, ok := w.images[k]; ok {
+			fmt.Fprintf(&b, "  - name: %s\n", ex.Ref)
+		}
 	}
 	path := filepath.Join(w.dir, "referred.yaml")
 	must(w.t, os.WriteFile(path, []byte(b.String()), 0o644))
@@ -208,6 +210,87 @@ func TestReferrersThreeTrips(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "signatures and referrers (1 sbom): 1 copied") {
 				t.Errorf("--remove-signatures: exit %d:\n%s", code, out)
 			}
+		})
+	}
+}
+
+// present reports whether the mirror has manifest repo@d.
+func (w *referredWorld) present(repo string, d digest.Digest) bool {
+	c, err := registryapi.NewClient(w.dst.Host(), &types.SystemContext{DockerInsecureSkipTLSVerify: types.OptionalBoolTrue, AuthFilePath: w.authFile})
+	must(w.t, err)
+	_, _, err = c.Head(context.Background(), repo, d.String())
+	if err != nil && !registryapi.IsNotFound(err) {
+		w.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestReferrersPruneAndDelete: pruning an image prunes its referrers (and
+// their referrers, and its referrers tag schema index where the mirror has
+// no referrers API); delete removes those of the images it deletes; the
+// referrers of images that stay, stay.
+func TestReferrersPruneAndDelete(t *testing.T) {
+	for _, dstAPI := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dstAPI=%v", dstAPI), func(t *testing.T) {
+			t.Parallel()
+			w := newReferredWorld(t, false, dstAPI)
+			ws := "file://" + filepath.Join(w.dir, "ws")
+			root := "docker://" + w.dst.Host() + "/m2m"
+			if code, _, _ := w.gapmirror("mirror", "-c", w.referredISC(), "--referrers=all", "--workspace", ws, root); code != 0 {
+				t.Fatalf("first run exit %d", code)
+			}
+			all := []string{"signatures", "attestations", "sbom", "notation"}
+			app := w.images["app"]
+			appRefs := map[digest.Digest]bool{}
+			for subject, refs := range w.refs {
+				if strings.HasPrefix(subject, "apps/app@") {
+					for r := range refs {
+						appRefs[r] = true
+					}
+					delete(w.refs, subject)
+				}
+			}
+			delete(w.images, "app")
+			code, out, _ := w.gapmirror("mirror", "-c", w.referredISC(), "--referrers=all", "--prune", "--workspace", ws, root)
+			if code != 0 {
+				t.Fatalf("prune run exit %d:\n%s", code, out)
+			}
+			for r := range appRefs {
+				if w.present("m2m/apps/app", r) {
+					t.Errorf("referrer %s of the pruned image is still at the mirror", r)
+				}
+			}
+			if w.present("m2m/apps/app", app.Digest) {
+				t.Errorf("pruned image still at the mirror")
+			}
+			if !dstAPI {
+				if d, err := w.dst.(*registrytest.Registry).ManifestDigest("m2m/apps/app", "sha256-"+app.Digest.Encoded()); err == nil {
+					t.Errorf("the referrers index of the pruned image is still tagged at the mirror: %s", d)
+				}
+			}
+			w.assertReferrers("m2m", all...)
+
+			multi := w.images["multi"]
+			disc := filepath.Join(w.dir, "disc.yaml")
+			must(t, os.WriteFile(disc, []byte("kind: DeleteImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\ndelete:\n  additionalImages:\n  - name: "+multi.Ref+"\n"), 0o644))
+			code, out, _ = w.gapmirror("delete", "-c", disc, "--generate", "--workspace", ws, root)
+			if code != 0 || !strings.Contains(out, "delete plan: 1 images and 2 referrers") {
+				t.Fatalf("delete --generate: exit %d:\n%s", code, out)
+			}
+			if code, _, _ = w.gapmirror("delete", "--delete-yaml-file", filepath.Join(w.dir, "ws", "working-dir", "delete", "delete-images.yaml"), root); code != 0 {
+				t.Fatalf("delete exit %d", code)
+			}
+			for subject, refs := range w.refs {
+				if strings.HasPrefix(subject, "apps/multi@") {
+					for r := range refs {
+						if w.present("m2m/apps/multi", r) {
+							t.Errorf("referrer %s of the deleted image is still at the mirror", r)
+						}
+					}
+					delete(w.refs, subject)
+				}
+			}
+			w.assertReferrers("m2m", all...)
 		})
 	}
 }
