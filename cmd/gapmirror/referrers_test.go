@@ -294,3 +294,60 @@ func TestReferrersPruneAndDelete(t *testing.T) {
 		})
 	}
 }
+
+// TestReferrersIncrementalArchive: an attestation attached upstream to an
+// image an earlier archive carried travels in the next incremental archive
+// without the image's blobs, and disk-to-mirror lists it at the mirror.
+func TestReferrersIncrementalArchive(t *testing.T) {
+	t.Parallel()
+	w := newReferredWorld(t, false, false)
+	isc := w.referredISC()
+	carry := func(name string) string { return filepath.Join(w.dir, name) }
+	if code, _, _ := w.gapmirror("mirror", "-c", isc, "file://"+carry("out")); code != 0 {
+		t.Fatal("first mirror-to-disk failed")
+	}
+	idx1 := archiveOf(t, carry("out"))
+	must(t, os.Rename(carry("out"), carry("trip1")))
+	must(t, os.MkdirAll(carry("out"), 0o755))
+	must(t, os.Rename(filepath.Join(carry("trip1"), "working-dir"), filepath.Join(carry("out"), "working-dir")))
+
+	app := w.images["app"]
+	data, _, err := w.src.(*registrytest.Registry).Manifest(app.Repo, app.Digest.String())
+	must(t, err)
+	subject := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: app.Digest, Size: int64(len(data))}
+	late, err := cosigntest.Attestation(cosigntest.NewKey("late"), subject, "https://gapmirror.example/late-builder")
+	must(t, err)
+	must(t, cosigntest.Push(context.Background(), imagebuilder.Target{URL: w.src.URL()}, app.Repo, late, true))
+	w.refs[app.Repo+"@"+app.Digest.String()][late.Digest] = "attestations"
+
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "file://"+carry("out"))
+	if code != 0 || !strings.Contains(out, "1 copied, 5 already at the destination") {
+		t.Fatalf("second mirror-to-disk: exit %d:\n%s", code, out)
+	}
+	idx2 := archiveOf(t, carry("out"))
+	if idx2.BasedOn != idx1.ID {
+		t.Errorf("second archive builds on %q, want %q", idx2.BasedOn, idx1.ID)
+	}
+	carried := map[digest.Digest]bool{}
+	for _, b := range idx2.Blobs {
+		carried[digest.Digest(b.Digest)] = true
+	}
+	for _, b := range late.Blobs[1:] {
+		if !carried[b.Digest] {
+			t.Errorf("the new attestation's blob %s is not in the incremental archive", b.Digest)
+		}
+	}
+	for _, b := range manifestRefs(t, data).Layers {
+		if carried[b.Digest] {
+			t.Errorf("the unchanged image's layer %s is carried again", b.Digest)
+		}
+	}
+	airgap := carry("airgap")
+	for _, trip := range []string{"trip1", "out"} {
+		moveChunks(t, carry(trip), airgap)
+		if code, _, _ := w.gapmirror("mirror", "--from", "file://"+airgap, "docker://"+w.dst.Host()+"/d2m"); code != 0 {
+			t.Fatalf("disk-to-mirror of %s failed", trip)
+		}
+	}
+	w.assertReferrers("d2m", "signatures", "attestations")
+}
