@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -350,4 +351,55 @@ func TestReferrersIncrementalArchive(t *testing.T) {
 		}
 	}
 	w.assertReferrers("d2m", "signatures", "attestations")
+}
+
+// TestReferrersLookupCost measures what referrers add to no-change
+// mirror-to-mirror reruns of 3 images (4 manifests, 5 referrers of the
+// default kinds), from a source without the referrers API (the tag schema)
+// and one with it (go-containerregistry's, which lists a bundle's config
+// type as its artifactType, so each is read once for its true type):
+// requests upstream with --referrers=none and with the default, and at the
+// mirror, where a rerun asks one HEAD per referrer.
+func TestReferrersLookupCost(t *testing.T) {
+	for _, srcAPI := range []bool{false, true} {
+		t.Run(fmt.Sprintf("srcAPI=%v", srcAPI), func(t *testing.T) {
+			t.Parallel()
+			w := newReferredWorld(t, srcAPI, false)
+			up, down := registrytest.NewRequestCounter(), registrytest.NewRequestCounter()
+			w.src.(interface {
+				SetWrap(func(http.Handler) http.Handler)
+			}).SetWrap(up.Wrap)
+			w.dst.(*registrytest.Registry).SetWrap(down.Wrap)
+			isc := w.referredISC()
+			count := func(name string, args ...string) (int, int) {
+				up.Lock()
+				clear(up.N)
+				up.Unlock()
+				down.Lock()
+				clear(down.N)
+				down.Unlock()
+				full := append([]string{"mirror", "-c", isc, "--workspace", "file://" + filepath.Join(w.dir, "ws-"+name)}, args...)
+				if code, _, _ := w.gapmirror(append(full, "docker://"+w.dst.Host()+"/"+name)...); code != 0 {
+					t.Fatalf("%s: exit %d", name, code)
+				}
+				return up.Total(), down.Total()
+			}
+			count("plain", "--referrers=none")
+			plainUp, plainDown := count("plain", "--referrers=none")
+			count("referred")
+			refUp, refDown := count("referred")
+			t.Logf("no-change rerun of 3 images, source with the referrers API %v: upstream %d requests without referrers, %d with (+%.2f per image); at the mirror %d without, %d with 5 referrers (%.2f per entry)",
+				srcAPI, plainUp, refUp, float64(refUp-plainUp)/3, plainDown, refDown, float64(refDown)/8)
+			// One list per manifest (4) and per referrer found (5); on a
+			// registry without the API each is a tag schema GET, after
+			// the 404s of the lookups sent before the first came back.
+			if refUp-plainUp > 2*(4+5)+1 {
+				t.Errorf("referrers lookups cost %d requests upstream on a rerun of 3 images", refUp-plainUp)
+			}
+			// At the mirror: one HEAD per referrer.
+			if refDown-plainDown > 5 {
+				t.Errorf("referrers cost %d requests at the mirror on a no-change rerun (%d without them)", refDown-plainDown, plainDown)
+			}
+		})
+	}
 }
