@@ -2,8 +2,10 @@ package registryapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -40,20 +42,44 @@ func (c *Client) reference(repo, ref string) (name.Reference, error) {
 	return r.Tag(ref), nil
 }
 
-// Tags lists the tags of repo (every page); a repository that does not
-// exist has none.
+// Tags lists the tags of repo (every page, followed by Link); a repository
+// that does not exist has none. Not remote.List: go-containerregistry
+// (v0.21.7) refuses a next page whose scheme differs from the one it
+// guesses for the host (http for private and loopback addresses), which is
+// every page of a TLS registry on a private network.
 func (c *Client) Tags(ctx context.Context, repo string) ([]string, error) {
-	r, err := c.repository(repo)
-	if err != nil {
+	if _, err := c.repository(repo); err != nil {
 		return nil, err
 	}
-	tags, err := remote.List(r, c.options(ctx)...)
-	if err != nil {
-		err = c.wrap(err)
-		if IsNotFound(err) {
-			return nil, nil
+	u := c.url("/v2/" + repo + "/tags/list?n=1000")
+	var tags []string
+	for page := 0; u != ""; page++ {
+		if page == 100000 {
+			return nil, fmt.Errorf("tags of %s/%s: more than %d pages", c.host, repo, page)
 		}
-		return nil, err
+		resp, err := c.send(ctx, http.MethodGet, u, nil, nil, 0)
+		if err != nil {
+			return nil, c.wrap(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			e := c.answer(resp, http.MethodGet)
+			if e.NotFound() {
+				return nil, nil
+			}
+			return nil, e
+		}
+		var list struct {
+			Tags []string `json:"tags"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&list)
+		drain(resp)
+		if err != nil {
+			return nil, fmt.Errorf("tags of %s/%s: %w", c.host, repo, err)
+		}
+		tags = append(tags, list.Tags...)
+		if u, err = c.nextLink(resp); err != nil {
+			return nil, err
+		}
 	}
 	return tags, nil
 }
