@@ -59,7 +59,7 @@ func HoldMirrorSets(files Files, dir string, in Input, failed []imageset.Image) 
 		delete(files, n)
 	}
 	for _, img := range failed {
-		if img.Kind != imageset.KindSignature && !slices.Contains(heldBy, img.Origin) {
+		if !img.Kind.Attached() && !slices.Contains(heldBy, img.Origin) {
 			heldBy = append(heldBy, img.Origin)
 		}
 	}

@@ -182,8 +182,8 @@ func mirrorEntries(set *imageset.Set, root string, notMirrored []string, repoSco
 	var mappings []mapping
 	if set != nil {
 		for _, img := range set.Images {
-			if img.Kind == imageset.KindSignature {
-				continue // found by tag next to the image it signs, which has its entry
+			if img.Kind.Attached() {
+				continue // found next to the image it belongs to (by tag, or its referrers), which has its entry
 			}
 			if img.ServedAsIs() {
 				continue // nothing pulls it by an upstream name: no entry to redirect

@@ -59,6 +59,9 @@ func (s *Set) FlattenDestinations(rootPath string, n int) (*Set, error) {
 			if tag != "" {
 				img.Destination += ":" + tag
 			}
+			if _, d, ok := strings.Cut(orig, "@"); ok {
+				img.Destination += "@" + d // a referrer
+			}
 		}
 		if img.Destination != orig {
 			img.Unflattened = orig

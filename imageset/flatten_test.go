@@ -25,6 +25,8 @@ func TestFlattenDestinations(t *testing.T) {
 		{"", 1, "a/b/c:1", "a-b-c:1"},
 		{"mirror", 2, "single:1", "single:1"},
 		{"a/b", 0, "x/y/z:1", "x/y/z:1"},
+		// A referrer, by digest.
+		{"", 2, "a/b/c@sha256:1", "a/b-c@sha256:1"},
 	}
 	for _, c := range cases {
 		s := &Set{Images: []Image{img(c.in, "sha256:1")}}

@@ -22,15 +22,28 @@ var ReferrerKindNames = []string{ReferrersSignatures, ReferrersAttestations, Ref
 // what a cluster's signature policy may need.
 var DefaultReferrers = []string{ReferrersSignatures, ReferrersAttestations}
 
-// ReferrerKind is the kind of a referrer of artifactType.
-func ReferrerKind(artifactType string) string {
+// PredicateTypeAnnotation is where cosign v3 says what a bundle it attaches
+// signs: its signature's predicate (CosignSignPredicate), or an
+// attestation's.
+const (
+	PredicateTypeAnnotation = "dev.sigstore.bundle.predicateType"
+	CosignSignPredicate     = "https://sigstore.dev/cosign/sign/v1"
+)
+
+// ReferrerKind is the kind of a referrer of artifactType; predicateType is
+// its PredicateTypeAnnotation ("" when it has none).
+func ReferrerKind(artifactType, predicateType string) string {
 	at := strings.ToLower(artifactType)
 	switch {
-	case strings.HasPrefix(at, "application/vnd.dev.sigstore.bundle"),
-		at == "application/vnd.dev.cosign.artifact.sig.v1+json",
+	case strings.HasPrefix(at, "application/vnd.dev.sigstore.bundle"):
+		// cosign v3 attaches signatures and attestations alike as
+		// bundles: the predicate tells them apart.
+		if predicateType != "" && predicateType != CosignSignPredicate {
+			return ReferrersAttestations
+		}
+		return ReferrersSignatures
+	case at == "application/vnd.dev.cosign.artifact.sig.v1+json",
 		at == "application/vnd.dev.cosign.simplesigning.v1+json":
-		// A cosign v3 attestation is a bundle too (a DSSE envelope
-		// inside): it travels with the signatures, as cosign finds it.
 		return ReferrersSignatures
 	case strings.HasPrefix(at, "application/vnd.in-toto"),
 		at == "application/vnd.dsse.envelope.v1+json",
@@ -72,8 +85,11 @@ func ParseReferrers(s string) (ReferrerChoice, error) {
 	return c, nil
 }
 
-// Wants reports whether a referrer of artifactType is mirrored.
-func (c ReferrerChoice) Wants(artifactType string) bool { return c[ReferrerKind(artifactType)] }
+// Wants reports whether a referrer of artifactType (and predicateType, as
+// for ReferrerKind) is mirrored.
+func (c ReferrerChoice) Wants(artifactType, predicateType string) bool {
+	return c[ReferrerKind(artifactType, predicateType)]
+}
 
 // WithoutSignatures is c less the kinds that are signatures
 // (--remove-signatures: no signature of any kind is mirrored).

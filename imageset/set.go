@@ -114,6 +114,10 @@ type Image struct {
 	// ArtifactType is, for a referrer, its artifact type (its manifest's
 	// artifactType, else its config's media type).
 	ArtifactType string `json:"artifactType,omitempty"`
+	// PredicateType is, for a referrer that is a cosign bundle, what it
+	// signs (its dev.sigstore.bundle.predicateType annotation): a
+	// signature's predicate or an attestation's.
+	PredicateType string `json:"predicateType,omitempty"`
 	// SubjectTagged marks a referrer whose subject is tagged at the
 	// destination by its own digest (sha256-<hex>, oc-mirror's tag of an
 	// image named by digest), the tag the referrers tag schema would put
@@ -253,10 +257,13 @@ func CountSignatures(images []Image) int {
 
 // Referrers counts the referrer entries of the set by kind (ReferrerKind).
 func (s *Set) Referrers() map[string]int {
+	if s == nil {
+		return nil
+	}
 	n := map[string]int{}
 	for _, img := range s.Images {
 		if img.Kind == KindReferrer {
-			n[ReferrerKind(img.ArtifactType)]++
+			n[ReferrerKind(img.ArtifactType, img.PredicateType)]++
 		}
 	}
 	return n

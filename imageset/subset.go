@@ -251,7 +251,7 @@ func SubsetOf(set *Set, keep func(Image) bool, swap func(Image) (Image, bool)) *
 	}
 	for _, img := range set.Images {
 		component := img.Kind == KindReleaseComponent && hasAnyPrefix(tagOf(img.Destination), releases)
-		if img.Kind != KindSignature && (component || keep(img)) {
+		if !img.Kind.Attached() && (component || keep(img)) {
 			if r, ok := swap(img); ok {
 				img = r
 			}
@@ -260,7 +260,7 @@ func SubsetOf(set *Set, keep func(Image) bool, swap func(Image) (Image, bool)) *
 		}
 	}
 	for _, img := range set.Images {
-		if img.Kind == KindSignature && digests[img.SignatureOf] {
+		if img.Kind.Attached() && digests[img.SignatureOf] {
 			kept.Images = append(kept.Images, img)
 		}
 	}

@@ -113,6 +113,14 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		plan.Platforms = &workspace.PlatformsRecord{FormatVersion: workspace.Format, Platforms: platforms}
 		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
 	}
+	if choice := t.referrerChoice(); choice.Any() {
+		refStart, platforms := time.Now(), known.Platforms
+		if plan.Platforms != nil {
+			platforms = plan.Platforms.Platforms // read by the signature lookup
+		}
+		st := sigSearch.AddReferrers(ctx, set, platforms, choice, res)
+		t.Log.Info("OCI referrers looked up", "kinds", choice.String(), "found", st.String(), "lookups", st.Lookups, "otherKinds", st.Skipped, "unreadable", st.Failed, "took", time.Since(refStart).Round(time.Millisecond))
+	}
 	if t.SecurePolicy {
 		if err := sigSearch.Verify(ctx, t.PolicyPath, set, res); err != nil {
 			return nil, nil, err
@@ -133,7 +141,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		}
 		t.Log.Debug(what, "image", f.Origin, "why", f.Why, "error", failure.Message(f.Err))
 	}
-	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures(), "signatures", set.Signatures(), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
+	t.Log.Info("image set resolved", "images", len(set.Images)-set.Signatures()-total(set.Referrers()), "signatures", set.Signatures(), "referrers", total(set.Referrers()), "unresolved", len(res.Failed), "took", time.Since(start).Round(time.Millisecond))
 	plan.Blocked, plan.Unresolved = res.Blocked, unresolved(res.Failed)
 	if t.Config != nil {
 		cfg, err := imageset.MarshalYAML(imageset.Redacted(t.Config))
@@ -146,6 +154,15 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		}
 	}
 	return plan, res, nil
+}
+
+// referrerChoice is --referrers less the signatures --remove-signatures
+// leaves out.
+func (t *Trip) referrerChoice() imageset.ReferrerChoice {
+	if t.RemoveSignatures {
+		return t.Referrers.WithoutSignatures()
+	}
+	return t.Referrers
 }
 
 // plan is the Plan of a trip and the part of its Set to copy: all of it,

@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/registryapi"
+	"github.com/gapmirror/gapmirror/sigstore"
 	"github.com/gapmirror/gapmirror/workspace"
 )
 
@@ -21,11 +22,14 @@ import (
 // cause once with its fix and the images it hit.
 func (r *Report) Summary(w io.Writer) {
 	if r.Result == nil {
-		sigs := ""
+		sigs, refs := "", r.Set.Referrers()
 		if n := r.Set.Signatures(); n > 0 {
 			sigs = fmt.Sprintf(" and %d signatures", n)
 		}
-		fmt.Fprintf(w, "%s (dry run, nothing copied): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures(), sigs, filepath.Join(r.Workspace, "dry-run"))
+		if k := sigstore.ReferrerKinds(refs); k != "" {
+			sigs += " and referrers (" + k + ")"
+		}
+		fmt.Fprintf(w, "%s (dry run, nothing copied): %d images%s planned; plan in %s\n", r.Mode, len(r.Set.Images)-r.Set.Signatures()-total(refs), sigs, filepath.Join(r.Workspace, "dry-run"))
 		r.DryRun.print(w)
 		for _, c := range r.ClusterResources {
 			fmt.Fprintf(w, "cluster resource (not applied, dry run): %s\n", c)
@@ -53,7 +57,11 @@ func (r *Report) Summary(w io.Writer) {
 		t.Blobs, inSet, progress.HumanBytes(t.Bytes), t.BlobsMoved, progress.HumanBytes(t.BytesMoved), t.BlobsFound, progress.HumanBytes(t.BytesFound), t.Reused,
 		secs, progress.HumanBytes(int64(float64(t.BytesMoved)/max(secs, 0.001))))
 	if n.Signatures > 0 {
-		fmt.Fprintf(w, "signatures: %d copied, %d already at the destination, %d failed\n", n.SigCopied, n.SigThere, n.SigFailed)
+		what := "signatures"
+		if k := sigstore.ReferrerKinds(r.Set.Referrers()); k != "" {
+			what = "signatures and referrers (" + k + ")"
+		}
+		fmt.Fprintf(w, "%s: %d copied, %d already at the destination, %d failed\n", what, n.SigCopied, n.SigThere, n.SigFailed)
 	}
 	if r.Mode != "mirror-to-disk" {
 		r.printVerified(w)
@@ -116,6 +124,13 @@ func (r *Report) printVerified(w io.Writer) {
 	fmt.Fprintf(w, "; every blob and platform manifest asked again: gapmirror verify %s file://%s docker://%s\n", flag, filepath.Dir(r.Workspace), r.Mirror)
 }
 
+func total(counts map[string]int) (n int) {
+	for _, c := range counts {
+		n += c
+	}
+	return n
+}
+
 // RunCounts are a run's image figures; Copied + AlreadyThere + Built +
 // Failed = Images (signatures excluded; failed includes the images that
 // could not be resolved).
@@ -129,7 +144,7 @@ func (r *Report) Counts() RunCounts {
 	var n RunCounts
 	count := func(img imageset.Image, copied, there, failed *int, sig *int) {
 		switch {
-		case img.Kind == imageset.KindSignature:
+		case img.Kind.Attached():
 			*sig++
 			n.Signatures++
 		case img.Built && failed == nil:

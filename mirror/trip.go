@@ -68,6 +68,10 @@ type Trip struct {
 	// RemoveSignatures turns off looking for and mirroring the sigstore
 	// (cosign) signatures of the images (oc-mirror's --remove-signatures).
 	RemoveSignatures bool
+	// Referrers are the kinds of OCI 1.1 referrers looked for and mirrored
+	// with the images (--referrers); --remove-signatures takes the
+	// signature kinds out.
+	Referrers imageset.ReferrerChoice
 	// SecurePolicy makes mirror-to-disk and mirror-to-mirror mirror only the
 	// images the signature policy (PolicyPath, else the system's
 	// policy.json) accepts; disk-to-mirror trusts what mirror-to-disk checked.
@@ -935,12 +939,13 @@ func flattenSet(root string, set *imageset.Set, n int) (*imageset.Set, error) {
 	return flat, nil
 }
 
-// withoutSignatures is set less its signatures (--remove-signatures on an
-// archive made with them).
+// withoutSignatures is set less its signatures, tag or referrer
+// (--remove-signatures on an archive made with them).
 func withoutSignatures(set *imageset.Set) *imageset.Set {
 	out := &imageset.Set{FormatVersion: set.FormatVersion}
+	sigs := imageset.ReferrerChoice{imageset.ReferrersSignatures: true, imageset.ReferrersNotation: true}
 	for _, img := range set.Images {
-		if img.Kind != imageset.KindSignature {
+		if img.Kind != imageset.KindSignature && (img.Kind != imageset.KindReferrer || !sigs.Wants(img.ArtifactType, img.PredicateType)) {
 			out.Images = append(out.Images, img)
 		}
 	}

@@ -179,8 +179,8 @@ func (m *Meter) Retry(what string, err error, attempt int, wait time.Duration) {
 
 func (m *Meter) ImageDone(img imageset.Image, skipped bool, err error) {
 	m.mu.Lock()
-	if img.Kind != imageset.KindSignature {
-		// Images as the summary counts them: signatures apart.
+	if !img.Kind.Attached() {
+		// Images as the summary counts them: signatures and referrers apart.
 		m.c.ImagesDone++
 	}
 	if m.c.Phase == "planning" {
@@ -190,7 +190,7 @@ func (m *Meter) ImageDone(img imageset.Image, skipped bool, err error) {
 		return
 	}
 	switch {
-	case err != nil && img.Kind != imageset.KindSignature:
+	case err != nil && !img.Kind.Attached():
 		m.c.Failed++
 	case err != nil:
 	case skipped:

@@ -216,15 +216,21 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 	if sigsLeft > 0 {
 		fmt.Fprintf(d.Out, "%d sigstore signatures of these images stay at the mirror: generate the plan again with --delete-signatures to delete them too\n", sigsLeft)
 	}
-	sigs := 0
+	sigs, refs := 0, 0
 	for _, it := range items {
-		if it.Type == string(imageset.KindSignature) {
+		switch it.Type {
+		case string(imageset.KindSignature):
 			sigs++
+		case string(imageset.KindReferrer):
+			refs++
 		}
 	}
-	what := fmt.Sprintf("%d images", len(items)-sigs)
+	what := fmt.Sprintf("%d images", len(items)-sigs-refs)
 	if sigs > 0 {
 		what += fmt.Sprintf(" and %d signatures", sigs)
+	}
+	if refs > 0 {
+		what += fmt.Sprintf(" and %d referrers", refs)
 	}
 	fmt.Fprintf(d.Out, "delete plan: %s, %d deletes at %s, written to %s; nothing was deleted: review it, then run\n  gapmirror delete --delete-yaml-file %s docker://%s\n", what, len(plan.Actions), root, path, path, root)
 	return path, list, nil
@@ -368,9 +374,10 @@ func resolveDelete(cfg *imageset.DeleteImageSetConfiguration, cfgPath, graphDir,
 	return items, nil
 }
 
-// signatureItems adds to items the signatures this workspace pushed for
-// them (same destination repository, signing the item's digest or one of its
-// platform manifests) when withSigs, else counts them.
+// signatureItems adds to items the referrers this workspace pushed for
+// them (same destination repository, of the item's digest, one of its
+// platform manifests, or one of those referrers), and the signatures when
+// withSigs, else counts them.
 func signatureItems(items []DeleteItem, images []workspace.MirroredImage, root string, withSigs bool) ([]DeleteItem, int) {
 	deleted := map[string]string{} // repo@digest → why
 	seen := map[string]bool{}
@@ -381,7 +388,7 @@ func signatureItems(items []DeleteItem, images []workspace.MirroredImage, root s
 	}
 	left := 0
 	for _, m := range images {
-		if m.Kind != imageset.KindSignature || !m.Pushed {
+		if !m.Kind.Attached() || !m.Pushed {
 			continue
 		}
 		repo, _ := splitDest(m.Destination)
@@ -391,6 +398,11 @@ func signatureItems(items []DeleteItem, images []workspace.MirroredImage, root s
 			continue
 		}
 		seen[ref+"@"+m.Digest] = true
+		if m.Kind == imageset.KindReferrer {
+			// Attached to the deleted image: useless without it.
+			items = append(items, DeleteItem{ImageName: m.Origin, ImageReference: ref, Type: string(m.Kind), Digest: m.Digest, Why: why + " (its referrer)"})
+			continue
+		}
 		if !withSigs {
 			left++
 			continue

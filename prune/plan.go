@@ -120,6 +120,9 @@ func repoOf(root, destination string) (repo, tag string) {
 }
 
 func splitTag(s string) (repo, tag string) {
+	if repo, _, ok := strings.Cut(s, "@"); ok {
+		return repo, "" // a referrer, by digest
+	}
 	slash := strings.LastIndex(s, "/")
 	colon := strings.LastIndex(s, ":")
 	if colon > slash {
@@ -240,6 +243,11 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 	sort.Strings(keptTags)
 	for _, tag := range keptTags {
 		lt := live[tag]
+		if referrersIndex(tag, lt) != "" {
+			// A referrers tag schema index lists the referrers of its
+			// subject; they go only with the subject, and it with them.
+			continue
+		}
 		if _, ok := protected[lt.digest]; !ok {
 			protected[lt.digest] = tagNamesIt(repo, tag)
 		}
@@ -336,7 +344,35 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 			}
 		}
 	}
+	// The referrers tag schema index of a subject deleted goes with it.
+	deleted := map[digest.Digest]bool{}
+	for _, a := range append(append([]Action{}, rp.tops...), rp.children...) {
+		deleted[digest.Digest(a.Digest)] = true
+	}
+	for _, tag := range keptTags {
+		lt := live[tag]
+		if subject := referrersIndex(tag, lt); subject != "" && deleted[subject] && !deleted[lt.digest] {
+			deleted[lt.digest] = true
+			rp.tops = append(rp.tops, Action{Op: DeleteManifest, Repo: repo, Digest: lt.digest.String(), Tags: []string{tag}, For: []string{repo + "@" + subject.String()}, Why: "the referrers index of " + repo + "@" + subject.String() + ", deleted"})
+		}
+	}
 	return rp, nil
+}
+
+// referrersIndex is the subject whose referrers tag schema index tag names
+// (an index under sha256-<hex> that is not the manifest <hex> itself,
+// which oc-mirror's tag of an image named by digest would be), "" for any
+// other tag.
+func referrersIndex(tag string, lt liveTag) digest.Digest {
+	alg, hex, ok := strings.Cut(tag, "-")
+	if !ok || !isIndex(lt.mediaType) {
+		return ""
+	}
+	d := digest.NewDigestFromEncoded(digest.Algorithm(alg), hex)
+	if d.Validate() != nil || d == lt.digest {
+		return ""
+	}
+	return d
 }
 
 // applyAfter sets in live the tags of repo that after's copy sets or

@@ -78,7 +78,7 @@ func Candidates(images []workspace.MirroredImage, set *imageset.Set) []Candidate
 		if ok && d == m.Digest {
 			continue
 		}
-		if m.Kind == imageset.KindSignature && !ok {
+		if m.Kind.Attached() && !ok {
 			repo, _ := splitDest(m.Destination)
 			if kept[repo+"@"+m.SignatureOf] {
 				continue

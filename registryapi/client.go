@@ -94,6 +94,7 @@ type Client struct {
 	// noReferrersAPI: the registry answered its referrers endpoint with a
 	// 404 of an unrouted path; referrersAPI: it answered one with a list.
 	noReferrersAPI, referrersAPI atomic.Bool
+	referrersProbe               sync.Mutex
 
 	// Requests counts the requests sent to the registry host (tokens not included).
 	Requests atomic.Int64

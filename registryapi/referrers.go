@@ -80,7 +80,9 @@ func (c *Client) Referrers(ctx context.Context, repo string, d digest.Digest, ar
 		if !slices.Contains(strings.Split(strings.ReplaceAll(resp.Header.Get("OCI-Filters-Applied"), " ", ""), ","), "artifactType") {
 			filtered = false
 		}
-		u = nextLink(resp)
+		if u, err = c.nextLink(resp); err != nil {
+			return nil, false, err
+		}
 	}
 	if refs, err = c.trueArtifactTypes(ctx, repo, refs); err != nil {
 		return nil, false, err
@@ -110,6 +112,8 @@ func (c *Client) sawNoReferrersAPI(resp *http.Response) {
 // HasReferrersAPI reports whether the registry serves the referrers API,
 // asking it about subject in repo unless an earlier answer told.
 func (c *Client) HasReferrersAPI(ctx context.Context, repo string, subject digest.Digest) (bool, error) {
+	c.referrersProbe.Lock() // one probe per host, not one per referrer pushed at once
+	defer c.referrersProbe.Unlock()
 	if c.noReferrersAPI.Load() {
 		return false, nil
 	}
@@ -150,6 +154,9 @@ func (c *Client) trueArtifactTypes(ctx context.Context, repo string, refs []v1.D
 			return nil, fmt.Errorf("referrer %s/%s@%s: %w", c.host, repo, r.Digest, err)
 		}
 		refs[i].ArtifactType = d.ArtifactType
+		if refs[i].Annotations == nil {
+			refs[i].Annotations = d.Annotations
+		}
 	}
 	return refs, nil
 }
@@ -172,6 +179,18 @@ func (c *Client) fallbackReferrers(ctx context.Context, repo string, d digest.Di
 // the tag does not exist, ErrFallbackTagTaken when it names something else.
 func (c *Client) fallbackIndex(ctx context.Context, repo string, d digest.Digest) (*v1.IndexManifest, error) {
 	tag := FallbackTag(d)
+	// A HEAD first: most images have no referrers, and a HEAD is what
+	// registries that limit pulls (Docker Hub) do not count.
+	hd, hmt, err := c.Head(ctx, repo, tag)
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if hd == d || (hmt != "" && hmt != ociIndex) {
+		return nil, fmt.Errorf("%s/%s:%s (%s): %w", c.host, repo, tag, hmt, ErrFallbackTagTaken)
+	}
 	data, mt, err := c.Manifest(ctx, repo, tag)
 	if IsNotFound(err) {
 		return nil, nil
@@ -264,8 +283,10 @@ func filterReferrers(refs []v1.Descriptor, artifactType string) []v1.Descriptor 
 	return out
 }
 
-// nextLink is the absolute URL of the Link header's rel="next", "" when none.
-func nextLink(resp *http.Response) string {
+// nextLink is the absolute URL of the Link header's rel="next", "" when
+// none. A next page elsewhere than the registry is refused: the client's
+// credentials are for it alone.
+func (c *Client) nextLink(resp *http.Response) (string, error) {
 	for _, link := range resp.Header.Values("Link") {
 		for _, part := range strings.Split(link, ",") {
 			target, params, ok := strings.Cut(strings.TrimSpace(part), ";")
@@ -274,10 +295,14 @@ func nextLink(resp *http.Response) string {
 			}
 			u, err := url.Parse(strings.Trim(strings.TrimSpace(target), "<>"))
 			if err != nil {
-				return ""
+				return "", fmt.Errorf("%s: the registry's next page link %q: %w", redact(resp.Request.URL), target, err)
 			}
-			return resp.Request.URL.ResolveReference(u).String()
+			next := resp.Request.URL.ResolveReference(u)
+			if next.Host != c.host {
+				return "", fmt.Errorf("%s: the registry sends the next page to %s, another host: not followed", redact(resp.Request.URL), next.Host)
+			}
+			return next.String(), nil
 		}
 	}
-	return ""
+	return "", nil
 }

@@ -68,78 +68,11 @@ type Search struct {
 // runs recorded (known) are reused; the platform manifests of every image
 // looked at are returned, for the workspace's record.
 func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Digest][]digest.Digest, res *imageset.Resolution) (map[digest.Digest][]digest.Digest, SignatureStats) {
-	up, rd, store := s.Upstream, s.RegistriesD, s.Store
+	rd := s.RegistriesD
 	var stats SignatureStats
-	parallel := s.Parallel
-	type target struct {
-		img      imageset.Image
-		repo     string
-		manifest digest.Digest
-	}
-	var images []target
-	for _, img := range set.Images {
-		if img.Built || img.Kind == imageset.KindSignature {
-			continue // built here: nobody upstream signed it
-		}
-		named, err := reference.ParseNormalizedNamed(img.Source)
-		if err != nil {
-			continue // cannot happen for a resolved image; the copy reports it
-		}
-		images = append(images, target{img: img, repo: named.Name(), manifest: digest.Digest(img.Digest)})
-	}
-
-	// Platform manifests of indexes: from the workspace's record of earlier
-	// runs (a manifest by digest never changes), the store, the tag
-	// resolution's read, else upstream.
-	// One read per manifest: images sharing one (release components of
-	// several payloads, an image listed twice) take the first's answer.
-	// (By repository too: one whose repository does not hold the manifest
-	// must not take another's answer, nor give its failure to another.)
-	first := map[signatureLookup]int{}
-	var distinct []int
-	for i, tg := range images {
-		if _, ok := first[signatureLookup{tg.repo, tg.manifest}]; !ok {
-			first[signatureLookup{tg.repo, tg.manifest}] = i
-			distinct = append(distinct, i)
-		}
-	}
-	kidsOf := make([][]digest.Digest, len(images))
-	have := make([]bool, len(images))
-	var reads atomic.Int64
-	parallelDo(len(distinct), parallel, func(j int) {
-		i := distinct[j]
-		tg := images[i]
-		if kids, ok := known[tg.manifest]; ok {
-			kidsOf[i], have[i] = kids, true
-			return
-		}
-		data, err := signatureManifest(ctx, up, store, tg.img, tg.manifest, &reads)
-		if err != nil {
-			// The copy meets the same error and reports it with the image.
-			return
-		}
-		have[i] = true
-		if transfer.IsIndex(transfer.MediaTypeOf(data)) {
-			kids, err := transfer.Children(data)
-			if err == nil {
-				for _, k := range kids {
-					kidsOf[i] = append(kidsOf[i], k.Digest)
-				}
-			}
-		}
-	})
-	for i, tg := range images {
-		if f := first[signatureLookup{tg.repo, tg.manifest}]; f != i {
-			kidsOf[i], have[i] = kidsOf[f], have[f]
-		}
-	}
-	stats.IndexReads = int(reads.Load())
-	platforms := map[digest.Digest][]digest.Digest{}
-	for i, tg := range images {
-		if have[i] {
-			platforms[tg.manifest] = append([]digest.Digest{}, kidsOf[i]...)
-		}
-	}
+	images := subjects(set)
+	kidsOf, platforms, reads := s.platformManifests(ctx, images, known)
+	stats.IndexReads = reads
 
 	lookups := map[signatureLookup]*signatureAnswer{}
 	var order []signatureLookup
@@ -174,9 +107,9 @@ func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Dig
 	stats.Lookups = len(asked)
 	// A HEAD is cheap for the registry: twice the copy's parallelism keeps a
 	// no-change rerun of thousands of images short (429s are retried).
-	parallelDo(len(asked), 2*parallel, func(i int) {
+	parallelDo(len(asked), 2*s.Parallel, func(i int) {
 		k := asked[i]
-		lookups[k].sig, lookups[k].err = lookupSignature(ctx, up, rd, k)
+		lookups[k].sig, lookups[k].err = lookupSignature(ctx, s.Upstream, rd, k)
 	})
 
 	warned := map[signatureLookup]bool{}

@@ -140,6 +140,9 @@ func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest
 	if got != d {
 		return false, nil
 	}
+	if img.Kind == imageset.KindReferrer {
+		return r.referrerListed(ctx, img)
+	}
 	// A sparse image, or one an earlier run copied sparse: the tag alone
 	// does not say whether the platforms wanted now are there.
 	if len(img.Platforms) > 0 || len(r.Sparse[img.Destination+"@"+d.String()]) > 0 {

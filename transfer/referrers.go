@@ -33,6 +33,9 @@ type referrerLocks struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 	taken sync.Once
+	// listed are the referrers the tag schema indexes read this run list,
+	// by repo@subject.
+	listed map[string]map[string]bool
 }
 
 func (l *referrerLocks) lock(key string) func() {
@@ -48,6 +51,48 @@ func (l *referrerLocks) lock(key string) func() {
 	l.mu.Unlock()
 	m.Lock()
 	return m.Unlock
+}
+
+// referrerListed reports whether referrer img, which the mirror holds, is
+// listed among its subject's referrers: always where the mirror has the
+// referrers API; for one without it, when the subject's tag schema index
+// names it (one read of the index per subject and run). A run stopped
+// between a referrer's PUT and its index's leaves it unlisted: the next
+// run copies it again, which lists it.
+func (r *Registry) referrerListed(ctx context.Context, img imageset.Image) (bool, error) {
+	subject := digest.Digest(img.Subject)
+	if subject == "" || img.SubjectTagged {
+		return true, nil
+	}
+	c, repo, err := r.pushClient(img)
+	if err != nil {
+		return false, err
+	}
+	key := repo + "@" + subject.String()
+	defer r.referrers.lock(key)()
+	if api, err := c.HasReferrersAPI(ctx, repo, subject); err != nil || api {
+		return api, err
+	}
+	r.referrers.mu.Lock()
+	listed, ok := r.referrers.listed[key]
+	r.referrers.mu.Unlock()
+	if !ok {
+		refs, fallback, err := c.Referrers(ctx, repo, subject, "")
+		if err != nil || !fallback {
+			return !fallback, err
+		}
+		listed = map[string]bool{}
+		for _, ref := range refs {
+			listed[ref.Digest.String()] = true
+		}
+		r.referrers.mu.Lock()
+		if r.referrers.listed == nil {
+			r.referrers.listed = map[string]map[string]bool{}
+		}
+		r.referrers.listed[key] = listed
+		r.referrers.mu.Unlock()
+	}
+	return listed[img.Digest], nil
 }
 
 // listReferrer makes referrer img, just pushed to repo, listed among its
@@ -77,6 +122,13 @@ func (r *Registry) listReferrer(ctx context.Context, c *registryapi.Client, repo
 		return err
 	}
 	err = c.AddFallbackReferrers(ctx, repo, subject, []v1.Descriptor{desc})
+	if err == nil {
+		r.referrers.mu.Lock()
+		if l := r.referrers.listed[repo+"@"+subject.String()]; l != nil {
+			l[img.Digest] = true
+		}
+		r.referrers.mu.Unlock()
+	}
 	if err == nil || errors.Is(err, registryapi.ErrFallbackTagTaken) {
 		return nil // another tool's tag: left alone
 	}

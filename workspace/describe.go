@@ -149,8 +149,8 @@ func Describe(dir string, idx *archive.Index) *Description {
 	if idx.Set != nil {
 		d.Releases, d.Catalogs, d.Additional = summarise(idx.Set)
 		for _, img := range idx.Set.Images {
-			if img.Kind == imageset.KindSignature {
-				d.Signatures++
+			if img.Kind.Attached() {
+				d.Signatures++ // and referrers
 				continue
 			}
 			d.Images++
@@ -303,7 +303,7 @@ func compare(prev, cur *imageset.Set) *Changes {
 	index := func(s *imageset.Set) (imgs, rels, bundles map[string]bool) {
 		imgs, rels, bundles = map[string]bool{}, map[string]bool{}, map[string]bool{}
 		for _, img := range s.Images {
-			if img.Kind == imageset.KindSignature {
+			if img.Kind.Attached() {
 				continue
 			}
 			imgs[key(img)] = true

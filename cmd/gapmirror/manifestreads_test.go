@@ -129,6 +129,8 @@ func (m *manifestAsks) wrap(next http.Handler) http.Handler {
 				by = "digest"
 			case strings.HasSuffix(ref, ".sig"):
 				by = "signature tag"
+			case strings.HasPrefix(ref, "sha256-"):
+				by = "referrers tag" // the referrers tag schema: distribution has no referrers API
 			}
 			m.mu.Lock()
 			m.n[r.Method+" "+by]++

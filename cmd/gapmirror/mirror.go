@@ -38,6 +38,7 @@ type mirrorFlags struct {
 	prune          bool
 	maxNestedPaths int
 	removeSigs     bool
+	referrers      string
 	securePolicy   bool
 	policy         string
 	signKey        string
@@ -80,7 +81,8 @@ func addMirrorFlags(fl *pflag.FlagSet, f *mirrorFlags) {
 	fl.BoolVar(&f.prune, "prune", false, "disk-to-mirror, mirror-to-mirror: once every image is mirrored, delete from the mirror what earlier runs of this workspace pushed there and the image set no longer holds (without it, the run only lists them)")
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
 	fl.IntVar(&f.maxNestedPaths, "max-nested-paths", 0, "disk-to-mirror, mirror-to-mirror: for registries that limit repository depth (e.g. Quay: 2), at most this many path components below the host, the mirror root's included; deeper paths keep N-1 components and join the rest with '-' (0: no limit)")
-	fl.BoolVar(&f.removeSigs, "remove-signatures", false, "do not look for or mirror the images' sigstore (cosign) signatures, the sha256-<digest>.sig tags next to them (mirrored by default, as oc-mirror 4.21 does)")
+	fl.BoolVar(&f.removeSigs, "remove-signatures", false, "do not look for or mirror the images' signatures: the sigstore (cosign) sha256-<digest>.sig tags next to them (mirrored by default, as oc-mirror 4.21 does) and the signatures among their referrers (cosign v3 bundles, Notation)")
+	fl.StringVar(&f.referrers, "referrers", "signatures,attestations", "mirror-to-disk, mirror-to-mirror: the kinds of OCI 1.1 referrers (artifacts attached to an image: cosign v3 bundles, attestations, SBOMs, Notation signatures) mirrored with each image, a comma-separated list of signatures, attestations, sbom, notation, other; or all, or none (see docs/sigstore.md)")
 	fl.BoolVar(&f.securePolicy, "secure-policy", false, "mirror-to-disk, mirror-to-mirror: mirror only images the signature policy accepts (--policy, else /etc/containers/policy.json); cosign signatures are read from the sha256-<digest>.sig tags")
 	fl.StringVar(&f.policy, "policy", "", "with --secure-policy: the containers policy.json to verify images with")
 	fl.StringVar(&f.signKey, "sign-key", "", "mirror-to-disk: sign the archive's index with this private key (cosign's format, see generate-key-pair; its password from COSIGN_PASSWORD or the terminal)")
@@ -196,6 +198,9 @@ func prepareMirror(g *globalFlags, f *mirrorFlags, target string) (*mirror.Trip,
 	trip.Prune = f.prune
 	trip.MaxNestedPaths = f.maxNestedPaths
 	trip.RemoveSignatures = f.removeSigs
+	if trip.Referrers, err = imageset.ParseReferrers(f.referrers); err != nil {
+		return nil, line, err
+	}
 	if f.policy != "" && !f.securePolicy {
 		return nil, line, fmt.Errorf("--policy %s is used only with --secure-policy: add --secure-policy to verify images, or leave out --policy", f.policy)
 	}

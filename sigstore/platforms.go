@@ -1,0 +1,94 @@
+package sigstore
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/distribution/reference"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/transfer"
+)
+
+// target is an image of the Set looked at for what is attached to it: its
+// upstream repository and manifest.
+type target struct {
+	img      imageset.Image
+	repo     string
+	manifest digest.Digest
+}
+
+// subjects are the images of set that things may be attached to upstream:
+// not built here, not themselves attached.
+func subjects(set *imageset.Set) []target {
+	var images []target
+	for _, img := range set.Images {
+		if img.Built || img.Kind.Attached() {
+			continue // built here: nobody upstream signed it
+		}
+		named, err := reference.ParseNormalizedNamed(img.Source)
+		if err != nil {
+			continue // cannot happen for a resolved image; the copy reports it
+		}
+		images = append(images, target{img: img, repo: named.Name(), manifest: digest.Digest(img.Digest)})
+	}
+	return images
+}
+
+// platformManifests are the platform manifests of the indexes among
+// images (kidsOf, by position; none for a single manifest), and by image
+// digest for the workspace's record, with the number of manifests read:
+// from the workspace's record of earlier runs (a manifest by digest never
+// changes), the store, the tag resolution's read, else upstream. One read
+// per manifest: images sharing one (release components of several
+// payloads, an image listed twice) take the first's answer. (By repository
+// too: one whose repository does not hold the manifest must not take
+// another's answer, nor give its failure to another.)
+func (s Search) platformManifests(ctx context.Context, images []target, known map[digest.Digest][]digest.Digest) ([][]digest.Digest, map[digest.Digest][]digest.Digest, int) {
+	first := map[signatureLookup]int{}
+	var distinct []int
+	for i, tg := range images {
+		if _, ok := first[signatureLookup{tg.repo, tg.manifest}]; !ok {
+			first[signatureLookup{tg.repo, tg.manifest}] = i
+			distinct = append(distinct, i)
+		}
+	}
+	kidsOf := make([][]digest.Digest, len(images))
+	have := make([]bool, len(images))
+	var reads atomic.Int64
+	parallelDo(len(distinct), s.Parallel, func(j int) {
+		i := distinct[j]
+		tg := images[i]
+		if kids, ok := known[tg.manifest]; ok {
+			kidsOf[i], have[i] = kids, true
+			return
+		}
+		data, err := signatureManifest(ctx, s.Upstream, s.Store, tg.img, tg.manifest, &reads)
+		if err != nil {
+			// The copy meets the same error and reports it with the image.
+			return
+		}
+		have[i] = true
+		if transfer.IsIndex(transfer.MediaTypeOf(data)) {
+			kids, err := transfer.Children(data)
+			if err == nil {
+				for _, k := range kids {
+					kidsOf[i] = append(kidsOf[i], k.Digest)
+				}
+			}
+		}
+	})
+	for i, tg := range images {
+		if f := first[signatureLookup{tg.repo, tg.manifest}]; f != i {
+			kidsOf[i], have[i] = kidsOf[f], have[f]
+		}
+	}
+	platforms := map[digest.Digest][]digest.Digest{}
+	for i, tg := range images {
+		if have[i] {
+			platforms[tg.manifest] = append([]digest.Digest{}, kidsOf[i]...)
+		}
+	}
+	return kidsOf, platforms, int(reads.Load())
+}
