@@ -225,22 +225,4 @@ func (e *Error) Error() string {
 
 // ExitCode is mirror's: a bit per content group hit (2 release, 4
 // operator, 8 additional, 16 helm), 1 when none is.
-func (e *Error) ExitCode() int {
-	code := 0
-	for _, g := range e.Groups {
-		switch g {
-		case "release":
-			code |= 2
-		case "operator":
-			code |= 4
-		case "helm":
-			code |= 16
-		case "additional", "signature":
-			code |= 8
-		}
-	}
-	if code == 0 {
-		code = 1
-	}
-	return code
-}
+func (e *Error) ExitCode() int { return imageset.ExitCode(e.Groups) }

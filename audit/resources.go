@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -240,9 +239,9 @@ func (a *Audit) checkCatalogs(ctx context.Context) {
 			}
 			switch {
 			case !ok:
-				a.Report(a.problem(KindCatalog, img, fmt.Sprintf("names %s %s (%s), which the image set does not hold, so the mirror lacks it", what, ref.Image, bundlesOf(ref.Users))))
+				a.Report(a.problem(KindCatalog, img, fmt.Sprintf("names %s %s (%s), which the image set does not hold, so the mirror lacks it", what, ref.Image, fbc.BundlesOf(ref.Users))))
 			case !a.found[have.Destination]:
-				a.Report(a.problem(KindCatalog, img, fmt.Sprintf("names %s %s (%s), which the mirror lacks or holds incomplete at %s", what, ref.Image, bundlesOf(ref.Users), a.name(have))))
+				a.Report(a.problem(KindCatalog, img, fmt.Sprintf("names %s %s (%s), which the mirror lacks or holds incomplete at %s", what, ref.Image, fbc.BundlesOf(ref.Users), a.name(have))))
 			}
 		}
 	}
@@ -295,19 +294,4 @@ func (m *mirrorBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
 
 func (m *mirrorBlobs) Put(digest.Digest, int64, io.Reader) error {
 	return errors.New("internal: the audit writes nothing")
-}
-
-// bundlesOf names the bundles that need an image, the first three.
-func bundlesOf(users []fbc.ImageUser) string {
-	var names []string
-	for _, u := range users {
-		n := "package " + u.Package + " bundle " + u.Bundle
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	if len(names) > 3 {
-		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more bundles", len(names)-3)
-	}
-	return strings.Join(names, ", ")
 }

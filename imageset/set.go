@@ -69,6 +69,30 @@ func (k Kind) Group() string {
 	}
 }
 
+// ExitCode is the exit code of a run whose failures hit groups, as mirror
+// and verify set it: a bit per content group (2 release, 4 operator, 8
+// additional, 16 helm; any other group, as a signature's own, counts with
+// the additional images), 1 when groups is empty.
+func ExitCode(groups []string) int {
+	code := 0
+	for _, g := range groups {
+		switch g {
+		case "release":
+			code |= 2
+		case "operator":
+			code |= 4
+		case "helm":
+			code |= 16
+		default:
+			code |= 8
+		}
+	}
+	if code == 0 {
+		code = 1
+	}
+	return code
+}
+
 // Image is one image of a Set: where it comes from, pinned to a digest, and
 // where it goes, relative to the mirror root.
 type Image struct {

@@ -477,25 +477,7 @@ func (e *FailedError) Error() string {
 }
 
 // ExitCode is the OR of the failed groups' bits.
-func (e *FailedError) ExitCode() int {
-	code := 0
-	for _, g := range e.Groups {
-		switch g {
-		case "release":
-			code |= 2
-		case "operator":
-			code |= 4
-		case "helm":
-			code |= 16
-		default:
-			code |= 8
-		}
-	}
-	if code == 0 {
-		code = 1
-	}
-	return code
-}
+func (e *FailedError) ExitCode() int { return imageset.ExitCode(e.Groups) }
 
 // unresolvedRecords are the failure file's entries for images that never
 // resolved, so a --retry-failed run still reports them missing.

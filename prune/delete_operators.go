@@ -200,7 +200,7 @@ func (d *Delete) operatorImages(ctx context.Context, sel *selection, ops []image
 			}
 			for _, m := range matchRecorded(ref.Image, images) {
 				found++
-				picked = append(picked, matchedImage{m, fmt.Sprintf("%s (%s)", path, sections.BundlesOf(ref.Users))})
+				picked = append(picked, matchedImage{m, fmt.Sprintf("%s (%s)", path, fbc.BundlesOf(ref.Users))})
 			}
 		}
 		if found == 0 {

@@ -452,7 +452,7 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *f
 		w.Why = slices.Compact(w.Why)
 		named, err := reference.ParseNormalizedNamed(ref.Image)
 		if err != nil {
-			r.Warn("operator catalog %s: %s names image %q, which is not an image reference (%v): skipped", catalogRef, BundlesOf(ref.Users), ref.Image, err)
+			r.Warn("operator catalog %s: %s names image %q, which is not an image reference (%v): skipped", catalogRef, fbc.BundlesOf(ref.Users), ref.Image, err)
 			continue
 		}
 		w.Named = reference.TagNameOnly(named)
@@ -460,27 +460,12 @@ func (o *operators) bundleImages(ctx context.Context, catalogRef string, kept *f
 			blockedBy[b]++
 			continue
 		}
-		w.Failing = "needed by " + BundlesOf(ref.Users) + " in catalog " + catalogRef
-		w.ByTag = fmt.Sprintf("operator catalog %s: %s", catalogRef, BundlesOf(ref.Users))
+		w.Failing = "needed by " + fbc.BundlesOf(ref.Users) + " in catalog " + catalogRef
+		w.ByTag = fmt.Sprintf("operator catalog %s: %s", catalogRef, fbc.BundlesOf(ref.Users))
 		wanted = append(wanted, w)
 	}
 	for _, rule := range slices.Sorted(maps.Keys(blockedBy)) {
 		r.Warn("operator catalog %s: %d bundle or related images left out by %s", catalogRef, blockedBy[rule], rule)
 	}
 	return r.AddPinned(ctx, wanted)
-}
-
-// BundlesOf names the bundles of users for messages, the first few in full.
-func BundlesOf(users []fbc.ImageUser) string {
-	var names []string
-	for _, u := range users {
-		n := "package " + u.Package + " bundle " + u.Bundle
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	if len(names) > 3 {
-		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more bundles", len(names)-3)
-	}
-	return strings.Join(names, ", ")
 }

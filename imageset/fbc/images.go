@@ -2,7 +2,9 @@ package fbc
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 )
 
 // ImageRef is an image the bundles of a catalog need, and who needs it.
@@ -61,4 +63,19 @@ func (c *Catalog) RelatedImages() []ImageRef {
 	}
 	slices.SortFunc(out, func(a, b ImageRef) int { return cmp.Compare(a.Image, b.Image) })
 	return out
+}
+
+// BundlesOf names the bundles of users for messages, the first few in full.
+func BundlesOf(users []ImageUser) string {
+	var names []string
+	for _, u := range users {
+		n := "package " + u.Package + " bundle " + u.Bundle
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	if len(names) > 3 {
+		return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more bundles", len(names)-3)
+	}
+	return strings.Join(names, ", ")
 }
