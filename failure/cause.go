@@ -150,9 +150,8 @@ func Classify(err error) Cause {
 	if IsNotFound(err) || strings.Contains(low, "manifest unknown") || strings.Contains(low, "name unknown") {
 		if pe != nil && pe.Hint != "" {
 			// Asked without credentials of a registry that asks for none:
-			// it may hide a private repository. The answer says so at
-			// length (its hint); the fix does not say it twice.
-			return Cause{Kind: CauseNotFound, Fix: "if the repository is private, log in first; otherwise " + causes[CauseNotFound].Fix}
+			// it may hide a private repository.
+			return Cause{Kind: CauseNotFound, Fix: pe.Hint + "; otherwise " + causes[CauseNotFound].Fix}
 		}
 		return causes[CauseNotFound]
 	}
@@ -249,7 +248,11 @@ type RegistryError struct {
 
 func (e *RegistryError) Error() string {
 	if c := Classify(e.Err); c.Fix != "" && c.Kind != CauseTransient {
-		return fmt.Sprintf("%s: %v (%s)", e.Ref, e.Err, c.Fix)
+		msg := e.Err.Error()
+		if pe := (*registryapi.Error)(nil); errors.As(e.Err, &pe) && pe.Hint != "" && strings.Contains(c.Fix, pe.Hint) {
+			msg = strings.Replace(msg, " ("+pe.Hint+")", "", 1) // the fix says it
+		}
+		return fmt.Sprintf("%s: %s (%s)", e.Ref, msg, c.Fix)
 	}
 	return fmt.Sprintf("%s: %v", e.Ref, e.Err)
 }
