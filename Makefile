@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.bui
 GO      := CGO_ENABLED=0 go
 BIN     := bin/gapmirror
 
-.PHONY: build test test-long fuzz demo bench bench-scale bench-mixed bench-wan bench-serve-s3 lint clean opm dist
+.PHONY: build test test-long fuzz demo bench bench-scale bench-mixed bench-wan bench-referrers bench-serve-s3 lint clean opm dist
 
 build:
 	$(GO) build -tags "$(TAGS)" -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gapmirror
@@ -89,6 +89,10 @@ bench-mixed: build
 # registries.conf insecure source next to the same with --src-tls-verify=false.
 bench-wan: build
 	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only -wan 40ms:200mbit
+
+# Scenario R alone: what OCI referrers cost upstream and at the mirror (under a minute).
+bench-referrers: build
+	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -referrers 200
 
 # Scenario F alone: disk-to-mirror into serve on the filesystem vs two replicas on
 # S3-compatible object storage (gofakes3) with Redis, same run, as a ratio (under a minute).

@@ -86,6 +86,7 @@ func main() {
 	profile := flag.String("profile", "", "write a CPU profile of every gapmirror run into this directory (<scenario>-<trip>.pprof), its heap at its peak (<scenario>-<trip>-heap.pprof), and the registries (this process) during it (<scenario>-<trip>-registries.pprof)")
 	serveS3 := flag.Bool("serve-s3", false, "run only scenario F: disk-to-mirror of -images images (-size) into one gapmirror serve on the filesystem and into two replicas on S3-compatible object storage (gofakes3) with a Redis cache (miniredis) behind a round-robin balancer, same run, as a ratio")
 	wan := flag.String("wan", "", "put the upstream of scenarios A, B and E behind a WAN for the trips that read it and print their floors under it: DELAY:RATE, a delay per request and one link shared by every response body, e.g. 40ms:200mbit or 20ms:1gbit")
+	referrers := flag.Int("referrers", 0, "run only scenario R: what OCI referrers cost, on this many small images (every other one with three referrers); 0 leaves it out")
 	ocMirror := flag.String("oc-mirror", "", "scenario E: also run oc-mirror v2 (this binary; build it with ../shared/tools/build-oc-mirror.sh) through the same trips on the same upstream, and print time and peak memory ratios against it")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
@@ -125,6 +126,10 @@ func main() {
 	b.scaleImages, b.scaleOnly, b.profile = *scale, *scaleOnly, *profile
 	b.mixed, b.mixedOnly, b.mixedSpec = *mixed || *mixedOnly, *mixedOnly, fullMixed
 	b.serveS3Only = *serveS3
+	if *referrers < 0 || *referrers > 10000 {
+		fail("-referrers %d: use 1 to 10000 images (0 leaves scenario R out)", *referrers)
+	}
+	b.referrersOnly = *referrers
 	if *ocMirror != "" {
 		if b.ocMirrorBin, err = filepath.Abs(*ocMirror); err == nil {
 			_, err = os.Stat(b.ocMirrorBin)
@@ -173,11 +178,13 @@ type bench struct {
 	// ocMirrorBin is oc-mirror v2 (-oc-mirror), run in scenario E beside
 	// gapmirror; "" leaves it out.
 	ocMirrorBin string
-	dir         string
-	log         *os.File
-	regsConf    string
-	authFile    string
-	registries  map[string]*registrytest.Registry // by name
+	// referrersOnly runs scenario R alone on this many images (-referrers).
+	referrersOnly int
+	dir           string
+	log           *os.File
+	regsConf      string
+	authFile      string
+	registries    map[string]*registrytest.Registry // by name
 	// requests counts the HTTP requests all the registries served.
 	requests atomic.Int64
 	// kinds counts them by side ("upstream", "mirror"), method and endpoint
@@ -265,6 +272,9 @@ func (b *bench) run(ctx context.Context, size int64, images, small int) error {
 	}
 	if b.serveS3Only {
 		return b.serveS3(ctx, size, images)
+	}
+	if b.referrersOnly > 0 {
+		return b.referrersScenario(ctx, b.referrersOnly)
 	}
 	if !b.catalogOnly {
 		if err := b.throughput(ctx, size, images); err != nil {
