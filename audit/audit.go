@@ -35,8 +35,8 @@ type Audit struct {
 	// asking with a HEAD.
 	Deep bool
 	// Extra checks run after the built-in ones: the seam for what the set
-	// does not list image by image (the OCI referrers of its images, once
-	// they are mirrored).
+	// does not list image by image (whether a mirror without the referrers
+	// API lists each referrer in its subject's tag schema index).
 	Extra []Check
 	Log   *slog.Logger
 
@@ -54,10 +54,10 @@ type Audit struct {
 	counts    Counts
 }
 
-// A Check is one more audit of the mirror beside the built-in ones.
-// Referrers (signatures and attestations found through the OCI referrers
-// API) plug in here: the check reads a.Expected and asks through a.Client,
-// and reports what is wrong with a.Report.
+// A Check is one more audit of the mirror beside the built-in ones (the
+// referrers themselves are set entries, checked by digest like the
+// images): it reads a.Expected, asks through a.Client, and reports what is
+// wrong with a.Report.
 type Check interface {
 	Name() string
 	Run(ctx context.Context, a *Audit) error
@@ -66,7 +66,7 @@ type Check interface {
 // Counts are what an audit checked.
 type Counts struct {
 	Images     int `json:"images"`
-	Signatures int `json:"signatures"`
+	Signatures int `json:"signatures"` // and referrers
 	Platforms  int `json:"platformManifests"`
 	Blobs      int `json:"blobs"`
 	// Named are the references to the mirror in the cluster resources.

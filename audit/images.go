@@ -33,7 +33,7 @@ func (a *Audit) checkImages(ctx context.Context) {
 		})
 	}
 	for _, img := range set.Images {
-		if img.Kind == imageset.KindSignature {
+		if img.Kind.Attached() {
 			a.counts.Signatures++
 		} else {
 			a.counts.Images++
@@ -64,6 +64,9 @@ func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan s
 		return
 	}
 	tag := img.DestinationTag()
+	if tag == "" {
+		tag = want.String() // a referrer, pushed by digest
+	}
 	a.Asked(1)
 	data, _, err := c.Manifest(ctx, repo, tag)
 	switch {

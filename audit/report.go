@@ -164,7 +164,7 @@ func (r *Report) Print(w io.Writer) {
 		how = "read and hashed"
 	}
 	fmt.Fprintf(w, "verify docker://%s against %s (%s)\n", r.Mirror, r.Record, r.Mode)
-	fmt.Fprintf(w, "checked: %d images and %d signatures by digest, %d platform manifests, %d blobs (%s); %d images named by the cluster resources; %d rebuilt catalogs naming %d images; %d release signature ConfigMaps; %d requests\n",
+	fmt.Fprintf(w, "checked: %d images and %d signatures and referrers by digest, %d platform manifests, %d blobs (%s); %d images named by the cluster resources; %d rebuilt catalogs naming %d images; %d release signature ConfigMaps; %d requests\n",
 		c.Images, c.Signatures, c.Platforms, c.Blobs, how, c.Named, c.Catalogs, c.CatalogImages, c.ReleaseSignatures, c.Requests)
 	if r.OK() {
 		fmt.Fprintf(w, "verified: the mirror holds every image of the set whole, by digest, under the tags the cluster resources name\n")

@@ -203,6 +203,11 @@ func TestReferrersThreeTrips(t *testing.T) {
 				t.Fatalf("mirror-to-mirror: exit %d:\n%s", code, out)
 			}
 			w.assertReferrers("m2m", "signatures", "attestations")
+			// verify asks the mirror for each referrer by digest, as for
+			// the images by tag.
+			if code, out, _ := w.gapmirror("verify", "--workspace", ws, "docker://"+w.dst.Host()+"/m2m"); code != 0 {
+				t.Errorf("verify of a mirror with referrers: exit %d:\n%s", code, out)
+			}
 			code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", ws, "docker://"+w.dst.Host()+"/m2m")
 			if code != 0 || !strings.Contains(out, "0 copied, 3 already at the destination") || !strings.Contains(out, "0 copied, 5 already at the destination") {
 				t.Errorf("no-change rerun: exit %d:\n%s", code, out)
