@@ -85,7 +85,7 @@ func (b *bench) ocMirrorTrips(ctx context.Context, dir string, m *mixedUpstream,
 			}
 		}
 		b.underWAN(s.wan && b.wan != nil)
-		if *s.res, err = b.ocMirror(ctx, "E oc-mirror "+s.label, s.args, env, s.wan); err != nil {
+		if *s.res, err = b.ocMirror(ctx, "E oc-mirror "+s.label, dir, s.args, env, s.wan); err != nil {
 			return t, err
 		}
 		if i == 0 {
@@ -97,8 +97,9 @@ func (b *bench) ocMirrorTrips(ctx context.Context, dir string, m *mixedUpstream,
 }
 
 // ocMirror runs oc-mirror once through the launcher (for its peak RSS) on
-// a free port for its local registry, and checks its results.
-func (b *bench) ocMirror(ctx context.Context, label string, args, env []string, wan bool) (tripResult, error) {
+// a free port for its local registry, and checks its results and that it
+// wrote no mirroring_errors file under dir.
+func (b *bench) ocMirror(ctx context.Context, label, dir string, args, env []string, wan bool) (tripResult, error) {
 	port, err := freePort()
 	if err != nil {
 		return tripResult{}, err
@@ -133,7 +134,7 @@ func (b *bench) ocMirror(ctx context.Context, label string, args, env []string, 
 	if total == 0 || copied != total {
 		return res, fmt.Errorf("%s: oc-mirror reported %d of %d images mirrored (log: %s)\n%s", label, copied, total, b.log.Name(), tail(out, 30))
 	}
-	if errs := ocErrorFiles(filepath.Dir(env0(env, "HOME"))); len(errs) > 0 {
+	if errs := ocErrorFiles(dir); len(errs) > 0 {
 		return res, fmt.Errorf("%s: oc-mirror wrote %s", label, strings.Join(errs, ", "))
 	}
 	fmt.Printf("  %-52s %7.2fs  %d images, peak RSS %s, %.2f requests per image (both registries)\n", res.row.op, res.row.took.Seconds(), total, humanBytes(res.rss), float64(res.row.requests)/float64(total))
@@ -161,15 +162,6 @@ func (b *bench) measureOutput(ctx context.Context, label, name string, args, env
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func env0(env []string, key string) string {
-	for _, e := range env {
-		if k, v, ok := strings.Cut(e, "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
-}
 
 // ocErrorFiles lists the mirroring_errors files oc-mirror wrote under dir.
 func ocErrorFiles(dir string) []string {
