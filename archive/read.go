@@ -154,10 +154,6 @@ func dirChunks(dir string) (map[int]map[int]string, []string, error) {
 	return families, v1, nil
 }
 
-// ReadIndex reads and verifies the index of the archive whose first chunk
-// in dir is first, and nothing else of it.
-func ReadIndex(dir, first string) (*Index, error) { return readIndexFile(dir, first) }
-
 // readIndexFile reads and verifies the index of the first chunk first.
 func readIndexFile(dir, first string) (*Index, error) {
 	f, sc, err := openScan(dir, first)

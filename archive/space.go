@@ -60,8 +60,22 @@ func writeFile(path string, data []byte) error {
 		tmp.Close()
 		return err
 	}
+	// Synced before and after the rename: a record or an archive's
+	// signature is whole after a crash, or not there.
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -91,21 +91,17 @@ func (s *Signer) Sign(ctx context.Context, data []byte) ([]byte, error) {
 	return out, nil
 }
 
-// SignArchive signs the index of the archive whose first chunk in dir is
-// first, as it is on disk, and writes the bundle beside the chunks
-// (BundleName), replacing one an earlier archive of that name left. It
-// returns the bundle's path.
-func (s *Signer) SignArchive(ctx context.Context, dir, first string) (string, error) {
-	idx, err := archive.ReadIndex(dir, first)
-	if err != nil {
-		return "", fmt.Errorf("reading the index to sign: %w", err)
-	}
+// SignArchive signs the index of an archive in dir, its bytes as written in
+// its first chunk, and writes the bundle beside the chunks (BundleName),
+// replacing one an earlier archive of that name left. It returns the
+// bundle's path.
+func (s *Signer) SignArchive(ctx context.Context, dir string, idx *archive.Index) (string, error) {
 	b, err := s.Sign(ctx, idx.Bytes())
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(dir, BundleName(first))
-	if err := writeFile(p, b); err != nil {
+	p := filepath.Join(dir, BundleName(idx.Chunks[0].Name))
+	if err := archive.WriteFileAtomic(p, b); err != nil {
 		return "", fmt.Errorf("writing the signature of archive %s: %w", idx.ID, err)
 	}
 	return p, nil
@@ -119,36 +115,6 @@ func Unsign(dir, first string) error {
 		return fmt.Errorf("removing the signature of an earlier archive: %w", err)
 	}
 	return nil
-}
-
-// writeFile writes b to p through a synced temporary file renamed into
-// place: a reader finds the whole bundle or none.
-func writeFile(p string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), p); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(p))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // The sign.Keypair methods.

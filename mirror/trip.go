@@ -211,7 +211,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 		return nil, err
 	}
 	if !t.Copy.Force {
-		if base, err = r.adoptOrphan(dir, base); err != nil {
+		if base, err = r.adoptOrphan(ctx, dir, base); err != nil {
 			return nil, err
 		}
 	}
@@ -315,7 +315,7 @@ func (r *run) baseline() (archiveBaseline, error) {
 // the workspace records (a run with --since bases its archive on an older
 // one than the newest). Anything else in its place is left for Stage to
 // refuse.
-func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, error) {
+func (r *run) adoptOrphan(ctx context.Context, dir string, base archiveBaseline) (archiveBaseline, error) {
 	id, err := r.ws.Identity(r.t.now())
 	if err != nil {
 		return base, err
@@ -353,7 +353,7 @@ func (r *run) adoptOrphan(dir string, base archiveBaseline) (archiveBaseline, er
 			rec.Bytes += b.Size
 		}
 		if r.t.Signer != nil { // it may have been stopped before signing too
-			if _, err := r.t.Signer.SignArchive(context.Background(), dir, idx.Chunks[0].Name); err != nil {
+			if _, err := r.t.Signer.SignArchive(ctx, dir, idx); err != nil {
 				return base, err
 			}
 		}
@@ -436,15 +436,22 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 	}
 	r.rep.ArchiveID = written.ID
 	first := written.Chunks[0].Name
+	// takeBack removes the archive again: one the workspace does not know
+	// of would be left out of the next one's baseline and clash with its
+	// name.
+	takeBack := func() {
+		for _, c := range written.Chunks {
+			os.Remove(filepath.Join(dir, c.Name))
+		}
+		_ = archivesign.Unsign(dir, first)
+	}
 	if t.Signer != nil {
-		r.rep.Signature, err = t.Signer.SignArchive(ctx, dir, first)
+		r.rep.Signature, err = t.Signer.SignArchive(ctx, dir, written)
 	} else {
 		err = archivesign.Unsign(dir, first) // an earlier archive's, by that name
 	}
 	if err != nil {
-		for _, c := range written.Chunks {
-			os.Remove(filepath.Join(dir, c.Name))
-		}
+		takeBack()
 		return nil, fmt.Errorf("%w (the archive's chunks were removed again; run again once this is fixed)", err)
 	}
 	rec := workspace.ArchiveRecord{Seq: seq, ID: written.ID, BasedOn: basedOn, Created: written.Created, Images: len(set.Images), Bytes: bytes}
@@ -452,11 +459,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 		rec.Blobs = append(rec.Blobs, b.Digest)
 	}
 	if err := ws.SaveArchive(rec); err != nil {
-		// An archive the workspace does not know of would be left out of
-		// the next one's baseline and clash with its name: take it back.
-		for _, c := range written.Chunks {
-			os.Remove(filepath.Join(dir, c.Name))
-		}
+		takeBack()
 		return nil, fmt.Errorf("recording archive %s (its chunks were removed again; run again once this is fixed): %w", written.ID, err)
 	}
 	var chunks []string
