@@ -62,7 +62,7 @@ func (s Search) Verify(ctx context.Context, policyPath string, set *imageset.Set
 
 	var images []imageset.Image
 	for _, img := range set.Images {
-		if !img.Built && img.Kind != imageset.KindSignature {
+		if !img.Built && !img.Kind.Attached() { // a signature or referrer goes with its image
 			images = append(images, img)
 		}
 	}
@@ -91,7 +91,7 @@ func (s Search) Verify(ctx context.Context, policyPath string, set *imageset.Set
 	}
 	kept := set.Images[:0]
 	for _, img := range set.Images {
-		if refused[img.DestinationRepo()+"@"+img.Digest] || img.Kind == imageset.KindSignature && refused[img.DestinationRepo()+"@"+img.SignatureOf] {
+		if refused[img.DestinationRepo()+"@"+img.Digest] || img.Kind.Attached() && refused[img.DestinationRepo()+"@"+img.SignatureOf] {
 			continue
 		}
 		kept = append(kept, img)
