@@ -162,17 +162,13 @@ func bundlesAllowed(ctx context.Context, up *transfer.Registry, img imageset.Ima
 	if rule.unable != "" {
 		return errors.New(rule.unable)
 	}
-	var refs []ocispec.Descriptor
-	err := transfer.Retry(ctx, up.Retries, up.RetryDelay, func() error {
-		got, err := up.Referrers(ctx, img, d, BundleMediaType)
-		refs = refs[:0]
-		for _, r := range got {
-			refs = append(refs, ocispec.Descriptor{MediaType: string(r.MediaType), Digest: digest.Digest(r.Digest.String()), Size: r.Size, ArtifactType: r.ArtifactType})
-		}
-		return err
-	})
+	got, err := up.Referrers(ctx, img, d, BundleMediaType) // retried there
 	if err != nil {
 		return fmt.Errorf("listing its cosign bundles (OCI referrers of %s): %w", d, err)
+	}
+	refs := make([]ocispec.Descriptor, len(got))
+	for i, r := range got {
+		refs[i] = ocispec.Descriptor{MediaType: string(r.MediaType), Digest: digest.Digest(r.Digest.String()), Size: r.Size, ArtifactType: r.ArtifactType}
 	}
 	if len(refs) == 0 {
 		return fmt.Errorf("no cosign bundle is attached to %s either (OCI referrers of artifactType %s)", d, BundleMediaType)

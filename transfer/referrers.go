@@ -20,9 +20,13 @@ import (
 // mirror in its destination repository. See registryapi.Client.Referrers.
 func (r *Registry) Referrers(ctx context.Context, img imageset.Image, d digest.Digest, artifactType string) ([]v1.Descriptor, error) {
 	var refs []v1.Descriptor
-	err := r.fromSources(img, func(s pullSource) (err error) {
-		refs, _, err = s.client.Referrers(ctx, reference.Path(s.ref), d, artifactType)
-		return err
+	err := r.fromSources(img, func(s pullSource) error {
+		// Retried here, as a tag's resolution is, so that every caller
+		// (the referrers search, the bundle policy) rides out a 429 or 5xx.
+		return Retry(ctx, r.Retries, r.RetryDelay, func() (err error) {
+			refs, _, err = s.client.Referrers(ctx, reference.Path(s.ref), d, artifactType)
+			return err
+		})
 	})
 	return refs, err
 }
