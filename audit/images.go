@@ -64,8 +64,9 @@ func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan s
 		return
 	}
 	tag := img.DestinationTag()
-	if tag == "" {
-		tag = want.String() // a referrer, pushed by digest
+	byDigest := tag == "" // a referrer, pushed by digest
+	if byDigest {
+		tag = want.String()
 	}
 	a.Asked(1)
 	data, _, err := c.Manifest(ctx, repo, tag)
@@ -74,6 +75,10 @@ func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan s
 		a.Report(a.problem(KindUnreachable, img, failure.Message(failure.Explain(err, a.name(img)))))
 		return
 	case err == nil && want.Algorithm().FromBytes(data) == want:
+	case byDigest:
+		// Asked by digest already: no tag to tell apart from the content.
+		a.Report(a.problem(KindMissingImage, img, "its digest is not at the mirror"))
+		return
 	default:
 		// The tag is gone or names another manifest: is the image itself
 		// still there by digest?
