@@ -91,12 +91,16 @@ func (c ReferrerChoice) Wants(artifactType, predicateType string) bool {
 	return c[ReferrerKind(artifactType, predicateType)]
 }
 
+// SignatureKind reports whether referrer kind k is a signature (cosign's
+// or Notation's): what --remove-signatures leaves out.
+func SignatureKind(k string) bool { return k == ReferrersSignatures || k == ReferrersNotation }
+
 // WithoutSignatures is c less the kinds that are signatures
 // (--remove-signatures: no signature of any kind is mirrored).
 func (c ReferrerChoice) WithoutSignatures() ReferrerChoice {
 	out := ReferrerChoice{}
 	for k, v := range c {
-		if k != ReferrersSignatures && k != ReferrersNotation {
+		if !SignatureKind(k) {
 			out[k] = v
 		}
 	}

@@ -946,9 +946,8 @@ func flattenSet(root string, set *imageset.Set, n int) (*imageset.Set, error) {
 // (--remove-signatures on an archive made with them).
 func withoutSignatures(set *imageset.Set) *imageset.Set {
 	out := &imageset.Set{FormatVersion: set.FormatVersion}
-	sigs := imageset.ReferrerChoice{imageset.ReferrersSignatures: true, imageset.ReferrersNotation: true}
 	for _, img := range set.Images {
-		if img.Kind != imageset.KindSignature && (img.Kind != imageset.KindReferrer || !sigs.Wants(img.ArtifactType, img.PredicateType)) {
+		if img.Kind != imageset.KindSignature && (img.Kind != imageset.KindReferrer || !imageset.SignatureKind(imageset.ReferrerKind(img.ArtifactType, img.PredicateType))) {
 			out.Images = append(out.Images, img)
 		}
 	}
