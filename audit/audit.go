@@ -34,33 +34,21 @@ type Audit struct {
 	// Deep reads every blob and checks it against its digest instead of
 	// asking with a HEAD.
 	Deep bool
-	// Extra checks run after the built-in ones: the seam for what the set
-	// does not list image by image (whether a mirror without the referrers
-	// API lists each referrer in its subject's tag schema index).
-	Extra []Check
-	Log   *slog.Logger
+	Log  *slog.Logger
 
 	requests atomic.Int64
 	mu       sync.Mutex
 	problems []Problem
 	// seen are the manifests and blobs checked, by repository@digest, so
-	// that what several images share is asked about once.
-	seen map[string]bool
+	// that what several images share is asked about once, and each image
+	// learns the answer.
+	seen map[string]*shared
 	// found is what the image check learnt of each set image: whether its
 	// destination holds it whole.
 	found map[string]bool
 	// manifests keeps the manifests of the rebuilt catalogs, read once.
 	manifests map[string][]byte
 	counts    Counts
-}
-
-// A Check is one more audit of the mirror beside the built-in ones (the
-// referrers themselves are set entries, checked by digest like the
-// images): it reads a.Expected, asks through a.Client, and reports what is
-// wrong with a.Report.
-type Check interface {
-	Name() string
-	Run(ctx context.Context, a *Audit) error
 }
 
 // Counts are what an audit checked.
@@ -88,7 +76,7 @@ func (a *Audit) Run(ctx context.Context) (*Report, error) {
 	if a.Log == nil {
 		a.Log = slog.New(slog.DiscardHandler)
 	}
-	a.seen, a.found, a.manifests = map[string]bool{}, map[string]bool{}, map[string][]byte{}
+	a.seen, a.found, a.manifests = map[string]*shared{}, map[string]bool{}, map[string][]byte{}
 	a.checkImages(ctx)
 	if err := a.unreachable(); err != nil {
 		return nil, err
@@ -100,11 +88,7 @@ func (a *Audit) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	a.checkCatalogs(ctx)
-	for _, c := range a.Extra {
-		if err := c.Run(ctx, a); err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Name(), err)
-		}
-	}
+	a.checkReferrers(ctx)
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted: %w", ctx.Err())
 	}
@@ -144,16 +128,30 @@ func (a *Audit) Report(p Problem) {
 	a.problems = append(a.problems, p)
 }
 
-// once reports whether key is checked for the first time.
-func (a *Audit) once(key string) bool {
+// shared is the check of a manifest or blob several images name: the
+// first to claim it makes it, the others wait for its answer.
+type shared struct {
+	done  chan struct{}
+	whole bool
+}
+
+// claim returns the check of key; first says the caller makes it, and
+// must finish it.
+func (a *Audit) claim(key string) (s *shared, first bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.seen[key] {
-		return false
+	if s := a.seen[key]; s != nil {
+		return s, false
 	}
-	a.seen[key] = true
-	return true
+	s = &shared{done: make(chan struct{})}
+	a.seen[key] = s
+	return s, true
 }
+
+func (s *shared) finish(whole bool) { s.whole = whole; close(s.done) }
+
+// wait is the answer of the check another image made.
+func (s *shared) wait() bool { <-s.done; return s.whole }
 
 // fix is the command that pushes img again, for the problem kind k.
 func (a *Audit) fix(k Kind) string {

@@ -77,7 +77,7 @@ func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan s
 	case err == nil && want.Algorithm().FromBytes(data) == want:
 	case byDigest:
 		// Asked by digest already: no tag to tell apart from the content.
-		a.Report(a.problem(KindMissingImage, img, "its digest is not at the mirror"))
+		a.Report(a.problem(KindReferrerMissing, img, fmt.Sprintf("referrer of %s@%s: its digest is not at the mirror", img.DestinationRepo(), img.Subject)))
 		return
 	default:
 		// The tag is gone or names another manifest: is the image itself
@@ -117,9 +117,18 @@ func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan s
 // checkContent checks the platform manifests (of an index) and the blobs
 // of the manifest data, digest d, in repo; true when all are there.
 func (a *Audit) checkContent(ctx context.Context, img imageset.Image, c *registryapi.Client, repo string, d digest.Digest, data []byte, blobs chan struct{}) bool {
-	if !a.once("manifest " + repo + "@" + d.String()) {
-		return true // another image of the repository checks it
+	check, first := a.claim("manifest " + repo + "@" + d.String())
+	if !first {
+		return check.wait() // another image of the repository checks it
 	}
+	whole := false
+	defer func() { check.finish(whole) }()
+	whole = a.checkManifest(ctx, img, c, repo, d, data, blobs)
+	return whole
+}
+
+// checkManifest is checkContent's check of manifest d, made once.
+func (a *Audit) checkManifest(ctx context.Context, img imageset.Image, c *registryapi.Client, repo string, d digest.Digest, data []byte, blobs chan struct{}) bool {
 	if !transfer.IsIndex(transfer.MediaTypeOf(data)) {
 		return a.checkBlobs(ctx, img, c, repo, d, data, blobs)
 	}
@@ -169,8 +178,20 @@ func (a *Audit) checkBlobs(ctx context.Context, img imageset.Image, c *registrya
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	whole := true
+	lost := func() {
+		mu.Lock()
+		whole = false
+		mu.Unlock()
+	}
 	for _, b := range list {
-		if !a.once("blob " + repo + "@" + b.Digest.String()) {
+		check, first := a.claim("blob " + repo + "@" + b.Digest.String())
+		if !first {
+			// Another image asks; this one is whole only if the blob is there.
+			wg.Go(func() {
+				if !check.wait() {
+					lost()
+				}
+			})
 			continue
 		}
 		a.mu.Lock()
@@ -179,15 +200,15 @@ func (a *Audit) checkBlobs(ctx context.Context, img imageset.Image, c *registrya
 		blobs <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-blobs }()
-			if detail := a.checkBlob(ctx, c, repo, b); detail != "" {
+			detail := a.checkBlob(ctx, c, repo, b)
+			check.finish(detail == "")
+			if detail != "" {
 				k := KindMissingBlob
 				if detail[0] == '!' {
 					k, detail = KindUnreachable, detail[1:]
 				}
 				a.Report(a.problem(k, img, detail))
-				mu.Lock()
-				whole = false
-				mu.Unlock()
+				lost()
 			}
 		})
 	}

@@ -23,12 +23,14 @@ const (
 	KindTagMissing       Kind = "tag-missing"
 	KindMissingPlatform  Kind = "missing-platform-manifest"
 	KindMissingBlob      Kind = "missing-blob"
+	KindReferrerMissing  Kind = "referrer-missing"
+	KindReferrerUnlisted Kind = "referrer-unlisted"
 	KindNamedMissing     Kind = "named-image-missing"
 	KindCatalog          Kind = "catalog-image-missing"
 	KindReleaseSignature Kind = "release-signature"
 )
 
-var kinds = []Kind{KindUnreachable, KindNotPushed, KindMissingImage, KindTagMoved, KindTagMissing, KindMissingPlatform, KindMissingBlob, KindNamedMissing, KindCatalog, KindReleaseSignature}
+var kinds = []Kind{KindUnreachable, KindNotPushed, KindMissingImage, KindTagMoved, KindTagMissing, KindMissingPlatform, KindMissingBlob, KindReferrerMissing, KindReferrerUnlisted, KindNamedMissing, KindCatalog, KindReleaseSignature}
 
 // what says in a few words what the images of a kind suffer.
 func (k Kind) what() string {
@@ -47,6 +49,10 @@ func (k Kind) what() string {
 		return "platform manifests of their index are gone"
 	case KindMissingBlob:
 		return "blobs of theirs are gone or damaged"
+	case KindReferrerMissing:
+		return "referrers (signatures, attestations, SBOMs) the mirror lacks"
+	case KindReferrerUnlisted:
+		return "referrers their subject's referrers do not list (a client cannot find them)"
 	case KindNamedMissing:
 		return "cluster resources name them and the mirror lacks them"
 	case KindCatalog:
@@ -58,9 +64,10 @@ func (k Kind) what() string {
 }
 
 // needsForce: the destination tag is right, so a trip takes the image to
-// be there unless told to copy it again.
+// be there unless told to copy it again; a trip takes a referrer its
+// records place there to be there while its image is.
 func (k Kind) needsForce() bool {
-	return k == KindMissingPlatform || k == KindMissingBlob
+	return k == KindMissingPlatform || k == KindMissingBlob || k == KindReferrerMissing || k == KindReferrerUnlisted
 }
 
 // Problem is one thing wrong.

@@ -72,29 +72,33 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *transfer.Registry, src tr
 			return fmt.Errorf("dry run: no-go: %w", err)
 		}
 	}
-	present := make([]bool, len(set.Images))
-	errs := make([]error, len(set.Images))
-	var g errgroup.Group
-	g.SetLimit(max(t.Copy.WithDefaults().ParallelImages, 1))
-	for i, img := range set.Images {
-		g.Go(func() error {
-			errs[i] = transfer.Retry(ctx, dst.Retries, dst.RetryDelay, func() (err error) {
-				present[i], err = dst.HasManifest(ctx, img, digest.Digest(img.Digest))
-				return err
-			})
-			return nil
-		})
-	}
-	_ = g.Wait() // errors are in errs, by image
 	var missing []imageset.Image
-	for i, img := range set.Images {
-		if errs[i] != nil {
-			return fmt.Errorf("dry run: %w", errs[i])
+	// As the copy's planning: referrers after their images (see
+	// transfer.TrustReferrers).
+	for _, phase := range transfer.AttachedLast(set.Images) {
+		present := make([]bool, len(phase))
+		errs := make([]error, len(phase))
+		var g errgroup.Group
+		g.SetLimit(max(t.Copy.WithDefaults().ParallelImages, 1))
+		for i, img := range phase {
+			g.Go(func() error {
+				errs[i] = transfer.Retry(ctx, dst.Retries, dst.RetryDelay, func() (err error) {
+					present[i], err = dst.HasManifest(ctx, img, digest.Digest(img.Digest))
+					return err
+				})
+				return nil
+			})
 		}
-		if present[i] {
-			fig.Present++
-		} else {
-			missing = append(missing, img)
+		_ = g.Wait() // errors are in errs, by image
+		for i, img := range phase {
+			if errs[i] != nil {
+				return fmt.Errorf("dry run: %w", errs[i])
+			}
+			if present[i] {
+				fig.Present++
+			} else {
+				missing = append(missing, img)
+			}
 		}
 	}
 	fig.Missing = len(missing)

@@ -117,7 +117,10 @@ func (r *Report) printVerified(w io.Writer) {
 		flag = "--from"
 	}
 	fmt.Fprintf(w, "verified at the destination: %d images put by digest and accepted by the registry (each blob checked against its digest as it arrived, or already there), %d found under their tags with the expected digest",
-		len(res.Copied), len(res.Skipped))
+		len(res.Copied), len(res.Skipped)-r.Trusted)
+	if r.Trusted > 0 {
+		fmt.Fprintf(w, ", %d referrers of those taken to be there, listed, from the workspace's records", r.Trusted)
+	}
 	if len(res.Failed) > 0 {
 		fmt.Fprintf(w, ", %d failed", len(res.Failed))
 	}

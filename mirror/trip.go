@@ -106,6 +106,9 @@ type Report struct {
 	Set        *imageset.Set
 	Resolution *imageset.Resolution
 	Result     *transfer.Result
+	// Trusted are the referrers Result.Skipped counts that the mirror
+	// was not asked about: the records place them there, with their image.
+	Trusted int
 	// Archive lists the chunk files written (mirror-to-disk), Signature
 	// the archive's signature file (--sign-key).
 	Archive   []string
@@ -845,6 +848,7 @@ func (r *run) toMirror(ctx context.Context, dst *transfer.Registry, src transfer
 	// and they are sent again from src.
 	dst.ResendFrom(src, t.Log)
 	rep.Result = copyAll()
+	rep.Trusted = dst.TrustedReferrers()
 	t.chartsRefused(rep)
 	for d, repo := range rep.Result.Locations {
 		mrec.Blobs[d] = repo
@@ -902,10 +906,12 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err := t.flatten(dst.Root(), plan); err != nil {
 		return nil, err
 	}
-	if todo = plan.Set; !whole {
-		if todo, err = flattenSet(dst.Root(), todo, plan.MaxNestedPaths); err != nil {
-			return nil, err
-		}
+	if whole {
+		todo = plan.Set
+	} else if todo, err = flattenSet(dst.Root(), todo, plan.MaxNestedPaths); err != nil {
+		// A --retry-failed run copies only the failed images (it copied
+		// the whole set again, every image with --force).
+		return nil, err
 	}
 	set := plan.Set
 	rep := &Report{Mode: "mirror-to-mirror", Set: set, Resolution: res, Workspace: ws, Mirror: dst.Root()}
@@ -959,6 +965,7 @@ func withoutSignatures(set *imageset.Set) *imageset.Set {
 // copied sparse, so that wanting more of those is noticed.
 func seedLocations(r *workspace.LocationRecord, dst *transfer.Registry) {
 	dst.KnownLocations(r.Blobs)
+	dst.TrustReferrers(r.ListedReferrers())
 	dst.Sparse = map[string][]string{}
 	for _, m := range r.Images {
 		if len(m.Platforms) > 0 {

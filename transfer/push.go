@@ -122,7 +122,11 @@ func (r *Registry) newRepo(ctx context.Context, named reference.Named) bool {
 
 // HasManifest implements Destination with one HEAD of the destination tag
 // (none where the repository's listing says the tag is not there).
-func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest.Digest) (bool, error) {
+func (r *Registry) HasManifest(ctx context.Context, img imageset.Image, d digest.Digest) (has bool, err error) {
+	if img.Kind == imageset.KindReferrer && r.referrers.trusted(img) {
+		return true, nil
+	}
+	defer func() { r.referrers.confirm(img, d, has && err == nil) }()
 	named, err := reference.ParseNormalizedNamed(r.Name(img))
 	if err != nil {
 		return false, err

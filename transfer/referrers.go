@@ -40,6 +40,79 @@ type referrerLocks struct {
 	// listed are the referrers the tag schema indexes read this run list,
 	// by repo@subject.
 	listed map[string]map[string]bool
+	// recorded are the referrers (destination@digest) the workspace's
+	// records say an earlier run left at the mirror, listed, in the same
+	// run as the image they are attached to (see TrustReferrers).
+	recorded map[string]bool
+	// confirmed are the images (destination repository@digest) whose tag
+	// this run found naming them, whole.
+	confirmed map[string]bool
+	// trustedN counts the referrers taken to be there on the records.
+	trustedN int
+}
+
+// TrustedReferrers is how many referrers this run took to be at the
+// mirror on the workspace's records, without asking (see TrustReferrers).
+func (r *Registry) TrustedReferrers() int {
+	r.referrers.mu.Lock()
+	defer r.referrers.mu.Unlock()
+	return r.referrers.trustedN
+}
+
+// TrustReferrers takes the referrers (destination@digest) that the
+// workspace's records place at the mirror, pushed or found and listed
+// among their subject's referrers by the same run that last saw their
+// image there. Once this run finds that image under its tag (a HEAD it
+// makes anyway), such a referrer is taken to be there and listed without
+// asking: referrers are content-addressed, as blobs are, and asking for each
+// (its HEAD and its subject's tag schema index) cost two to three requests
+// per image on a rerun. An index another tool clobbered afterwards is
+// found by `gapmirror verify`, whose fix copies the referrer again.
+func (r *Registry) TrustReferrers(keys map[string]bool) {
+	r.referrers.mu.Lock()
+	r.referrers.recorded = keys
+	r.referrers.mu.Unlock()
+}
+
+// confirm notes whether this run found img whole at the mirror.
+func (l *referrerLocks) confirm(img imageset.Image, d digest.Digest, whole bool) {
+	if img.Kind == imageset.KindReferrer || len(l.recorded) == 0 {
+		return
+	}
+	l.mu.Lock()
+	if l.confirmed == nil {
+		l.confirmed = map[string]bool{}
+	}
+	k := img.DestinationRepo() + "@" + d.String()
+	l.confirmed[k] = l.confirmed[k] || whole
+	l.mu.Unlock()
+}
+
+// trusted reports whether referrer img is recorded and its image was
+// found whole in this run (see TrustReferrers).
+func (l *referrerLocks) trusted(img imageset.Image) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ok := l.recorded[img.Destination+"@"+img.Digest] && l.confirmed[img.DestinationRepo()+"@"+img.SignatureOf]
+	if ok {
+		l.trustedN++
+	}
+	return ok
+}
+
+// AttachedLast orders images for existence checks: the images first, then
+// what is attached to them (referrers), so that the check of a referrer
+// can use what the check of its image found (see TrustReferrers).
+func AttachedLast(images []imageset.Image) [][]imageset.Image {
+	var plain, attached []imageset.Image
+	for _, img := range images {
+		if img.Kind == imageset.KindReferrer {
+			attached = append(attached, img)
+		} else {
+			plain = append(plain, img)
+		}
+	}
+	return [][]imageset.Image{plain, attached}
 }
 
 func (l *referrerLocks) lock(key string) func() {

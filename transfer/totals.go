@@ -31,23 +31,25 @@ func CopyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destina
 	o.Progress.Phase("planning", len(set.Images)-set.Signatures(), Totals{})
 	of := map[string][]ocispec.Descriptor{}
 	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	// Manifest reads and existence checks, as many at a time as the blob
-	// transfers that follow: each waits a round trip.
-	g.SetLimit(o.ParallelBlobs)
-	for _, img := range set.Images {
-		g.Go(func() error {
-			blobs, ok := planImage(gctx, img, src, dst, o.Force, ps, pd)
-			if ok {
-				mu.Lock()
-				of[img.Destination] = blobs
-				mu.Unlock()
-			}
-			o.Progress.ImageDone(img, false, nil)
-			return nil // the copy meets and reports any failure
-		})
+	for _, phase := range AttachedLast(set.Images) {
+		g, gctx := errgroup.WithContext(ctx)
+		// Manifest reads and existence checks, as many at a time as the
+		// blob transfers that follow: each waits a round trip.
+		g.SetLimit(o.ParallelBlobs)
+		for _, img := range phase {
+			g.Go(func() error {
+				blobs, ok := planImage(gctx, img, src, dst, o.Force, ps, pd)
+				if ok {
+					mu.Lock()
+					of[img.Destination] = blobs
+					mu.Unlock()
+				}
+				o.Progress.ImageDone(img, false, nil)
+				return nil // the copy meets and reports any failure
+			})
+		}
+		g.Wait()
 	}
-	g.Wait()
 	opts.Totals = TotalsOf(of)
 	return copySet(ctx, set, ps, pd, opts, of)
 }

@@ -48,3 +48,36 @@ func (m MirroredImage) SetName() string {
 func sortImages(list []MirroredImage) {
 	sort.Slice(list, func(a, b int) bool { return list[a].Key() < list[b].Key() })
 }
+
+// ListedReferrers are the referrers (by Key) the record places at the
+// mirror, listed among their subject's referrers: those that the latest
+// run to see the image they are attached to saw too. A referrer a run
+// could not copy or list keeps the date of an earlier run, older than its
+// image's, and is asked about again (see transfer.Registry.TrustReferrers).
+func (r *LocationRecord) ListedReferrers() map[string]bool {
+	owners := map[string]time.Time{} // repository@digest → last seen
+	for _, m := range r.Images {
+		if m.Kind != imageset.KindReferrer {
+			k := repoOf(m.Destination) + "@" + m.Digest
+			if m.LastSeen.After(owners[k]) {
+				owners[k] = m.LastSeen
+			}
+		}
+	}
+	out := map[string]bool{}
+	for _, m := range r.Images {
+		if m.Kind != imageset.KindReferrer {
+			continue
+		}
+		seen, ok := owners[repoOf(m.Destination)+"@"+m.SignatureOf]
+		if ok && !m.LastSeen.Before(seen) {
+			out[m.Key()] = true
+		}
+	}
+	return out
+}
+
+// repoOf is the repository of a destination (repo:tag or repo@digest).
+func repoOf(dest string) string {
+	return imageset.Image{Destination: dest}.DestinationRepo()
+}
