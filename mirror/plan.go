@@ -237,15 +237,12 @@ func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.
 	return plan, todo, res, nil
 }
 
-// planFromArchive is the Plan an archive carries: its Set (less signatures
-// with --remove-signatures), its files, and what mirror-to-disk blocked.
+// planFromArchive is the Plan an archive carries: its Set (less what drop
+// leaves out: see Trip.leftOut), its files, and what mirror-to-disk blocked.
 // Files are checked as they are read: an archive is not trusted blindly.
-func planFromArchive(ar *archive.Reader, removeSignatures bool) (*workspace.Plan, error) {
+func planFromArchive(ar *archive.Reader, drop func(imageset.Image) bool) (*workspace.Plan, error) {
 	idx := ar.Index()
-	plan := &workspace.Plan{Set: idx.Set, Config: idx.Config, Blocked: idx.Blocked}
-	if removeSignatures {
-		plan.Set = withoutSignatures(plan.Set)
-	}
+	plan := &workspace.Plan{Set: without(idx.Set, drop), Config: idx.Config, Blocked: idx.Blocked}
 	for _, e := range idx.Extras {
 		switch {
 		case e.Name == "index.json" || e.Name == "oci-layout":

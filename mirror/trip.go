@@ -72,6 +72,9 @@ type Trip struct {
 	// with the images (--referrers); --remove-signatures takes the
 	// signature kinds out.
 	Referrers imageset.ReferrerChoice
+	// ReferrersGiven: --referrers was given, so disk-to-mirror pushes only
+	// those kinds of the referrers an archive carries (else every one).
+	ReferrersGiven bool
 	// SecurePolicy makes mirror-to-disk and mirror-to-mirror mirror only the
 	// images the signature policy (PolicyPath, else the system's
 	// policy.json) accepts; disk-to-mirror trusts what mirror-to-disk checked.
@@ -741,7 +744,7 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 			return nil, &PredecessorError{Dir: dir, ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root()}
 		}
 	}
-	plan, err := planFromArchive(ar, t.RemoveSignatures)
+	plan, err := planFromArchive(ar, t.leftOut())
 	if err != nil {
 		return nil, err
 	}
@@ -781,7 +784,7 @@ func (t *Trip) checkSubset(ctx context.Context, dir, first, root string) error {
 	if err != nil {
 		return err
 	}
-	plan, err := planFromArchive(ar, t.RemoveSignatures)
+	plan, err := planFromArchive(ar, t.leftOut())
 	if err != nil {
 		return err
 	}
@@ -948,12 +951,37 @@ func flattenSet(root string, set *imageset.Set, n int) (*imageset.Set, error) {
 	return flat, nil
 }
 
-// withoutSignatures is set less its signatures, tag or referrer
-// (--remove-signatures on an archive made with them).
-func withoutSignatures(set *imageset.Set) *imageset.Set {
+// leftOut says which images of an archive's set disk-to-mirror leaves
+// out: its signatures, tag or referrer, with --remove-signatures; the
+// referrers of kinds --referrers does not name, when given.
+func (t *Trip) leftOut() func(imageset.Image) bool {
+	return func(img imageset.Image) bool {
+		kind := imageset.ReferrerKind(img.ArtifactType, img.PredicateType)
+		switch {
+		case t.RemoveSignatures && (img.Kind == imageset.KindSignature || img.Kind == imageset.KindReferrer && imageset.SignatureKind(kind)):
+			return true
+		case t.ReferrersGiven && img.Kind == imageset.KindReferrer:
+			return !t.Referrers[kind]
+		}
+		return false
+	}
+}
+
+// without is set less the images drop names, and the referrers of those
+// left out (a signature of an SBOM left out goes with it).
+func without(set *imageset.Set, drop func(imageset.Image) bool) *imageset.Set {
+	gone := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for _, img := range set.Images {
+			if !gone[img.Destination] && (drop(img) || img.Kind == imageset.KindReferrer && gone[img.DestinationRepo()+"@"+img.Subject]) {
+				gone[img.Destination], changed = true, true
+			}
+		}
+	}
 	out := &imageset.Set{FormatVersion: set.FormatVersion}
 	for _, img := range set.Images {
-		if img.Kind != imageset.KindSignature && (img.Kind != imageset.KindReferrer || !imageset.SignatureKind(imageset.ReferrerKind(img.ArtifactType, img.PredicateType))) {
+		if !gone[img.Destination] {
 			out.Images = append(out.Images, img)
 		}
 	}

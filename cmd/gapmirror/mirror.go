@@ -39,6 +39,7 @@ type mirrorFlags struct {
 	maxNestedPaths int
 	removeSigs     bool
 	referrers      string
+	referrersGiven bool // --referrers on the command line
 	securePolicy   bool
 	policy         string
 	signKey        string
@@ -82,7 +83,7 @@ func addMirrorFlags(fl *pflag.FlagSet, f *mirrorFlags) {
 	fl.BoolVar(&f.skipPredCheck, "skip-predecessor-check", false, "disk-to-mirror: apply an incremental archive even though this directory has no record of applying the archive it builds on")
 	fl.IntVar(&f.maxNestedPaths, "max-nested-paths", 0, "disk-to-mirror, mirror-to-mirror: for registries that limit repository depth (e.g. Quay: 2), at most this many path components below the host, the mirror root's included; deeper paths keep N-1 components and join the rest with '-' (0: no limit)")
 	fl.BoolVar(&f.removeSigs, "remove-signatures", false, "do not look for or mirror the images' signatures: the sigstore (cosign) sha256-<digest>.sig tags next to them (mirrored by default, as oc-mirror 4.21 does) and the signatures among their referrers (cosign v3 bundles, Notation)")
-	fl.StringVar(&f.referrers, "referrers", "signatures,attestations", "mirror-to-disk, mirror-to-mirror: the kinds of OCI 1.1 referrers (artifacts attached to an image: cosign v3 bundles, attestations, SBOMs, Notation signatures) mirrored with each image, a comma-separated list of signatures, attestations, sbom, notation, other; or all, or none (see docs/sigstore.md)")
+	fl.StringVar(&f.referrers, "referrers", "signatures,attestations", "the kinds of OCI 1.1 referrers (artifacts attached to an image: cosign v3 bundles, attestations, SBOMs, Notation signatures) mirrored with each image, a comma-separated list of signatures, attestations, sbom, notation, other; or all, or none; disk-to-mirror pushes every kind the archive carries unless given (see docs/sigstore.md)")
 	fl.BoolVar(&f.securePolicy, "secure-policy", false, "mirror-to-disk, mirror-to-mirror: mirror only images the signature policy accepts (--policy, else /etc/containers/policy.json); cosign signatures are read from the sha256-<digest>.sig tags")
 	fl.StringVar(&f.policy, "policy", "", "with --secure-policy: the containers policy.json to verify images with")
 	fl.StringVar(&f.signKey, "sign-key", "", "mirror-to-disk: sign the archive's index with this private key (cosign's format, see generate-key-pair; its password from COSIGN_PASSWORD or the terminal)")
@@ -95,6 +96,7 @@ func runMirror(cmd *cobra.Command, g *globalFlags, f *mirrorFlags, target string
 	// Every input is checked before anything is written: a wrong -c,
 	// --from or destination must not leave a working-dir/logs behind (at
 	// a path the user never meant to create).
+	f.referrersGiven = cmd.Flags().Changed("referrers")
 	trip, line, err := prepareMirror(g, f, target)
 	if err != nil {
 		return err
@@ -201,6 +203,7 @@ func prepareMirror(g *globalFlags, f *mirrorFlags, target string) (*mirror.Trip,
 	if trip.Referrers, err = imageset.ParseReferrers(f.referrers); err != nil {
 		return nil, line, err
 	}
+	trip.ReferrersGiven = f.referrersGiven
 	if f.policy != "" && !f.securePolicy {
 		return nil, line, fmt.Errorf("--policy %s is used only with --secure-policy: add --secure-policy to verify images, or leave out --policy", f.policy)
 	}

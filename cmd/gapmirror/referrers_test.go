@@ -175,7 +175,8 @@ func (w *referredWorld) assertReferrers(prefix string, kinds ...string) {
 // mirror-to-mirror, from a source with and without the referrers API to a
 // destination with and without it (where the tag schema index is
 // written); --referrers chooses the kinds (signatures and attestations by
-// default), --remove-signatures takes the signatures out, the summary and
+// default; on disk-to-mirror, of what the archive carries),
+// --remove-signatures takes the signatures out, the summary and
 // the dry run count them by kind, and a no-change rerun copies nothing.
 func TestReferrersThreeTrips(t *testing.T) {
 	for _, c := range []struct{ src, dst bool }{{false, false}, {true, true}, {false, true}, {true, false}} {
@@ -199,6 +200,19 @@ func TestReferrersThreeTrips(t *testing.T) {
 				t.Fatalf("disk-to-mirror: exit %d:\n%s", code, out)
 			}
 			w.assertReferrers("d2m", all...)
+			if !c.src && !c.dst {
+				// --referrers narrows what disk-to-mirror pushes of an
+				// archive; a referrer of one left out goes with it (the
+				// signature of the SBOM).
+				code, out, _ = w.gapmirror("mirror", "--from", "file://"+archiveDir, "--referrers=signatures", "docker://"+w.dst.Host()+"/d2m-sigs")
+				if code != 0 || !strings.Contains(out, "signatures and referrers (3 signatures): 3 copied") {
+					t.Fatalf("disk-to-mirror --referrers=signatures: exit %d:\n%s", code, out)
+				}
+				code, out, _ = w.gapmirror("mirror", "--from", "file://"+archiveDir, "--referrers=sbom", "docker://"+w.dst.Host()+"/d2m-sbom")
+				if code != 0 || !strings.Contains(out, "signatures and referrers (1 sbom): 1 copied") {
+					t.Fatalf("disk-to-mirror --referrers=sbom: exit %d:\n%s", code, out)
+				}
+			}
 
 			ws := "file://" + filepath.Join(w.dir, "ws")
 			code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", ws, "docker://"+w.dst.Host()+"/m2m")
