@@ -92,3 +92,34 @@ func (s Search) platformManifests(ctx context.Context, images []target, known ma
 	}
 	return kidsOf, platforms, int(reads.Load())
 }
+
+// sparse narrows kidsOf to the platform manifests a sparse image copies
+// (its Platforms): what is attached to a platform manifest left out has
+// nothing to attach to at the destination. The index is read again only
+// for sparse images, mostly from the resolution's read; one that cannot
+// be read keeps every platform (the copy reports it).
+func (s Search) sparse(ctx context.Context, images []target, kidsOf [][]digest.Digest) [][]digest.Digest {
+	out := make([][]digest.Digest, len(kidsOf))
+	copy(out, kidsOf)
+	var reads atomic.Int64
+	for i, tg := range images {
+		if len(tg.img.Platforms) == 0 || len(kidsOf[i]) == 0 {
+			continue
+		}
+		data, err := signatureManifest(ctx, s.Upstream, s.Store, tg.img, tg.manifest, &reads)
+		if err != nil {
+			continue
+		}
+		kids, err := transfer.Children(data)
+		if err != nil {
+			continue
+		}
+		out[i] = nil
+		for _, k := range kids {
+			if tg.img.WantsPlatform(k.Platform) {
+				out[i] = append(out[i], k.Digest)
+			}
+		}
+	}
+	return out
+}

@@ -62,6 +62,7 @@ func (s Search) AddReferrers(ctx context.Context, set *imageset.Set, platforms m
 	st := ReferrerStats{Found: map[string]int{}}
 	images := subjects(set)
 	kidsOf, _, _ := s.platformManifests(ctx, images, platforms)
+	kidsOf = s.sparse(ctx, images, kidsOf)
 
 	type answer struct {
 		refs []v1.Descriptor

@@ -73,6 +73,7 @@ func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Dig
 	images := subjects(set)
 	kidsOf, platforms, reads := s.platformManifests(ctx, images, known)
 	stats.IndexReads = reads
+	kidsOf = s.sparse(ctx, images, kidsOf)
 
 	lookups := map[signatureLookup]*signatureAnswer{}
 	var order []signatureLookup

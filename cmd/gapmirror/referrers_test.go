@@ -517,3 +517,24 @@ func TestReferrersUnlistedFoundByVerify(t *testing.T) {
 	}
 	w.assertReferrers("m2m", "signatures", "attestations")
 }
+
+// TestReferrersOfSparseImages: a sparse copy of a multi-arch image (only
+// linux/arm64) takes the referrers of its index and of the platform
+// manifests it copies, not those of the platforms it leaves out (the
+// attestation of the amd64 manifest would have no subject at the mirror).
+func TestReferrersOfSparseImages(t *testing.T) {
+	t.Parallel()
+	w := newReferredWorld(t, false, false)
+	w.dst = registrytest.Start(t, registrytest.Options{SparseIndexes: true})
+	isc := filepath.Join(w.dir, "sparse.yaml")
+	must(t, os.WriteFile(isc, []byte("kind: ImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\nmirror:\n  additionalImages:\n  - name: "+
+		w.images["multi"].Ref+"\n    platforms:\n    - os: linux\n      architecture: arm64\n"), 0o644))
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws"), "docker://"+w.dst.Host()+"/sparse")
+	if code != 0 || !strings.Contains(out, "signatures and referrers (1 signatures): 1 copied") {
+		t.Fatalf("sparse mirror-to-mirror: exit %d:\n%s", code, out)
+	}
+	code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws2"), "--referrers=all", "docker://"+w.dst.Host()+"/whole-index-sigs")
+	if code != 0 || strings.Contains(out, "attestations") {
+		t.Fatalf("sparse mirror-to-mirror, --referrers=all: exit %d:\n%s", code, out)
+	}
+}
