@@ -89,10 +89,11 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	known := t.platformsOf(ws)
 	up.Seen = seenManifests(known, store)
 	// Contributors resolve side by side, each --parallel-images at a time.
-	// The signature lookup after them, alone, reads platform manifests as
-	// many at a time as the copy's blob transfers and asks its tag HEADs
-	// twice that (32 by default): over a WAN each waits a round trip, and
-	// a 429 is retried with backoff.
+	// The search for what is attached to the images after them reads
+	// platform manifests as many at a time as the copy's blob transfers,
+	// then asks for signature tags and referrers side by side, each twice
+	// that (32 by default): over a WAN each waits a round trip, and a 429
+	// is retried with backoff.
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: opts.ParallelImages, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
@@ -107,19 +108,17 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 			return nil, nil, err
 		}
 	}
-	if !t.RemoveSignatures {
-		sigStart := time.Now()
-		platforms, st := sigSearch.Add(ctx, set, known.Platforms, res)
-		plan.Platforms = &workspace.PlatformsRecord{FormatVersion: workspace.Format, Platforms: platforms}
-		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", time.Since(sigStart).Round(time.Millisecond))
-	}
-	if choice := t.referrerChoice(); choice.Any() {
-		refStart, platforms := time.Now(), known.Platforms
-		if plan.Platforms != nil {
-			platforms = plan.Platforms.Platforms // read by the signature lookup
+	if choice := t.referrerChoice(); !t.RemoveSignatures || choice.Any() {
+		a := sigSearch.Attach(ctx, set, known.Platforms, !t.RemoveSignatures, choice, res)
+		if !t.RemoveSignatures {
+			st := a.Signatures
+			plan.Platforms = &workspace.PlatformsRecord{FormatVersion: workspace.Format, Platforms: a.Platforms}
+			t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", a.SignaturesTook.Round(time.Millisecond))
 		}
-		st := sigSearch.AddReferrers(ctx, set, platforms, choice, res)
-		t.Log.Info("OCI referrers looked up", "kinds", choice.String(), "found", st.String(), "lookups", st.Lookups, "otherKinds", st.Skipped, "unreadable", st.Failed, "took", time.Since(refStart).Round(time.Millisecond))
+		if choice.Any() {
+			st := a.Referrers
+			t.Log.Info("OCI referrers looked up", "kinds", choice.String(), "found", st.String(), "lookups", st.Lookups, "otherKinds", st.Skipped, "unreadable", st.Failed, "took", a.ReferrersTook.Round(time.Millisecond))
+		}
 	}
 	if t.SecurePolicy {
 		if err := sigSearch.Verify(ctx, t.PolicyPath, set, res); err != nil {

@@ -49,20 +49,24 @@ type referrerLookup struct {
 	owner int // index into the images
 }
 
-// AddReferrers looks upstream for the OCI 1.1 referrers (registryapi's
+// referrerSearch is what upstream lists as referring to a set's images,
+// of the kinds chosen, before the set takes them.
+type referrerSearch struct {
+	// found[k] lists the referrers wanted of k, in the order listed.
+	found    map[signatureLookup][]v1.Descriptor
+	warnings []string
+	st       ReferrerStats
+}
+
+// lookupReferrers lists upstream the OCI 1.1 referrers (registryapi's
 // Client.Referrers: the referrers API, else the referrers tag schema) of
-// every image of set, of each of its platform manifests, and of those
-// referrers in turn, and adds the ones of the kinds chosen to set, to be
-// copied by digest into the image's repository. platforms are the
-// platform manifests of the images (as Add returns them); those missing
-// are read. A list that cannot be read is a warning in res and leaves the
-// image itself alone. Lookups run twice the copy's parallelism at once,
-// as the signature lookups do.
-func (s Search) AddReferrers(ctx context.Context, set *imageset.Set, platforms map[digest.Digest][]digest.Digest, choice imageset.ReferrerChoice, res *imageset.Resolution) ReferrerStats {
-	st := ReferrerStats{Found: map[string]int{}}
-	images := subjects(set)
-	kidsOf, _, _ := s.platformManifests(ctx, images, platforms)
-	kidsOf = s.sparse(ctx, images, kidsOf)
+// every image and platform manifest of images, and of those referrers in
+// turn, keeping those of the kinds chosen. A list that cannot be read is
+// a warning (see add) and leaves the image itself alone. Lookups run
+// twice the copy's parallelism at once, as the signature lookups do.
+func (s Search) lookupReferrers(ctx context.Context, images []target, kidsOf [][]digest.Digest, choice imageset.ReferrerChoice) *referrerSearch {
+	rs := &referrerSearch{found: map[signatureLookup][]v1.Descriptor{}, st: ReferrerStats{Found: map[string]int{}}}
+	st := &rs.st
 
 	type answer struct {
 		refs []v1.Descriptor
@@ -80,8 +84,6 @@ func (s Search) AddReferrers(ctx context.Context, set *imageset.Set, platforms m
 			}
 		}
 	}
-	// found[k] lists the referrers wanted of k, in the order listed.
-	found := map[signatureLookup][]v1.Descriptor{}
 	for depth := 0; len(round) > 0 && depth < maxReferrerDepth; depth++ {
 		st.Lookups += len(round)
 		parallelDo(len(round), 2*s.Parallel, func(i int) {
@@ -98,7 +100,7 @@ func (s Search) AddReferrers(ctx context.Context, set *imageset.Set, platforms m
 			if a.err != nil {
 				st.Failed++
 				if !failure.Classify(a.err).Registry {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("referrers of %s@%s could not be listed, so they are not mirrored (the image is): %v; if the registry is at fault run again later, or pass --referrers=none to stop looking", l.repo, l.manifest, a.err))
+					rs.warnings = append(rs.warnings, fmt.Sprintf("referrers of %s@%s could not be listed, so they are not mirrored (the image is): %v; if the registry is at fault run again later, or pass --referrers=none to stop looking", l.repo, l.manifest, a.err))
 				}
 				continue
 			}
@@ -108,7 +110,7 @@ func (s Search) AddReferrers(ctx context.Context, set *imageset.Set, platforms m
 					continue
 				}
 				d := digest.Digest(r.Digest.String())
-				found[l.signatureLookup] = append(found[l.signatureLookup], r)
+				rs.found[l.signatureLookup] = append(rs.found[l.signatureLookup], r)
 				k := signatureLookup{repo: l.repo, manifest: d}
 				if answers[k] == nil {
 					answers[k] = &answer{}
@@ -118,8 +120,16 @@ func (s Search) AddReferrers(ctx context.Context, set *imageset.Set, platforms m
 		}
 		round = next
 	}
+	return rs
+}
 
-	// Each image takes the referrers of its manifests, and of theirs.
+// add adds the referrers found to set, each to be copied by digest into
+// its image's repository: each image takes the referrers of its
+// manifests, and of theirs.
+func (rs *referrerSearch) add(set *imageset.Set, images []target, kidsOf [][]digest.Digest, res *imageset.Resolution) ReferrerStats {
+	res.Warnings = append(res.Warnings, rs.warnings...)
+	st := rs.st
+	found := rs.found
 	for i, tg := range images {
 		queue := append([]digest.Digest{tg.manifest}, kidsOf[i]...)
 		seen := map[digest.Digest]bool{}

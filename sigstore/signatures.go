@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
@@ -60,28 +61,77 @@ type Search struct {
 	Log      *slog.Logger
 }
 
-// Add looks upstream, next to every image of set and every
-// platform manifest of its multi-arch images, for the cosign signature tag
-// and adds each one found to set, to be mirrored by digest under the same
-// tag. An absent signature is normal; one that cannot be read is a warning
-// in res and leaves the image itself alone. The platform manifests earlier
-// runs recorded (known) are reused; the platform manifests of every image
-// looked at are returned, for the workspace's record.
-func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Digest][]digest.Digest, res *imageset.Resolution) (map[digest.Digest][]digest.Digest, SignatureStats) {
-	rd := s.RegistriesD
-	var stats SignatureStats
+// Attached is what Attach found and what it cost.
+type Attached struct {
+	// Platforms are the platform manifests of every image looked at, for
+	// the workspace's record.
+	Platforms                     map[digest.Digest][]digest.Digest
+	Signatures                    SignatureStats
+	Referrers                     ReferrerStats
+	SignaturesTook, ReferrersTook time.Duration
+}
+
+// Attach looks upstream for what is attached to every image of set and to
+// every platform manifest of its multi-arch images (of a sparse image,
+// those it copies): the cosign signature tags when signatures is set (see
+// lookupSignatures), and the OCI referrers of the kinds choice names (see
+// lookupReferrers), and adds what it finds to set, to be mirrored by
+// digest. The two searches ask their questions side by side: over a WAN
+// each waits a round trip per question, and neither needs the other's
+// answers. An absent signature or referrer is normal; one that cannot be
+// read is a warning in res and leaves the image itself alone. The platform
+// manifests earlier runs recorded (known) are reused.
+func (s Search) Attach(ctx context.Context, set *imageset.Set, known map[digest.Digest][]digest.Digest, signatures bool, choice imageset.ReferrerChoice, res *imageset.Resolution) Attached {
+	var out Attached
 	images := subjects(set)
 	kidsOf, platforms, reads := s.platformManifests(ctx, images, known)
-	stats.IndexReads = reads
+	out.Platforms = platforms
 	kidsOf = s.sparse(ctx, images, kidsOf)
+	start := time.Now()
+	var sigs *signatureSearch
+	var refs *referrerSearch
+	var wg sync.WaitGroup
+	if signatures {
+		wg.Go(func() {
+			sigs = s.lookupSignatures(ctx, images, kidsOf)
+			out.SignaturesTook = time.Since(start)
+		})
+	}
+	if choice.Any() {
+		wg.Go(func() {
+			refs = s.lookupReferrers(ctx, images, kidsOf, choice)
+			out.ReferrersTook = time.Since(start)
+		})
+	}
+	wg.Wait()
+	if sigs != nil {
+		out.Signatures = sigs.add(set, images, kidsOf, res)
+		out.Signatures.IndexReads = reads
+	}
+	if refs != nil {
+		out.Referrers = refs.add(set, images, kidsOf, res)
+	}
+	return out
+}
 
-	lookups := map[signatureLookup]*signatureAnswer{}
+// signatureSearch is what the signature tags of a set's images are, as
+// upstream answered, before the set takes them.
+type signatureSearch struct {
+	lookups map[signatureLookup]*signatureAnswer
+	stats   SignatureStats
+}
+
+// lookupSignatures asks upstream, next to every image and platform manifest
+// of images, for the cosign signature tag.
+func (s Search) lookupSignatures(ctx context.Context, images []target, kidsOf [][]digest.Digest) *signatureSearch {
+	rd := s.RegistriesD
+	sr := &signatureSearch{lookups: map[signatureLookup]*signatureAnswer{}}
 	var order []signatureLookup
 	for i, tg := range images {
 		for _, d := range append([]digest.Digest{tg.manifest}, kidsOf[i]...) {
 			k := signatureLookup{repo: tg.repo, manifest: d}
-			if lookups[k] == nil {
-				lookups[k] = &signatureAnswer{}
+			if sr.lookups[k] == nil {
+				sr.lookups[k] = &signatureAnswer{}
 				order = append(order, k)
 			}
 		}
@@ -99,25 +149,31 @@ func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Dig
 		if rd.sigstoreAttachments(k.repo, k.manifest) {
 			asked = append(asked, k)
 		} else {
-			stats.Off++
+			sr.stats.Off++
 		}
 	}
-	if stats.Off > 0 {
-		s.Log.Info("registries.d turns sigstore attachments off for some repositories (use-sigstore-attachments: false): their signatures are not looked for or mirrored", "lookupsSkipped", stats.Off, "registriesD", rd.from)
+	if sr.stats.Off > 0 {
+		s.Log.Info("registries.d turns sigstore attachments off for some repositories (use-sigstore-attachments: false): their signatures are not looked for or mirrored", "lookupsSkipped", sr.stats.Off, "registriesD", rd.from)
 	}
-	stats.Lookups = len(asked)
+	sr.stats.Lookups = len(asked)
 	// A HEAD is cheap for the registry: twice the copy's parallelism keeps a
 	// no-change rerun of thousands of images short (429s are retried).
 	parallelDo(len(asked), 2*s.Parallel, func(i int) {
 		k := asked[i]
-		lookups[k].sig, lookups[k].err = lookupSignature(ctx, s.Upstream, rd, k)
+		sr.lookups[k].sig, sr.lookups[k].err = lookupSignature(ctx, s.Upstream, rd, k)
 	})
+	return sr
+}
 
+// add adds the signatures found to set, each to be mirrored by digest
+// under its tag.
+func (sr *signatureSearch) add(set *imageset.Set, images []target, kidsOf [][]digest.Digest, res *imageset.Resolution) SignatureStats {
+	stats := sr.stats
 	warned := map[signatureLookup]bool{}
 	for i, tg := range images {
 		for _, d := range append([]digest.Digest{tg.manifest}, kidsOf[i]...) {
 			k := signatureLookup{repo: tg.repo, manifest: d}
-			a := lookups[k]
+			a := sr.lookups[k]
 			if a.err != nil {
 				if !warned[k] {
 					warned[k] = true
@@ -156,7 +212,7 @@ func (s Search) Add(ctx context.Context, set *imageset.Set, known map[digest.Dig
 	}
 	set.Sort()
 	stats.Found = set.Signatures()
-	return platforms, stats
+	return stats
 }
 
 // signatureManifest reads manifest d of img, from the store if it is there.

@@ -32,8 +32,9 @@ type Options struct {
 	ParallelLayers int
 	// ParallelBlobs is how many blobs are transferred at once between one
 	// source registry and the destination (default 2 × ParallelImages, at
-	// most ParallelImages × ParallelLayers); large blobs go largest first,
-	// and a quarter of the slots is kept for small ones (see blobLane).
+	// most ParallelImages × ParallelLayers), at most three quarters of
+	// them large (1 MiB or more, largest first); small blobs have as many
+	// slots again beside them (see laneSlots).
 	ParallelBlobs int
 	// Retries is how often a failed manifest or blob transfer is retried
 	// with exponential backoff (default 5; negative: none).

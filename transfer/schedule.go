@@ -44,9 +44,23 @@ type blobLane struct {
 	seq      int64
 }
 
-func newBlobLane(n int) *blobLane {
-	n = max(n, 1)
-	return &blobLane{free: n, maxLarge: max(n-max(n/4, 1), 1), big: laneQueue{bySize: true}}
+// newBlobLane is a lane of slots transfers at once, at most maxLarge of
+// them large blobs.
+func newBlobLane(slots, maxLarge int) *blobLane {
+	slots = max(slots, 1)
+	return &blobLane{free: slots, maxLarge: min(max(maxLarge, 1), slots), big: laneQueue{bySize: true}}
+}
+
+// laneSlots are the slots of a lane for a copy of parallelBlobs
+// (Options.ParallelBlobs): that many again beside them for small blobs,
+// and at most three quarters of parallelBlobs (at least one less) large
+// at once. A large blob's time is its bytes, and a few at once fill a
+// link; a small one's is its round trip, which over a WAN (40 ms a
+// request) bytes do not hide: with a quarter of 16 slots left to them,
+// small blobs were the copy phase's last third.
+func laneSlots(parallelBlobs int) (slots, maxLarge int) {
+	n := max(parallelBlobs, 1)
+	return 2 * n, max(n-max(n/4, 1), 1)
 }
 
 type laneEntry struct {
@@ -395,7 +409,7 @@ func (c *copier) lane(img imageset.Image) *blobLane {
 	defer c.mu.Unlock()
 	l := c.lanes[key]
 	if l == nil {
-		l = newBlobLane(c.opts.ParallelBlobs)
+		l = newBlobLane(laneSlots(c.opts.ParallelBlobs))
 		c.lanes[key] = l
 	}
 	return l

@@ -24,7 +24,7 @@ import (
 // context ends leaves the queue.
 func TestBlobLaneOrder(t *testing.T) {
 	const MiB = 1 << 20
-	l := newBlobLane(4)
+	l := newBlobLane(4, 3)
 	if l.maxLarge != 3 {
 		t.Fatalf("a lane of 4 slots lets %d large blobs run at once, want 3", l.maxLarge)
 	}

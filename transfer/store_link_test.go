@@ -62,4 +62,22 @@ func TestStoreLinks(t *testing.T) {
 			t.Errorf("link %+v trusted", l)
 		}
 	}
+	// Links are written without fsync: one a crash left empty or cut
+	// short is not trusted either.
+	good, _ := os.ReadFile(chunk)
+	if err := s.Link(d, archive.Location{Chunk: chunk, ChunkSize: int64(len(good)), Offset: 0, Size: int64(len(good))}); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(s.linkPath(d))
+	if err != nil || !s.Has(d) {
+		t.Fatalf("link not written (%v) or not trusted", err)
+	}
+	for _, torn := range [][]byte{nil, whole[:len(whole)/2]} {
+		if err := os.WriteFile(s.linkPath(d), torn, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if s.Has(d) {
+			t.Errorf("a link torn to %q is trusted", torn)
+		}
+	}
 }
