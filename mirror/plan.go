@@ -90,10 +90,10 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	up.Seen = seenManifests(known, store)
 	// Contributors resolve side by side, each --parallel-images at a time.
 	// The search for what is attached to the images after them reads
-	// platform manifests as many at a time as the copy's blob transfers,
-	// then asks for signature tags and referrers side by side, each twice
-	// that (32 by default): over a WAN each waits a round trip, and a 429
-	// is retried with backoff.
+	// platform manifests, then asks for signature tags and referrers side
+	// by side, each twice the copy's parallelism at once (32 by default):
+	// over a WAN each waits a round trip, and a 429 is retried with
+	// backoff.
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: opts.ParallelImages, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {

@@ -57,7 +57,9 @@ func (s Search) platformManifests(ctx context.Context, images []target, known ma
 	kidsOf := make([][]digest.Digest, len(images))
 	have := make([]bool, len(images))
 	var reads atomic.Int64
-	parallelDo(len(distinct), s.Parallel, func(j int) {
+	// Small reads, each a round trip over a WAN: as many at once as the
+	// lookups that follow.
+	parallelDo(len(distinct), 2*s.Parallel, func(j int) {
 		i := distinct[j]
 		tg := images[i]
 		if kids, ok := known[tg.manifest]; ok {
