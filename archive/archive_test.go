@@ -18,7 +18,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 )
 
-const testMax = 16 * KiB
+const testMax = 16 * kiB
 
 // mixedSizes are blob sizes that need several 16 KiB chunks, including an
 // empty blob and sizes on and around tar block boundaries.
@@ -57,7 +57,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	got := r.Index()
 	if got.ID != "full-1" || got.BasedOn != "older-0" || got.Config != in.Config || !got.Created.Equal(testTime) ||
-		got.Tool != Tool || got.FormatVersion != FormatVersion || got.ToolVersion == "" {
+		got.Tool != tool || got.FormatVersion != formatVersion || got.ToolVersion == "" {
 		t.Errorf("index header round trip: got %+v", got)
 	}
 	if !reflect.DeepEqual(got.Set, in.Set) {
@@ -163,7 +163,7 @@ func TestOversizedBlob(t *testing.T) {
 	t.Run("permissive", func(t *testing.T) {
 		dir := t.TempDir()
 		var log bytes.Buffer
-		out, err := Write(context.Background(), dir, testIndex("big", blobs), store,
+		out, err := write(context.Background(), dir, testIndex("big", blobs), store,
 			WriteOptions{MaxChunk: testMax, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 		if err != nil {
 			t.Fatalf("Write: %v", err)
@@ -198,7 +198,7 @@ func TestOversizedBlob(t *testing.T) {
 
 	t.Run("strict", func(t *testing.T) {
 		dir := t.TempDir()
-		_, err := Write(context.Background(), dir, testIndex("big", blobs), store, WriteOptions{MaxChunk: testMax, Strict: true})
+		_, err := write(context.Background(), dir, testIndex("big", blobs), store, WriteOptions{MaxChunk: testMax, Strict: true})
 		wantErr(t, err, big.Digest.String(), "does not fit in a chunk of 16 KiB", "at least 1MiB", "strict")
 		if files := chunkFiles(t, dir); len(files) != 0 {
 			t.Errorf("strict failure left %v", files)
@@ -209,7 +209,7 @@ func TestOversizedBlob(t *testing.T) {
 		dir := t.TempDir()
 		idx := testIndex("bigindex", nil)
 		idx.Extras = append(idx.Extras, Extra{Name: "graph.json", Data: bytes.Repeat([]byte("x"), 20000)})
-		_, err := Write(context.Background(), dir, idx, store, WriteOptions{MaxChunk: testMax, Strict: true})
+		_, err := write(context.Background(), dir, idx, store, WriteOptions{MaxChunk: testMax, Strict: true})
 		wantErr(t, err, "archive index and extra files", "at least")
 	})
 }
@@ -242,29 +242,29 @@ func TestIncompleteArchive(t *testing.T) {
 		want   []string
 	}{
 		{"missing chunk", func(t *testing.T, dir string) {
-			os.Remove(filepath.Join(dir, ChunkName(3)))
+			os.Remove(filepath.Join(dir, chunkName(3)))
 		}, []string{"mirror_000003.tar is missing", "copy every chunk of archive part"}},
 		{"truncated chunk", func(t *testing.T, dir string) {
-			p := filepath.Join(dir, ChunkName(2))
+			p := filepath.Join(dir, chunkName(2))
 			st, _ := os.Stat(p)
 			os.Truncate(p, st.Size()-700)
 		}, []string{"mirror_000002.tar is truncated", "copy every chunk of archive part"}},
 		{"grown chunk", func(t *testing.T, dir string) {
-			f, _ := os.OpenFile(filepath.Join(dir, ChunkName(2)), os.O_APPEND|os.O_WRONLY, 0)
+			f, _ := os.OpenFile(filepath.Join(dir, chunkName(2)), os.O_APPEND|os.O_WRONLY, 0)
 			f.Write(make([]byte, 512))
 			f.Close()
 		}, []string{"mirror_000002.tar is", "not the", "index records"}},
 		{"renamed chunk", func(t *testing.T, dir string) {
-			os.Rename(filepath.Join(dir, ChunkName(2)), filepath.Join(dir, ChunkName(9)))
+			os.Rename(filepath.Join(dir, chunkName(2)), filepath.Join(dir, chunkName(9)))
 		}, []string{"mirror_000002.tar is missing (mirror_000009.tar is that chunk under another name: rename it back to mirror_000002.tar)"}},
 		{"empty chunk", func(t *testing.T, dir string) {
-			os.Truncate(filepath.Join(dir, ChunkName(2)), 0)
+			os.Truncate(filepath.Join(dir, chunkName(2)), 0)
 		}, []string{"mirror_000002.tar is truncated (0 of", "copy every chunk of archive part"}},
 		{"missing first chunk", func(t *testing.T, dir string) {
-			os.Remove(filepath.Join(dir, ChunkName(1)))
+			os.Remove(filepath.Join(dir, chunkName(1)))
 		}, []string{"mirror_000001.tar is missing", "holds the archive index"}},
 		{"truncated first chunk", func(t *testing.T, dir string) {
-			os.Truncate(filepath.Join(dir, ChunkName(1)), 1024)
+			os.Truncate(filepath.Join(dir, chunkName(1)), 1024)
 		}, []string{"mirror_000001.tar", "truncated"}},
 	}
 	store, blobs := newStore(5, mixedSizes...)
@@ -285,11 +285,11 @@ func TestChunkOfAnotherArchive(t *testing.T) {
 	writeArchive(t, a, testIndex("archive-a", blobs), store, testMax)
 	writeArchive(t, b, testIndex("archive-b", blobs), store, testMax)
 	// Same layout, so chunk 2 of b has the size chunk 2 of a should have.
-	data, err := os.ReadFile(filepath.Join(b, ChunkName(2)))
+	data, err := os.ReadFile(filepath.Join(b, chunkName(2)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(a, ChunkName(2)), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(a, chunkName(2)), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err = Open(a)
@@ -299,8 +299,8 @@ func TestChunkOfAnotherArchive(t *testing.T) {
 	store2, blobs2 := newStore(7, 9000, 100)
 	c := t.TempDir()
 	writeArchive(t, c, testIndex("archive-c", blobs2), store2, testMax)
-	data, _ = os.ReadFile(filepath.Join(c, ChunkName(2)))
-	os.WriteFile(filepath.Join(a, ChunkName(2)), data, 0o644)
+	data, _ = os.ReadFile(filepath.Join(c, chunkName(2)))
+	os.WriteFile(filepath.Join(a, chunkName(2)), data, 0o644)
 	_, err = Open(a)
 	wantErr(t, err, "mirror_000002.tar is chunk 2 of archive archive-c")
 }
@@ -320,7 +320,7 @@ func TestCorruptBlob(t *testing.T) {
 		}
 	}
 	loc := r.blobs[victim.Digest]
-	flipByte(t, filepath.Join(dir, ChunkName(2)), loc.offset+victim.Size/2)
+	flipByte(t, filepath.Join(dir, chunkName(2)), loc.offset+victim.Size/2)
 
 	// The header scan does not read data, so Open still succeeds…
 	r, err = Open(dir)
@@ -330,8 +330,8 @@ func TestCorruptBlob(t *testing.T) {
 	// …and reading the blob reports it.
 	_, err = readAll(r, victim.Digest)
 	ce, ok := asCorrupt(err)
-	if !ok || ce.Chunk != ChunkName(2) {
-		t.Fatalf("reading the damaged blob: %v, want a CorruptError for %s", err, ChunkName(2))
+	if !ok || ce.Chunk != chunkName(2) {
+		t.Fatalf("reading the damaged blob: %v, want a CorruptError for %s", err, chunkName(2))
 	}
 	wantErr(t, err, "mirror_000002.tar: blob "+victim.Digest.String()+" is corrupt (got sha256:", "copy mirror_000002.tar again")
 	// Other blobs still read fine.
@@ -346,14 +346,14 @@ func TestCorruptBlob(t *testing.T) {
 	if _, ok := asCorrupt(err); !ok {
 		t.Fatalf("Verify = %v, want a CorruptError", err)
 	}
-	wantErr(t, err, ChunkName(2), victim.Digest.String())
+	wantErr(t, err, chunkName(2), victim.Digest.String())
 
 	// A damaged extra file is caught too.
 	eloc := r.extras["index.json"]
-	flipByte(t, filepath.Join(dir, ChunkName(1)), eloc.offset)
+	flipByte(t, filepath.Join(dir, chunkName(1)), eloc.offset)
 	_, err = r.Extra("index.json")
 	wantErr(t, err, "mirror_000001.tar: extra file index.json is corrupt")
-	wantErr(t, r.Verify(context.Background()), "extra file index.json", ChunkName(2))
+	wantErr(t, r.Verify(context.Background()), "extra file index.json", chunkName(2))
 }
 
 func TestBlobTruncatedAfterOpen(t *testing.T) {
@@ -365,7 +365,7 @@ func TestBlobTruncatedAfterOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	loc := r.blobs[blobs[0].Digest]
-	if err := os.Truncate(filepath.Join(dir, ChunkName(1)), loc.offset+100); err != nil {
+	if err := os.Truncate(filepath.Join(dir, chunkName(1)), loc.offset+100); err != nil {
 		t.Fatal(err)
 	}
 	_, err = readAll(r, blobs[0].Digest)
@@ -390,7 +390,7 @@ func TestChunkChecksum(t *testing.T) {
 	if padAt < 0 {
 		t.Fatal("no padded blob in chunk 2")
 	}
-	flipByte(t, filepath.Join(dir, ChunkName(2)), padAt)
+	flipByte(t, filepath.Join(dir, chunkName(2)), padAt)
 	if r, err = Open(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestTamperedIndex(t *testing.T) {
 	dir := t.TempDir()
 	store, blobs := newStore(11, 100, 200)
 	writeArchive(t, dir, testIndex("tamper", blobs), store, 0)
-	p := filepath.Join(dir, ChunkName(1))
+	p := filepath.Join(dir, chunkName(1))
 	data, _ := os.ReadFile(p)
 	i := bytes.Index(data, []byte(`"size": 100`))
 	if i < 0 {
@@ -413,14 +413,14 @@ func TestTamperedIndex(t *testing.T) {
 	if _, ok := asCorrupt(err); !ok {
 		t.Fatalf("Open = %v, want a CorruptError", err)
 	}
-	wantErr(t, err, "the archive index is corrupt", IndexSumName)
+	wantErr(t, err, "the archive index is corrupt", indexSumName)
 }
 
 func TestUnsafeEntries(t *testing.T) {
 	store, blobs := newStore(12, 600)
 	b := blobs[0]
 	blobEntry := reg(blobName(b.Digest), store.blobs[b.Digest])
-	marker := reg(ChunkMarkerName, markerBytes("crafted", 2))
+	marker := reg(chunkMarkerName, markerBytes("crafted", 2))
 	link := func(typ byte, name, target string) entry {
 		return entry{hdr: tar.Header{Typeflag: typ, Name: name, Linkname: target, Mode: 0o777, ModTime: testTime}}
 	}
@@ -491,12 +491,12 @@ func TestForeignArchives(t *testing.T) {
 		want  []string
 	}{
 		{"oc-mirror v1 name", map[string][]byte{"mirror_seq1_000000.tar": gz()}, []string{"oc-mirror v1 archive", "mirror_seq1_000000.tar"}},
-		{"gzip chunk", map[string][]byte{ChunkName(1): gz()}, []string{"gzip-compressed", "oc-mirror v1"}},
-		{"oc-mirror v2", map[string][]byte{ChunkName(1): tarBytes(t, []entry{reg("docker/registry/v2/repositories/ubi9/_layers/sha256/x/link", []byte("sha256:x"))}, true)}, []string{"oc-mirror v2 archive"}},
-		{"other tar", map[string][]byte{ChunkName(1): tarBytes(t, []entry{reg("hello.txt", []byte("hi"))}, true)}, []string{"not a gapmirror archive", `"hello.txt"`}},
-		{"not a tar", map[string][]byte{ChunkName(1): bytes.Repeat([]byte("garbage!"), 200)}, []string{"not a gapmirror archive"}},
-		{"empty file", map[string][]byte{ChunkName(1): nil}, []string{"empty or not a tar file"}},
-		{"later chunk renamed", map[string][]byte{ChunkName(1): tarBytes(t, []entry{reg(ChunkMarkerName, markerBytes("x", 2))}, true)}, []string{"later chunk", "renamed"}},
+		{"gzip chunk", map[string][]byte{chunkName(1): gz()}, []string{"gzip-compressed", "oc-mirror v1"}},
+		{"oc-mirror v2", map[string][]byte{chunkName(1): tarBytes(t, []entry{reg("docker/registry/v2/repositories/ubi9/_layers/sha256/x/link", []byte("sha256:x"))}, true)}, []string{"oc-mirror v2 archive"}},
+		{"other tar", map[string][]byte{chunkName(1): tarBytes(t, []entry{reg("hello.txt", []byte("hi"))}, true)}, []string{"not a gapmirror archive", `"hello.txt"`}},
+		{"not a tar", map[string][]byte{chunkName(1): bytes.Repeat([]byte("garbage!"), 200)}, []string{"not a gapmirror archive"}},
+		{"empty file", map[string][]byte{chunkName(1): nil}, []string{"empty or not a tar file"}},
+		{"later chunk renamed", map[string][]byte{chunkName(1): tarBytes(t, []entry{reg(chunkMarkerName, markerBytes("x", 2))}, true)}, []string{"later chunk", "renamed"}},
 		{"empty directory", map[string][]byte{}, []string{"no gapmirror archive", "mirror_000001.tar not found"}},
 	}
 	for _, tc := range cases {
@@ -514,9 +514,9 @@ func TestForeignArchives(t *testing.T) {
 func TestNewerFormat(t *testing.T) {
 	dir := t.TempDir()
 	future := []byte(`{"formatVersion": 99, "tool": "gapmirror", "somethingNew": {"x": 1}}` + "\n")
-	os.WriteFile(filepath.Join(dir, ChunkName(1)), tarBytes(t, []entry{reg(IndexName, future), reg("gapmirror-index.v99", []byte("x"))}, true), 0o644)
+	os.WriteFile(filepath.Join(dir, chunkName(1)), tarBytes(t, []entry{reg(IndexName, future), reg("gapmirror-index.v99", []byte("x"))}, true), 0o644)
 	_, err := Open(dir)
-	var nf *NewerFormatError
+	var nf *newerFormatError
 	if !errors.As(err, &nf) || nf.Version != 99 {
 		t.Fatalf("Open = %v, want NewerFormatError 99", err)
 	}
@@ -597,10 +597,10 @@ func TestExtractedChunksAreAnOCILayout(t *testing.T) {
 		}
 		check(t, dst)
 		if out, err := exec.Command("sha256sum", "--version").CombinedOutput(); err == nil && len(out) > 0 {
-			cmd := exec.Command("sha256sum", "-c", IndexSumName)
+			cmd := exec.Command("sha256sum", "-c", indexSumName)
 			cmd.Dir = dst
 			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("sha256sum -c %s: %v\n%s", IndexSumName, err, out)
+				t.Errorf("sha256sum -c %s: %v\n%s", indexSumName, err, out)
 			}
 		}
 	})
@@ -620,25 +620,25 @@ func TestInterruptedWrite(t *testing.T) {
 		{"store fails mid-way", func() error {
 			newStore2.failAfter, newStore2.opened = 5, 0
 			defer func() { newStore2.failAfter = 0 }()
-			_, err := Write(context.Background(), dir, testIndex("new", newBlobs), newStore2, WriteOptions{MaxChunk: testMax})
+			_, err := write(context.Background(), dir, testIndex("new", newBlobs), newStore2, WriteOptions{MaxChunk: testMax})
 			return err
 		}, "store unavailable"},
 		{"cancelled", func() error {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			_, err := Write(ctx, dir, testIndex("new", newBlobs), newStore2, WriteOptions{MaxChunk: testMax})
+			_, err := write(ctx, dir, testIndex("new", newBlobs), newStore2, WriteOptions{MaxChunk: testMax})
 			return err
 		}, "context canceled"},
 		{"corrupt store blob", func() error {
 			newStore2.serve = map[digest.Digest][]byte{newBlobs[5].Digest: bytes.Repeat([]byte{1}, int(newBlobs[5].Size))}
 			defer func() { newStore2.serve = nil }()
-			_, err := Write(context.Background(), dir, testIndex("new", newBlobs), newStore2, WriteOptions{MaxChunk: testMax})
+			_, err := write(context.Background(), dir, testIndex("new", newBlobs), newStore2, WriteOptions{MaxChunk: testMax})
 			return err
 		}, "blob " + newBlobs[5].Digest.String() + " in the store is corrupt"},
 		{"short store blob", func() error {
 			newStore2.serve = map[digest.Digest][]byte{newBlobs[6].Digest: store.blobs[blobs[6].Digest][:10]}
 			defer func() { newStore2.serve = nil }()
-			_, err := Write(context.Background(), dir, testIndex("new", newBlobs), newStore2, WriteOptions{MaxChunk: testMax})
+			_, err := write(context.Background(), dir, testIndex("new", newBlobs), newStore2, WriteOptions{MaxChunk: testMax})
 			return err
 		}, "in the store is 10 bytes"},
 	}
@@ -664,7 +664,7 @@ func TestInterruptedWrite(t *testing.T) {
 	}
 
 	t.Run("killed writer leftovers", func(t *testing.T) {
-		left := filepath.Join(dir, ChunkName(2)+".killed.partial")
+		left := filepath.Join(dir, chunkName(2)+".killed.partial")
 		os.WriteFile(left, []byte("half a chunk"), 0o644)
 		if r, err := Open(dir); err != nil || r.Index().ID != old.ID {
 			t.Fatalf("a partial file confused Open: %v", err)
@@ -673,8 +673,8 @@ func TestInterruptedWrite(t *testing.T) {
 		small, smallBlobs := newStore(16, 100)
 		writeArchive(t, dir, testIndex("smaller", smallBlobs), small, testMax)
 		names := dirNames(t, dir)
-		if len(names) != 1 || names[0] != ChunkName(1) {
-			t.Errorf("directory holds %v, want only %s", names, ChunkName(1))
+		if len(names) != 1 || names[0] != chunkName(1) {
+			t.Errorf("directory holds %v, want only %s", names, chunkName(1))
 		}
 		r, err := Open(dir)
 		if err != nil || r.Index().ID != "smaller" {
@@ -683,12 +683,12 @@ func TestInterruptedWrite(t *testing.T) {
 	})
 
 	t.Run("stray chunks are reported", func(t *testing.T) {
-		os.WriteFile(filepath.Join(dir, ChunkName(7)), []byte("x"), 0o644)
+		os.WriteFile(filepath.Join(dir, chunkName(7)), []byte("x"), 0o644)
 		r, err := Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.Stray(); len(got) != 1 || got[0] != ChunkName(7) {
+		if got := r.Stray(); len(got) != 1 || got[0] != chunkName(7) {
 			t.Errorf("Stray = %v", got)
 		}
 	})
@@ -729,7 +729,7 @@ func TestWriteRejectsBadInput(t *testing.T) {
 			idx := testIndex("bad", append([]Blob(nil), blobs...))
 			opts := WriteOptions{MaxChunk: testMax}
 			tc.edit(idx, &opts)
-			_, err := Write(context.Background(), dir, idx, store, opts)
+			_, err := write(context.Background(), dir, idx, store, opts)
 			wantErr(t, err, tc.want)
 			if files := chunkFiles(t, dir); len(files) != 0 {
 				t.Errorf("failed Write left %v", files)
@@ -771,9 +771,9 @@ func TestLargeIndexSettles(t *testing.T) {
 	}
 	store, blobs := newStore(19, sizes...)
 	dir := t.TempDir()
-	out := writeArchive(t, dir, testIndex("many", blobs), store, 64*KiB)
+	out := writeArchive(t, dir, testIndex("many", blobs), store, 64*kiB)
 	for _, c := range out.Chunks {
-		if c.Size > 64*KiB {
+		if c.Size > 64*kiB {
 			t.Errorf("%s is %d bytes", c.Name, c.Size)
 		}
 	}
@@ -795,7 +795,7 @@ func TestSHA512BlobAndProgress(t *testing.T) {
 	blobs = append(blobs, Blob{Digest: d, Size: int64(len(data))})
 	var calls []int64
 	var total int64
-	_, err := Write(context.Background(), dir, testIndex("sha512", blobs), store, WriteOptions{
+	_, err := write(context.Background(), dir, testIndex("sha512", blobs), store, WriteOptions{
 		MaxChunk: testMax,
 		Progress: func(done, all int64) { calls = append(calls, done); total = all },
 	})
@@ -825,7 +825,7 @@ func TestHeaderSizeCountsPAX(t *testing.T) {
 		more bool
 	}{
 		{blobName(digest.FromString("x")), 100, false},
-		{blobName(digest.FromString("x")), 10 * GiB, true}, // beyond ustar's 8 GiB
+		{blobName(digest.FromString("x")), 10 * giB, true}, // beyond ustar's 8 GiB
 		{long, 100, true},
 	}
 	for _, tc := range cases {
@@ -850,9 +850,9 @@ func TestImplausibleIndexSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No body and no Close: the header alone is on disk.
-	if err := os.WriteFile(filepath.Join(dir, ChunkName(1)), buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, chunkName(1)), buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Open(dir)
-	wantErr(t, err, ChunkName(1), IndexName, "not a regular file of plausible size")
+	wantErr(t, err, chunkName(1), IndexName, "not a regular file of plausible size")
 }

@@ -33,25 +33,25 @@ import (
 	digest "github.com/opencontainers/go-digest"
 )
 
-// FormatVersion is the archive format this gapmirror writes and the newest it reads.
+// formatVersion is the archive format this gapmirror writes and the newest it reads.
 // 2: images may be sparse (Set image platforms), signatures (signatureOf) and
 // helm charts travel; a gapmirror that knows only 1 would push such an
 // archive wrongly, so it must refuse it.
 // 3: chunk files may carry the archive's sequence (Index.Seq,
 // mirror_<seq>_<n>.tar), so that several archives share a directory.
-const FormatVersion = 3
+const formatVersion = 3
 
-// Tool is the value of Index.Tool in every gapmirror archive.
-const Tool = "gapmirror"
+// tool is the value of Index.Tool in every gapmirror archive.
+const tool = "gapmirror"
 
 // Reserved entry names.
 const (
 	// IndexName is the first entry of chunk 1: the JSON Index.
 	IndexName = "gapmirror-index.json"
-	// IndexSumName is the second entry of chunk 1: the sha256 of IndexName, as sha256sum(1) writes it.
-	IndexSumName = IndexName + ".sha256"
-	// ChunkMarkerName is the first entry of every chunk after the first: which archive and chunk the file is.
-	ChunkMarkerName = "gapmirror-chunk.json"
+	// indexSumName is the second entry of chunk 1: the sha256 of IndexName, as sha256sum(1) writes it.
+	indexSumName = IndexName + ".sha256"
+	// chunkMarkerName is the first entry of every chunk after the first: which archive and chunk the file is.
+	chunkMarkerName = "gapmirror-chunk.json"
 )
 
 // blobsDir is the directory of the OCI image layout that holds the blobs.
@@ -70,7 +70,7 @@ type Index struct {
 	ID string `json:"id"`
 	// Seq is the archive's number among the archives of the workspace that
 	// wrote it; when set, its chunks are named mirror_<seq>_<n>.tar
-	// (SeqChunkName), else mirror_<n>.tar (ChunkName).
+	// (SeqChunkName), else mirror_<n>.tar (chunkName).
 	Seq int `json:"seq,omitempty"`
 	// BasedOn is the ID of the archive this one builds on (its blobs are assumed
 	// present on the air-gapped side); empty for a full archive.
@@ -141,11 +141,11 @@ type Chunk struct {
 	// Size is the chunk file's length in bytes.
 	Size int64 `json:"size"`
 	// SHA256 is the digest of the whole chunk file; empty for chunk 1, which
-	// holds the index itself (the index is protected by IndexSumName instead).
+	// holds the index itself (the index is protected by indexSumName instead).
 	SHA256 digest.Digest `json:"sha256,omitempty"`
 }
 
-// chunkMarker is the content of ChunkMarkerName.
+// chunkMarker is the content of chunkMarkerName.
 type chunkMarker struct {
 	Tool          string `json:"tool"`
 	FormatVersion int    `json:"formatVersion"`
@@ -153,14 +153,14 @@ type chunkMarker struct {
 	Chunk         int    `json:"chunk"`
 }
 
-// ChunkName is the file name of chunk n (from 1), oc-mirror's naming: mirror_000001.tar.
-func ChunkName(n int) string { return fmt.Sprintf("mirror_%06d.tar", n) }
+// chunkName is the file name of chunk n (from 1), oc-mirror's naming: mirror_000001.tar.
+func chunkName(n int) string { return fmt.Sprintf("mirror_%06d.tar", n) }
 
 // SeqChunkName is the file name of chunk n of the archive with sequence seq:
 // mirror_0002_000001.tar. Archives that share a directory never share a name.
 func SeqChunkName(seq, n int) string {
 	if seq == 0 {
-		return ChunkName(n)
+		return chunkName(n)
 	}
 	return fmt.Sprintf("mirror_%04d_%06d.tar", seq, n)
 }
@@ -236,7 +236,7 @@ func checkExtraName(name string) error {
 		return fmt.Errorf("extra file name %q is not a safe relative path (no leading '/', no '.' or '..' elements)", name)
 	case !safeNameRE.MatchString(name):
 		return fmt.Errorf("extra file name %q may only use letters, digits, '/' and ._@+=,-", name)
-	case name == IndexName || name == IndexSumName || name == ChunkMarkerName:
+	case name == IndexName || name == indexSumName || name == chunkMarkerName:
 		return fmt.Errorf("extra file name %q is reserved for the archive's own metadata", name)
 	case name == blobsDir || strings.HasPrefix(name, blobsDir+"/"):
 		return fmt.Errorf("extra file name %q is under %s/, which holds only blobs", name, blobsDir)
@@ -261,21 +261,21 @@ func unsafeName(name string) bool {
 	return false
 }
 
-// indexSum renders the content of IndexSumName for the index bytes.
+// indexSum renders the content of indexSumName for the index bytes.
 func indexSum(index []byte) []byte {
 	sum := sha256.Sum256(index)
 	return []byte(hex.EncodeToString(sum[:]) + "  " + IndexName + "\n")
 }
 
-// checkIndexSum verifies index against the content of IndexSumName.
+// checkIndexSum verifies index against the content of indexSumName.
 func checkIndexSum(index, sumFile []byte) error {
 	fields := strings.Fields(string(sumFile))
 	if len(fields) != 2 || fields[1] != IndexName {
-		return fmt.Errorf("%s is malformed", IndexSumName)
+		return fmt.Errorf("%s is malformed", indexSumName)
 	}
 	sum := sha256.Sum256(index)
 	if got := hex.EncodeToString(sum[:]); got != fields[0] {
-		return fmt.Errorf("%s does not match %s (sha256 %s, expected %s)", IndexName, IndexSumName, got, fields[0])
+		return fmt.Errorf("%s does not match %s (sha256 %s, expected %s)", IndexName, indexSumName, got, fields[0])
 	}
 	return nil
 }
@@ -298,13 +298,13 @@ func decodeIndex(b []byte) (*Index, error) {
 		var head struct {
 			FormatVersion int `json:"formatVersion"`
 		}
-		if json.Unmarshal(b, &head) == nil && head.FormatVersion > FormatVersion {
-			return nil, &NewerFormatError{Version: head.FormatVersion}
+		if json.Unmarshal(b, &head) == nil && head.FormatVersion > formatVersion {
+			return nil, &newerFormatError{Version: head.FormatVersion}
 		}
 		return nil, fmt.Errorf("parsing %s: %w", IndexName, err)
 	}
-	if idx.FormatVersion > FormatVersion {
-		return nil, &NewerFormatError{Version: idx.FormatVersion}
+	if idx.FormatVersion > formatVersion {
+		return nil, &newerFormatError{Version: idx.FormatVersion}
 	}
 	if err := idx.check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", IndexName, err)
@@ -326,24 +326,24 @@ func validDigest(d digest.Digest) error {
 	return d.Validate()
 }
 
-// NewerFormatError is returned for an archive written in a format newer than
+// newerFormatError is returned for an archive written in a format newer than
 // this gapmirror understands.
-type NewerFormatError struct {
+type newerFormatError struct {
 	// Version is the archive's format version.
 	Version int
 }
 
 // Error says which format was found and what to do.
-func (e *NewerFormatError) Error() string {
-	return fmt.Sprintf("archive format %d is newer than this gapmirror understands (%d): use a newer gapmirror to read it", e.Version, FormatVersion)
+func (e *newerFormatError) Error() string {
+	return fmt.Sprintf("archive format %d is newer than this gapmirror understands (%d): use a newer gapmirror to read it", e.Version, formatVersion)
 }
 
 // check validates a decoded index: the consistency Reader relies on.
 func (idx *Index) check() error {
-	if idx.Tool != Tool {
-		return fmt.Errorf("tool is %q, want %q", idx.Tool, Tool)
+	if idx.Tool != tool {
+		return fmt.Errorf("tool is %q, want %q", idx.Tool, tool)
 	}
-	if idx.FormatVersion < 1 || idx.FormatVersion > FormatVersion {
+	if idx.FormatVersion < 1 || idx.FormatVersion > formatVersion {
 		return fmt.Errorf("unsupported formatVersion %d", idx.FormatVersion)
 	}
 	if err := validID(idx.ID); err != nil {

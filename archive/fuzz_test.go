@@ -16,10 +16,10 @@ func fuzzArchive(f *testing.F) (chunk, index []byte) {
 	s, blobs := newStore(41, 0, 1, 600, 2000)
 	idx := testIndex("fuzz", blobs)
 	idx.Extras = []Extra{{Name: "index.json", Data: []byte(`{"schemaVersion":2}`)}}
-	if _, err := Write(context.Background(), dir, idx, s, WriteOptions{MaxChunk: testMax}); err != nil {
+	if _, err := write(context.Background(), dir, idx, s, WriteOptions{MaxChunk: testMax}); err != nil {
 		f.Fatal(err)
 	}
-	chunk, err := os.ReadFile(filepath.Join(dir, ChunkName(1)))
+	chunk, err := os.ReadFile(filepath.Join(dir, chunkName(1)))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func FuzzReadChunk(f *testing.F) {
 	f.Add([]byte("not a tar file"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, ChunkName(1)), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, chunkName(1)), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		within(t, func() {

@@ -86,7 +86,7 @@ func testIndex(id string, blobs []Blob) *Index {
 // writeArchive writes a test archive into dir and fails the test on error.
 func writeArchive(t testing.TB, dir string, idx *Index, store BlobSource, max int64) *Index {
 	t.Helper()
-	out, err := Write(context.Background(), dir, idx, store, WriteOptions{MaxChunk: max})
+	out, err := write(context.Background(), dir, idx, store, WriteOptions{MaxChunk: max})
 	if err != nil {
 		t.Fatalf("Write: %v", err)
 	}
@@ -188,32 +188,32 @@ func tarBytes(t testing.TB, entries []entry, trailer bool) []byte {
 func craft(t testing.TB, dir string, idx *Index, first []entry, later ...[]entry) {
 	t.Helper()
 	idx.Chunks = make([]Chunk, 1+len(later))
-	idx.Chunks[0] = Chunk{Number: 1, Name: ChunkName(1)}
+	idx.Chunks[0] = Chunk{Number: 1, Name: chunkName(1)}
 	for i, entries := range later {
 		b := tarBytes(t, entries, true)
 		sum := sha256.Sum256(b)
-		idx.Chunks[i+1] = Chunk{Number: i + 2, Name: ChunkName(i + 2), Size: int64(len(b)), SHA256: digest.NewDigestFromBytes(digest.SHA256, sum[:])}
-		if err := os.WriteFile(filepath.Join(dir, ChunkName(i+2)), b, 0o644); err != nil {
+		idx.Chunks[i+1] = Chunk{Number: i + 2, Name: chunkName(i + 2), Size: int64(len(b)), SHA256: digest.NewDigestFromBytes(digest.SHA256, sum[:])}
+		if err := os.WriteFile(filepath.Join(dir, chunkName(i+2)), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tail := tarBytes(t, append([]entry{reg(IndexSumName, indexSum(nil))}, first...), true)
+	tail := tarBytes(t, append([]entry{reg(indexSumName, indexSum(nil))}, first...), true)
 	data, err := encodeIndex(idx, int64(len(tail)), testTime)
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunk1 := tarBytes(t, append([]entry{reg(IndexName, data), reg(IndexSumName, indexSum(data))}, first...), true)
+	chunk1 := tarBytes(t, append([]entry{reg(IndexName, data), reg(indexSumName, indexSum(data))}, first...), true)
 	if int64(len(chunk1)) != idx.Chunks[0].Size {
 		t.Fatalf("crafted chunk 1 is %d bytes, index says %d", len(chunk1), idx.Chunks[0].Size)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ChunkName(1)), chunk1, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, chunkName(1)), chunk1, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // craftedIndex is a minimal valid index for crafted archives.
 func craftedIndex(blobs ...Blob) *Index {
-	return &Index{FormatVersion: FormatVersion, Tool: Tool, ID: "crafted", Created: testTime, Blobs: blobs}
+	return &Index{FormatVersion: formatVersion, Tool: tool, ID: "crafted", Created: testTime, Blobs: blobs}
 }
 
 // wantErr checks that err is non-nil and mentions every substring.
@@ -229,9 +229,9 @@ func wantErr(t testing.TB, err error, subs ...string) {
 	}
 }
 
-// asCorrupt reports whether err is (or wraps) a *CorruptError.
-func asCorrupt(err error) (*CorruptError, bool) {
-	var ce *CorruptError
+// asCorrupt reports whether err is (or wraps) a *corruptError.
+func asCorrupt(err error) (*corruptError, bool) {
+	var ce *corruptError
 	ok := errors.As(err, &ce)
 	return ce, ok
 }

@@ -66,9 +66,9 @@ func entrySize(name string, size int64, mtime time.Time) (int64, error) {
 	return h + padded(size), nil
 }
 
-// markerBytes is the content of ChunkMarkerName for chunk n of archive id.
+// markerBytes is the content of chunkMarkerName for chunk n of archive id.
 func markerBytes(id string, n int) []byte {
-	b, _ := json.Marshal(chunkMarker{Tool: Tool, FormatVersion: FormatVersion, Archive: id, Chunk: n}) // cannot fail: plain struct
+	b, _ := json.Marshal(chunkMarker{Tool: tool, FormatVersion: formatVersion, Archive: id, Chunk: n}) // cannot fail: plain struct
 	return append(b, '\n')
 }
 
@@ -168,7 +168,7 @@ func (p planner) assign(blobs []Blob, fixed1 int64) (*layout, error) {
 			continue
 		}
 		n := len(l.chunks) + 1
-		ms, err := entrySize(ChunkMarkerName, int64(len(markerBytes(p.id, n))), p.mtime)
+		ms, err := entrySize(chunkMarkerName, int64(len(markerBytes(p.id, n))), p.mtime)
 		if err != nil {
 			return nil, err
 		}
@@ -195,7 +195,7 @@ func (p planner) assign(blobs []Blob, fixed1 int64) (*layout, error) {
 // index sits in chunk 1 and lists the assignment, the space reserved for it is
 // grown until the encoded index fits.
 func (p planner) plan(idx *Index) (*layout, error) {
-	sumEntry, err := entrySize(IndexSumName, int64(len(indexSum(nil))), p.mtime)
+	sumEntry, err := entrySize(indexSumName, int64(len(indexSum(nil))), p.mtime)
 	if err != nil {
 		return nil, err
 	}

@@ -46,9 +46,9 @@ type location struct {
 	size   int64
 }
 
-// CorruptError reports a blob, extra file or chunk whose content does not
+// corruptError reports a blob, extra file or chunk whose content does not
 // match the index: the archive was damaged after it was written.
-type CorruptError struct {
+type corruptError struct {
 	// Chunk is the chunk file name, e.g. "mirror_000002.tar".
 	Chunk string
 	// What names the damaged content, e.g. "blob sha256:…".
@@ -58,7 +58,7 @@ type CorruptError struct {
 }
 
 // Error names the chunk and content and says what to do.
-func (e *CorruptError) Error() string {
+func (e *corruptError) Error() string {
 	return fmt.Sprintf("%s: %s is corrupt (%s): the archive was damaged in transit; copy %s again", e.Chunk, e.What, e.Detail, e.Chunk)
 }
 
@@ -92,7 +92,7 @@ func List(dir string) ([]Listed, error) {
 		if len(v1) > 0 {
 			return nil, fmt.Errorf("%s holds an oc-mirror v1 archive (%s), not a gapmirror archive: unpack it with oc-mirror v1, or mirror to disk again with gapmirror", dir, v1[0])
 		}
-		return nil, fmt.Errorf("no gapmirror archive in %s: %s not found", dir, ChunkName(1))
+		return nil, fmt.Errorf("no gapmirror archive in %s: %s not found", dir, chunkName(1))
 	}
 	var out []Listed
 	for seq, chunks := range families {
@@ -246,7 +246,7 @@ func readIndex(dir, name string, sc *scanReader, tr *tar.Reader) (*Index, error)
 	}
 	if hdr.Name != IndexName {
 		switch {
-		case hdr.Name == ChunkMarkerName:
+		case hdr.Name == chunkMarkerName:
 			return nil, fmt.Errorf("%s in %s is a later chunk of an archive, not its first: the chunk files were renamed; restore their original names", name, dir)
 		case strings.Contains(hdr.Name, "docker/registry/v2") || strings.Contains(hdr.Name, "working-dir"):
 			return nil, fmt.Errorf("%s in %s is an oc-mirror v2 archive (it starts with %q), not a gapmirror archive: use oc-mirror v2 for it, or mirror to disk again with gapmirror", name, dir, hdr.Name)
@@ -263,19 +263,19 @@ func readIndex(dir, name string, sc *scanReader, tr *tar.Reader) (*Index, error)
 	}
 	// The version comes first so that a newer archive gets "use a newer
 	// gapmirror" even if a future format protects its index differently.
-	if v := peekFormatVersion(data); v > FormatVersion {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), &NewerFormatError{Version: v})
+	if v := peekFormatVersion(data); v > formatVersion {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, name), &newerFormatError{Version: v})
 	}
 	hdr, err = tr.Next()
-	if err != nil || hdr.Name != IndexSumName || hdr.Typeflag != tar.TypeReg || hdr.Size > 4096 {
-		return nil, &CorruptError{Chunk: name, What: "the archive index", Detail: IndexSumName + " does not follow it"}
+	if err != nil || hdr.Name != indexSumName || hdr.Typeflag != tar.TypeReg || hdr.Size > 4096 {
+		return nil, &corruptError{Chunk: name, What: "the archive index", Detail: indexSumName + " does not follow it"}
 	}
 	sum, err := io.ReadAll(tr)
 	if err != nil {
-		return nil, &CorruptError{Chunk: name, What: "the archive index", Detail: "reading " + IndexSumName + ": " + err.Error()}
+		return nil, &corruptError{Chunk: name, What: "the archive index", Detail: "reading " + indexSumName + ": " + err.Error()}
 	}
 	if err := checkIndexSum(data, sum); err != nil {
-		return nil, &CorruptError{Chunk: name, What: "the archive index", Detail: err.Error()}
+		return nil, &corruptError{Chunk: name, What: "the archive index", Detail: err.Error()}
 	}
 	idx, err := decodeIndex(data)
 	if err != nil {
@@ -414,12 +414,12 @@ func readMarker(p string) (*chunkMarker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if hdr.Name != ChunkMarkerName || hdr.Typeflag != tar.TypeReg || hdr.Size > 4096 {
-		return nil, fmt.Errorf("%s does not start with %s", filepath.Base(p), ChunkMarkerName)
+	if hdr.Name != chunkMarkerName || hdr.Typeflag != tar.TypeReg || hdr.Size > 4096 {
+		return nil, fmt.Errorf("%s does not start with %s", filepath.Base(p), chunkMarkerName)
 	}
 	var m chunkMarker
 	if err := json.NewDecoder(tr).Decode(&m); err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", filepath.Base(p), ChunkMarkerName, err)
+		return nil, fmt.Errorf("%s: %s: %w", filepath.Base(p), chunkMarkerName, err)
 	}
 	return &m, nil
 }
@@ -436,17 +436,17 @@ func (r *Reader) scanChunk(n int, want map[digest.Digest]int64) error {
 	tr := tar.NewReader(sc)
 	hdr, err := tr.Next()
 	if err != nil {
-		return &CorruptError{Chunk: name, What: "the chunk", Detail: "its first tar header cannot be read: " + err.Error()}
+		return &corruptError{Chunk: name, What: "the chunk", Detail: "its first tar header cannot be read: " + err.Error()}
 	}
 	if err := checkEntry(name, hdr); err != nil {
 		return err
 	}
-	if hdr.Name != ChunkMarkerName || hdr.Size > 4096 {
-		return &CorruptError{Chunk: name, What: "the chunk", Detail: fmt.Sprintf("it starts with %q, not %s", hdr.Name, ChunkMarkerName)}
+	if hdr.Name != chunkMarkerName || hdr.Size > 4096 {
+		return &corruptError{Chunk: name, What: "the chunk", Detail: fmt.Sprintf("it starts with %q, not %s", hdr.Name, chunkMarkerName)}
 	}
 	var m chunkMarker
 	if err := json.NewDecoder(tr).Decode(&m); err != nil {
-		return &CorruptError{Chunk: name, What: ChunkMarkerName, Detail: err.Error()}
+		return &corruptError{Chunk: name, What: chunkMarkerName, Detail: err.Error()}
 	}
 	if m.Archive != r.idx.ID || m.Chunk != n {
 		return fmt.Errorf("archive %s in %s is mixed up: %s is chunk %d of archive %s: copy every chunk of archive %s (%s) into %s",
@@ -508,7 +508,7 @@ func (r *Reader) scan(n int, sc *scanReader, tr *tar.Reader, want map[digest.Dig
 			break
 		}
 		if err != nil {
-			return &CorruptError{Chunk: name, What: "the chunk", Detail: "reading its tar headers: " + err.Error()}
+			return &corruptError{Chunk: name, What: "the chunk", Detail: "reading its tar headers: " + err.Error()}
 		}
 		if err := checkEntry(name, hdr); err != nil {
 			return err
@@ -516,7 +516,7 @@ func (r *Reader) scan(n int, sc *scanReader, tr *tar.Reader, want map[digest.Dig
 		loc := location{chunk: n, offset: sc.pos, size: hdr.Size}
 		if size, ok := wantExtra[hdr.Name]; ok {
 			if size != hdr.Size {
-				return &CorruptError{Chunk: name, What: "extra file " + hdr.Name, Detail: fmt.Sprintf("%d bytes, the index says %d", hdr.Size, size)}
+				return &corruptError{Chunk: name, What: "extra file " + hdr.Name, Detail: fmt.Sprintf("%d bytes, the index says %d", hdr.Size, size)}
 			}
 			delete(wantExtra, hdr.Name)
 			r.extras[hdr.Name] = loc
@@ -531,16 +531,16 @@ func (r *Reader) scan(n int, sc *scanReader, tr *tar.Reader, want map[digest.Dig
 			return fmt.Errorf("%s: entry %q is not a blob the index places in this chunk: the archive was tampered with or its chunks mixed up", name, hdr.Name)
 		}
 		if size != hdr.Size {
-			return &CorruptError{Chunk: name, What: "blob " + d.String(), Detail: fmt.Sprintf("%d bytes, the index says %d", hdr.Size, size)}
+			return &corruptError{Chunk: name, What: "blob " + d.String(), Detail: fmt.Sprintf("%d bytes, the index says %d", hdr.Size, size)}
 		}
 		delete(want, d)
 		r.blobs[d] = loc
 	}
 	for d := range want {
-		return &CorruptError{Chunk: name, What: "the chunk", Detail: "blob " + d.String() + " listed in the index is not in it"}
+		return &corruptError{Chunk: name, What: "the chunk", Detail: "blob " + d.String() + " listed in the index is not in it"}
 	}
 	for e := range wantExtra {
-		return &CorruptError{Chunk: name, What: "the chunk", Detail: "extra file " + e + " listed in the index is not in it"}
+		return &corruptError{Chunk: name, What: "the chunk", Detail: "extra file " + e + " listed in the index is not in it"}
 	}
 	return nil
 }
@@ -594,7 +594,7 @@ func (r *Reader) Has(d digest.Digest) bool {
 }
 
 // Open streams blob d straight from its chunk. The content is verified as it
-// is read: the read that completes the blob returns a *CorruptError if the
+// is read: the read that completes the blob returns a *corruptError if the
 // digest does not match.
 func (r *Reader) Open(d digest.Digest) (io.ReadCloser, error) {
 	loc, ok := r.blobs[d]
@@ -630,7 +630,7 @@ func (b *blobReader) Read(p []byte) (int, error) {
 	b.read += int64(n)
 	if b.read == b.size {
 		if got := digest.NewDigest(b.want.Algorithm(), b.h); got != b.want {
-			b.err = &CorruptError{Chunk: b.chunk, What: "blob " + b.want.String(), Detail: "got " + got.String()}
+			b.err = &corruptError{Chunk: b.chunk, What: "blob " + b.want.String(), Detail: "got " + got.String()}
 		} else {
 			b.err = io.EOF
 		}
@@ -640,7 +640,7 @@ func (b *blobReader) Read(p []byte) (int, error) {
 		return n, b.err
 	}
 	if errors.Is(err, io.EOF) {
-		b.err = &CorruptError{Chunk: b.chunk, What: "blob " + b.want.String(), Detail: fmt.Sprintf("only %d of %d bytes are there", b.read, b.size)}
+		b.err = &corruptError{Chunk: b.chunk, What: "blob " + b.want.String(), Detail: fmt.Sprintf("only %d of %d bytes are there", b.read, b.size)}
 		return n, b.err
 	}
 	if err != nil {
@@ -671,11 +671,11 @@ func (r *Reader) Extra(name string) ([]byte, error) {
 	defer f.Close()
 	data := make([]byte, loc.size)
 	if _, err := f.ReadAt(data, loc.offset); err != nil {
-		return nil, &CorruptError{Chunk: r.chunkName(1), What: "extra file " + name, Detail: err.Error()}
+		return nil, &corruptError{Chunk: r.chunkName(1), What: "extra file " + name, Detail: err.Error()}
 	}
 	sum := sha256.Sum256(data)
 	if got := digest.NewDigestFromBytes(digest.SHA256, sum[:]); got != want {
-		return nil, &CorruptError{Chunk: r.chunkName(1), What: "extra file " + name, Detail: "got " + got.String()}
+		return nil, &corruptError{Chunk: r.chunkName(1), What: "extra file " + name, Detail: "got " + got.String()}
 	}
 	return data, nil
 }
@@ -730,7 +730,7 @@ func (r *Reader) verifyChunk(ctx context.Context, c Chunk, read func(n int64)) e
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return &CorruptError{Chunk: c.Name, What: "the chunk", Detail: "reading its tar headers: " + err.Error()}
+			return &corruptError{Chunk: c.Name, What: "the chunk", Detail: "reading its tar headers: " + err.Error()}
 		}
 		var want digest.Digest
 		if d, ok := entryDigest(hdr.Name); ok {
@@ -745,14 +745,14 @@ func (r *Reader) verifyChunk(ctx context.Context, c Chunk, read func(n int64)) e
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return &CorruptError{Chunk: c.Name, What: hdr.Name, Detail: err.Error()}
+			return &corruptError{Chunk: c.Name, What: hdr.Name, Detail: err.Error()}
 		}
 		if got := digest.NewDigest(want.Algorithm(), h); got != want && first == nil {
 			what := "blob " + want.String()
 			if !strings.HasPrefix(hdr.Name, blobsDir+"/") {
 				what = "extra file " + hdr.Name
 			}
-			first = &CorruptError{Chunk: c.Name, What: what, Detail: "got " + got.String()}
+			first = &corruptError{Chunk: c.Name, What: what, Detail: "got " + got.String()}
 		}
 	}
 	if first != nil {
@@ -763,7 +763,7 @@ func (r *Reader) verifyChunk(ctx context.Context, c Chunk, read func(n int64)) e
 	}
 	if c.Number > 1 {
 		if got := digest.NewDigestFromBytes(digest.SHA256, whole.Sum(nil)); got != c.SHA256 {
-			return &CorruptError{Chunk: c.Name, What: "the chunk", Detail: "sha256 " + got.Encoded() + ", the index says " + c.SHA256.Encoded()}
+			return &corruptError{Chunk: c.Name, What: "the chunk", Detail: "sha256 " + got.Encoded() + ", the index says " + c.SHA256.Encoded()}
 		}
 	}
 	return nil
@@ -839,8 +839,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Chunks returns the file names of the archive's chunks, in order.
-func (r *Reader) Chunks() []string {
+// chunks returns the file names of the archive's chunks, in order.
+func (r *Reader) chunks() []string {
 	out := make([]string, len(r.idx.Chunks))
 	for i, c := range r.idx.Chunks {
 		out[i] = c.Name

@@ -18,7 +18,7 @@ func TestArchivesShareADirectory(t *testing.T) {
 	write := func(id string, seq int, s *memStore, blobs []Blob, created time.Time, replace bool) (*Index, error) {
 		idx := testIndex(id, blobs)
 		idx.Created = created
-		return Write(context.Background(), dir, idx, s, WriteOptions{MaxChunk: testMax, Seq: seq, Replace: replace})
+		return write(context.Background(), dir, idx, s, WriteOptions{MaxChunk: testMax, Seq: seq, Replace: replace})
 	}
 	first, err := write("one", 1, s1, b1, testTime, false)
 	if err != nil {

@@ -9,32 +9,32 @@ import (
 
 // Byte multiples used by ParseSize and in messages.
 const (
-	KiB int64 = 1 << 10
-	MiB int64 = 1 << 20
-	GiB int64 = 1 << 30
-	TiB int64 = 1 << 40
+	kiB int64 = 1 << 10
+	miB int64 = 1 << 20
+	giB int64 = 1 << 30
+	tiB int64 = 1 << 40
 )
 
-// DefaultMaxChunk is the chunk size limit when none is given: oc-mirror's default archiveSize of 500 GiB.
-const DefaultMaxChunk = 500 * GiB
+// defaultMaxChunk is the chunk size limit when none is given: oc-mirror's default archiveSize of 500 GiB.
+const defaultMaxChunk = 500 * giB
 
-// MinMaxChunk is the smallest chunk size limit Write accepts.
-const MinMaxChunk = 8 * KiB
+// minMaxChunk is the smallest chunk size limit Write accepts.
+const minMaxChunk = 8 * kiB
 
 var sizeUnits = map[string]int64{
 	"b":  1,
-	"k":  KiB,
+	"k":  kiB,
 	"kb": 1000,
-	"ki": KiB, "kib": KiB,
-	"m":  MiB,
+	"ki": kiB, "kib": kiB,
+	"m":  miB,
 	"mb": 1000 * 1000,
-	"mi": MiB, "mib": MiB,
-	"g":  GiB,
+	"mi": miB, "mib": miB,
+	"g":  giB,
 	"gb": 1000 * 1000 * 1000,
-	"gi": GiB, "gib": GiB,
-	"t":  TiB,
+	"gi": giB, "gib": giB,
+	"t":  tiB,
 	"tb": 1000 * 1000 * 1000 * 1000,
-	"ti": TiB, "tib": TiB,
+	"ti": tiB, "tib": tiB,
 }
 
 // ParseSize parses an archive size such as "4GiB", "500MiB", "1.5GiB",
@@ -50,7 +50,7 @@ func ParseSize(s string) (int64, error) {
 	if num == "" {
 		return 0, fmt.Errorf("size %q: expected a number with an optional unit, e.g. 4GiB, 500MiB or 10 (GiB)", s)
 	}
-	mult := GiB
+	mult := giB
 	if unit != "" {
 		m, ok := sizeUnits[unit]
 		if !ok {
@@ -77,7 +77,7 @@ func humanSize(n int64) string {
 	units := []struct {
 		size int64
 		name string
-	}{{TiB, "TiB"}, {GiB, "GiB"}, {MiB, "MiB"}, {KiB, "KiB"}}
+	}{{tiB, "TiB"}, {giB, "GiB"}, {miB, "MiB"}, {kiB, "KiB"}}
 	for _, u := range units {
 		if n >= u.size {
 			v := float64(n) / float64(u.size)
@@ -93,8 +93,8 @@ func humanSize(n int64) string {
 // recommendedSize is the smallest whole number of GiB (or MiB below 1 GiB)
 // that holds n bytes, rendered for a flag value: "6GiB".
 func recommendedSize(n int64) string {
-	if n <= GiB {
-		return fmt.Sprintf("%dMiB", (n+MiB-1)/MiB)
+	if n <= giB {
+		return fmt.Sprintf("%dMiB", (n+miB-1)/miB)
 	}
-	return fmt.Sprintf("%dGiB", (n+GiB-1)/GiB)
+	return fmt.Sprintf("%dGiB", (n+giB-1)/giB)
 }

@@ -12,17 +12,17 @@ func TestParseSize(t *testing.T) {
 		want int64
 		err  string
 	}{
-		{"4GiB", 4 * GiB, ""},
-		{"500MiB", 500 * MiB, ""},
-		{"1.5GiB", 3 * GiB / 2, ""},
+		{"4GiB", 4 * giB, ""},
+		{"500MiB", 500 * miB, ""},
+		{"1.5GiB", 3 * giB / 2, ""},
 		{"100MB", 100_000_000, ""},
-		{"123", 123 * GiB, ""},
-		{"0.5", GiB / 2, ""},
-		{"2 TiB", 2 * TiB, ""},
+		{"123", 123 * giB, ""},
+		{"0.5", giB / 2, ""},
+		{"2 TiB", 2 * tiB, ""},
 		{"10gb", 10_000_000_000, ""},
-		{"64Ki", 64 * KiB, ""},
-		{"4G", 4 * GiB, ""},
-		{"  8MiB ", 8 * MiB, ""},
+		{"64Ki", 64 * kiB, ""},
+		{"4G", 4 * giB, ""},
+		{"  8MiB ", 8 * miB, ""},
 		{"4096B", 4096, ""},
 		{"", 0, "expected a number"},
 		{"GiB", 0, "expected a number"},
@@ -47,13 +47,13 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestHumanSize(t *testing.T) {
-	cases := map[int64]string{0: "0 B", 511: "511 B", KiB: "1 KiB", 1536: "1.5 KiB", 4 * GiB: "4 GiB", 5*GiB + GiB/5: "5.2 GiB"}
+	cases := map[int64]string{0: "0 B", 511: "511 B", kiB: "1 KiB", 1536: "1.5 KiB", 4 * giB: "4 GiB", 5*giB + giB/5: "5.2 GiB"}
 	for in, want := range cases {
 		if got := humanSize(in); got != want {
 			t.Errorf("humanSize(%d) = %q, want %q", in, got, want)
 		}
 	}
-	recs := map[int64]string{1000: "1MiB", 600 * MiB: "600MiB", GiB + 1: "2GiB", 5*GiB + 5: "6GiB"}
+	recs := map[int64]string{1000: "1MiB", 600 * miB: "600MiB", giB + 1: "2GiB", 5*giB + 5: "6GiB"}
 	for in, want := range recs {
 		if got := recommendedSize(in); got != want {
 			t.Errorf("recommendedSize(%d) = %q, want %q", in, got, want)
@@ -70,7 +70,7 @@ func BenchmarkOpen10000Blobs(b *testing.B) {
 	}
 	store, blobs := newStore(99, sizes...)
 	dir := b.TempDir()
-	writeArchive(b, dir, testIndex("bench", blobs), store, 4*MiB)
+	writeArchive(b, dir, testIndex("bench", blobs), store, 4*miB)
 	files := chunkFiles(b, dir)
 	b.ReportMetric(float64(len(files)), "chunks")
 	for b.Loop() {

@@ -12,7 +12,7 @@ import (
 // other errors, and one already converted, pass through unchanged.
 func TestNoSpace(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT} {
-		err := NoSpace(fmt.Errorf("writing chunk: %w", errno), "/data/out/mirror_000001.tar", 3*GiB, true)
+		err := NoSpace(fmt.Errorf("writing chunk: %w", errno), "/data/out/mirror_000001.tar", 3*giB, true)
 		var ns *NoSpaceError
 		if !errors.As(err, &ns) || !errors.Is(err, errno) {
 			t.Fatalf("%v: got %v, want a NoSpaceError wrapping it", errno, err)

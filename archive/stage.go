@@ -185,7 +185,7 @@ func (s *Staging) chunkFor(d digest.Digest, size, entry int64) (*stagedChunk, er
 	}
 	n := len(s.chunks) + 2
 	marker := markerBytes(s.id, n)
-	hdr, err := headerBytes(ChunkMarkerName, int64(len(marker)), s.created)
+	hdr, err := headerBytes(chunkMarkerName, int64(len(marker)), s.created)
 	if err != nil {
 		return nil, err
 	}
@@ -243,21 +243,21 @@ func (sl *Slot) Done() {
 	sl.done, sl.busy = true, false
 	sl.s.freed.Broadcast()
 	if j := sl.s.journal; j != nil {
-		line, _ := json.Marshal(journalEntry{FormatVersion: JournalFormat, Digest: sl.d, Chunk: filepath.Base(sl.chunk.path), Offset: sl.off, Size: sl.size}) // cannot fail: plain struct
+		line, _ := json.Marshal(journalEntry{FormatVersion: journalFormat, Digest: sl.d, Chunk: filepath.Base(sl.chunk.path), Offset: sl.off, Size: sl.size}) // cannot fail: plain struct
 		_, _ = j.Write(append(line, '\n'))                                                                                                                    // advice for Recover, which checks every blob
 	}
 	sl.s.mu.Unlock()
 	sl.s.startWriteback(sl.chunk.f, sl.off, sl.size)
 }
 
-// JournalFormat is the format of the staging journal lines this gapmirror
+// journalFormat is the format of the staging journal lines this gapmirror
 // writes and the newest Recover reads; a line without one (written before
 // lines had it) is format 1. Recover checks every blob a journal lists
 // against its digest, so a misread line could only cost a download; the
 // version is there so that a newer layout is refused by name instead of
 // silently recovering nothing. Each line carries it, not a first line, so
 // that a journal holding a line means a blob staged whole.
-const JournalFormat = 1
+const journalFormat = 1
 
 // journalEntry is a line of a staging journal.
 type journalEntry struct {
@@ -420,8 +420,8 @@ func recoverJournal(dir, journal, into string) ([]Salvaged, error) {
 	for _, line := range bytes.Split(data, []byte("\n")) {
 		var e journalEntry
 		err := json.Unmarshal(line, &e)
-		if err == nil && e.FormatVersion > JournalFormat {
-			return nil, fmt.Errorf("staging journal %s was written by a newer gapmirror (format %d, this one reads up to %d): its blobs are not kept and are downloaded again", journal, e.FormatVersion, JournalFormat)
+		if err == nil && e.FormatVersion > journalFormat {
+			return nil, fmt.Errorf("staging journal %s was written by a newer gapmirror (format %d, this one reads up to %d): its blobs are not kept and are downloaded again", journal, e.FormatVersion, journalFormat)
 		}
 		if err != nil || validDigest(e.Digest) != nil || e.Offset < 0 || e.Size < 0 ||
 			e.Chunk != filepath.Base(e.Chunk) || !strings.HasSuffix(e.Chunk, stagedSuffix) || !partialRE.MatchString(e.Chunk) {
@@ -554,7 +554,7 @@ func (s *Staging) Commit(ctx context.Context, idx *Index, more BlobSource) (*Ind
 		opts.Replace = true // the same sequence chooseSeq allowed at Stage
 		opts.keepPartials = true
 		s.opts.Logger.Debug("writing the archive afresh: its staged chunks do not match the blobs it carries", "archive", s.id)
-		return Write(ctx, s.dir, &in, eitherSource{s, more}, opts)
+		return write(ctx, s.dir, &in, eitherSource{s, more}, opts)
 	}
 	fixed := make([][]Blob, len(s.chunks))
 	sizes := make([]int64, len(s.chunks))

@@ -33,7 +33,7 @@ type BlobSource interface {
 
 // WriteOptions tunes Write.
 type WriteOptions struct {
-	// MaxChunk is the largest size of a chunk file in bytes (0: DefaultMaxChunk).
+	// MaxChunk is the largest size of a chunk file in bytes (0: defaultMaxChunk).
 	MaxChunk int64
 	// Strict makes a blob (or index) larger than MaxChunk an error instead of
 	// a warning and an oversized chunk.
@@ -60,10 +60,10 @@ type WriteOptions struct {
 // withDefaults fills the defaults in and checks the chunk size.
 func (o WriteOptions) withDefaults() (WriteOptions, error) {
 	if o.MaxChunk == 0 {
-		o.MaxChunk = DefaultMaxChunk
+		o.MaxChunk = defaultMaxChunk
 	}
-	if o.MaxChunk < MinMaxChunk {
-		return o, fmt.Errorf("archive size %s is too small: use at least %s", humanSize(o.MaxChunk), humanSize(MinMaxChunk))
+	if o.MaxChunk < minMaxChunk {
+		return o, fmt.Errorf("archive size %s is too small: use at least %s", humanSize(o.MaxChunk), humanSize(minMaxChunk))
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -75,7 +75,7 @@ func (o WriteOptions) withDefaults() (WriteOptions, error) {
 // chunk name pattern, so no reader mistakes them for chunks.
 var partialRE = regexp.MustCompile(`^mirror_([0-9]{4,}_)?[0-9]{6,}\.tar\.[A-Za-z0-9._-]+\.partial$`)
 
-// Write writes an archive into dir: the blobs listed in idx.Blobs (digest and
+// write writes an archive into dir: the blobs listed in idx.Blobs (digest and
 // size; read from blobs and verified against both), idx.Extras (name and
 // Data), and an index describing them. It returns the completed index (IDs,
 // chunk assignments, chunk sizes and checksums filled in); idx itself is not
@@ -89,7 +89,7 @@ var partialRE = regexp.MustCompile(`^mirror_([0-9]{4,}_)?[0-9]{6,}\.tar\.[A-Za-z
 // the new archive is complete: its chunk 1 is removed first, then the new
 // chunks are renamed into place (chunk 1 last) and its chunks beyond the
 // new count are removed. Only one Write may run in a directory at a time.
-func Write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts WriteOptions) (*Index, error) {
+func write(ctx context.Context, dir string, idx *Index, blobs BlobSource, opts WriteOptions) (*Index, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -184,8 +184,8 @@ func prepare(idx *Index) (*Index, error) {
 		return nil, fmt.Errorf("archive index is nil")
 	}
 	out := *idx
-	out.FormatVersion = FormatVersion
-	out.Tool = Tool
+	out.FormatVersion = formatVersion
+	out.Tool = tool
 	if out.ToolVersion == "" {
 		out.ToolVersion = buildVersion()
 	}
@@ -382,7 +382,7 @@ func (w *writer) writeChunk(n int) error {
 		return err
 	}
 	marker := markerBytes(w.idx.ID, n)
-	if err := writeEntry(c.tw, ChunkMarkerName, int64(len(marker)), w.idx.Created, bytes.NewReader(marker)); err != nil {
+	if err := writeEntry(c.tw, chunkMarkerName, int64(len(marker)), w.idx.Created, bytes.NewReader(marker)); err != nil {
 		c.f.Close()
 		return fmt.Errorf("%s: %w", w.name(n), err)
 	}
@@ -417,7 +417,7 @@ func (w *writer) writeFirstChunk() error {
 	sum := indexSum(data)
 	err = writeEntry(c.tw, IndexName, int64(len(data)), w.idx.Created, bytes.NewReader(data))
 	if err == nil {
-		err = writeEntry(c.tw, IndexSumName, int64(len(sum)), w.idx.Created, bytes.NewReader(sum))
+		err = writeEntry(c.tw, indexSumName, int64(len(sum)), w.idx.Created, bytes.NewReader(sum))
 	}
 	for _, e := range w.idx.Extras {
 		if err == nil {

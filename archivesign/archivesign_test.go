@@ -79,8 +79,8 @@ func signAndVerify(t *testing.T, p string, password string) {
 	if _, err := v.v.Verify(&bb, verify.NewPolicy(verify.WithArtifact(strings.NewReader("other")), verify.WithKey())); err == nil {
 		t.Errorf("%s: the bundle verifies other data", p)
 	}
-	if v.Fingerprint() != s.Fingerprint() {
-		t.Errorf("fingerprints differ: %s, %s", v.Fingerprint(), s.Fingerprint())
+	if v.Fingerprint() != s.fingerprint() {
+		t.Errorf("fingerprints differ: %s, %s", v.Fingerprint(), s.fingerprint())
 	}
 }
 
@@ -129,7 +129,7 @@ func TestKeys(t *testing.T) {
 
 func TestBundleName(t *testing.T) {
 	for in, want := range map[string]string{"mirror_000001.tar": "mirror_000001.sigstore.json", "mirror_0002_000001.tar": "mirror_0002_000001.sigstore.json"} {
-		if got := BundleName(in); got != want {
+		if got := bundleName(in); got != want {
 			t.Errorf("BundleName(%s) = %s, want %s", in, got, want)
 		}
 	}

@@ -4,7 +4,7 @@
 // signature on the air-gapped side before the archive is read.
 //
 // The bundle is a file beside the chunks, named after the archive's first
-// chunk (mirror_000001.tar: mirror_000001.sigstore.json; BundleName). It is
+// chunk (mirror_000001.tar: mirror_000001.sigstore.json; bundleName). It is
 // the bundle `cosign sign-blob --new-bundle-format --key` writes for the
 // index's bytes (gapmirror-index.json in the first chunk), without a
 // transparency log entry, so `cosign verify-blob --bundle … --key …
@@ -31,10 +31,10 @@ import (
 
 // PEM block types of private keys, as cosign names them.
 const (
-	// SigstorePrivateKey is what cosign generate-key-pair writes (and this package).
-	SigstorePrivateKey = "ENCRYPTED SIGSTORE PRIVATE KEY"
-	// CosignPrivateKey is what older cosign releases wrote; same encryption.
-	CosignPrivateKey = "ENCRYPTED COSIGN PRIVATE KEY"
+	// sigstorePrivateKey is what cosign generate-key-pair writes (and this package).
+	sigstorePrivateKey = "ENCRYPTED SIGSTORE PRIVATE KEY"
+	// cosignPrivateKey is what older cosign releases wrote; same encryption.
+	cosignPrivateKey = "ENCRYPTED COSIGN PRIVATE KEY"
 	pkcs8PrivateKey  = "PRIVATE KEY"
 	ecPrivateKey     = "EC PRIVATE KEY"
 )
@@ -61,13 +61,13 @@ func GenerateKeyPair(password []byte) (privatePEM, publicPEM []byte, err error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding the public key: %w", err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: SigstorePrivateKey, Bytes: sealed}), pub, nil
+	return pem.EncodeToMemory(&pem.Block{Type: sigstorePrivateKey, Bytes: sealed}), pub, nil
 }
 
 // Encrypted says whether the PEM private key needs a password.
 func Encrypted(keyPEM []byte) bool {
 	b, _ := pem.Decode(keyPEM)
-	return b != nil && (b.Type == SigstorePrivateKey || b.Type == CosignPrivateKey)
+	return b != nil && (b.Type == sigstorePrivateKey || b.Type == cosignPrivateKey)
 }
 
 // parsePrivateKey reads a private key file's content: cosign's encrypted
@@ -80,7 +80,7 @@ func parsePrivateKey(path string, keyPEM, password []byte) (crypto.Signer, error
 	}
 	var der []byte
 	switch b.Type {
-	case SigstorePrivateKey, CosignPrivateKey:
+	case sigstorePrivateKey, cosignPrivateKey:
 		var err error
 		if der, err = encrypted.Decrypt(b.Bytes, password); err != nil {
 			return nil, fmt.Errorf("%s cannot be decrypted (%v): give the password it was made with in COSIGN_PASSWORD or at the prompt", path, err)
@@ -97,7 +97,7 @@ func parsePrivateKey(path string, keyPEM, password []byte) (crypto.Signer, error
 		return nil, fmt.Errorf("%s is a public key: signing needs the private key (cosign.key); the public key (cosign.pub) is for --verify-key on the air-gapped side", path)
 	default:
 		return nil, fmt.Errorf("%s holds a PEM %q block, not a private key gapmirror reads: give a cosign key (%s), or an unencrypted PKCS#8 (%s) or EC (%s) key",
-			path, b.Type, SigstorePrivateKey, pkcs8PrivateKey, ecPrivateKey)
+			path, b.Type, sigstorePrivateKey, pkcs8PrivateKey, ecPrivateKey)
 	}
 	k, err := x509.ParsePKCS8PrivateKey(der)
 	if err != nil {
@@ -130,9 +130,9 @@ func readPublicKey(path string) (crypto.PublicKey, error) {
 	return pub, nil
 }
 
-// Fingerprint names a public key in messages: the sha256 of its PKIX
+// fingerprint names a public key in messages: the sha256 of its PKIX
 // encoding, in hex (the bundle's key hint is the same sum in base64).
-func Fingerprint(pub crypto.PublicKey) string {
+func fingerprint(pub crypto.PublicKey) string {
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		return "unknown"

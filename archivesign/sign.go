@@ -22,9 +22,9 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 )
 
-// BundleName is the name of the signature file of the archive whose first
+// bundleName is the name of the signature file of the archive whose first
 // chunk is first: mirror_000001.tar → mirror_000001.sigstore.json.
-func BundleName(first string) string {
+func bundleName(first string) string {
 	return strings.TrimSuffix(first, ".tar") + ".sigstore.json"
 }
 
@@ -72,8 +72,8 @@ func LoadSigner(path string, password func() ([]byte, error)) (*Signer, error) {
 	return &Signer{sv: sv, pub: key.Public(), alg: alg, hint: []byte(base64.StdEncoding.EncodeToString(sum[:]))}, nil
 }
 
-// Fingerprint names the signer's public key (see Fingerprint).
-func (s *Signer) Fingerprint() string { return Fingerprint(s.pub) }
+// fingerprint names the signer's public key (see Fingerprint).
+func (s *Signer) fingerprint() string { return fingerprint(s.pub) }
 
 // Sign returns the Sigstore bundle (JSON, media type v0.3) of a message
 // signature over data, with the public key's hint as its verification
@@ -92,7 +92,7 @@ func (s *Signer) Sign(ctx context.Context, data []byte) ([]byte, error) {
 }
 
 // SignArchive signs the index of an archive in dir, its bytes as written in
-// its first chunk, and writes the bundle beside the chunks (BundleName),
+// its first chunk, and writes the bundle beside the chunks (bundleName),
 // replacing one an earlier archive of that name left. It returns the
 // bundle's path.
 func (s *Signer) SignArchive(ctx context.Context, dir string, idx *archive.Index) (string, error) {
@@ -100,7 +100,7 @@ func (s *Signer) SignArchive(ctx context.Context, dir string, idx *archive.Index
 	if err != nil {
 		return "", err
 	}
-	p := filepath.Join(dir, BundleName(idx.Chunks[0].Name))
+	p := filepath.Join(dir, bundleName(idx.Chunks[0].Name))
 	if err := archive.WriteFileAtomic(p, b); err != nil {
 		return "", fmt.Errorf("writing the signature of archive %s: %w", idx.ID, err)
 	}
@@ -111,7 +111,7 @@ func (s *Signer) SignArchive(ctx context.Context, dir string, idx *archive.Index
 // dir, so that an unsigned archive written in its place does not pass for
 // signed.
 func Unsign(dir, first string) error {
-	if err := os.Remove(filepath.Join(dir, BundleName(first))); err != nil && !os.IsNotExist(err) {
+	if err := os.Remove(filepath.Join(dir, bundleName(first))); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("removing the signature of an earlier archive: %w", err)
 	}
 	return nil

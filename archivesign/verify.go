@@ -55,7 +55,7 @@ func LoadVerifier(path string) (*Verifier, error) {
 }
 
 // Fingerprint names the verifier's public key (see Fingerprint).
-func (v *Verifier) Fingerprint() string { return Fingerprint(v.pub) }
+func (v *Verifier) Fingerprint() string { return fingerprint(v.pub) }
 
 // Path is the public key file.
 func (v *Verifier) Path() string { return v.path }
@@ -76,12 +76,12 @@ func (e *Error) Error() string {
 }
 
 // VerifyArchive checks that the signature file beside the archive whose
-// first chunk in dir is first (BundleName) is a signature of idx's bytes,
+// first chunk in dir is first (bundleName) is a signature of idx's bytes,
 // the index as read from that chunk, by the verifier's key. Nothing but
 // the index and the signature file is read: the index names every chunk's
 // size and sha256 and every blob's digest, each checked when read.
 func (v *Verifier) VerifyArchive(dir, first string, idx *archive.Index) error {
-	name := BundleName(first)
+	name := bundleName(first)
 	expected := fmt.Sprintf("%s signed by the key of --verify-key %s (%s)", name, v.path, v.Fingerprint())
 	refuse := func(found, fix string) error {
 		return &Error{Dir: dir, First: first, ID: idx.ID, Expected: expected, Found: found, Fix: fix}
@@ -124,7 +124,7 @@ func (v *Verifier) VerifyArchive(dir, first string, idx *archive.Index) error {
 // Signed says whether a signature file lies beside the archive whose first
 // chunk in dir is first (not whether it checks out: that needs the key).
 func Signed(dir, first string) bool {
-	st, err := os.Stat(filepath.Join(dir, BundleName(first)))
+	st, err := os.Stat(filepath.Join(dir, bundleName(first)))
 	return err == nil && st.Mode().IsRegular()
 }
 

@@ -105,21 +105,21 @@ func (a *Audit) unreachable() error {
 		return nil
 	}
 	for _, p := range a.problems {
-		if p.Kind == KindUnreachable {
+		if p.Kind == kindUnreachable {
 			return fmt.Errorf("the mirror %s answered no image check: %s", a.Mirror.Root(), p.Detail)
 		}
 	}
 	return nil
 }
 
-// Client is the shared client for img's repository at the mirror and the
+// client is the shared client for img's repository at the mirror and the
 // repository's path; every request through it is to be counted with Asked.
-func (a *Audit) Client(img imageset.Image) (*registryapi.Client, string, error) {
+func (a *Audit) client(img imageset.Image) (*registryapi.Client, string, error) {
 	return a.Mirror.RepositoryClient(img)
 }
 
-// Asked counts n requests to the mirror.
-func (a *Audit) Asked(n int) { a.requests.Add(int64(n)) }
+// asked counts n requests to the mirror.
+func (a *Audit) asked(n int) { a.requests.Add(int64(n)) }
 
 // Report adds what is wrong.
 func (a *Audit) Report(p Problem) {
@@ -241,10 +241,10 @@ func Load(dir, ws, root string) (*Expected, error) {
 	return nil, fmt.Errorf("%s has no record of a run that pushed to %s%s: give the --from or --workspace directory of the trips to that mirror, and the mirror root as they named it", ws, root, hint)
 }
 
-// RetryFile writes a failure file naming the images the audit found
+// retryFile writes a failure file naming the images the audit found
 // wrong, for `mirror --retry-failed`, into the workspace's failed/ folder
 // (mirror-to-mirror only: disk-to-mirror pushes the archive again).
-func (e *Expected) RetryFile(name string, images []string, why map[string]string) (string, error) {
+func (e *Expected) retryFile(name string, images []string, why map[string]string) (string, error) {
 	if e.Mode != "mirror-to-mirror" || len(images) == 0 {
 		return "", nil
 	}

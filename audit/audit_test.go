@@ -58,7 +58,7 @@ func TestSharedMissingBlob(t *testing.T) {
 	if a.found["apps/app:v1"] || a.found["apps/app:v2"] || !a.found["apps/app:v3"] {
 		t.Errorf("found whole: %v; want v3 only (v1 and v2 share the missing blob)", a.found)
 	}
-	if rep.OK() || a.counts.Blobs != 7 {
-		t.Errorf("report ok %v, %d blobs asked about (want 7: the shared one once), problems %+v", rep.OK(), a.counts.Blobs, rep.Groups)
+	if rep.ok() || a.counts.Blobs != 7 {
+		t.Errorf("report ok %v, %d blobs asked about (want 7: the shared one once), problems %+v", rep.ok(), a.counts.Blobs, rep.Groups)
 	}
 }

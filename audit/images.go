@@ -51,16 +51,16 @@ func (a *Audit) checkImages(ctx context.Context) {
 func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan struct{}) {
 	want, err := digest.Parse(img.Digest)
 	if err != nil {
-		a.Report(a.problem(KindMissingImage, img, fmt.Sprintf("the record gives no valid digest (%q): %v", img.Digest, err)))
+		a.Report(a.problem(kindMissingImage, img, fmt.Sprintf("the record gives no valid digest (%q): %v", img.Digest, err)))
 		return
 	}
 	if why, failed := a.Expected.Failed[img.Destination]; failed {
-		a.Report(a.problem(KindNotPushed, img, "the last run could not push it: "+why))
+		a.Report(a.problem(kindNotPushed, img, "the last run could not push it: "+why))
 		return
 	}
-	c, repo, err := a.Client(img)
+	c, repo, err := a.client(img)
 	if err != nil {
-		a.Report(a.problem(KindUnreachable, img, failure.Message(err)))
+		a.Report(a.problem(kindUnreachable, img, failure.Message(err)))
 		return
 	}
 	tag := img.DestinationTag()
@@ -68,16 +68,16 @@ func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan s
 	if byDigest {
 		tag = want.String()
 	}
-	a.Asked(1)
+	a.asked(1)
 	data, _, err := c.Manifest(ctx, repo, tag)
 	switch {
 	case err != nil && !registryapi.IsNotFound(err):
-		a.Report(a.problem(KindUnreachable, img, failure.Message(failure.Explain(err, a.name(img)))))
+		a.Report(a.problem(kindUnreachable, img, failure.Message(failure.Explain(err, a.name(img)))))
 		return
 	case err == nil && want.Algorithm().FromBytes(data) == want:
 	case byDigest:
 		// Asked by digest already: no tag to tell apart from the content.
-		a.Report(a.problem(KindReferrerMissing, img, fmt.Sprintf("referrer of %s@%s: its digest is not at the mirror", img.DestinationRepo(), img.Subject)))
+		a.Report(a.problem(kindReferrerMissing, img, fmt.Sprintf("referrer of %s@%s: its digest is not at the mirror", img.DestinationRepo(), img.Subject)))
 		return
 	default:
 		// The tag is gone or names another manifest: is the image itself
@@ -86,7 +86,7 @@ func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan s
 		if err == nil {
 			moved = want.Algorithm().FromBytes(data).String()
 		}
-		a.Asked(1)
+		a.asked(1)
 		data, _, err = c.Manifest(ctx, repo, want.String())
 		switch {
 		case err != nil && registryapi.IsNotFound(err):
@@ -94,15 +94,15 @@ func (a *Audit) checkImage(ctx context.Context, img imageset.Image, blobs chan s
 			if moved != "" {
 				detail = "its tag names " + moved + " and the image itself is gone"
 			}
-			a.Report(a.problem(KindMissingImage, img, detail))
+			a.Report(a.problem(kindMissingImage, img, detail))
 			return
 		case err != nil:
-			a.Report(a.problem(KindUnreachable, img, failure.Message(failure.Explain(err, a.name(img)))))
+			a.Report(a.problem(kindUnreachable, img, failure.Message(failure.Explain(err, a.name(img)))))
 			return
 		case moved != "":
-			a.Report(a.problem(KindTagMoved, img, fmt.Sprintf("tag %s names %s, not %s (the image is still there by digest)", tag, moved, want)))
+			a.Report(a.problem(kindTagMoved, img, fmt.Sprintf("tag %s names %s, not %s (the image is still there by digest)", tag, moved, want)))
 		default:
-			a.Report(a.problem(KindTagMissing, img, fmt.Sprintf("tag %s is gone (the image is still there by digest)", tag)))
+			a.Report(a.problem(kindTagMissing, img, fmt.Sprintf("tag %s is gone (the image is still there by digest)", tag)))
 		}
 	}
 	if img.Kind == imageset.KindOperatorCatalog && img.Built {
@@ -134,7 +134,7 @@ func (a *Audit) checkManifest(ctx context.Context, img imageset.Image, c *regist
 	}
 	kids, err := transfer.Children(data)
 	if err != nil {
-		a.Report(a.problem(KindMissingPlatform, img, fmt.Sprintf("its index %s cannot be read: %v", d, err)))
+		a.Report(a.problem(kindMissingPlatform, img, fmt.Sprintf("its index %s cannot be read: %v", d, err)))
 		return false
 	}
 	whole := true
@@ -145,15 +145,15 @@ func (a *Audit) checkManifest(ctx context.Context, img imageset.Image, c *regist
 		a.mu.Lock()
 		a.counts.Platforms++
 		a.mu.Unlock()
-		a.Asked(1)
+		a.asked(1)
 		kd, _, err := c.Manifest(ctx, repo, k.Digest.String())
 		switch {
 		case err != nil && registryapi.IsNotFound(err):
-			a.Report(a.problem(KindMissingPlatform, img, fmt.Sprintf("platform manifest %s (%s) is missing", k.Digest, platform(k.Platform))))
+			a.Report(a.problem(kindMissingPlatform, img, fmt.Sprintf("platform manifest %s (%s) is missing", k.Digest, platform(k.Platform))))
 			whole = false
 			continue
 		case err != nil:
-			a.Report(a.problem(KindUnreachable, img, failure.Message(failure.Explain(err, a.name(img)+"@"+k.Digest.String()))))
+			a.Report(a.problem(kindUnreachable, img, failure.Message(failure.Explain(err, a.name(img)+"@"+k.Digest.String()))))
 			whole = false
 			continue
 		}
@@ -172,7 +172,7 @@ func (a *Audit) checkManifest(ctx context.Context, img imageset.Image, c *regist
 func (a *Audit) checkBlobs(ctx context.Context, img imageset.Image, c *registryapi.Client, repo string, d digest.Digest, data []byte, blobs chan struct{}) bool {
 	list, err := transfer.ImageBlobs(data)
 	if err != nil {
-		a.Report(a.problem(KindMissingBlob, img, fmt.Sprintf("manifest %s cannot be read: %v", d, err)))
+		a.Report(a.problem(kindMissingBlob, img, fmt.Sprintf("manifest %s cannot be read: %v", d, err)))
 		return false
 	}
 	var wg sync.WaitGroup
@@ -203,9 +203,9 @@ func (a *Audit) checkBlobs(ctx context.Context, img imageset.Image, c *registrya
 			detail := a.checkBlob(ctx, c, repo, b)
 			check.finish(detail == "")
 			if detail != "" {
-				k := KindMissingBlob
+				k := kindMissingBlob
 				if detail[0] == '!' {
-					k, detail = KindUnreachable, detail[1:]
+					k, detail = kindUnreachable, detail[1:]
 				}
 				a.Report(a.problem(k, img, detail))
 				lost()
@@ -219,7 +219,7 @@ func (a *Audit) checkBlobs(ctx context.Context, img imageset.Image, c *registrya
 // checkBlob says what is wrong with blob b of repo, or "" (a leading "!"
 // marks an error of the registry, not a missing blob).
 func (a *Audit) checkBlob(ctx context.Context, c *registryapi.Client, repo string, b ocispec.Descriptor) string {
-	a.Asked(1)
+	a.asked(1)
 	if !a.Deep {
 		has, err := c.HasBlob(ctx, repo, b.Digest)
 		switch {

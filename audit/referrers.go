@@ -45,13 +45,13 @@ func (a *Audit) checkReferrers(ctx context.Context) {
 	// user of them while it runs.
 	clients := map[*registryapi.Client]int64{}
 	for _, k := range subjects {
-		if c, _, err := a.Client(bySubject[k][0]); err == nil {
+		if c, _, err := a.client(bySubject[k][0]); err == nil {
 			clients[c] = c.Requests.Load()
 		}
 	}
 	defer func() {
 		for c, before := range clients {
-			a.Asked(int(c.Requests.Load() - before))
+			a.asked(int(c.Requests.Load() - before))
 		}
 	}()
 	work := make(chan string)
@@ -77,15 +77,15 @@ func (a *Audit) checkReferrers(ctx context.Context) {
 // and reports each that is not among them.
 func (a *Audit) checkListed(ctx context.Context, refs []imageset.Image) {
 	first := refs[0]
-	c, repo, err := a.Client(first)
+	c, repo, err := a.client(first)
 	if err != nil {
-		a.Report(a.problem(KindUnreachable, first, failure.Message(err)))
+		a.Report(a.problem(kindUnreachable, first, failure.Message(err)))
 		return
 	}
 	subject := digest.Digest(first.Subject)
 	listed, fallback, err := c.Referrers(ctx, repo, subject, "")
 	if err != nil {
-		a.Report(a.problem(KindUnreachable, first, failure.Message(failure.Explain(err, a.name(first)))))
+		a.Report(a.problem(kindUnreachable, first, failure.Message(failure.Explain(err, a.name(first)))))
 		return
 	}
 	where := fmt.Sprintf("the referrers API's list for %s@%s", repo, subject)
@@ -94,7 +94,7 @@ func (a *Audit) checkListed(ctx context.Context, refs []imageset.Image) {
 	}
 	for _, img := range refs {
 		if !slices.ContainsFunc(listed, func(d v1.Descriptor) bool { return d.Digest.String() == img.Digest }) {
-			a.Report(a.problem(KindReferrerUnlisted, img, fmt.Sprintf("the referrer is at the mirror but %s does not list it", where)))
+			a.Report(a.problem(kindReferrerUnlisted, img, fmt.Sprintf("the referrer is at the mirror but %s does not list it", where)))
 		}
 	}
 }

@@ -16,48 +16,48 @@ type Kind string
 
 // The kinds, in the order the report lists them.
 const (
-	KindUnreachable      Kind = "unreachable"
-	KindNotPushed        Kind = "not-pushed"
-	KindMissingImage     Kind = "missing-image"
-	KindTagMoved         Kind = "tag-moved"
-	KindTagMissing       Kind = "tag-missing"
-	KindMissingPlatform  Kind = "missing-platform-manifest"
-	KindMissingBlob      Kind = "missing-blob"
-	KindReferrerMissing  Kind = "referrer-missing"
-	KindReferrerUnlisted Kind = "referrer-unlisted"
-	KindNamedMissing     Kind = "named-image-missing"
-	KindCatalog          Kind = "catalog-image-missing"
-	KindReleaseSignature Kind = "release-signature"
+	kindUnreachable      Kind = "unreachable"
+	kindNotPushed        Kind = "not-pushed"
+	kindMissingImage     Kind = "missing-image"
+	kindTagMoved         Kind = "tag-moved"
+	kindTagMissing       Kind = "tag-missing"
+	kindMissingPlatform  Kind = "missing-platform-manifest"
+	kindMissingBlob      Kind = "missing-blob"
+	kindReferrerMissing  Kind = "referrer-missing"
+	kindReferrerUnlisted Kind = "referrer-unlisted"
+	kindNamedMissing     Kind = "named-image-missing"
+	kindCatalog          Kind = "catalog-image-missing"
+	kindReleaseSignature Kind = "release-signature"
 )
 
-var kinds = []Kind{KindUnreachable, KindNotPushed, KindMissingImage, KindTagMoved, KindTagMissing, KindMissingPlatform, KindMissingBlob, KindReferrerMissing, KindReferrerUnlisted, KindNamedMissing, KindCatalog, KindReleaseSignature}
+var kinds = []Kind{kindUnreachable, kindNotPushed, kindMissingImage, kindTagMoved, kindTagMissing, kindMissingPlatform, kindMissingBlob, kindReferrerMissing, kindReferrerUnlisted, kindNamedMissing, kindCatalog, kindReleaseSignature}
 
 // what says in a few words what the images of a kind suffer.
 func (k Kind) what() string {
 	switch k {
-	case KindUnreachable:
+	case kindUnreachable:
 		return "the mirror could not be asked about them"
-	case KindNotPushed:
+	case kindNotPushed:
 		return "the last run could not push them"
-	case KindMissingImage:
+	case kindMissingImage:
 		return "the mirror lacks them"
-	case KindTagMoved:
+	case kindTagMoved:
 		return "their tag names another image"
-	case KindTagMissing:
+	case kindTagMissing:
 		return "their tag is gone"
-	case KindMissingPlatform:
+	case kindMissingPlatform:
 		return "platform manifests of their index are gone"
-	case KindMissingBlob:
+	case kindMissingBlob:
 		return "blobs of theirs are gone or damaged"
-	case KindReferrerMissing:
+	case kindReferrerMissing:
 		return "referrers (signatures, attestations, SBOMs) the mirror lacks"
-	case KindReferrerUnlisted:
+	case kindReferrerUnlisted:
 		return "referrers their subject's referrers do not list (a client cannot find them)"
-	case KindNamedMissing:
+	case kindNamedMissing:
 		return "cluster resources name them and the mirror lacks them"
-	case KindCatalog:
+	case kindCatalog:
 		return "a rebuilt catalog names images the mirror lacks"
-	case KindReleaseSignature:
+	case kindReleaseSignature:
 		return "the release signature ConfigMaps do not match the payloads"
 	}
 	return string(k)
@@ -67,7 +67,7 @@ func (k Kind) what() string {
 // be there unless told to copy it again; a trip takes a referrer its
 // records place there to be there while its image is.
 func (k Kind) needsForce() bool {
-	return k == KindMissingPlatform || k == KindMissingBlob || k == KindReferrerMissing || k == KindReferrerUnlisted
+	return k == kindMissingPlatform || k == kindMissingBlob || k == kindReferrerMissing || k == kindReferrerUnlisted
 }
 
 // Problem is one thing wrong.
@@ -121,12 +121,12 @@ func (a *Audit) report() *Report {
 	var retry []string
 	why := map[string]string{}
 	for _, p := range a.problems {
-		if p.destination != "" && !slices.Contains(retry, p.destination) && p.Kind != KindUnreachable {
+		if p.destination != "" && !slices.Contains(retry, p.destination) && p.Kind != kindUnreachable {
 			retry = append(retry, p.destination)
 			why[p.destination] = string(p.Kind) + ": " + p.Detail
 		}
 	}
-	if f, err := e.RetryFile(r.Time.Format("20060102T150405.000Z")+"-verify.json", retry, why); err != nil {
+	if f, err := e.retryFile(r.Time.Format("20060102T150405.000Z")+"-verify.json", retry, why); err != nil {
 		a.Log.Warn("could not write the failure file for --retry-failed", "err", err)
 	} else {
 		r.RetryFile = f
@@ -149,18 +149,18 @@ func (a *Audit) report() *Report {
 // fixOf is what to do about problems of kind k.
 func (a *Audit) fixOf(k Kind) string {
 	switch k {
-	case KindUnreachable:
+	case kindUnreachable:
 		return "check the mirror answers and accepts the credentials (the answer is with each image), then verify again"
-	case KindReleaseSignature:
-		return fmt.Sprintf("run the trip to this mirror again (%s), which writes the ConfigMaps from its plan, and apply %s/%s", a.fix(KindMissingImage), a.Expected.Workspace, clusterResources)
-	case KindNamedMissing:
+	case kindReleaseSignature:
+		return fmt.Sprintf("run the trip to this mirror again (%s), which writes the ConfigMaps from its plan, and apply %s/%s", a.fix(kindMissingImage), a.Expected.Workspace, clusterResources)
+	case kindNamedMissing:
 		return fmt.Sprintf("apply the cluster resources the last trip wrote (%s/%s), or run the trip again: %s", a.Expected.Workspace, clusterResources, a.fix(k))
 	}
 	return "push them again: " + a.fix(k)
 }
 
-// OK reports whether nothing is wrong.
-func (r *Report) OK() bool { return len(r.Groups) == 0 }
+// ok reports whether nothing is wrong.
+func (r *Report) ok() bool { return len(r.Groups) == 0 }
 
 // Print writes the report for a reader: the figures, then each kind of
 // problem once with its fix and the images it hit.
@@ -173,7 +173,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "verify docker://%s against %s (%s)\n", r.Mirror, r.Record, r.Mode)
 	fmt.Fprintf(w, "checked: %d images and %d signatures and referrers by digest, %d platform manifests, %d blobs (%s); %d images named by the cluster resources; %d rebuilt catalogs naming %d images; %d release signature ConfigMaps; %d requests\n",
 		c.Images, c.Signatures, c.Platforms, c.Blobs, how, c.Named, c.Catalogs, c.CatalogImages, c.ReleaseSignatures, c.Requests)
-	if r.OK() {
+	if r.ok() {
 		fmt.Fprintf(w, "verified: the mirror holds every image of the set whole, by digest, under the tags the cluster resources name\n")
 		return
 	}
@@ -202,7 +202,7 @@ func (r *Report) JSON(w io.Writer) error {
 // Err is nil when nothing is wrong, else an Error whose exit code says
 // which content groups are hit.
 func (r *Report) Err() error {
-	if r.OK() {
+	if r.ok() {
 		return nil
 	}
 	e := &Error{Mirror: r.Mirror}

@@ -91,20 +91,20 @@ func (a *Audit) checkClusterResources(ctx context.Context) error {
 // askNamed asks whether an image a cluster resource names, outside the
 // set, is at the mirror.
 func (a *Audit) askNamed(ctx context.Context, file, ref string, img imageset.Image) {
-	c, repo, err := a.Client(img)
+	c, repo, err := a.client(img)
 	if err != nil {
-		a.Report(Problem{Kind: KindUnreachable, Image: ref, Group: "additional", Detail: failure.Message(err)})
+		a.Report(Problem{Kind: kindUnreachable, Image: ref, Group: "additional", Detail: failure.Message(err)})
 		return
 	}
 	r := img.DestinationTag()
 	if img.Digest != "" {
 		r = img.Digest
 	}
-	a.Asked(1)
+	a.asked(1)
 	if _, _, err := c.Head(ctx, repo, r); err != nil {
-		k, detail := KindNamedMissing, fmt.Sprintf("%s/%s names it, and it is not at the mirror (nor in the image set)", clusterResources, file)
+		k, detail := kindNamedMissing, fmt.Sprintf("%s/%s names it, and it is not at the mirror (nor in the image set)", clusterResources, file)
 		if !registryapi.IsNotFound(err) {
-			k, detail = KindUnreachable, failure.Message(failure.Explain(err, ref))
+			k, detail = kindUnreachable, failure.Message(failure.Explain(err, ref))
 		}
 		a.Report(Problem{Kind: k, Image: ref, Group: "additional", Detail: detail})
 	}
@@ -150,7 +150,7 @@ func (a *Audit) checkReleaseSignatures() error {
 		return err
 	default:
 		if err := json.Unmarshal(data, &list); err != nil {
-			a.Report(Problem{Kind: KindReleaseSignature, Group: "release", Image: file, Detail: fmt.Sprintf("cannot be read (%v): the cluster cannot verify the releases", err)})
+			a.Report(Problem{Kind: kindReleaseSignature, Group: "release", Image: file, Detail: fmt.Sprintf("cannot be read (%v): the cluster cannot verify the releases", err)})
 			return nil
 		}
 	}
@@ -159,12 +159,12 @@ func (a *Audit) checkReleaseSignatures() error {
 		a.counts.ReleaseSignatures++
 		d, err := digest.Parse(strings.Replace(cm.Metadata.Name, "-", ":", 1))
 		if err != nil {
-			a.Report(Problem{Kind: KindReleaseSignature, Group: "release", Image: file, Detail: fmt.Sprintf("ConfigMap %s is not named after a release digest (sha256-<hex>)", cm.Metadata.Name)})
+			a.Report(Problem{Kind: kindReleaseSignature, Group: "release", Image: file, Detail: fmt.Sprintf("ConfigMap %s is not named after a release digest (sha256-<hex>)", cm.Metadata.Name)})
 			continue
 		}
 		img, ok := releases[d.String()]
 		if !ok {
-			a.Report(Problem{Kind: KindReleaseSignature, Group: "release", Image: file, Digest: d.String(),
+			a.Report(Problem{Kind: kindReleaseSignature, Group: "release", Image: file, Digest: d.String(),
 				Detail: fmt.Sprintf("ConfigMap %s holds signatures for %s, which is no release payload of the set", cm.Metadata.Name, d)})
 			continue
 		}
@@ -174,14 +174,14 @@ func (a *Audit) checkReleaseSignatures() error {
 		for i, s := range want {
 			key := fmt.Sprintf("%s-%d", prefix, i+1)
 			if got, ok := cm.BinaryData[key]; !ok || !bytes.Equal(got, s) {
-				a.Report(Problem{Kind: KindReleaseSignature, Group: "release", Image: a.name(img), Digest: d.String(),
+				a.Report(Problem{Kind: kindReleaseSignature, Group: "release", Image: a.name(img), Digest: d.String(),
 					Detail: fmt.Sprintf("ConfigMap %s: %s is missing or is not the signature the plan carries", cm.Metadata.Name, key)})
 				break
 			}
 		}
 		for key := range cm.BinaryData {
 			if !strings.HasPrefix(key, prefix+"-") {
-				a.Report(Problem{Kind: KindReleaseSignature, Group: "release", Image: a.name(img), Digest: d.String(),
+				a.Report(Problem{Kind: kindReleaseSignature, Group: "release", Image: a.name(img), Digest: d.String(),
 					Detail: fmt.Sprintf("ConfigMap %s holds %s, a signature of another digest", cm.Metadata.Name, key)})
 				break
 			}
@@ -189,7 +189,7 @@ func (a *Audit) checkReleaseSignatures() error {
 	}
 	for d, img := range releases {
 		if len(sigs[d]) > 0 && !have[d] {
-			a.Report(Problem{Kind: KindReleaseSignature, Group: "release", Image: a.name(img), Digest: d,
+			a.Report(Problem{Kind: kindReleaseSignature, Group: "release", Image: a.name(img), Digest: d,
 				Detail: fmt.Sprintf("%s has no ConfigMap for this payload: clusters that verify releases refuse it", file)})
 		}
 	}
@@ -218,7 +218,7 @@ func (a *Audit) checkCatalogs(ctx context.Context) {
 		a.counts.Catalogs++
 		cat, err := a.readCatalog(ctx, img)
 		if err != nil {
-			a.Report(a.problem(KindCatalog, img, "its file-based catalog cannot be read from the mirror: "+failure.Message(err)))
+			a.Report(a.problem(kindCatalog, img, "its file-based catalog cannot be read from the mirror: "+failure.Message(err)))
 			continue
 		}
 		for _, ref := range cat.RelatedImages() {
@@ -239,9 +239,9 @@ func (a *Audit) checkCatalogs(ctx context.Context) {
 			}
 			switch {
 			case !ok:
-				a.Report(a.problem(KindCatalog, img, fmt.Sprintf("names %s %s (%s), which the image set does not hold, so the mirror lacks it", what, ref.Image, fbc.BundlesOf(ref.Users))))
+				a.Report(a.problem(kindCatalog, img, fmt.Sprintf("names %s %s (%s), which the image set does not hold, so the mirror lacks it", what, ref.Image, fbc.BundlesOf(ref.Users))))
 			case !a.found[have.Destination]:
-				a.Report(a.problem(KindCatalog, img, fmt.Sprintf("names %s %s (%s), which the mirror lacks or holds incomplete at %s", what, ref.Image, fbc.BundlesOf(ref.Users), a.name(have))))
+				a.Report(a.problem(kindCatalog, img, fmt.Sprintf("names %s %s (%s), which the mirror lacks or holds incomplete at %s", what, ref.Image, fbc.BundlesOf(ref.Users), a.name(have))))
 			}
 		}
 	}
@@ -249,7 +249,7 @@ func (a *Audit) checkCatalogs(ctx context.Context) {
 
 // readCatalog extracts the FBC of the catalog image img from the mirror.
 func (a *Audit) readCatalog(ctx context.Context, img imageset.Image) (*fbc.Catalog, error) {
-	c, repo, err := a.Client(img)
+	c, repo, err := a.client(img)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func (m *mirrorBlobs) Open(d digest.Digest) (io.ReadCloser, error) {
 	if ok {
 		return io.NopCloser(bytes.NewReader(data)), nil
 	}
-	m.a.Asked(1)
+	m.a.asked(1)
 	return m.c.Blob(m.ctx, m.repo, d, -1)
 }
 

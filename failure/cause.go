@@ -43,11 +43,11 @@ const (
 	CauseDenied      = "denied"        // 403: the account may not do this
 	CauseDNS         = "dns"           // the host name does not resolve
 	CauseNotFound    = "not-found"     // manifest, tag or repository unknown
-	CauseSignature   = "signature"     // refused for its signatures
-	CauseBlocked     = "blocked"       // registries.conf says blocked = true
-	CauseInterrupted = "interrupted"   // the run was stopped
+	causeSignature   = "signature"     // refused for its signatures
+	causeBlocked     = "blocked"       // registries.conf says blocked = true
+	causeInterrupted = "interrupted"   // the run was stopped
 	CauseOther       = "other"         // anything else: not retried
-	CauseStopped     = "registry-down" // not tried: its registry already failed for good
+	causeStopped     = "registry-down" // not tried: its registry already failed for good
 )
 
 // Cause is what Classify finds about an error.
@@ -63,9 +63,9 @@ type Cause struct {
 // causes are the cause of each kind, with its fix: Classify's answers, and
 // what a failure file's recorded kind stands for.
 var causes = map[string]Cause{
-	CauseInterrupted: {Kind: CauseInterrupted, Fix: "run again to resume"},
-	CauseSignature:   {Kind: CauseSignature, Fix: "have the image signed, or fix the signature policy / trusted keys, and run again"},
-	CauseBlocked:     {Kind: CauseBlocked, Fix: "registries.conf forbids pulling from (or pushing to) it: remove the image from the configuration, add a [[registry.mirror]] to the blocking entry to pull it from there, or take blocked = true out of the entry"},
+	causeInterrupted: {Kind: causeInterrupted, Fix: "run again to resume"},
+	causeSignature:   {Kind: causeSignature, Fix: "have the image signed, or fix the signature policy / trusted keys, and run again"},
+	causeBlocked:     {Kind: causeBlocked, Fix: "registries.conf forbids pulling from (or pushing to) it: remove the image from the configuration, add a [[registry.mirror]] to the blocking entry to pull it from there, or take blocked = true out of the entry"},
 	CauseScheme:      {Kind: CauseScheme, Registry: true, Fix: "the registry speaks plain HTTP: pass --src-tls-verify=false (source) or --dest-tls-verify=false (mirror), or mark it insecure in registries.conf"},
 	CauseTLS:         {Kind: CauseTLS, Registry: true, Fix: "the registry's TLS certificate is not trusted: add its CA (--src-cert-dir/--dest-cert-dir, /etc/containers/certs.d) or pass --src-tls-verify=false / --dest-tls-verify=false for this side"},
 	CauseDNS:         {Kind: CauseDNS, Registry: true, Fix: "the registry's host name does not resolve: check the name (and DNS, HTTP(S)_PROXY)"},
@@ -100,16 +100,16 @@ func Classify(err error) Cause {
 		return missing.Cause()
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return causes[CauseInterrupted]
+		return causes[causeInterrupted]
 	}
 	if errors.Is(err, ErrPolicyRefused) || errors.Is(err, release.ErrReleaseNotVerified) {
-		return causes[CauseSignature]
+		return causes[causeSignature]
 	}
 	msg := err.Error()
 	low := strings.ToLower(msg)
 	var be *registryapi.BlockedError
 	if errors.As(err, &be) || strings.Contains(msg, " is blocked in one of ") { // containers/image's words
-		return causes[CauseBlocked]
+		return causes[causeBlocked]
 	}
 	var de *DigestError
 	if errors.As(err, &de) {

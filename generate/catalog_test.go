@@ -77,10 +77,10 @@ func TestCatalogGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := files.Merge(cs); err != nil {
+			if err := files.merge(cs); err != nil {
 				t.Fatal(err)
 			}
-			if err := files.Merge(cc); err != nil {
+			if err := files.merge(cc); err != nil {
 				t.Fatal(err)
 			}
 			assertGolden(t, tt.name, files)
@@ -172,10 +172,10 @@ func TestCatalogNames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := csFiles.Names(); !reflect.DeepEqual(got, []string{tt.csFile}) {
+			if got := csFiles.names(); !reflect.DeepEqual(got, []string{tt.csFile}) {
 				t.Fatalf("CatalogSource files = %v, want %s", got, tt.csFile)
 			}
-			if got := ccFiles.Names(); !reflect.DeepEqual(got, []string{tt.ccFile}) {
+			if got := ccFiles.names(); !reflect.DeepEqual(got, []string{tt.ccFile}) {
 				t.Fatalf("ClusterCatalog files = %v, want %s", got, tt.ccFile)
 			}
 			var cs catalogSource

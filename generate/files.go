@@ -20,8 +20,8 @@ const tempPattern = ".gapmirror-*.tmp"
 // Files maps a manifest file name (no directory) to its content.
 type Files map[string][]byte
 
-// Names returns the file names, sorted.
-func (f Files) Names() []string {
+// names returns the file names, sorted.
+func (f Files) names() []string {
 	names := make([]string, 0, len(f))
 	for n := range f {
 		names = append(names, n)
@@ -30,9 +30,9 @@ func (f Files) Names() []string {
 	return names
 }
 
-// Merge adds the files of other to f; a name both hold is an error.
-func (f Files) Merge(other Files) error {
-	for _, n := range other.Names() {
+// merge adds the files of other to f; a name both hold is an error.
+func (f Files) merge(other Files) error {
+	for _, n := range other.names() {
 		if _, dup := f[n]; dup {
 			return fmt.Errorf("two generated manifests are both named %s: give the catalogs distinct names", n)
 		}
@@ -52,7 +52,7 @@ func (f Files) Write(dir string) error { return f.WriteKeeping(dir) }
 // WriteKeeping is Write leaving the files named keep as they are, even when
 // f does not hold them (see HoldMirrorSets).
 func (f Files) WriteKeeping(dir string, keep ...string) error {
-	for _, n := range f.Names() {
+	for _, n := range f.names() {
 		if n == "" || n != filepath.Base(n) || n == "." || n == ".." || strings.ContainsAny(n, `/\`) {
 			return fmt.Errorf("manifest file name %q must be a plain file name", n)
 		}
@@ -66,7 +66,7 @@ func (f Files) WriteKeeping(dir string, keep ...string) error {
 			_ = os.Remove(t)
 		}
 	}
-	for _, n := range f.Names() {
+	for _, n := range f.names() {
 		t, err := writeTemp(dir, f[n])
 		if err != nil {
 			cleanup()
@@ -74,7 +74,7 @@ func (f Files) WriteKeeping(dir string, keep ...string) error {
 		}
 		temps[n] = t
 	}
-	for _, n := range f.Names() {
+	for _, n := range f.names() {
 		if err := os.Rename(temps[n], filepath.Join(dir, n)); err != nil {
 			cleanup()
 			return fmt.Errorf("writing %s: %w", filepath.Join(dir, n), err)
@@ -108,7 +108,7 @@ func (f Files) removeStale(dir string, keep []string) error {
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", path, err)
 			}
-			if !bytes.Contains(data, []byte(AnnotationCreatedBy+":")) && !bytes.Contains(data, []byte(AnnotationCreatedBy+`":`)) {
+			if !bytes.Contains(data, []byte(annotationCreatedBy+":")) && !bytes.Contains(data, []byte(annotationCreatedBy+`":`)) {
 				continue
 			}
 		}
@@ -122,7 +122,7 @@ func (f Files) removeStale(dir string, keep []string) error {
 // isManifestName reports whether n is a name gapmirror gives its manifests.
 func isManifestName(n string) bool {
 	switch n {
-	case FileIDMS, FileITMS, FileUpdateService, FileSignatures, FileSignaturesJSON:
+	case fileIDMS, fileITMS, fileUpdateService, fileSignatures, FileSignaturesJSON:
 		return true
 	}
 	return strings.HasSuffix(n, ".yaml") && (strings.HasPrefix(n, "cs-") || strings.HasPrefix(n, "cc-"))

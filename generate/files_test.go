@@ -27,13 +27,13 @@ func listDir(t *testing.T, dir string) map[string]string {
 
 func TestFilesWrite(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "ws", Dir)
-	ours := "metadata:\n  annotations:\n    " + AnnotationCreatedBy + ": gapmirror v0\n"
+	ours := "metadata:\n  annotations:\n    " + annotationCreatedBy + ": gapmirror v0\n"
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	earlier := map[string]string{
-		FileIDMS:              ours + "# old\n", // replaced
-		FileITMS:              ours,             // stale: not produced any more
+		fileIDMS:              ours + "# old\n", // replaced
+		fileITMS:              ours,             // stale: not produced any more
 		"cs-old-v1.yaml":      ours,             // stale catalog
 		"cs-user.yaml":        "kind: CatalogSource\n",
 		"README.md":           ours,
@@ -47,12 +47,12 @@ func TestFilesWrite(t *testing.T) {
 		}
 	}
 
-	files := Files{FileIDMS: []byte(ours + "# new\n"), "cs-new-v2.yaml": []byte(ours)}
+	files := Files{fileIDMS: []byte(ours + "# new\n"), "cs-new-v2.yaml": []byte(ours)}
 	if err := files.Write(dir); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		FileIDMS:              ours + "# new\n",
+		fileIDMS:              ours + "# new\n",
 		"cs-new-v2.yaml":      ours,
 		"cs-user.yaml":        "kind: CatalogSource\n",
 		"README.md":           ours,
@@ -62,12 +62,12 @@ func TestFilesWrite(t *testing.T) {
 	if got := listDir(t, dir); !reflect.DeepEqual(got, want) {
 		t.Errorf("after first write got %v\nwant %v", keys(got), keys(want))
 	}
-	info, err := os.Stat(filepath.Join(dir, FileIDMS))
+	info, err := os.Stat(filepath.Join(dir, fileIDMS))
 	if err != nil || info.Mode().Perm() != 0o644 {
 		t.Errorf("manifest mode = %v, %v; want 0644", info.Mode(), err)
 	}
 
-	if err := (Files{FileIDMS: []byte(ours)}).Write(dir); err != nil {
+	if err := (Files{fileIDMS: []byte(ours)}).Write(dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cs-new-v2.yaml")); !os.IsNotExist(err) {
@@ -77,10 +77,10 @@ func TestFilesWrite(t *testing.T) {
 
 func TestFilesWriteCreatesFolder(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "a", "b", Dir)
-	if err := (Files{FileUpdateService: []byte("x")}).Write(dir); err != nil {
+	if err := (Files{fileUpdateService: []byte("x")}).Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	if got := listDir(t, dir); !reflect.DeepEqual(got, map[string]string{FileUpdateService: "x"}) {
+	if got := listDir(t, dir); !reflect.DeepEqual(got, map[string]string{fileUpdateService: "x"}) {
 		t.Errorf("got %v", got)
 	}
 }
@@ -98,13 +98,13 @@ func TestFilesWriteRejectsPaths(t *testing.T) {
 
 func TestFilesMerge(t *testing.T) {
 	f := Files{"a.yaml": []byte("1")}
-	if err := f.Merge(Files{"b.yaml": []byte("2")}); err != nil {
+	if err := f.merge(Files{"b.yaml": []byte("2")}); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.Names(); !reflect.DeepEqual(got, []string{"a.yaml", "b.yaml"}) {
+	if got := f.names(); !reflect.DeepEqual(got, []string{"a.yaml", "b.yaml"}) {
 		t.Errorf("names = %v", got)
 	}
-	mustFail(t, f.Merge(Files{"a.yaml": nil}), "a.yaml")
+	mustFail(t, f.merge(Files{"a.yaml": nil}), "a.yaml")
 }
 
 func keys(m map[string]string) []string {

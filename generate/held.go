@@ -35,11 +35,11 @@ func HoldMirrorSets(files Files, dir string, in Input, failed []imageset.Image) 
 			others = append(others, n)
 		}
 	}
-	ideal, err := MirrorSets(whole, in.MirrorRoot, others, in.RepositoryScope, in.Meta)
+	ideal, err := mirrorSets(whole, in.MirrorRoot, others, in.RepositoryScope, in.Meta)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generating mirror sets: %w", err)
 	}
-	names := []string{FileIDMS, FileITMS}
+	names := []string{fileIDMS, fileITMS}
 	same := true
 	for _, n := range names {
 		same = same && bytes.Equal(ideal[n], files[n])

@@ -32,24 +32,24 @@ func TestHoldMirrorSets(t *testing.T) {
 	// No earlier files: a first run writes what it has.
 	files, in := build([]imageset.Image{a, other}, b)
 	keep, held, err := HoldMirrorSets(files, dir, in, []imageset.Image{b})
-	if err != nil || keep != nil || held != nil || files[FileIDMS] == nil {
+	if err != nil || keep != nil || held != nil || files[fileIDMS] == nil {
 		t.Fatalf("first run: keep %v held %v err %v", keep, held, err)
 	}
 	must(t, files.Write(dir))
-	before, err := os.ReadFile(filepath.Join(dir, FileIDMS))
+	before, err := os.ReadFile(filepath.Join(dir, fileIDMS))
 	must(t, err)
 
 	// b fails now: the IDMS would lose quay.io/team/b, so it stays as it was.
 	files, in = build([]imageset.Image{a, other}, b)
 	keep, held, err = HoldMirrorSets(files, dir, in, []imageset.Image{b})
-	if err != nil || !reflect.DeepEqual(keep, []string{FileIDMS}) || !reflect.DeepEqual(held, []string{b.Origin}) {
+	if err != nil || !reflect.DeepEqual(keep, []string{fileIDMS}) || !reflect.DeepEqual(held, []string{b.Origin}) {
 		t.Fatalf("b failed: keep %v held %v err %v", keep, held, err)
 	}
-	if _, ok := files[FileIDMS]; ok {
+	if _, ok := files[fileIDMS]; ok {
 		t.Error("the held IDMS is still in the files to write")
 	}
 	must(t, files.WriteKeeping(dir, keep...))
-	after, err := os.ReadFile(filepath.Join(dir, FileIDMS))
+	after, err := os.ReadFile(filepath.Join(dir, fileIDMS))
 	must(t, err)
 	if string(after) != string(before) {
 		t.Errorf("IDMS rewritten by a run whose referenced image failed:\n%s", after)

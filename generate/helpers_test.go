@@ -40,7 +40,7 @@ func newSet(images ...imageset.Image) *imageset.Set {
 func assertGolden(t *testing.T, name string, files Files) {
 	t.Helper()
 	var buf bytes.Buffer
-	for _, n := range files.Names() {
+	for _, n := range files.names() {
 		checkDocuments(t, n, files[n])
 		fmt.Fprintf(&buf, "# ==== %s ====\n", n)
 		buf.Write(files[n])
@@ -99,11 +99,11 @@ func checkDocuments(t *testing.T, file string, data []byte) {
 		if obj.APIVersion == "" || obj.Kind == "" || obj.Metadata.Name == "" {
 			t.Errorf("%s document %d lacks apiVersion, kind or metadata.name:\n%s", file, i, doc)
 		}
-		if obj.Metadata.Annotations[AnnotationCreatedBy] == "" {
-			t.Errorf("%s document %d lacks the %s annotation", file, i, AnnotationCreatedBy)
+		if obj.Metadata.Annotations[annotationCreatedBy] == "" {
+			t.Errorf("%s document %d lacks the %s annotation", file, i, annotationCreatedBy)
 		}
-		if strings.Contains(obj.Metadata.Annotations[AnnotationCreatedBy], " ") && obj.Metadata.Annotations[AnnotationToolVersion] == "" {
-			t.Errorf("%s document %d names a version in %s but lacks %s", file, i, AnnotationCreatedBy, AnnotationToolVersion)
+		if strings.Contains(obj.Metadata.Annotations[annotationCreatedBy], " ") && obj.Metadata.Annotations[annotationToolVersion] == "" {
+			t.Errorf("%s document %d names a version in %s but lacks %s", file, i, annotationCreatedBy, annotationToolVersion)
 		}
 	}
 }

@@ -31,7 +31,7 @@ type Input struct {
 // a ClusterCatalog per catalog, the UpdateService and the release signature
 // ConfigMaps. Write the result with Files.Write.
 func Manifests(in Input) (Files, error) {
-	files, err := MirrorSets(in.Set, in.MirrorRoot, in.NotMirrored, in.RepositoryScope, in.Meta)
+	files, err := mirrorSets(in.Set, in.MirrorRoot, in.NotMirrored, in.RepositoryScope, in.Meta)
 	if err != nil {
 		return nil, fmt.Errorf("generating mirror sets: %w", err)
 	}
@@ -44,10 +44,10 @@ func Manifests(in Input) (Files, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := files.Merge(cs); err != nil {
+		if err := files.merge(cs); err != nil {
 			return nil, fmt.Errorf("catalog %s: %w", c.label(), err)
 		}
-		if err := files.Merge(cc); err != nil {
+		if err := files.merge(cc); err != nil {
 			return nil, fmt.Errorf("catalog %s: %w", c.label(), err)
 		}
 	}
@@ -55,12 +55,12 @@ func Manifests(in Input) (Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	sigs, err := SignatureConfigMaps(in.ReleaseSignatures, in.Meta)
+	sigs, err := signatureConfigMaps(in.ReleaseSignatures, in.Meta)
 	if err != nil {
 		return nil, err
 	}
 	for _, more := range []Files{us, sigs} {
-		if err := files.Merge(more); err != nil {
+		if err := files.merge(more); err != nil {
 			return nil, err
 		}
 	}

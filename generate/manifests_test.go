@@ -34,12 +34,12 @@ func TestManifests(t *testing.T) {
 	want := []string{
 		"cc-redhat-operator-index-v4-18.yaml",
 		"cs-redhat-operator-index-v4-18.yaml",
-		FileIDMS, FileITMS, FileSignaturesJSON, FileSignatures, FileUpdateService,
+		fileIDMS, fileITMS, FileSignaturesJSON, fileSignatures, fileUpdateService,
 	}
-	if got := files.Names(); !reflect.DeepEqual(got, want) {
+	if got := files.names(); !reflect.DeepEqual(got, want) {
 		t.Errorf("files = %v\nwant %v", got, want)
 	}
-	for _, n := range files.Names() {
+	for _, n := range files.names() {
 		checkDocuments(t, n, files[n])
 	}
 

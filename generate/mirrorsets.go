@@ -12,10 +12,10 @@ import (
 
 // File names of the mirror-set manifests.
 const (
-	// FileIDMS holds the ImageDigestMirrorSets.
-	FileIDMS = "idms-gapmirror.yaml"
-	// FileITMS holds the ImageTagMirrorSets.
-	FileITMS = "itms-gapmirror.yaml"
+	// fileIDMS holds the ImageDigestMirrorSets.
+	fileIDMS = "idms-gapmirror.yaml"
+	// fileITMS holds the ImageTagMirrorSets.
+	fileITMS = "itms-gapmirror.yaml"
 )
 
 // mirrorObjectBudget bounds the estimated size in bytes of the entries of one
@@ -50,13 +50,13 @@ type imageTagMirrorSet struct {
 	} `json:"spec"`
 }
 
-// MirrorSets returns FileIDMS and FileITMS (each only when it has entries)
+// mirrorSets returns fileIDMS and fileITMS (each only when it has entries)
 // for the images of set, mirrored under root (e.g.
 // "registry.airgap:5000/mirror"). notMirrored lists source references that
 // were blocked or failed to copy; no namespace entry will cover them. The
 // scope rule is described in the package documentation; repoScope keeps
 // every entry at repository scope (flattened destinations).
-func MirrorSets(set *imageset.Set, root string, notMirrored []string, repoScope bool, meta Meta) (Files, error) {
+func mirrorSets(set *imageset.Set, root string, notMirrored []string, repoScope bool, meta Meta) (Files, error) {
 	digest, tag, err := mirrorEntries(set, root, notMirrored, repoScope)
 	if err != nil {
 		return nil, err
@@ -65,16 +65,16 @@ func MirrorSets(set *imageset.Set, root string, notMirrored []string, repoScope 
 	if objs := digestMirrorSets(digest, meta); len(objs) > 0 {
 		data, err := marshalDocuments(objs)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", FileIDMS, err)
+			return nil, fmt.Errorf("%s: %w", fileIDMS, err)
 		}
-		files[FileIDMS] = data
+		files[fileIDMS] = data
 	}
 	if objs := tagMirrorSets(tag, meta); len(objs) > 0 {
 		data, err := marshalDocuments(objs)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", FileITMS, err)
+			return nil, fmt.Errorf("%s: %w", fileITMS, err)
 		}
-		files[FileITMS] = data
+		files[fileITMS] = data
 	}
 	return files, nil
 }

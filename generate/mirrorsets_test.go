@@ -261,7 +261,7 @@ func TestMirrorSetsGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			files, err := MirrorSets(newSet(tt.images...), testRoot, tt.notMirrored, false, testMeta)
+			files, err := mirrorSets(newSet(tt.images...), testRoot, tt.notMirrored, false, testMeta)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -277,18 +277,18 @@ func TestMirrorSetsNames(t *testing.T) {
 		img(kHelm, "ghcr.io/charts/nginx@"+dg("3"), "charts/nginx:1"),
 		img(kAdd, "ghcr.io/o/app:1", "o/app:1"),
 	)
-	files, err := MirrorSets(set, testRoot, nil, false, Meta{})
+	files, err := mirrorSets(set, testRoot, nil, false, Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := objectNames(t, files[FileIDMS]); !reflect.DeepEqual(got, []string{"idms-release-0", "idms-operator-0", "idms-generic-0"}) {
+	if got := objectNames(t, files[fileIDMS]); !reflect.DeepEqual(got, []string{"idms-release-0", "idms-operator-0", "idms-generic-0"}) {
 		t.Errorf("IDMS objects = %v", got)
 	}
-	if got := objectNames(t, files[FileITMS]); !reflect.DeepEqual(got, []string{"itms-release-0", "itms-generic-0"}) {
+	if got := objectNames(t, files[fileITMS]); !reflect.DeepEqual(got, []string{"itms-release-0", "itms-generic-0"}) {
 		t.Errorf("ITMS objects = %v", got)
 	}
-	if strings.Contains(string(files[FileIDMS]), AnnotationCreatedAt) {
-		t.Errorf("zero CreatedAt must leave %s out", AnnotationCreatedAt)
+	if strings.Contains(string(files[fileIDMS]), annotationCreatedAt) {
+		t.Errorf("zero CreatedAt must leave %s out", annotationCreatedAt)
 	}
 }
 
@@ -318,16 +318,16 @@ func TestMirrorSetsSplitsLargeGroups(t *testing.T) {
 	for _, ns := range []string{"a", "b", "c", "d", "e"} {
 		images = append(images, img(kAdd, "quay.io/"+ns+"/app@"+dg("1"), "elsewhere-"+ns+"/app:1"))
 	}
-	files, err := MirrorSets(newSet(images...), testRoot, nil, false, Meta{})
+	files, err := mirrorSets(newSet(images...), testRoot, nil, false, Meta{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := objectNames(t, files[FileIDMS])
+	names := objectNames(t, files[fileIDMS])
 	if len(names) < 2 || names[0] != "idms-generic-0" || names[1] != "idms-generic-1" {
 		t.Fatalf("want the generic group split into idms-generic-0, -1, …; got %v", names)
 	}
 	var sources []string
-	for _, doc := range splitDocuments(files[FileIDMS]) {
+	for _, doc := range splitDocuments(files[fileIDMS]) {
 		var o imageDigestMirrorSet
 		if err := yaml.Unmarshal(doc, &o); err != nil {
 			t.Fatal(err)
@@ -348,12 +348,12 @@ func TestMirrorSetsEmpty(t *testing.T) {
 		"empty set":    newSet(),
 		"catalog only": newSet(img(kCatalog, "registry.redhat.io/redhat/redhat-operator-index:v4.18", "redhat/redhat-operator-index:v4.18")),
 	} {
-		files, err := MirrorSets(set, testRoot, nil, false, testMeta)
+		files, err := mirrorSets(set, testRoot, nil, false, testMeta)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if len(files) != 0 {
-			t.Errorf("%s: want no files, got %v", name, files.Names())
+			t.Errorf("%s: want no files, got %v", name, files.names())
 		}
 	}
 }
@@ -378,7 +378,7 @@ func TestMirrorSetsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := MirrorSets(newSet(tt.images...), tt.root, tt.notMirrored, false, testMeta)
+			_, err := mirrorSets(newSet(tt.images...), tt.root, tt.notMirrored, false, testMeta)
 			mustFail(t, err, tt.want...)
 		})
 	}
@@ -410,11 +410,11 @@ func TestMirrorEntriesRepositoryScope(t *testing.T) {
 // image it signs, never makes an IDMS or ITMS entry of its own.
 func TestMirrorSetsLeaveOutSignatures(t *testing.T) {
 	sig := img(imageset.KindSignature, "quay.io/signed/elsewhere:sha256-1.sig", "signed/elsewhere:sha256-1.sig")
-	files, err := MirrorSets(newSet(sig), testRoot, nil, false, testMeta)
+	files, err := mirrorSets(newSet(sig), testRoot, nil, false, testMeta)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) != 0 {
-		t.Errorf("want no files for a set of signatures, got %v", files.Names())
+		t.Errorf("want no files for a set of signatures, got %v", files.names())
 	}
 }

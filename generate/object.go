@@ -11,14 +11,14 @@ import (
 
 // Annotations gapmirror puts on every object it generates.
 const (
-	// AnnotationCreatedBy names the tool (and version) that wrote the object;
+	// annotationCreatedBy names the tool (and version) that wrote the object;
 	// it also marks files in cluster-resources/ as gapmirror's own.
-	AnnotationCreatedBy = "gapmirror.io/created-by"
-	// AnnotationCreatedAt is when the object was written (RFC 3339, UTC).
-	AnnotationCreatedAt = "gapmirror.io/created-at"
-	// AnnotationToolVersion is the gapmirror version alone, for tools that
+	annotationCreatedBy = "gapmirror.io/created-by"
+	// annotationCreatedAt is when the object was written (RFC 3339, UTC).
+	annotationCreatedAt = "gapmirror.io/created-at"
+	// annotationToolVersion is the gapmirror version alone, for tools that
 	// compare versions (oc-mirror writes its version the same way).
-	AnnotationToolVersion = "gapmirror.io/tool-version"
+	annotationToolVersion = "gapmirror.io/tool-version"
 )
 
 // Meta is what generated objects say about the run that wrote them. Zero
@@ -36,12 +36,12 @@ func (m Meta) annotations() map[string]string {
 	if m.ToolVersion != "" {
 		by += " " + m.ToolVersion
 	}
-	a := map[string]string{AnnotationCreatedBy: by}
+	a := map[string]string{annotationCreatedBy: by}
 	if m.ToolVersion != "" {
-		a[AnnotationToolVersion] = m.ToolVersion
+		a[annotationToolVersion] = m.ToolVersion
 	}
 	if !m.CreatedAt.IsZero() {
-		a[AnnotationCreatedAt] = m.CreatedAt.UTC().Format(time.RFC3339)
+		a[annotationCreatedAt] = m.CreatedAt.UTC().Format(time.RFC3339)
 	}
 	return a
 }

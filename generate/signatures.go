@@ -8,11 +8,11 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// FileSignatures is the file name of the release signature ConfigMaps;
+// fileSignatures is the file name of the release signature ConfigMaps;
 // FileSignaturesJSON holds the same objects as a JSON v1 List (oc-mirror
 // writes both; `oc apply -f` takes either).
 const (
-	FileSignatures     = "signature-configmap.yaml"
+	fileSignatures     = "signature-configmap.yaml"
 	FileSignaturesJSON = "signature-configmap.json"
 )
 
@@ -32,7 +32,7 @@ type configMap struct {
 	BinaryData map[string][]byte `json:"binaryData"`
 }
 
-// SignatureConfigMaps returns FileSignatures with one ConfigMap per release
+// signatureConfigMaps returns fileSignatures with one ConfigMap per release
 // digest (sha256:…) in signatures, or no file when there are none. The value
 // list holds that release's signatures in store order (signature-1, -2, …).
 //
@@ -43,7 +43,7 @@ type configMap struct {
 // later pruning touch only that release), many releases never push one
 // object towards the 1 MiB ConfigMap limit, and the name cannot collide with
 // the CVO's own "signatures-managed" cache.
-func SignatureConfigMaps(signatures map[string][][]byte, meta Meta) (Files, error) {
+func signatureConfigMaps(signatures map[string][][]byte, meta Meta) (Files, error) {
 	digests := make([]string, 0, len(signatures))
 	for d := range signatures {
 		digests = append(digests, d)
@@ -83,7 +83,7 @@ func SignatureConfigMaps(signatures map[string][][]byte, meta Meta) (Files, erro
 	}
 	data, err := marshalDocuments(cms)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", FileSignatures, err)
+		return nil, fmt.Errorf("%s: %w", fileSignatures, err)
 	}
 	list := struct {
 		typeMeta
@@ -93,5 +93,5 @@ func SignatureConfigMaps(signatures map[string][][]byte, meta Meta) (Files, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", FileSignaturesJSON, err)
 	}
-	return Files{FileSignatures: data, FileSignaturesJSON: append(js, '\n')}, nil
+	return Files{fileSignatures: data, FileSignaturesJSON: append(js, '\n')}, nil
 }

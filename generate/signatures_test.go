@@ -12,14 +12,14 @@ func TestSignatureConfigMapsGolden(t *testing.T) {
 		dg("b"): {[]byte("signature one of b\x00\x01\xff"), []byte("signature two of b")},
 		dg("a"): {[]byte("only signature of a")},
 	}
-	files, err := SignatureConfigMaps(sigs, testMeta)
+	files, err := signatureConfigMaps(sigs, testMeta)
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertGolden(t, "signatures", files)
 
 	// Parse back: the bytes survive the base64 round trip under the keys the CVO looks for.
-	docs := splitDocuments(files[FileSignatures])
+	docs := splitDocuments(files[fileSignatures])
 	if len(docs) != 2 {
 		t.Fatalf("want one ConfigMap per release, got %d", len(docs))
 	}
@@ -38,9 +38,9 @@ func TestSignatureConfigMapsGolden(t *testing.T) {
 }
 
 func TestSignatureConfigMapsErrors(t *testing.T) {
-	files, err := SignatureConfigMaps(nil, testMeta)
+	files, err := signatureConfigMaps(nil, testMeta)
 	if err != nil || len(files) != 0 {
-		t.Fatalf("no signatures: want no file, got %v, %v", files.Names(), err)
+		t.Fatalf("no signatures: want no file, got %v, %v", files.names(), err)
 	}
 	tests := []struct {
 		name string
@@ -53,7 +53,7 @@ func TestSignatureConfigMapsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := SignatureConfigMaps(tt.sigs, testMeta)
+			_, err := signatureConfigMaps(tt.sigs, testMeta)
 			mustFail(t, err, tt.want)
 		})
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
-// FileUpdateService is the file name of the UpdateService manifest.
-const FileUpdateService = "updateService.yaml"
+// fileUpdateService is the file name of the UpdateService manifest.
+const fileUpdateService = "updateService.yaml"
 
 // Names of the UpdateService gapmirror writes.
 const (
@@ -33,7 +33,7 @@ type updateService struct {
 	} `json:"spec"`
 }
 
-// UpdateService returns FileUpdateService for the OpenShift Update Service
+// UpdateService returns fileUpdateService for the OpenShift Update Service
 // that serves the mirrored graph image of set, or no file when set has no
 // graph image. Its releases repository is the one the Set's release images
 // were mirrored to (root/openshift/release-images when it has none).
@@ -78,7 +78,7 @@ func UpdateService(set *imageset.Set, root string, meta Meta) (Files, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering UpdateService: %w", err)
 	}
-	return Files{FileUpdateService: data}, nil
+	return Files{fileUpdateService: data}, nil
 }
 
 func sortedKeys(m map[string]bool) []string {

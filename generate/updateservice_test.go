@@ -23,7 +23,7 @@ func TestUpdateService(t *testing.T) {
 	t.Run("no graph image, no file", func(t *testing.T) {
 		files, err := UpdateService(newSet(img(kRel, "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64", "openshift/release-images:4.18.1-x86_64")), testRoot, testMeta)
 		if err != nil || len(files) != 0 {
-			t.Fatalf("want no file and no error, got %v, %v", files.Names(), err)
+			t.Fatalf("want no file and no error, got %v, %v", files.names(), err)
 		}
 	})
 	t.Run("releases follow the Set", func(t *testing.T) {
@@ -36,7 +36,7 @@ func TestUpdateService(t *testing.T) {
 			t.Fatal(err)
 		}
 		var us updateService
-		if err := yaml.Unmarshal(files[FileUpdateService], &us); err != nil {
+		if err := yaml.Unmarshal(files[fileUpdateService], &us); err != nil {
 			t.Fatal(err)
 		}
 		if us.Spec.Releases != testRoot+"/ocp/releases" || us.Spec.GraphDataImage != testRoot+"/ocp/graph:v1" || us.Spec.Replicas != 2 {
@@ -49,7 +49,7 @@ func TestUpdateService(t *testing.T) {
 			t.Fatal(err)
 		}
 		var us updateService
-		if err := yaml.Unmarshal(files[FileUpdateService], &us); err != nil {
+		if err := yaml.Unmarshal(files[fileUpdateService], &us); err != nil {
 			t.Fatal(err)
 		}
 		if us.Spec.Releases != testRoot+"/openshift/release-images" {

@@ -15,14 +15,14 @@ const APIVersion = "mirror.openshift.io/v2alpha1"
 // apiVersionV1 is oc-mirror v1's configuration format, refused with an explanation.
 const apiVersionV1 = "mirror.openshift.io/v1alpha2"
 
-// ImageSetConfigurationKind is the kind of a configuration that says what to mirror.
-const ImageSetConfigurationKind = "ImageSetConfiguration"
+// imageSetConfigurationKind is the kind of a configuration that says what to mirror.
+const imageSetConfigurationKind = "ImageSetConfiguration"
 
 // DeleteImageSetConfigurationKind is the kind of a configuration that says what to delete from a mirror.
 const DeleteImageSetConfigurationKind = "DeleteImageSetConfiguration"
 
-// DefaultArchiveSizeGiB is the archive chunk size used when archiveSize is 0 or unset.
-const DefaultArchiveSizeGiB = 500
+// defaultArchiveSizeGiB is the archive chunk size used when archiveSize is 0 or unset.
+const defaultArchiveSizeGiB = 500
 
 // maxArchiveSizeGiB is the largest archiveSize whose size in bytes fits an int64.
 const maxArchiveSizeGiB = math.MaxInt64 >> 30
@@ -32,7 +32,7 @@ const maxArchiveSizeGiB = math.MaxInt64 >> 30
 type ImageSetConfiguration struct {
 	Kind       string `json:"kind"`
 	APIVersion string `json:"apiVersion"`
-	// ArchiveSize is the maximum size of one archive chunk, in GiB; 0 means DefaultArchiveSizeGiB.
+	// ArchiveSize is the maximum size of one archive chunk, in GiB; 0 means defaultArchiveSizeGiB.
 	ArchiveSize int64 `json:"archiveSize,omitempty"`
 	// Mirror is the content to mirror.
 	Mirror Mirror `json:"mirror"`
@@ -99,7 +99,7 @@ type ReleaseType string
 
 // Release channel types.
 const (
-	ReleaseTypeOCP ReleaseType = "ocp"
+	releaseTypeOCP ReleaseType = "ocp"
 	ReleaseTypeOKD ReleaseType = "okd"
 )
 
@@ -122,7 +122,7 @@ type ReleaseChannel struct {
 // ReleaseType returns the channel's type with the default applied.
 func (r ReleaseChannel) ReleaseType() ReleaseType {
 	if r.Type == "" {
-		return ReleaseTypeOCP
+		return releaseTypeOCP
 	}
 	return r.Type
 }
@@ -196,9 +196,9 @@ type Bundle struct {
 	Name string `json:"name"`
 }
 
-// HasVersionFilter reports whether the package narrows its bundles by version
+// hasVersionFilter reports whether the package narrows its bundles by version
 // or by name, at package or channel level.
-func (p Package) HasVersionFilter() bool {
+func (p Package) hasVersionFilter() bool {
 	if p.MinVersion != "" || p.MaxVersion != "" || p.VersionRange != "" || len(p.Bundles) > 0 {
 		return true
 	}
@@ -279,7 +279,7 @@ type SampleImage struct {
 func (c *ImageSetConfiguration) ArchiveSizeBytes() int64 {
 	gib := c.ArchiveSize
 	if gib <= 0 {
-		gib = DefaultArchiveSizeGiB
+		gib = defaultArchiveSizeGiB
 	}
 	if gib > maxArchiveSizeGiB {
 		return math.MaxInt64
@@ -294,8 +294,8 @@ func (c *ImageSetConfiguration) File() string { return c.src.fileName() }
 // or of its closest parent the file has; 0 when unknown.
 func (c *ImageSetConfiguration) Line(path string) int { return c.src.line(path) }
 
-// File is the path the configuration was loaded from ("" when built in code).
-func (c *DeleteImageSetConfiguration) File() string { return c.src.fileName() }
+// file is the path the configuration was loaded from ("" when built in code).
+func (c *DeleteImageSetConfiguration) file() string { return c.src.fileName() }
 
 // MarshalYAML returns the YAML form of a configuration (or any value with json tags),
 // e.g. for the pinned copy kept with a workspace or archive.

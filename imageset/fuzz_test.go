@@ -76,7 +76,7 @@ func parsed(t *testing.T, data []byte, parse func([]byte) error) {
 }
 
 func FuzzParseImageSetConfiguration(f *testing.F) {
-	configSeeds(f, "isc-*.yaml", ImageSetConfigurationKind, "mirror")
+	configSeeds(f, "isc-*.yaml", imageSetConfigurationKind, "mirror")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parsed(t, data, func(b []byte) error {
 			c, err := ParseImageSetConfiguration(b, "isc.yaml")
@@ -93,7 +93,7 @@ func FuzzParseDeleteImageSetConfiguration(f *testing.F) {
 	configSeeds(f, "disc*.yaml", DeleteImageSetConfigurationKind, "delete")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parsed(t, data, func(b []byte) error {
-			_, err := ParseDeleteImageSetConfiguration(b, "disc.yaml")
+			_, err := parseDeleteImageSetConfiguration(b, "disc.yaml")
 			return err
 		})
 	})
@@ -105,7 +105,7 @@ func FuzzUnmarshalSet(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		parsed(t, data, func(b []byte) error {
-			_, err := UnmarshalSet(b)
+			_, err := unmarshalSet(b)
 			return err
 		})
 	})
@@ -128,7 +128,7 @@ func TestConfigTooLargeRefusedBeforeReading(t *testing.T) {
 		kind string
 		load func(string) error
 	}{
-		{ImageSetConfigurationKind, func(p string) error { _, err := LoadImageSetConfiguration(p); return err }},
+		{imageSetConfigurationKind, func(p string) error { _, err := LoadImageSetConfiguration(p); return err }},
 		{DeleteImageSetConfigurationKind, func(p string) error { _, err := LoadDeleteImageSetConfiguration(p); return err }},
 	} {
 		path := filepath.Join(t.TempDir(), "huge.yaml")
@@ -168,12 +168,12 @@ func TestAliasBombRefused(t *testing.T) {
 		line       int
 		path       string
 	}{
-		{"operators", ImageSetConfigurationKind, aliasBomb(ImageSetConfigurationKind, "mirror", 300), 7, "mirror.operators[0].packages["},
+		{"operators", imageSetConfigurationKind, aliasBomb(imageSetConfigurationKind, "mirror", 300), 7, "mirror.operators[0].packages["},
 		{"delete operators", DeleteImageSetConfigurationKind, aliasBomb(DeleteImageSetConfigurationKind, "delete", 300), 7, "delete.operators[0].packages["},
 		// 24^6 = 191 million merges. Lines 7 to 12 are &m1 to &m6, each
 		// merging 24 of the one before: &m4 is the first whose merges
 		// (24³ mappings) exceed the allowance.
-		{"merge keys", ImageSetConfigurationKind, mergeBomb(ImageSetConfigurationKind, "mirror", 24, 6), 10, "mirror.platform.channels[4]"},
+		{"merge keys", imageSetConfigurationKind, mergeBomb(imageSetConfigurationKind, "mirror", 24, 6), 10, "mirror.platform.channels[4]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,7 +189,7 @@ func TestAliasBombRefused(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			start := time.Now()
 			var err error
-			if c.kind == ImageSetConfigurationKind {
+			if c.kind == imageSetConfigurationKind {
 				_, err = LoadImageSetConfiguration(path)
 			} else {
 				_, err = LoadDeleteImageSetConfiguration(path)

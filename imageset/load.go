@@ -60,7 +60,7 @@ func (es FieldErrors) Error() string {
 
 // LoadImageSetConfiguration reads, strictly decodes and validates an ImageSetConfiguration file.
 func LoadImageSetConfiguration(path string) (*ImageSetConfiguration, error) {
-	data, err := readConfig(path, ImageSetConfigurationKind)
+	data, err := readConfig(path, imageSetConfigurationKind)
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +114,12 @@ func LoadDeleteImageSetConfiguration(path string) (*DeleteImageSetConfiguration,
 	if err != nil {
 		return nil, err
 	}
-	return ParseDeleteImageSetConfiguration(data, path)
+	return parseDeleteImageSetConfiguration(data, path)
 }
 
-// ParseDeleteImageSetConfiguration strictly decodes and validates a DeleteImageSetConfiguration;
+// parseDeleteImageSetConfiguration strictly decodes and validates a DeleteImageSetConfiguration;
 // filename is only used in error messages.
-func ParseDeleteImageSetConfiguration(data []byte, filename string) (*DeleteImageSetConfiguration, error) {
+func parseDeleteImageSetConfiguration(data []byte, filename string) (*DeleteImageSetConfiguration, error) {
 	var c DeleteImageSetConfiguration
 	src, errs, err := decodeDocument(data, filename, discDocument, &c)
 	if err != nil {
@@ -188,7 +188,7 @@ type documentSpec struct {
 const storageConfigHint = "an oc-mirror v1 setting; gapmirror keeps its state in the workspace (--workspace) or next to the archive: remove it"
 
 var iscDocument = documentSpec{
-	kind:    ImageSetConfigurationKind,
+	kind:    imageSetConfigurationKind,
 	section: "mirror",
 	wrongKind: map[string]string{
 		DeleteImageSetConfigurationKind: "this file says what to delete from a mirror, not what to mirror: run it with `gapmirror delete -c FILE`",
@@ -203,7 +203,7 @@ var discDocument = documentSpec{
 	kind:    DeleteImageSetConfigurationKind,
 	section: "delete",
 	wrongKind: map[string]string{
-		ImageSetConfigurationKind: "`gapmirror delete` needs a DeleteImageSetConfiguration (kind: DeleteImageSetConfiguration with a delete: section); to mirror this file run `gapmirror mirror -c FILE`",
+		imageSetConfigurationKind: "`gapmirror delete` needs a DeleteImageSetConfiguration (kind: DeleteImageSetConfiguration with a delete: section); to mirror this file run `gapmirror mirror -c FILE`",
 	},
 	misplaced: map[string]string{
 		"mirror":        "a DeleteImageSetConfiguration lists what to delete under delete:, not mirror:",

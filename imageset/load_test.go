@@ -76,10 +76,10 @@ func TestLoadTestdata(t *testing.T) {
 		t.Errorf("archiveSize = %d (%d bytes)", full.ArchiveSize, full.ArchiveSizeBytes())
 	}
 	p := full.Mirror.Platform
-	if len(p.Channels) != 3 || p.Channels[0] != (ReleaseChannel{Name: "stable-4.18", Type: ReleaseTypeOCP, MinVersion: "4.18.1", MaxVersion: "4.18.9", ShortestPath: true}) {
+	if len(p.Channels) != 3 || p.Channels[0] != (ReleaseChannel{Name: "stable-4.18", Type: releaseTypeOCP, MinVersion: "4.18.1", MaxVersion: "4.18.9", ShortestPath: true}) {
 		t.Errorf("platform.channels = %+v", p.Channels)
 	}
-	if p.Channels[1].ReleaseType() != ReleaseTypeOCP || p.Channels[2].ReleaseType() != ReleaseTypeOKD {
+	if p.Channels[1].ReleaseType() != releaseTypeOCP || p.Channels[2].ReleaseType() != ReleaseTypeOKD {
 		t.Errorf("release types: %q %q", p.Channels[1].ReleaseType(), p.Channels[2].ReleaseType())
 	}
 	ops := full.Mirror.Operators
@@ -221,7 +221,7 @@ func TestMarshalYAMLRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := ParseDeleteImageSetConfiguration(out, "disc-pinned.yaml")
+	again, err := parseDeleteImageSetConfiguration(out, "disc-pinned.yaml")
 	if err != nil {
 		t.Fatalf("re-parsing marshalled DISC: %v\n%s", err, out)
 	}
@@ -492,7 +492,7 @@ delete:
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseDeleteImageSetConfiguration([]byte(tc.doc), "disc.yaml")
+			_, err := parseDeleteImageSetConfiguration([]byte(tc.doc), "disc.yaml")
 			expectOne(t, err, tc.doc, "disc.yaml", tc.path, tc.msg)
 		})
 	}

@@ -38,7 +38,7 @@ func TestDockerTransportNormalised(t *testing.T) {
 	if dir, ok := m.AdditionalImages[1].OCILayoutPath(); !ok || dir != "/var/lib/layouts/tool" {
 		t.Errorf("layout path %q %v", dir, ok)
 	}
-	disc, err := ParseDeleteImageSetConfiguration([]byte("kind: DeleteImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\ndelete:\n  additionalImages:\n  - name: docker://registry.redhat.io/ubi8/ubi:latest\n"), "disc.yaml")
+	disc, err := parseDeleteImageSetConfiguration([]byte("kind: DeleteImageSetConfiguration\napiVersion: mirror.openshift.io/v2alpha1\ndelete:\n  additionalImages:\n  - name: docker://registry.redhat.io/ubi8/ubi:latest\n"), "disc.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

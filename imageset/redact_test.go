@@ -8,7 +8,7 @@ import (
 // TestRedacted: stored copies of a configuration never hold a helm
 // repository password, and redacting leaves the caller's config alone.
 func TestRedacted(t *testing.T) {
-	cfg := &ImageSetConfiguration{Kind: ImageSetConfigurationKind, APIVersion: APIVersion}
+	cfg := &ImageSetConfiguration{Kind: imageSetConfigurationKind, APIVersion: APIVersion}
 	cfg.Mirror.Helm.Repositories = []HelmRepository{
 		{Name: "private", URL: "https://robot:s3cret-pw@charts.example.com/stable"},
 		{Name: "user-only", URL: "https://robot@charts.example.com/other"},

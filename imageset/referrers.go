@@ -8,26 +8,26 @@ import (
 
 // Kinds of referrers, as --referrers names them.
 const (
-	ReferrersSignatures   = "signatures"   // sigstore (cosign v3 bundles, cosign signatures as referrers)
-	ReferrersAttestations = "attestations" // in-toto statements and DSSE envelopes
-	ReferrersSBOM         = "sbom"         // SPDX, CycloneDX, syft
-	ReferrersNotation     = "notation"     // Notary Project signatures
-	ReferrersOther        = "other"        // any other artifact type
+	referrersSignatures   = "signatures"   // sigstore (cosign v3 bundles, cosign signatures as referrers)
+	referrersAttestations = "attestations" // in-toto statements and DSSE envelopes
+	referrersSBOM         = "sbom"         // SPDX, CycloneDX, syft
+	referrersNotation     = "notation"     // Notary Project signatures
+	referrersOther        = "other"        // any other artifact type
 )
 
 // ReferrerKindNames is every kind, in the order summaries list them.
-var ReferrerKindNames = []string{ReferrersSignatures, ReferrersAttestations, ReferrersSBOM, ReferrersNotation, ReferrersOther}
+var ReferrerKindNames = []string{referrersSignatures, referrersAttestations, referrersSBOM, referrersNotation, referrersOther}
 
-// DefaultReferrers are the kinds mirrored unless --referrers says otherwise:
+// defaultReferrers are the kinds mirrored unless --referrers says otherwise:
 // what a cluster's signature policy may need.
-var DefaultReferrers = []string{ReferrersSignatures, ReferrersAttestations}
+var defaultReferrers = []string{referrersSignatures, referrersAttestations}
 
 // PredicateTypeAnnotation is where cosign v3 says what a bundle it attaches
-// signs: its signature's predicate (CosignSignPredicate), or an
+// signs: its signature's predicate (cosignSignPredicate), or an
 // attestation's.
 const (
 	PredicateTypeAnnotation = "dev.sigstore.bundle.predicateType"
-	CosignSignPredicate     = "https://sigstore.dev/cosign/sign/v1"
+	cosignSignPredicate     = "https://sigstore.dev/cosign/sign/v1"
 )
 
 // ReferrerKind is the kind of a referrer of artifactType; predicateType is
@@ -38,23 +38,23 @@ func ReferrerKind(artifactType, predicateType string) string {
 	case strings.HasPrefix(at, "application/vnd.dev.sigstore.bundle"):
 		// cosign v3 attaches signatures and attestations alike as
 		// bundles: the predicate tells them apart.
-		if predicateType != "" && predicateType != CosignSignPredicate {
-			return ReferrersAttestations
+		if predicateType != "" && predicateType != cosignSignPredicate {
+			return referrersAttestations
 		}
-		return ReferrersSignatures
+		return referrersSignatures
 	case at == "application/vnd.dev.cosign.artifact.sig.v1+json",
 		at == "application/vnd.dev.cosign.simplesigning.v1+json":
-		return ReferrersSignatures
+		return referrersSignatures
 	case strings.HasPrefix(at, "application/vnd.in-toto"),
 		at == "application/vnd.dsse.envelope.v1+json",
 		at == "application/vnd.dev.cosign.attestation.v1+json":
-		return ReferrersAttestations
+		return referrersAttestations
 	case strings.Contains(at, "spdx"), strings.Contains(at, "cyclonedx"), strings.Contains(at, "syft"):
-		return ReferrersSBOM
+		return referrersSBOM
 	case strings.HasPrefix(at, "application/vnd.cncf.notary."):
-		return ReferrersNotation
+		return referrersNotation
 	}
-	return ReferrersOther
+	return referrersOther
 }
 
 // ReferrerChoice is which kinds of referrers are mirrored.
@@ -75,7 +75,7 @@ func ParseReferrers(s string) (ReferrerChoice, error) {
 		case w == "signature" || w == "attestation":
 			c[w+"s"] = true
 		case w == "sboms":
-			c[ReferrersSBOM] = true
+			c[referrersSBOM] = true
 		case slices.Contains(ReferrerKindNames, w):
 			c[w] = true
 		default:
@@ -93,7 +93,7 @@ func (c ReferrerChoice) Wants(artifactType, predicateType string) bool {
 
 // SignatureKind reports whether referrer kind k is a signature (cosign's
 // or Notation's): what --remove-signatures leaves out.
-func SignatureKind(k string) bool { return k == ReferrersSignatures || k == ReferrersNotation }
+func SignatureKind(k string) bool { return k == referrersSignatures || k == referrersNotation }
 
 // WithoutSignatures is c less the kinds that are signatures
 // (--remove-signatures: no signature of any kind is mirrored).

@@ -7,15 +7,15 @@ import "testing"
 // none, and names the kinds when it refuses a word.
 func TestReferrerKinds(t *testing.T) {
 	for _, c := range []struct{ at, pt, want string }{
-		{"application/vnd.dev.sigstore.bundle.v0.3+json", CosignSignPredicate, ReferrersSignatures},
-		{"application/vnd.dev.sigstore.bundle.v0.3+json", "", ReferrersSignatures},
-		{"application/vnd.dev.sigstore.bundle.v0.3+json", "https://slsa.dev/provenance/v1", ReferrersAttestations},
-		{"application/vnd.in-toto+json", "", ReferrersAttestations},
-		{"application/spdx+json", "", ReferrersSBOM},
-		{"application/vnd.cyclonedx+json", "", ReferrersSBOM},
-		{"application/vnd.cncf.notary.signature", "", ReferrersNotation},
-		{"application/vnd.example.thing", "", ReferrersOther},
-		{"", "", ReferrersOther},
+		{"application/vnd.dev.sigstore.bundle.v0.3+json", cosignSignPredicate, referrersSignatures},
+		{"application/vnd.dev.sigstore.bundle.v0.3+json", "", referrersSignatures},
+		{"application/vnd.dev.sigstore.bundle.v0.3+json", "https://slsa.dev/provenance/v1", referrersAttestations},
+		{"application/vnd.in-toto+json", "", referrersAttestations},
+		{"application/spdx+json", "", referrersSBOM},
+		{"application/vnd.cyclonedx+json", "", referrersSBOM},
+		{"application/vnd.cncf.notary.signature", "", referrersNotation},
+		{"application/vnd.example.thing", "", referrersOther},
+		{"", "", referrersOther},
 	} {
 		if got := ReferrerKind(c.at, c.pt); got != c.want {
 			t.Errorf("ReferrerKind(%q, %q) = %s, want %s", c.at, c.pt, got, c.want)
@@ -38,7 +38,7 @@ func TestReferrerKinds(t *testing.T) {
 		t.Error("an unknown kind was accepted")
 	}
 	c, _ := ParseReferrers("all")
-	if w := c.WithoutSignatures(); w.Wants("application/vnd.cncf.notary.signature", "") || w.Wants("application/vnd.dev.sigstore.bundle.v0.3+json", CosignSignPredicate) || !w.Wants("application/spdx+json", "") {
+	if w := c.WithoutSignatures(); w.Wants("application/vnd.cncf.notary.signature", "") || w.Wants("application/vnd.dev.sigstore.bundle.v0.3+json", cosignSignPredicate) || !w.Wants("application/spdx+json", "") {
 		t.Errorf("without signatures: %s", w)
 	}
 }

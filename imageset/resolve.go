@@ -148,7 +148,7 @@ func (r *Resolving) AddPinned(ctx context.Context, wanted []Wanted) error {
 	for i, w := range wanted {
 		refs[i] = w.Named
 	}
-	digests, errs := r.Pin(ctx, refs)
+	digests, errs := r.pin(ctx, refs)
 	for i, w := range wanted {
 		origin := w.Named.String()
 		failing := w.Failing
@@ -159,7 +159,7 @@ func (r *Resolving) AddPinned(ctx context.Context, wanted []Wanted) error {
 			r.Fail(Unresolved{Origin: origin, Kind: w.Kind, Why: failing, Err: errs[i]})
 			continue
 		}
-		img, byTag := PinnedImage(w.Named, digests[i], w.Kind)
+		img, byTag := pinnedImage(w.Named, digests[i], w.Kind)
 		if byTag && w.ByTag != "" {
 			r.Warn("%s names %s by tag only: mirrored as %s, the digest it has now", w.ByTag, origin, digests[i])
 		}
@@ -184,10 +184,10 @@ func (r *Resolving) AddPinned(ctx context.Context, wanted []Wanted) error {
 	return nil
 }
 
-// Pin returns the digest of each reference: a canonical one's own, else
+// pin returns the digest of each reference: a canonical one's own, else
 // the one its tag names upstream now, resolved in parallel. errs[i] says
 // why refs[i] has none.
-func (r *Resolving) Pin(ctx context.Context, refs []reference.Named) (ds []digest.Digest, errs []error) {
+func (r *Resolving) pin(ctx context.Context, refs []reference.Named) (ds []digest.Digest, errs []error) {
 	ds, errs = make([]digest.Digest, len(refs)), make([]error, len(refs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(r.Parallel, 1))
@@ -211,11 +211,11 @@ func (r *Resolving) Pin(ctx context.Context, refs []reference.Named) (ds []diges
 	return ds, errs
 }
 
-// PinnedImage is the Set entry of the image named (canonical, or tagged as
+// pinnedImage is the Set entry of the image named (canonical, or tagged as
 // reference.TagNameOnly leaves it) pinned to d, at its own repository path:
 // by the digest tag when named by digest, else by its tag, and byTag says
 // so (d is then what the tag names now).
-func PinnedImage(named reference.Named, d digest.Digest, kind Kind) (img Image, byTag bool) {
+func pinnedImage(named reference.Named, d digest.Digest, kind Kind) (img Image, byTag bool) {
 	tag := DigestTag(d)
 	if _, byDigest := named.(reference.Canonical); !byDigest {
 		tag, byTag = named.(reference.Tagged).Tag(), true

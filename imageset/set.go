@@ -266,10 +266,10 @@ func (i *Image) merge(img Image) {
 }
 
 // Signatures counts the signature entries of the set.
-func (s *Set) Signatures() int { return CountSignatures(s.Images) }
+func (s *Set) Signatures() int { return countSignatures(s.Images) }
 
-// CountSignatures counts the signatures among images.
-func CountSignatures(images []Image) int {
+// countSignatures counts the signatures among images.
+func countSignatures(images []Image) int {
 	n := 0
 	for _, img := range images {
 		if img.Kind == KindSignature {
@@ -307,8 +307,8 @@ func (s *Set) Marshal() ([]byte, error) {
 	return json.MarshalIndent(s, "", "  ")
 }
 
-// UnmarshalSet parses a Set written by Marshal.
-func UnmarshalSet(data []byte) (*Set, error) {
+// unmarshalSet parses a Set written by Marshal.
+func unmarshalSet(data []byte) (*Set, error) {
 	var s Set
 	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("parsing image set: %w", err)

@@ -46,7 +46,7 @@ func (c *ImageSetConfiguration) validate() FieldErrors {
 	v := &validator{src: c.src}
 	switch {
 	case c.ArchiveSize < 0:
-		v.add("archiveSize", "%d is negative: set a size in GiB, or 0 for the default (%d GiB)", c.ArchiveSize, DefaultArchiveSizeGiB)
+		v.add("archiveSize", "%d is negative: set a size in GiB, or 0 for the default (%d GiB)", c.ArchiveSize, defaultArchiveSizeGiB)
 	case c.ArchiveSize > maxArchiveSizeGiB:
 		v.add("archiveSize", "%d GiB is too large: the size is in GiB, not bytes", c.ArchiveSize)
 	}
@@ -148,7 +148,7 @@ func (v *validator) platform(prefix string, p Platform) {
 				seen[key] = cp
 			}
 		}
-		if ch.Type != "" && ch.Type != ReleaseTypeOCP && ch.Type != ReleaseTypeOKD {
+		if ch.Type != "" && ch.Type != releaseTypeOCP && ch.Type != ReleaseTypeOKD {
 			v.add(cp+".type", "%q is not a release type: use ocp (the default) or okd", ch.Type)
 		}
 		v.bounds(cp, ch.MinVersion, ch.MaxVersion, releaseVersion)
@@ -270,7 +270,7 @@ func (v *validator) packages(op string, o OperatorCatalog) {
 			}
 		}
 		v.bundles(pp, p)
-		if o.Full && p.HasVersionFilter() {
+		if o.Full && p.hasVersionFilter() {
 			v.add(versionFilterPath(pp, p), "cannot be combined with full: true on the catalog (%s): full takes every bundle of the selected channels; remove one of them", v.at(op+".full"))
 		}
 	}

@@ -640,7 +640,7 @@ func TestDecodeErrorSuppressesValidationOfSameField(t *testing.T) {
 
 func TestValidateConfigBuiltInCode(t *testing.T) {
 	c := &ImageSetConfiguration{
-		Kind:       ImageSetConfigurationKind,
+		Kind:       imageSetConfigurationKind,
 		APIVersion: APIVersion,
 		Mirror: Mirror{
 			AdditionalImages: []AdditionalImage{{Name: "registry.redhat.io/ubi9/ubi:latest"}},

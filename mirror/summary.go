@@ -40,7 +40,7 @@ func (r *Report) Summary(w io.Writer) {
 		return
 	}
 	res := r.Result
-	n := r.Counts()
+	n := r.counts()
 	fmt.Fprintf(w, "%s: %s: %d copied, %d already at the destination, %d built by gapmirror, %d failed\n",
 		r.Mode, plural(n.Images, "image"), n.Copied, n.AlreadyThere, n.Built, n.Failed)
 	t := res.Tally
@@ -134,17 +134,17 @@ func total(counts map[string]int) (n int) {
 	return n
 }
 
-// RunCounts are a run's image figures; Copied + AlreadyThere + Built +
+// runCounts are a run's image figures; Copied + AlreadyThere + Built +
 // Failed = Images (signatures excluded; failed includes the images that
 // could not be resolved).
-type RunCounts struct {
+type runCounts struct {
 	Images, Copied, AlreadyThere, Built, Failed int
 	Signatures, SigCopied, SigThere, SigFailed  int
 }
 
-// Counts adds up the run's images.
-func (r *Report) Counts() RunCounts {
-	var n RunCounts
+// counts adds up the run's images.
+func (r *Report) counts() runCounts {
+	var n runCounts
 	count := func(img imageset.Image, copied, there, failed *int, sig *int) {
 		switch {
 		case img.Kind.Attached():

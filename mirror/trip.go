@@ -695,12 +695,12 @@ func oneWorkspace(ws workspace.Workspace, dir string, todo []archive.Listed, roo
 	if len(foreign) == 0 {
 		return nil
 	}
-	return &ForeignArchiveError{Dir: dir, Mirror: root, Foreign: foreign, Workspace: want, By: by}
+	return &foreignArchiveError{Dir: dir, Mirror: root, Foreign: foreign, Workspace: want, By: by}
 }
 
-// ForeignArchiveError refuses archives that another mirror-to-disk
+// foreignArchiveError refuses archives that another mirror-to-disk
 // workspace wrote than the archives a directory applies to a mirror.
-type ForeignArchiveError struct {
+type foreignArchiveError struct {
 	Dir, Mirror string
 	// Foreign names the refused archives: first chunk, id, workspace.
 	Foreign []string
@@ -709,7 +709,7 @@ type ForeignArchiveError struct {
 	Workspace, By string
 }
 
-func (e *ForeignArchiveError) Error() string {
+func (e *foreignArchiveError) Error() string {
 	return fmt.Sprintf("%s holds archives of another mirror-to-disk workspace than %s (workspace %s): %s. "+
 		"Nothing was pushed: applied to %s, such an archive's image set would replace the other's there (cluster resources, and --prune would delete its images). "+
 		"Carry each connected host's (each workspace's) archives in a directory of their own and give each to --from in turn; "+
@@ -741,7 +741,7 @@ func (t *Trip) applyArchive(ctx context.Context, dir, first, root string) (*Repo
 			return nil, err
 		}
 		if _, ok := applied[idx.BasedOn]; !ok {
-			return nil, &PredecessorError{Dir: dir, ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root()}
+			return nil, &predecessorError{Dir: dir, ID: idx.ID, BasedOn: idx.BasedOn, Mirror: dst.Root()}
 		}
 	}
 	plan, err := planFromArchive(ar, t.leftOut())
@@ -795,13 +795,13 @@ func (t *Trip) checkSubset(ctx context.Context, dir, first, root string) error {
 	return err
 }
 
-// PredecessorError refuses an incremental archive whose predecessor was
+// predecessorError refuses an incremental archive whose predecessor was
 // not applied from this directory.
-type PredecessorError struct {
+type predecessorError struct {
 	Dir, ID, BasedOn, Mirror string
 }
 
-func (e *PredecessorError) Error() string {
+func (e *predecessorError) Error() string {
 	return fmt.Sprintf("archive %s in %s builds on archive %s, which has not been pushed from this directory to "+e.Mirror+": "+
 		"copy the chunks of archive %s into %s too (disk-to-mirror applies every archive there in the order they were made), "+
 		"or pass --skip-predecessor-check if the mirror already has it. "+

@@ -15,8 +15,8 @@ import (
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
-// Counts is one reading of a Meter; every figure only grows within a phase.
-type Counts struct {
+// counts is one reading of a Meter; every figure only grows within a phase.
+type counts struct {
 	Phase                   string
 	Images, ImagesDone      int
 	ImagesSkipped, Failed   int
@@ -39,10 +39,10 @@ type Meter struct {
 	term     *Terminal     // bar mode; nil: line mode
 	log      *slog.Logger  // line mode output and debug events; may be nil
 	every    time.Duration // redraw (bar) or line interval
-	observer func(Counts)  // tests: every reading shown
+	observer func(counts)  // tests: every reading shown
 
 	mu        sync.Mutex
-	c         Counts
+	c         counts
 	t         *transfer.Tally
 	extra     int64 // bytes of the blobs sent without a plan
 	inFlight  int64 // transfers between Sending and Sent
@@ -58,7 +58,7 @@ type Meter struct {
 
 // meterState is a phase's figures, kept while a nested phase runs.
 type meterState struct {
-	c           Counts
+	c           counts
 	t           *transfer.Tally
 	extra, sent int64
 	start       time.Time
@@ -75,8 +75,8 @@ func NewLineProgress(log *slog.Logger, interval time.Duration) *Meter {
 	return &Meter{log: log, every: interval}
 }
 
-// Observe calls f with every reading the meter shows (for tests).
-func (m *Meter) Observe(f func(Counts)) { m.observer = f }
+// observe calls f with every reading the meter shows (for tests).
+func (m *Meter) observe(f func(counts)) { m.observer = f }
 
 func (m *Meter) Phase(name string, images int, total transfer.Totals) {
 	m.mu.Lock()
@@ -88,7 +88,7 @@ func (m *Meter) Phase(name string, images int, total transfer.Totals) {
 		m.end(false)
 		m.mu.Lock()
 	}
-	m.c = Counts{Phase: name, Images: images}
+	m.c = counts{Phase: name, Images: images}
 	m.t = transfer.NewTally(total)
 	m.extra, m.sent, m.inFlight, m.start = 0, 0, 0, time.Now()
 	m.mu.Unlock()
@@ -244,18 +244,18 @@ func (m *Meter) end(resume bool) {
 		return
 	}
 	if m.term != nil {
-		m.term.SetStatus("")
+		m.term.setStatus("")
 	}
 }
 
-// Counts reads the meter.
-func (m *Meter) Counts() Counts {
+// counts reads the meter.
+func (m *Meter) counts() counts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.read()
 }
 
-func (m *Meter) read() Counts {
+func (m *Meter) read() counts {
 	var bt transfer.BlobTally
 	if m.t != nil {
 		bt = m.t.Counts()
@@ -295,7 +295,7 @@ func (m *Meter) read() Counts {
 // in long before the many small blobs are, and their requests, not their
 // bytes, then set the pace: an ETA from bytes alone says "0s" for that
 // whole tail. Blobs in flight are left to the bytes' estimate.
-func (m *Meter) blobETA(c Counts) time.Duration {
+func (m *Meter) blobETA(c counts) time.Duration {
 	handled := c.BlobsMoved + c.BlobsFound
 	queued := c.Blobs - handled - m.inFlight
 	if !c.TotalKnown || handled == 0 || queued <= 0 || c.Elapsed < time.Second {
@@ -332,7 +332,7 @@ func (m *Meter) show(tick, final bool) {
 			// below draws it again under the phase's 100%.
 			frame.FinalReport, frame.ETA = false, 0
 		}
-		m.term.SetStatus(frame.String())
+		m.term.setStatus(frame.String())
 	}
 	if m.log != nil && (final || m.term == nil && tick) {
 		m.log.Info(c.String())
@@ -340,7 +340,7 @@ func (m *Meter) show(tick, final bool) {
 }
 
 // String is the status line: phase, images, bytes in IEC units, rate, ETA.
-func (c Counts) String() string {
+func (c counts) String() string {
 	var b strings.Builder
 	b.WriteString(c.Phase)
 	if c.Images > 0 {
@@ -419,8 +419,8 @@ func (t *Terminal) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// SetStatus replaces the status line ("" clears it).
-func (t *Terminal) SetStatus(s string) {
+// setStatus replaces the status line ("" clears it).
+func (t *Terminal) setStatus(s string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	io.WriteString(t.w, "\r\033[K"+s)

@@ -45,7 +45,7 @@ func TestProgressFromPlan(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		push(i)
 	}
-	run := func() (*transfer.Result, []Counts) {
+	run := func() (*transfer.Result, []counts) {
 		src := transfer.NewUpstream(meterTestOptions(t))
 		mir, err := transfer.NewMirror(dst.Host()+"/m", meterTestOptions(t))
 		if err != nil {
@@ -53,8 +53,8 @@ func TestProgressFromPlan(t *testing.T) {
 		}
 		m := NewLineProgress(slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour)
 		var mu sync.Mutex
-		var seen []Counts
-		m.Observe(func(c Counts) {
+		var seen []counts
+		m.observe(func(c counts) {
 			mu.Lock()
 			seen = append(seen, c)
 			mu.Unlock()
@@ -64,7 +64,7 @@ func TestProgressFromPlan(t *testing.T) {
 		if res.Err() != nil {
 			t.Fatal(res.Err())
 		}
-		var copying []Counts
+		var copying []counts
 		for _, c := range seen {
 			if c.Phase == "copying" {
 				copying = append(copying, c)
@@ -75,7 +75,7 @@ func TestProgressFromPlan(t *testing.T) {
 		}
 		return res, copying
 	}
-	check := func(name string, res *transfer.Result, cs []Counts) {
+	check := func(name string, res *transfer.Result, cs []counts) {
 		t.Helper()
 		first, last := cs[0], cs[len(cs)-1]
 		if first.Bytes != last.Bytes || first.Blobs != last.Blobs || !first.TotalKnown {
@@ -150,7 +150,7 @@ func TestBarKeepsLogLines(t *testing.T) {
 func TestNestedPhase(t *testing.T) {
 	m := NewLineProgress(nil, time.Hour)
 	var phases []string
-	m.Observe(func(c Counts) {
+	m.observe(func(c counts) {
 		p := c.Phase
 		if c.FinalReport {
 			p += " done"
@@ -205,7 +205,7 @@ func TestETAOfSmallBlobsAfterLargeOnes(t *testing.T) {
 	m.mu.Lock()
 	m.start = time.Now().Add(-20 * time.Second) // 20 blobs handled in 20 s
 	m.mu.Unlock()
-	c := m.Counts()
+	c := m.counts()
 	if pct := float64(c.Done) / float64(c.Bytes); pct < 0.99 {
 		t.Fatalf("the bytes are %.0f%% in; the check needs nearly all", pct*100)
 	}
@@ -224,7 +224,7 @@ func TestETAOfSmallBlobsAfterLargeOnes(t *testing.T) {
 	for _, d := range small[21:] {
 		send(d)
 	}
-	if c := m.Counts(); c.ETA != 0 {
+	if c := m.counts(); c.ETA != 0 {
 		t.Errorf("ETA %s with every blob handled, want none", c.ETA)
 	}
 }

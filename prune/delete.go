@@ -26,8 +26,8 @@ import (
 	"github.com/gapmirror/gapmirror/workspace"
 )
 
-// DeleteListKind is the kind of a delete plan file (oc-mirror's name).
-const DeleteListKind = "DeleteImageList"
+// deleteListKind is the kind of a delete plan file (oc-mirror's name).
+const deleteListKind = "DeleteImageList"
 
 // DeleteList is the plan `delete --generate` writes and
 // `delete --delete-yaml-file` executes: oc-mirror's delete-images.yaml
@@ -179,7 +179,7 @@ func (d *Delete) Generate(ctx context.Context, cfg *imageset.DeleteImageSetConfi
 		plan.Kept = append(sel.kept, plan.Kept...)
 	}
 	abs, _ := filepath.Abs(cfgPath)
-	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: DeleteListKind, Mirror: root, Workspace: ws, Config: abs,
+	list := &DeleteList{APIVersion: imageset.APIVersion, Kind: deleteListKind, Mirror: root, Workspace: ws, Config: abs,
 		Generated: d.now(), Items: items, Actions: plan.Actions, Kept: plan.Kept, Gone: plan.Gone}
 	data, err := yaml.Marshal(list)
 	if err != nil {
@@ -441,8 +441,8 @@ func LoadDeleteList(path string) (*DeleteList, error) {
 	if err := yaml.UnmarshalStrict(data, &l); err != nil {
 		return nil, fmt.Errorf("--delete-yaml-file %s: not a gapmirror delete plan: %w", path, err)
 	}
-	if l.Kind != DeleteListKind || l.Mirror == "" || l.Workspace == "" {
-		return nil, fmt.Errorf("--delete-yaml-file %s: not a gapmirror delete plan (want kind %s with mirror and workspace; oc-mirror's own delete-images.yaml cannot be used: generate the plan with gapmirror delete --generate)", path, DeleteListKind)
+	if l.Kind != deleteListKind || l.Mirror == "" || l.Workspace == "" {
+		return nil, fmt.Errorf("--delete-yaml-file %s: not a gapmirror delete plan (want kind %s with mirror and workspace; oc-mirror's own delete-images.yaml cannot be used: generate the plan with gapmirror delete --generate)", path, deleteListKind)
 	}
 	return &l, nil
 }

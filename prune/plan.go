@@ -34,9 +34,9 @@ type Op string
 
 // The two deletes a plan uses.
 const (
-	// DeleteManifest is DELETE /v2/<repo>/manifests/<digest>: the manifest
+	// deleteManifest is DELETE /v2/<repo>/manifests/<digest>: the manifest
 	// and every tag of the repository naming it go.
-	DeleteManifest Op = "delete-manifest"
+	deleteManifest Op = "delete-manifest"
 	// DeleteTag is DELETE /v2/<repo>/manifests/<tag>: only the tag goes,
 	// because something kept still uses the manifest.
 	DeleteTag Op = "delete-tag"
@@ -321,7 +321,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 			}
 			mt = m
 		}
-		a := Action{Op: DeleteManifest, Repo: repo, Digest: c.Digest, For: []string{c.Key()}, Why: c.Why}
+		a := Action{Op: deleteManifest, Repo: repo, Digest: c.Digest, For: []string{c.Key()}, Why: c.Why}
 		if removed[tag] {
 			a.Tags = []string{tag}
 		}
@@ -340,7 +340,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 					continue
 				}
 				planned[k] = -1 - len(rp.children)
-				rp.children = append(rp.children, Action{Op: DeleteManifest, Repo: repo, Digest: k.String(), For: []string{c.Key()}, Why: "platform manifest of " + c.Destination})
+				rp.children = append(rp.children, Action{Op: deleteManifest, Repo: repo, Digest: k.String(), For: []string{c.Key()}, Why: "platform manifest of " + c.Destination})
 			}
 		}
 	}
@@ -353,7 +353,7 @@ func planRepo(ctx context.Context, reg *registryapi.Client, root, repo string, c
 		lt := live[tag]
 		if subject := referrersIndex(tag, lt); subject != "" && deleted[subject] && !deleted[lt.digest] {
 			deleted[lt.digest] = true
-			rp.tops = append(rp.tops, Action{Op: DeleteManifest, Repo: repo, Digest: lt.digest.String(), Tags: []string{tag}, For: []string{repo + "@" + subject.String()}, Why: "the referrers index of " + repo + "@" + subject.String() + ", deleted"})
+			rp.tops = append(rp.tops, Action{Op: deleteManifest, Repo: repo, Digest: lt.digest.String(), Tags: []string{tag}, For: []string{repo + "@" + subject.String()}, Why: "the referrers index of " + repo + "@" + subject.String() + ", deleted"})
 		}
 	}
 	return rp, nil
@@ -568,21 +568,21 @@ type FailedAction struct {
 	Error  string `json:"error"`
 }
 
-// UnsupportedError is a registry refusing manifest deletes.
-type UnsupportedError struct {
+// unsupportedError is a registry refusing manifest deletes.
+type unsupportedError struct {
 	Host string
 	Err  error
 }
 
-func (e *UnsupportedError) Error() string {
+func (e *unsupportedError) Error() string {
 	return fmt.Sprintf("registry %s refused to delete a manifest (%v): deletes are disabled there; enable them (distribution/registry:2: storage.delete.enabled: true, or REGISTRY_STORAGE_DELETE_ENABLED=true; Quay, Harbor, Nexus: give the account delete permission) and run again; nothing further was deleted", e.Host, e.Err)
 }
 
-func (e *UnsupportedError) Unwrap() error { return e.Err }
+func (e *unsupportedError) Unwrap() error { return e.Err }
 
 // Execute carries out the plan's actions in order. A tag the registry
 // cannot delete is reported and left; a registry refusing manifest
-// deletes stops the run with an UnsupportedError.
+// deletes stops the run with an unsupportedError.
 func Execute(ctx context.Context, reg *registryapi.Client, p *Plan, log io.Writer) (*Outcome, error) {
 	out := &Outcome{}
 	for _, a := range p.Actions {
@@ -593,7 +593,7 @@ func Execute(ctx context.Context, reg *registryapi.Client, p *Plan, log io.Write
 		switch a.Op {
 		case DeleteTag:
 			err = reg.DeleteTag(ctx, a.Repo, a.Tag)
-		case DeleteManifest:
+		case deleteManifest:
 			err = reg.DeleteManifest(ctx, a.Repo, digest.Digest(a.Digest))
 		default:
 			err = fmt.Errorf("unknown operation %q", a.Op)
@@ -606,7 +606,7 @@ func Execute(ctx context.Context, reg *registryapi.Client, p *Plan, log io.Write
 			out.Failed = append(out.Failed, FailedAction{Action: a, Error: fmt.Sprintf("%v (the registry does not delete tags; the tag stays, the manifest is in use)", err)})
 		case registryapi.IsUnsupported(err):
 			out.Failed = append(out.Failed, FailedAction{Action: a, Error: err.Error()})
-			return out, &UnsupportedError{Host: reg.Host(), Err: err}
+			return out, &unsupportedError{Host: reg.Host(), Err: err}
 		default:
 			out.Failed = append(out.Failed, FailedAction{Action: a, Error: err.Error()})
 		}

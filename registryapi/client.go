@@ -120,7 +120,7 @@ func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	}
 	creds, err := config.GetCredentials(sys, host)
 	if err != nil {
-		return nil, &Advice{Err: fmt.Errorf("credentials for %s: %w", host, err), Text: " (check --authfile)"}
+		return nil, &advice{Err: fmt.Errorf("credentials for %s: %w", host, err), Text: " (check --authfile)"}
 	}
 	c := &Client{host: host, creds: creds, ua: "gapmirror", base: tracing{tr}, insecure: insecure, scheme: "https", tokens: map[string]*token{}}
 	if sys != nil && sys.DockerRegistryUserAgent != "" {
@@ -142,8 +142,8 @@ func NewClient(host string, sys *types.SystemContext) (*Client, error) {
 	return c, nil
 }
 
-// Credentials are the ones the auth file gives for the host.
-func (c *Client) Credentials() types.DockerAuthConfig { return c.creds }
+// credentials are the ones the auth file gives for the host.
+func (c *Client) credentials() types.DockerAuthConfig { return c.creds }
 
 // Host is the registry host.
 func (c *Client) Host() string { return c.host }
@@ -416,7 +416,7 @@ func (c *Client) relogin(ctx context.Context, challenge, scope string) error {
 var ErrNoCredentials = errors.New("no credentials configured")
 
 func (c *Client) noCredentials() error {
-	return &Advice{Err: fmt.Errorf("registry %s wants credentials: %w", c.host, ErrNoCredentials), Text: fmt.Sprintf(": log in (podman login %s) or pass --authfile", c.host)}
+	return &advice{Err: fmt.Errorf("registry %s wants credentials: %w", c.host, ErrNoCredentials), Text: fmt.Sprintf(": log in (podman login %s) or pass --authfile", c.host)}
 }
 
 // token returns a bearer token for scope, from the token server when none
@@ -495,7 +495,7 @@ func (c *Client) fetchToken(ctx context.Context, scope string) (string, time.Dur
 		if c.creds.Username == "" && c.creds.IdentityToken == "" {
 			return "", 0, fmt.Errorf("getting a token from %s: %s: %w", realm, resp.Status, c.noCredentials())
 		}
-		return "", 0, &Advice{Err: fmt.Errorf("getting a token from %s: %s", realm, resp.Status), Text: fmt.Sprintf(" (check the credentials for %s in --authfile)", c.host)}
+		return "", 0, &advice{Err: fmt.Errorf("getting a token from %s: %s", realm, resp.Status), Text: fmt.Sprintf(" (check the credentials for %s in --authfile)", c.host)}
 	}
 	var tok struct {
 		Token       string `json:"token"`
@@ -515,16 +515,16 @@ func (c *Client) fetchToken(ctx context.Context, scope string) (string, time.Dur
 	return tok.Token, lifetime, nil
 }
 
-// Advice is an error with advice for the person running gapmirror, kept
+// advice is an error with advice for the person running gapmirror, kept
 // apart so that a summary stating the fix once can leave it out of each
 // failure it lists (Advices).
-type Advice struct {
+type advice struct {
 	Err  error
 	Text string // follows Err's message as it is, e.g. " (check --authfile)"
 }
 
-func (a *Advice) Error() string { return a.Err.Error() + a.Text }
-func (a *Advice) Unwrap() error { return a.Err }
+func (a *advice) Error() string { return a.Err.Error() + a.Text }
+func (a *advice) Unwrap() error { return a.Err }
 
 // Advices returns the advice texts anywhere in err's chain.
 func Advices(err error) []string {
@@ -532,7 +532,7 @@ func Advices(err error) []string {
 	var walk func(error)
 	walk = func(err error) {
 		for err != nil {
-			if a, ok := err.(*Advice); ok {
+			if a, ok := err.(*advice); ok {
 				out = append(out, a.Text)
 			}
 			if m, ok := err.(interface{ Unwrap() []error }); ok {
@@ -582,9 +582,9 @@ func (e *Error) Error() string {
 	return msg
 }
 
-// Unsupported reports a 405 / UNSUPPORTED answer: the registry does not
+// unsupported reports a 405 / UNSUPPORTED answer: the registry does not
 // allow this operation (deletes disabled, or tag deletion not implemented).
-func (e *Error) Unsupported() bool {
+func (e *Error) unsupported() bool {
 	if e.Status == http.StatusMethodNotAllowed {
 		return true
 	}
@@ -596,8 +596,8 @@ func (e *Error) Unsupported() bool {
 	return false
 }
 
-// NotFound reports a 404 / *_UNKNOWN answer.
-func (e *Error) NotFound() bool {
+// notFound reports a 404 / *_UNKNOWN answer.
+func (e *Error) notFound() bool {
 	if e.Status == http.StatusNotFound {
 		return true
 	}
@@ -612,13 +612,13 @@ func (e *Error) NotFound() bool {
 // IsNotFound reports whether err is a registry's "not found".
 func IsNotFound(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.NotFound()
+	return errors.As(err, &e) && e.notFound()
 }
 
 // IsUnsupported reports whether err is a registry's 405 / UNSUPPORTED.
 func IsUnsupported(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Unsupported()
+	return errors.As(err, &e) && e.unsupported()
 }
 
 // parseChallenge splits `Bearer realm="…",service="…"` into scheme and parameters.

@@ -20,8 +20,8 @@ import (
 // configure it.
 const accessControllerName = "gapmirror-serve"
 
-// PushUser is the user name of the serving process's own push (--from).
-const PushUser = "gapmirror-serve"
+// pushUser is the user name of the serving process's own push (--from).
+const pushUser = "gapmirror-serve"
 
 func init() {
 	if err := auth.Register(accessControllerName, newAccessController); err != nil {
@@ -66,8 +66,8 @@ func newAccessController(options map[string]any) (auth.AccessController, error) 
 
 func (ac *accessController) Authorized(r *http.Request, access ...auth.Access) (*auth.Grant, error) {
 	user, password, ok := r.BasicAuth()
-	if ok && user == PushUser && subtle.ConstantTimeCompare([]byte(password), []byte(ac.pushPassword)) == 1 {
-		return &auth.Grant{User: auth.UserInfo{Name: PushUser}}, nil
+	if ok && user == pushUser && subtle.ConstantTimeCompare([]byte(password), []byte(ac.pushPassword)) == 1 {
+		return &auth.Grant{User: auth.UserInfo{Name: pushUser}}, nil
 	}
 	if ac.htpasswd != nil {
 		return ac.authorizedByFile(r, user, password, ok, access)

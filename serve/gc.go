@@ -57,7 +57,7 @@ const (
 
 // rootEntries are what a gapmirror serve makes under its root (and the
 // htpasswd file serve htpasswd --root writes).
-var rootEntries = []string{"docker", "tls", lockFile, HtpasswdFile}
+var rootEntries = []string{"docker", "tls", lockFile, htpasswdFile}
 
 // CollectGarbage deletes the blobs no manifest references, with
 // distribution's mark-and-sweep. The registry must not be running on the

@@ -75,7 +75,7 @@ func deletedImage(t *testing.T) (root string, kept, gone *imagebuilder.Image) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := imagebuilder.Target{URL: srv.URL(), Username: PushUser, Password: srv.pushPassword}
+	target := imagebuilder.Target{URL: srv.URL(), Username: pushUser, Password: srv.pushPassword}
 	var imgs []*imagebuilder.Image
 	for i, repo := range []string{"apps/kept", "apps/gone"} {
 		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(uint64(10+i), 64<<10)}})
@@ -88,7 +88,7 @@ func deletedImage(t *testing.T) (root string, kept, gone *imagebuilder.Image) {
 		imgs = append(imgs, img)
 	}
 	req, _ := http.NewRequest(http.MethodDelete, srv.URL()+"/v2/apps/gone/manifests/"+imgs[1].Digest.String(), nil)
-	req.SetBasicAuth(PushUser, srv.pushPassword)
+	req.SetBasicAuth(pushUser, srv.pushPassword)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

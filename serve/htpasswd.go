@@ -12,13 +12,13 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// HtpasswdFile is the htpasswd file under a root: serve htpasswd --root
+// htpasswdFile is the htpasswd file under a root: serve htpasswd --root
 // writes it, and a registry serving that root without --htpasswd uses it
 // when it is there.
-const HtpasswdFile = "htpasswd"
+const htpasswdFile = "htpasswd"
 
 // RootHtpasswd is the htpasswd file of root.
-func RootHtpasswd(root string) string { return filepath.Join(root, HtpasswdFile) }
+func RootHtpasswd(root string) string { return filepath.Join(root, htpasswdFile) }
 
 // checkHtpasswd reads the htpasswd file at path as distribution's htpasswd
 // access controller will, and refuses what it would accept but then fail
@@ -69,7 +69,7 @@ func SetPassword(path, user, password string) error {
 	if user == "" || strings.ContainsAny(user, ":\n\r") {
 		return fmt.Errorf("user name %q: use a non-empty name without ':' or line breaks", user)
 	}
-	if user == PushUser {
+	if user == pushUser {
 		return fmt.Errorf("user name %q is reserved for gapmirror serve's own push: choose another", user)
 	}
 	if password == "" {

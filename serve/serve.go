@@ -320,7 +320,7 @@ func readOnly(cfg *configuration.Configuration) bool {
 // mirrors chosen platforms of an index). Both go through
 // configuration.Parse, so that every default it sets applies (the catalog's
 // and tag list's page limits: left at zero, /v2/_catalog lists nothing),
-// and so do environment overrides, named with EnvPrefix.
+// and so do environment overrides, named with envPrefix.
 func (s *Server) configuration() (*configuration.Configuration, error) {
 	cfg, source, err := parseConfiguration(s.opts.Root, s.opts.RegistryConfig)
 	if err != nil {
@@ -330,7 +330,7 @@ func (s *Server) configuration() (*configuration.Configuration, error) {
 	if len(cfg.Auth) > 0 {
 		what := "remove the auth section"
 		if s.opts.RegistryConfig == "" {
-			what = "unset the " + EnvPrefix + "_AUTH* environment variables"
+			what = "unset the " + envPrefix + "_AUTH* environment variables"
 		}
 		return nil, fmt.Errorf("%s: auth (%s): gapmirror serve does the auth itself: %s and use --htpasswd", source, cfg.Auth.Type(), what)
 	}
@@ -383,18 +383,18 @@ func parseConfiguration(root, file string) (cfg *configuration.Configuration, so
 	return cfg, source, nil
 }
 
-// EnvPrefix starts the environment variables that override the registry's
+// envPrefix starts the environment variables that override the registry's
 // configuration (GAPMIRRORSERVE_STORAGE_S3_SECRETKEY, ...): distribution
 // reads REGISTRY_*, but REGISTRY_AUTH_FILE is the containers tools' auth
 // file, which gapmirror's users set, and read as the registry's auth.file
 // it stopped serve from starting. One word: the parser takes what follows
 // the first underscore as the configuration path.
-const EnvPrefix = "GAPMIRRORSERVE"
+const envPrefix = "GAPMIRRORSERVE"
 
 // configParser parses a configuration file as configuration.Parse does
-// (the defaults it sets, version 0.1), with EnvPrefix for the overrides.
+// (the defaults it sets, version 0.1), with envPrefix for the overrides.
 func configParser() *configuration.Parser {
-	return configuration.NewParser(EnvPrefix, []configuration.VersionedParseInfo{{
+	return configuration.NewParser(envPrefix, []configuration.VersionedParseInfo{{
 		Version: configuration.MajorMinorVersion(0, 1),
 		ParseAs: reflect.TypeFor[configuration.Configuration](),
 		ConversionFunc: func(c any) (any, error) {
@@ -501,7 +501,7 @@ func (s *Server) Err() error {
 func (s *Server) PushCredentials(dir string) (authFile, certDir string, err error) {
 	authFile = filepath.Join(dir, "auth.json")
 	data, err := json.Marshal(map[string]any{"auths": map[string]any{
-		s.name: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(PushUser + ":" + s.pushPassword))},
+		s.name: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(pushUser + ":" + s.pushPassword))},
 	}})
 	if err != nil {
 		return "", "", err

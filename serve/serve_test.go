@@ -127,7 +127,7 @@ func TestSetPassword(t *testing.T) {
 	if bcrypt.CompareHashAndPassword([]byte(hashes["alice"]), []byte("three")) != nil || bcrypt.CompareHashAndPassword([]byte(hashes["bob"]), []byte("two")) != nil {
 		t.Errorf("entries do not hold the passwords: %q", lines)
 	}
-	for _, bad := range []string{"", "a:b", PushUser} {
+	for _, bad := range []string{"", "a:b", pushUser} {
 		if err := SetPassword(path, bad, "x"); err == nil {
 			t.Errorf("user %q accepted", bad)
 		}
@@ -184,11 +184,11 @@ func TestCheckHtpasswd(t *testing.T) {
 
 // TestConfigurationEnvironment: the containers tools' REGISTRY_AUTH_FILE
 // (which gapmirror's users set) does not reach the registry's
-// configuration; overrides go by EnvPrefix, and the defaults of a parsed
+// configuration; overrides go by envPrefix, and the defaults of a parsed
 // file apply.
 func TestConfigurationEnvironment(t *testing.T) {
 	t.Setenv("REGISTRY_AUTH_FILE", filepath.Join(t.TempDir(), "auth.json"))
-	t.Setenv(EnvPrefix+"_CATALOG_MAXENTRIES", "7")
+	t.Setenv(envPrefix+"_CATALOG_MAXENTRIES", "7")
 	root := t.TempDir()
 	cfg, _, err := parseConfiguration(root, "")
 	if err != nil {

@@ -94,7 +94,7 @@ func TestServerOwnCertificate(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	wrong := "Basic " + base64.StdEncoding.EncodeToString([]byte(PushUser+":not-the-password-of-this-run-0000000000"))
+	wrong := "Basic " + base64.StdEncoding.EncodeToString([]byte(pushUser+":not-the-password-of-this-run-0000000000"))
 	for _, tc := range []struct {
 		method, path, auth string
 		want               int
@@ -157,7 +157,7 @@ func getJSON(t *testing.T, url string, v any) string {
 // (distribution's page limits apply as with a configuration file).
 func TestServerCatalog(t *testing.T) {
 	srv := startPlain(t, Options{})
-	target := imagebuilder.Target{URL: srv.URL(), Username: PushUser, Password: srv.pushPassword}
+	target := imagebuilder.Target{URL: srv.URL(), Username: pushUser, Password: srv.pushPassword}
 	repos := []string{"apps/one", "apps/two", "tools/three"}
 	for i, repo := range repos {
 		img, err := imagebuilder.Build(imagebuilder.ImageSpec{Layers: []imagebuilder.LayerSpec{imagebuilder.RandomLayer(uint64(i+1), 2048)}})
@@ -258,7 +258,7 @@ func TestServerUploads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.SetBasicAuth(PushUser, srv.pushPassword)
+		req.SetBasicAuth(pushUser, srv.pushPassword)
 		for k, v := range header {
 			req.Header.Set(k, v)
 		}

@@ -50,7 +50,7 @@ func TestServerUploadsQA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.SetBasicAuth(PushUser, srv.pushPassword)
+		req.SetBasicAuth(pushUser, srv.pushPassword)
 		for k, v := range header {
 			req.Header.Set(k, v)
 		}

@@ -17,54 +17,54 @@ import (
 
 // Media and predicate types of the Sigstore bundles cosign v3 attaches.
 const (
-	// BundleMediaType is the artifactType of the referrer manifest cosign
+	// bundleMediaType is the artifactType of the referrer manifest cosign
 	// v3 pushes for a signature or attestation, and of its one layer.
-	BundleMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
-	// SignPredicateType is the predicate of the in-toto statement
+	bundleMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	// signPredicateType is the predicate of the in-toto statement
 	// `cosign sign` signs: the image digest is signed, nothing more.
-	SignPredicateType = "https://sigstore.dev/cosign/sign/v1"
+	signPredicateType = "https://sigstore.dev/cosign/sign/v1"
 	// maxBundle bounds the bundle read from a registry.
 	maxBundle = 1 << 20
 )
 
-// ErrBundleRefused marks a bundle that does not verify.
-var ErrBundleRefused = errors.New("cosign bundle refused")
+// errBundleRefused marks a bundle that does not verify.
+var errBundleRefused = errors.New("cosign bundle refused")
 
-// Offline is what bundle verification does not do, said in refusals and
+// offline is what bundle verification does not do, said in refusals and
 // docs: an air gap reaches no Rekor and no timestamp authority.
-const Offline = "verified offline with the policy's key: no transparency log or timestamp authority is consulted (as cosign verify --insecure-ignore-tlog)"
+const offline = "verified offline with the policy's key: no transparency log or timestamp authority is consulted (as cosign verify --insecure-ignore-tlog)"
 
-// PublicKey is a key the policy trusts and where it says so, for errors.
-type PublicKey struct {
+// publicKey is a key the policy trusts and where it says so, for errors.
+type publicKey struct {
 	Key crypto.PublicKey
 	// From is where the policy gives it: "keyPath /etc/pki/cosign.pub",
 	// "keyData".
 	From string
 }
 
-// VerifyBundle checks that bundle, a Sigstore bundle's JSON, is a cosign
+// verifyBundle checks that bundle, a Sigstore bundle's JSON, is a cosign
 // signature of the image manifest subject by one of keys: its DSSE
 // envelope verifies with the key and holds an in-toto statement of
-// predicate SignPredicateType whose subjects include subject. Verification
+// predicate signPredicateType whose subjects include subject. Verification
 // is offline: a transparency log entry or timestamp the bundle holds is
 // not checked (Offline). The error says why the bundle is refused.
-func VerifyBundle(bundle []byte, subject digest.Digest, keys []PublicKey) error {
+func verifyBundle(bundle []byte, subject digest.Digest, keys []publicKey) error {
 	if len(keys) == 0 {
-		return fmt.Errorf("%w: the policy gives no key to verify it with", ErrBundleRefused)
+		return fmt.Errorf("%w: the policy gives no key to verify it with", errBundleRefused)
 	}
 	if err := subject.Validate(); err != nil {
-		return fmt.Errorf("%w: subject %q: %w", ErrBundleRefused, subject, err)
+		return fmt.Errorf("%w: subject %q: %w", errBundleRefused, subject, err)
 	}
 	want, err := hex.DecodeString(subject.Encoded())
 	if err != nil {
-		return fmt.Errorf("%w: subject %s: %w", ErrBundleRefused, subject, err)
+		return fmt.Errorf("%w: subject %s: %w", errBundleRefused, subject, err)
 	}
 	var b sgbundle.Bundle
 	if err := b.UnmarshalJSON(bundle); err != nil {
-		return fmt.Errorf("%w: not a Sigstore bundle: %w", ErrBundleRefused, err)
+		return fmt.Errorf("%w: not a Sigstore bundle: %w", errBundleRefused, err)
 	}
 	if b.GetDsseEnvelope() == nil {
-		return fmt.Errorf("%w: the bundle holds a message signature, not the DSSE envelope cosign sign writes for an image", ErrBundleRefused)
+		return fmt.Errorf("%w: the bundle holds a message signature, not the DSSE envelope cosign sign writes for an image", errBundleRefused)
 	}
 	var why []string
 	for _, k := range keys {
@@ -75,11 +75,11 @@ func VerifyBundle(bundle []byte, subject digest.Digest, keys []PublicKey) error 
 		var wrong *statementError
 		if errors.As(err, &wrong) {
 			// Signed by this key: what it signs is the answer.
-			return fmt.Errorf("%w: %w", ErrBundleRefused, err)
+			return fmt.Errorf("%w: %w", errBundleRefused, err)
 		}
 		why = append(why, fmt.Sprintf("%s: %v", k.From, err))
 	}
-	return fmt.Errorf("%w: its signature does not verify with the policy's key: the bundle was changed after signing, or another key signed it (%s); %s", ErrBundleRefused, strings.Join(why, "; "), Offline)
+	return fmt.Errorf("%w: its signature does not verify with the policy's key: the bundle was changed after signing, or another key signed it (%s); %s", errBundleRefused, strings.Join(why, "; "), offline)
 }
 
 // statementError is a bundle whose signature verifies but whose statement
@@ -112,8 +112,8 @@ func verifyWithKey(b *sgbundle.Bundle, key crypto.PublicKey, subject digest.Dige
 	if st == nil {
 		return &statementError{"the bundle's envelope holds no in-toto statement"}
 	}
-	if st.GetPredicateType() != SignPredicateType {
-		return &statementError{fmt.Sprintf("an attestation of predicate %s, not a cosign signature (%s)", st.GetPredicateType(), SignPredicateType)}
+	if st.GetPredicateType() != signPredicateType {
+		return &statementError{fmt.Sprintf("an attestation of predicate %s, not a cosign signature (%s)", st.GetPredicateType(), signPredicateType)}
 	}
 	var named []string
 	for _, s := range st.GetSubject() {

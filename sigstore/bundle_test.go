@@ -16,18 +16,18 @@ import (
 // is not one are refused, each saying why.
 func TestVerifyBundle(t *testing.T) {
 	key, other := cosigntest.NewKey("publisher"), cosigntest.NewKey("someone else")
-	trusted := []PublicKey{{Key: key.Public(), From: "keyPath cosign.pub"}}
+	trusted := []publicKey{{Key: key.Public(), From: "keyPath cosign.pub"}}
 	image := digest.FromString("image manifest")
 	elsewhere := digest.FromString("another image's manifest")
 	good, err := cosigntest.SignBundle(key, image)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := VerifyBundle(good, image, trusted); err != nil {
+	if err := verifyBundle(good, image, trusted); err != nil {
 		t.Fatalf("a good bundle: %v", err)
 	}
 	// One of several keys is enough.
-	if err := VerifyBundle(good, image, append([]PublicKey{{Key: other.Public(), From: "keyPaths[0]"}}, trusted...)); err != nil {
+	if err := verifyBundle(good, image, append([]publicKey{{Key: other.Public(), From: "keyPaths[0]"}}, trusted...)); err != nil {
 		t.Fatalf("a good bundle, second key of two: %v", err)
 	}
 
@@ -58,7 +58,7 @@ func TestVerifyBundle(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		bundle []byte
-		keys   []PublicKey
+		keys   []publicKey
 		want   []string
 	}{
 		{"tampered payload", payload, trusted, []string{"does not verify with the policy's key", "keyPath cosign.pub", "offline"}},
@@ -69,9 +69,9 @@ func TestVerifyBundle(t *testing.T) {
 		{"not a bundle", []byte(`{"mediaType":"application/json"}`), trusted, []string{"not a Sigstore bundle"}},
 		{"no key", good, nil, []string{"no key"}},
 	} {
-		err := VerifyBundle(c.bundle, image, c.keys)
+		err := verifyBundle(c.bundle, image, c.keys)
 		t.Logf("%s: %v", c.name, err)
-		if !errors.Is(err, ErrBundleRefused) {
+		if !errors.Is(err, errBundleRefused) {
 			t.Errorf("%s: %v, want a refusal", c.name, err)
 			continue
 		}

@@ -25,7 +25,7 @@ import (
 // must have signed a bundle of the image. A rule bundles cannot satisfy
 // says why in unable.
 type bundleRule struct {
-	requirements [][]PublicKey
+	requirements [][]publicKey
 	unable       string
 }
 
@@ -108,14 +108,14 @@ func isSet(raw json.RawMessage) bool {
 }
 
 // requirementKeys are the public keys a sigstoreSigned requirement names.
-func requirementKeys(pr policyRequirement, dir string) ([]PublicKey, error) {
-	var keys []PublicKey
+func requirementKeys(pr policyRequirement, dir string) ([]publicKey, error) {
+	var keys []publicKey
 	add := func(pemData []byte, from string) error {
 		k, err := cryptoutils.UnmarshalPEMToPublicKey(pemData)
 		if err != nil {
 			return fmt.Errorf("the policy's sigstoreSigned %s: not a PEM public key: %w", from, err)
 		}
-		keys = append(keys, PublicKey{Key: k, From: from})
+		keys = append(keys, publicKey{Key: k, From: from})
 		return nil
 	}
 	paths := pr.KeyPaths
@@ -162,7 +162,7 @@ func bundlesAllowed(ctx context.Context, up *transfer.Registry, img imageset.Ima
 	if rule.unable != "" {
 		return errors.New(rule.unable)
 	}
-	got, err := up.Referrers(ctx, img, d, BundleMediaType) // retried there
+	got, err := up.Referrers(ctx, img, d, bundleMediaType) // retried there
 	if err != nil {
 		return fmt.Errorf("listing its cosign bundles (OCI referrers of %s): %w", d, err)
 	}
@@ -171,7 +171,7 @@ func bundlesAllowed(ctx context.Context, up *transfer.Registry, img imageset.Ima
 		refs[i] = ocispec.Descriptor{MediaType: string(r.MediaType), Digest: digest.Digest(r.Digest.String()), Size: r.Size, ArtifactType: r.ArtifactType}
 	}
 	if len(refs) == 0 {
-		return fmt.Errorf("no cosign bundle is attached to %s either (OCI referrers of artifactType %s)", d, BundleMediaType)
+		return fmt.Errorf("no cosign bundle is attached to %s either (OCI referrers of artifactType %s)", d, bundleMediaType)
 	}
 	bundles := make([][]byte, len(refs))
 	var why []string
@@ -190,7 +190,7 @@ func bundlesAllowed(ctx context.Context, up *transfer.Registry, img imageset.Ima
 			if b == nil {
 				continue
 			}
-			err := VerifyBundle(b, d, keys)
+			err := verifyBundle(b, d, keys)
 			if err == nil {
 				ok = true
 				break
@@ -225,8 +225,8 @@ func readBundle(ctx context.Context, up *transfer.Registry, img imageset.Image, 
 	if m.Subject == nil || m.Subject.Digest != d {
 		return nil, fmt.Errorf("its manifest's subject is not %s", d)
 	}
-	if len(m.Layers) != 1 || m.Layers[0].MediaType != BundleMediaType {
-		return nil, fmt.Errorf("not a cosign bundle: want one layer of %s", BundleMediaType)
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != bundleMediaType {
+		return nil, fmt.Errorf("not a cosign bundle: want one layer of %s", bundleMediaType)
 	}
 	layer := m.Layers[0]
 	if layer.Size > maxBundle {

@@ -6,7 +6,7 @@
 // (RegistriesD), and --secure-policy's check against a containers policy
 // (Search.Verify): the tag-scheme signatures as containers/image checks
 // them, else the cosign v3 Sigstore bundles attached as OCI 1.1 referrers,
-// verified offline with the policy's keys (VerifyBundle).
+// verified offline with the policy's keys (verifyBundle).
 //
 // It may import failure, imageset and transfer.
 package sigstore

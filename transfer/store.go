@@ -68,8 +68,8 @@ func OpenStore(dir string) (*Store, error) {
 // Dir is the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
-// BlobPath is where the blob with digest d lives (it may not exist).
-func (s *Store) BlobPath(d digest.Digest) string {
+// blobPath is where the blob with digest d lives (it may not exist).
+func (s *Store) blobPath(d digest.Digest) string {
 	return filepath.Join(s.dir, "blobs", d.Algorithm().String(), d.Encoded())
 }
 
@@ -79,7 +79,7 @@ func (s *Store) Has(d digest.Digest) bool {
 	if d.Validate() != nil {
 		return false
 	}
-	if _, err := os.Stat(s.BlobPath(d)); err == nil {
+	if _, err := os.Stat(s.blobPath(d)); err == nil {
 		return true
 	}
 	_, ok := s.linked(d)
@@ -92,7 +92,7 @@ func (s *Store) Open(d digest.Digest) (io.ReadCloser, error) {
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid digest %q: %w", d, err)
 	}
-	f, err := os.Open(s.BlobPath(d))
+	f, err := os.Open(s.blobPath(d))
 	if err == nil {
 		return f, nil
 	}
@@ -172,7 +172,7 @@ func (s *Store) linked(d digest.Digest) (archive.Location, bool) {
 
 // LinkedUnder reports whether blob d is linked (not stored) to a file in dir.
 func (s *Store) LinkedUnder(d digest.Digest, dir string) bool {
-	if _, err := os.Stat(s.BlobPath(d)); err == nil {
+	if _, err := os.Stat(s.blobPath(d)); err == nil {
 		return false
 	}
 	l, ok := s.linked(d)
@@ -203,7 +203,7 @@ func (s *Store) ReadBlob(d digest.Digest) ([]byte, error) {
 		return nil, err
 	}
 	if digest.FromBytes(data) != d {
-		return nil, fmt.Errorf("store blob %s does not match its digest: remove %s and run again", d, s.BlobPath(d))
+		return nil, fmt.Errorf("store blob %s does not match its digest: remove %s and run again", d, s.blobPath(d))
 	}
 	return data, nil
 }
@@ -229,7 +229,7 @@ func (s *Store) Put(d digest.Digest, size int64, r io.Reader) error {
 		err = cerr
 	}
 	if err != nil {
-		return archive.NoSpace(fmt.Errorf("writing blob %s into the store: %w", d, err), s.BlobPath(d), max(size, n), true)
+		return archive.NoSpace(fmt.Errorf("writing blob %s into the store: %w", d, err), s.blobPath(d), max(size, n), true)
 	}
 	if size >= 0 && n != size {
 		return &failure.DigestError{Digest: d, Msg: fmt.Sprintf("got %d bytes, expected %d", n, size)}
@@ -237,7 +237,7 @@ func (s *Store) Put(d digest.Digest, size int64, r io.Reader) error {
 	if !v.Verified() {
 		return &failure.DigestError{Digest: d, Msg: "content does not match the digest"}
 	}
-	if err := os.Rename(tmp.Name(), s.BlobPath(d)); err != nil {
+	if err := os.Rename(tmp.Name(), s.blobPath(d)); err != nil {
 		return fmt.Errorf("writing blob %s into the store: %w", d, err)
 	}
 	return nil

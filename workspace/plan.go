@@ -180,9 +180,9 @@ func (w Workspace) SaveFiles(files []PlanFile) error {
 	return nil
 }
 
-// LoadFiles reads the content of files from the workspace, each checked
+// loadFiles reads the content of files from the workspace, each checked
 // against its digest.
-func (w Workspace) LoadFiles(files []PlanFile) error {
+func (w Workspace) loadFiles(files []PlanFile) error {
 	for i := range files {
 		f := &files[i]
 		if err := f.Digest.Validate(); err != nil {

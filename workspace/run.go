@@ -73,7 +73,7 @@ func (w Workspace) RunRecord(name string) (*Run, error) {
 		return nil, fmt.Errorf("run record %s was written by a newer gapmirror (format %d)", w.Path(name), rec.FormatVersion)
 	}
 	if rec.Plan != nil {
-		if err := w.LoadFiles(rec.Plan.Files); err != nil {
+		if err := w.loadFiles(rec.Plan.Files); err != nil {
 			return nil, fmt.Errorf("run record %s: %w", w.Path(name), err)
 		}
 	}

@@ -108,7 +108,7 @@ func compact(raw json.RawMessage) string {
 // else by the best matching candidate, which is then kept.
 func (r *run) require(b *fbc.Bundle, desc string, candidates []*fbc.Bundle, match func(*fbc.Bundle) bool) bool {
 	dep := DependencyReport{Package: b.Package, Bundle: b.Name, Requirement: desc}
-	why := Reason{Kind: ReasonDependency, Detail: fmt.Sprintf("required by %s/%s (%s)", b.Package, b.Name, desc)}
+	why := Reason{Kind: reasonDependency, Detail: fmt.Sprintf("required by %s/%s (%s)", b.Package, b.Name, desc)}
 	var keptMatch, best *fbc.Bundle
 	for _, c := range candidates {
 		if c == b || !match(c) {

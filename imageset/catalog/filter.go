@@ -22,7 +22,7 @@ import (
 //   - every kept channel keeps a valid upgrade graph: one head, and every
 //     kept bundle reaches it through kept bundles (OLM v0 replaces/skips;
 //     skipRange from the head). Entries outside the selection that this needs
-//     are kept and reported (ReasonUpgradePath); when the source head is not
+//     are kept and reported (reasonUpgradePath); when the source head is not
 //     selected, the newest selected entry that all others can reach becomes
 //     the head (as with maxVersion in oc-mirror);
 //   - unless SkipDependencies, bundles required by kept bundles
@@ -146,7 +146,7 @@ func (cs *chanSel) addHead() error {
 	if cs.sourceHead < 0 {
 		return fmt.Errorf("%s has no single head in the source catalog (%v): its upgrade graph is broken, so it cannot be reduced to its head; leave the channel out or keep it whole with full: true", cs.where(), cs.levelErr)
 	}
-	cs.add(cs.sourceHead, Reason{Kind: ReasonHead, Detail: "channel head"})
+	cs.add(cs.sourceHead, Reason{Kind: reasonHead, Detail: "channel head"})
 	return nil
 }
 
@@ -228,7 +228,7 @@ func (r *run) selectPackage(ps *PackageSpec) error {
 			for i, v := range cs.g.version {
 				switch {
 				case pk.sel.contains(v):
-					cs.add(i, Reason{Kind: ReasonInRange, Detail: pk.sel.desc})
+					cs.add(i, Reason{Kind: reasonInRange, Detail: pk.sel.desc})
 					selected = true
 				case pk.sel.excludedPrerelease(v):
 					pre = append(pre, cs.g.names[i])
@@ -242,7 +242,7 @@ func (r *run) selectPackage(ps *PackageSpec) error {
 		}
 		for i, name := range cs.g.names {
 			if explicit[name] {
-				cs.add(i, Reason{Kind: ReasonExplicit, Detail: "listed in bundles"})
+				cs.add(i, Reason{Kind: reasonExplicit, Detail: "listed in bundles"})
 				selected = true
 			}
 		}
@@ -437,9 +437,9 @@ func (r *run) buildPackage(s *pkgSel) (*fbc.Package, PackageReport, error) {
 			bundleChannels[name] = append(bundleChannels[name], ch.Name)
 			switch {
 			case cs.keepAll:
-				reasons[name] = append(reasons[name], Reason{Kind: ReasonFull, Channel: ch.Name, Detail: "channel kept whole"})
+				reasons[name] = append(reasons[name], Reason{Kind: reasonFull, Channel: ch.Name, Detail: "channel kept whole"})
 				if i == cs.head {
-					reasons[name] = append(reasons[name], Reason{Kind: ReasonHead, Channel: ch.Name, Detail: "channel head"})
+					reasons[name] = append(reasons[name], Reason{Kind: reasonHead, Channel: ch.Name, Detail: "channel head"})
 				}
 				continue
 			case len(cs.want[i]) > 0:
@@ -447,7 +447,7 @@ func (r *run) buildPackage(s *pkgSel) (*fbc.Package, PackageReport, error) {
 			default:
 				extraKept = append(extraKept, name)
 			}
-			if i == cs.head && !slices.ContainsFunc(cs.want[i], func(r Reason) bool { return r.Kind == ReasonHead }) {
+			if i == cs.head && !slices.ContainsFunc(cs.want[i], func(r Reason) bool { return r.Kind == reasonHead }) {
 				detail := "channel head"
 				if cs.head != cs.sourceHead {
 					detail = "new channel head: the selected bundles upgrade to it"
@@ -455,9 +455,9 @@ func (r *run) buildPackage(s *pkgSel) (*fbc.Package, PackageReport, error) {
 						detail += fmt.Sprintf(" (the source head %s is not selected)", g.names[cs.sourceHead])
 					}
 				}
-				reasons[name] = append(reasons[name], Reason{Kind: ReasonHead, Channel: ch.Name, Detail: detail})
+				reasons[name] = append(reasons[name], Reason{Kind: reasonHead, Channel: ch.Name, Detail: detail})
 			} else if len(cs.want[i]) == 0 {
-				reasons[name] = append(reasons[name], Reason{Kind: ReasonUpgradePath, Channel: ch.Name, Detail: fmt.Sprintf("kept so that selected bundles can upgrade to head %s", crep.Head)})
+				reasons[name] = append(reasons[name], Reason{Kind: reasonUpgradePath, Channel: ch.Name, Detail: fmt.Sprintf("kept so that selected bundles can upgrade to head %s", crep.Head)})
 			}
 		}
 		pr.Channels = append(pr.Channels, crep)
@@ -562,10 +562,10 @@ func wholeReport(c *fbc.Catalog) *Report {
 		for _, b := range p.Bundles {
 			br := BundleReport{Name: b.Name, Version: b.VersionString(), Image: b.Image, Channels: bundleChannels[b.Name]}
 			for _, ch := range br.Channels {
-				br.Reasons = append(br.Reasons, Reason{Kind: ReasonFull, Channel: ch, Detail: "catalog kept whole"})
+				br.Reasons = append(br.Reasons, Reason{Kind: reasonFull, Channel: ch, Detail: "catalog kept whole"})
 			}
 			for _, ch := range heads[b.Name] {
-				br.Reasons = append(br.Reasons, Reason{Kind: ReasonHead, Channel: ch, Detail: "channel head"})
+				br.Reasons = append(br.Reasons, Reason{Kind: reasonHead, Channel: ch, Detail: "channel head"})
 			}
 			pr.Bundles = append(pr.Bundles, br)
 		}

@@ -168,7 +168,7 @@ func TestFilterSemantics(t *testing.T) {
 			}
 			for key, head := range tc.want.heads {
 				pkg, ch, _ := strings.Cut(key, "/")
-				if pr := rep.Package(pkg); pr == nil || pr.Channel(ch) == nil || pr.Channel(ch).Head != head {
+				if pr := rep.Package(pkg); pr == nil || pr.channel(ch) == nil || pr.channel(ch).Head != head {
 					t.Errorf("%s: report head is not %s: %+v", key, head, pr)
 				}
 			}
@@ -208,10 +208,10 @@ func TestFilterReasons(t *testing.T) {
 	}
 	app := rep.Package("app")
 	for name, kinds := range map[string][]ReasonKind{
-		"app.v1.1.1": {ReasonExplicit},
-		"app.v1.3.0": {ReasonExplicit, ReasonHead},
-		"app.v1.2.0": {ReasonUpgradePath},
-		"app.v1.1.0": {ReasonUpgradePath},
+		"app.v1.1.1": {reasonExplicit},
+		"app.v1.3.0": {reasonExplicit, reasonHead},
+		"app.v1.2.0": {reasonUpgradePath},
+		"app.v1.1.0": {reasonUpgradePath},
 	} {
 		b := app.Bundle(name)
 		if b == nil {
@@ -229,7 +229,7 @@ func TestFilterReasons(t *testing.T) {
 		t.Fatalf("dep should be kept as a dependency: %+v", dep)
 	}
 	b := dep.Bundle("dep.v1.5.0")
-	if b == nil || !b.Has(ReasonDependency) || !strings.Contains(b.Reasons[0].Detail, "required by app/app.v1.3.0") {
+	if b == nil || !b.Has(reasonDependency) || !strings.Contains(b.Reasons[0].Detail, "required by app/app.v1.3.0") {
 		t.Errorf("dep.v1.5.0 reasons: %+v", b)
 	}
 	var gotDeps []string
@@ -240,7 +240,7 @@ func TestFilterReasons(t *testing.T) {
 		t.Errorf("dependencies %v", gotDeps)
 	}
 	var text strings.Builder
-	if err := rep.WriteText(&text); err != nil {
+	if err := rep.writeText(&text); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range []string{"package dep (dependency)", "bundle app.v1.2.0 (1.2.0): upgrade-path in stable", "dependency app/app.v1.3.0 olm.package.required dep >=1.0.0 <2.0.0: satisfied by dep/dep.v1.5.0"} {
@@ -275,7 +275,7 @@ func TestFilterPrunesDeprecationsAndOthers(t *testing.T) {
 	if d := out.Package("app").Deprecations; d == nil || len(d.Entries) != 1 {
 		t.Errorf("only the package deprecation should remain: %+v", d)
 	}
-	if _, err := Validate(out); err != nil {
+	if _, err := validate(out); err != nil {
 		t.Errorf("filtered catalog invalid: %v", err)
 	}
 	checkWithOPM(t, out)
@@ -290,10 +290,10 @@ func TestFilterFullCatalog(t *testing.T) {
 	if out != c {
 		t.Error("full with no packages should return the catalog itself")
 	}
-	if b := rep.Package("app").Bundle("app.v1.1.1"); b == nil || !b.Has(ReasonFull) {
+	if b := rep.Package("app").Bundle("app.v1.1.1"); b == nil || !b.Has(reasonFull) {
 		t.Errorf("report of a full catalog: %+v", b)
 	}
-	if b := rep.Package("app").Bundle("app.v1.3.0"); b == nil || !b.Has(ReasonHead) {
+	if b := rep.Package("app").Bundle("app.v1.3.0"); b == nil || !b.Has(reasonHead) {
 		t.Errorf("heads are reported in a full catalog: %+v", b)
 	}
 }
@@ -378,7 +378,7 @@ func TestFilterBrokenSources(t *testing.T) {
 	if w := strings.Join(allWarnings(rep), "\n"); !strings.Contains(w, "valid only for opm releases before") {
 		t.Errorf("no warning about the legacy graph: %s", w)
 	}
-	if _, err := Validate(out); err != nil {
+	if _, err := validate(out); err != nil {
 		t.Errorf("filtered legacy channel invalid: %v", err)
 	}
 	// The newest opm does reject it, as the warning says.
@@ -405,7 +405,7 @@ func TestFilterBrokenSources(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "upgrade graph is invalid") {
 		t.Errorf("range over a broken channel: %v", err)
 	}
-	if _, err := Validate(c); err == nil || !strings.Contains(err.Error(), "multiple channel heads") {
+	if _, err := validate(c); err == nil || !strings.Contains(err.Error(), "multiple channel heads") {
 		t.Errorf("Validate of a broken catalog: %v", err)
 	}
 }
@@ -467,7 +467,7 @@ func TestFilterRealCatalogs(t *testing.T) {
 		}},
 		{"explicit old bundle keeps its upgrade path", FilterSpec{Packages: []PackageSpec{{Name: "infinispan", Channels: []ChannelSpec{{Name: "stable"}}, Bundles: []string{"infinispan-operator.v2.4.0"}}}}, func(t *testing.T, out *fbc.Catalog, rep *Report) {
 			b := rep.Package("infinispan").Bundle("infinispan-operator.v2.4.0")
-			if b == nil || !b.Has(ReasonExplicit) {
+			if b == nil || !b.Has(reasonExplicit) {
 				t.Errorf("explicit bundle: %+v", b)
 			}
 		}},

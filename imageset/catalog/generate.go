@@ -52,8 +52,8 @@ type GenSpec struct {
 	Registry string
 }
 
-// CustomSchema is the schema of the blobs GenSpec.Others adds.
-const CustomSchema = "example.com.release-notes"
+// customSchema is the schema of the blobs GenSpec.Others adds.
+const customSchema = "example.com.release-notes"
 
 func (s GenSpec) withDefaults() GenSpec {
 	def := func(v *int, d int) {
@@ -266,8 +266,8 @@ func genPackage(spec GenSpec, rng *rand.Rand, pi int, versionsOf [][]string) (*f
 		p.Deprecations = d
 	}
 	if spec.Others {
-		raw, _ := json.Marshal(map[string]string{"schema": CustomSchema, "package": name, "name": name + "-notes", "notes": "synthetic"})
-		p.Others = append(p.Others, &fbc.Blob{Schema: CustomSchema, Package: name, Name: name + "-notes", Raw: raw})
+		raw, _ := json.Marshal(map[string]string{"schema": customSchema, "package": name, "name": name + "-notes", "notes": "synthetic"})
+		p.Others = append(p.Others, &fbc.Blob{Schema: customSchema, Package: name, Name: name + "-notes", Raw: raw})
 	}
 	return p, names
 }

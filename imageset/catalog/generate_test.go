@@ -17,7 +17,7 @@ func TestGenerate(t *testing.T) {
 	if len(c.PackageNames()) != 10 || c.BundleCount() != 400 {
 		t.Fatalf("%d packages, %d bundles; want 10 and 400", len(c.PackageNames()), c.BundleCount())
 	}
-	warnings, err := Validate(c)
+	warnings, err := validate(c)
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("generated catalog is not valid for the newest opm: %v %v", err, warnings)
 	}

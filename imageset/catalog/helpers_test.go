@@ -185,7 +185,7 @@ func checkWithOPM(t testing.TB, c *fbc.Catalog) {
 	if opm == "" {
 		return
 	}
-	warnings, verr := Validate(c)
+	warnings, verr := validate(c)
 	h := sha256.New()
 	if err := c.WriteFiles(func(name string, data []byte) error {
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(data))

@@ -19,7 +19,7 @@ func mustVersion(s string) *semver.Version { return semver.MustParse(s) }
 func checkFiltered(t *testing.T, src, out *fbc.Catalog, rep *Report) {
 	t.Helper()
 	// It is a catalog opm would serve, and it survives being written and read.
-	warnings, err := Validate(out)
+	warnings, err := validate(out)
 	if err != nil {
 		t.Errorf("filtered catalog does not validate: %v", err)
 	}
@@ -77,7 +77,7 @@ func checkFiltered(t *testing.T, src, out *fbc.Catalog, rep *Report) {
 				t.Errorf("%s/%s has %d heads", pn, ch.Name, len(hs))
 				continue
 			}
-			if cr := pr.Channel(ch.Name); cr == nil || cr.Head != g.names[hs[0]] || len(cr.Bundles) != len(ch.Entries) {
+			if cr := pr.channel(ch.Name); cr == nil || cr.Head != g.names[hs[0]] || len(cr.Bundles) != len(ch.Entries) {
 				t.Errorf("%s/%s: report %+v does not match head %s", pn, ch.Name, cr, g.names[hs[0]])
 			}
 			sg := newGraph(sp, sch)

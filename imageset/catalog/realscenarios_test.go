@@ -119,8 +119,8 @@ func TestFilterRealScenarios(t *testing.T) {
 			}
 			pr := rep.Package(tc.pkg.Name)
 			for ch, head := range tc.heads {
-				if pr.Channel(ch) == nil || pr.Channel(ch).Head != head {
-					t.Errorf("%s: head is not %s: %+v", ch, head, pr.Channel(ch))
+				if pr.channel(ch) == nil || pr.channel(ch).Head != head {
+					t.Errorf("%s: head is not %s: %+v", ch, head, pr.channel(ch))
 				}
 			}
 			w := strings.Join(allWarnings(rep), "\n")

@@ -11,18 +11,18 @@ type ReasonKind string
 
 // Reasons a bundle is kept.
 const (
-	// ReasonHead: the bundle is (or becomes) the head of a kept channel.
-	ReasonHead ReasonKind = "head"
-	// ReasonInRange: the bundle's version is in the requested range.
-	ReasonInRange ReasonKind = "in-range"
-	// ReasonExplicit: the bundle is listed by name.
-	ReasonExplicit ReasonKind = "explicit"
-	// ReasonFull: the channel is kept whole.
-	ReasonFull ReasonKind = "full"
-	// ReasonUpgradePath: the bundle is needed so that kept bundles can upgrade to the head.
-	ReasonUpgradePath ReasonKind = "upgrade-path"
-	// ReasonDependency: another kept bundle requires it.
-	ReasonDependency ReasonKind = "dependency"
+	// reasonHead: the bundle is (or becomes) the head of a kept channel.
+	reasonHead ReasonKind = "head"
+	// reasonInRange: the bundle's version is in the requested range.
+	reasonInRange ReasonKind = "in-range"
+	// reasonExplicit: the bundle is listed by name.
+	reasonExplicit ReasonKind = "explicit"
+	// reasonFull: the channel is kept whole.
+	reasonFull ReasonKind = "full"
+	// reasonUpgradePath: the bundle is needed so that kept bundles can upgrade to the head.
+	reasonUpgradePath ReasonKind = "upgrade-path"
+	// reasonDependency: another kept bundle requires it.
+	reasonDependency ReasonKind = "dependency"
 )
 
 // Reason is one reason a bundle is kept.
@@ -116,8 +116,8 @@ func (p *PackageReport) Bundle(name string) *BundleReport {
 	return nil
 }
 
-// Channel returns the report of the channel called name, or nil.
-func (p *PackageReport) Channel(name string) *ChannelReport {
+// channel returns the report of the channel called name, or nil.
+func (p *PackageReport) channel(name string) *ChannelReport {
 	for i := range p.Channels {
 		if p.Channels[i].Name == name {
 			return &p.Channels[i]
@@ -136,9 +136,9 @@ func (b *BundleReport) Has(k ReasonKind) bool {
 	return false
 }
 
-// WriteText writes the report for people: packages, channels with heads,
+// writeText writes the report for people: packages, channels with heads,
 // bundles with reasons, dependencies and warnings.
-func (r *Report) WriteText(w io.Writer) error {
+func (r *Report) writeText(w io.Writer) error {
 	var b strings.Builder
 	for _, p := range r.Packages {
 		extra := ""

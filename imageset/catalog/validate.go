@@ -9,14 +9,14 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/fbc"
 )
 
-// Validate checks c the way opm does before it serves it, beyond the
+// validate checks c the way opm does before it serves it, beyond the
 // structural rules fbc.NewCatalog enforces: each channel's upgrade graph (one
 // head, no cycle, no stranded entry) and deprecation entries naming existing
 // channels and bundles. What every opm release rejects is returned as the
 // error; what only releases since 2025 reject (the stricter replaces-chain
 // rules, several bundles with one version) is returned as warnings, since
 // the opm inside older catalog images accepts it.
-func Validate(c *fbc.Catalog) (warnings []string, err error) {
+func validate(c *fbc.Catalog) (warnings []string, err error) {
 	var errs []error
 	for _, name := range c.PackageNames() {
 		p := c.Package(name)

@@ -25,7 +25,7 @@ type Catalog struct {
 // properties, and checks the structural rules opm enforces (unique names,
 // default channel present, channel entries naming bundles of the package,
 // every bundle in a channel, exactly one olm.package property with a semver
-// version). It does not check upgrade graphs: see imageset/catalog.Validate.
+// version). It does not check upgrade graphs: see imageset/catalog.validate.
 func NewCatalog(pkgs []*Package, others []*Blob) (*Catalog, error) {
 	c := &Catalog{pkgs: make(map[string]*Package, len(pkgs)), others: others}
 	var errs problems

@@ -11,10 +11,10 @@ import (
 	"strings"
 )
 
-// PackageFile is the name of the file each package folder gets; OthersFile
+// packageFile is the name of the file each package folder gets; OthersFile
 // holds, at the root, the blobs that name no package.
 const (
-	PackageFile = "catalog.json"
+	packageFile = "catalog.json"
 	OthersFile  = "others.json"
 )
 
@@ -36,7 +36,7 @@ func (c *Catalog) WriteFiles(fn func(name string, data []byte) error) error {
 		if err != nil {
 			return fmt.Errorf("rendering package %q: %w", name, err)
 		}
-		if err := fn(name+"/"+PackageFile, data); err != nil {
+		if err := fn(name+"/"+packageFile, data); err != nil {
 			return err
 		}
 	}

@@ -25,9 +25,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// BuiltinImagePaths are where pod specs keep images: workloads with a pod
+// builtinImagePaths are where pod specs keep images: workloads with a pod
 // template, bare pods, and CronJobs (which oc-mirror misses).
-var BuiltinImagePaths = []string{
+var builtinImagePaths = []string{
 	"{.spec.template.spec.initContainers[*].image}",
 	"{.spec.template.spec.containers[*].image}",
 	"{.spec.initContainers[*].image}",
@@ -150,12 +150,12 @@ type Found struct {
 // built-in paths and the extra ones, each once, in a stable order. A value
 // at an extra path counts only if it looks like an image reference.
 func Images(ch *chart.Chart, extra []ImagePath) ([]Found, error) {
-	docs, err := Render(ch)
+	docs, err := render(ch)
 	if err != nil {
 		return nil, err
 	}
-	paths := make([]ImagePath, 0, len(BuiltinImagePaths)+len(extra))
-	for _, e := range BuiltinImagePaths {
+	paths := make([]ImagePath, 0, len(builtinImagePaths)+len(extra))
+	for _, e := range builtinImagePaths {
 		p, err := compile(e, false)
 		if err != nil {
 			return nil, err
@@ -225,14 +225,14 @@ func LooksLikeImage(s string) bool {
 	return tagged || digested
 }
 
-// Document is one object of a rendered chart.
-type Document struct {
+// document is one object of a rendered chart.
+type document struct {
 	Template string
 	Object   map[string]any
 }
 
 // Name is Kind/name of the object.
-func (d Document) Name() string {
+func (d document) Name() string {
 	kind, _ := d.Object["kind"].(string)
 	name := ""
 	if md, ok := d.Object["metadata"].(map[string]any); ok {
@@ -243,10 +243,10 @@ func (d Document) Name() string {
 
 var docSep = regexp.MustCompile(`(?m)^---[ \t]*(?:#.*)?$`)
 
-// Render renders the chart with its default values, as `helm template`
+// render renders the chart with its default values, as `helm template`
 // would for a first install, and parses every object it produces (hooks and
 // sub-charts, aliased ones included, as helm resolves them).
-func Render(ch *chart.Chart) ([]Document, error) {
+func render(ch *chart.Chart) ([]document, error) {
 	vals := map[string]any{}
 	// Conditions, tags, aliases and import-values of dependencies, as helm install applies them.
 	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
@@ -261,7 +261,7 @@ func Render(ch *chart.Chart) ([]Document, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot render the templates with the default values: %w", err)
 	}
-	var docs []Document
+	var docs []document
 	for _, n := range slices.Sorted(maps.Keys(files)) {
 		if !strings.HasSuffix(n, ".yaml") && !strings.HasSuffix(n, ".yml") && !strings.HasSuffix(n, ".json") {
 			continue // NOTES.txt and other text
@@ -284,15 +284,15 @@ func Render(ch *chart.Chart) ([]Document, error) {
 }
 
 // expandList returns the items of a kind: List object, else the object.
-func expandList(template string, obj map[string]any) []Document {
+func expandList(template string, obj map[string]any) []document {
 	items, ok := obj["items"].([]any)
 	if kind, _ := obj["kind"].(string); !ok || !strings.HasSuffix(kind, "List") {
-		return []Document{{Template: template, Object: obj}}
+		return []document{{Template: template, Object: obj}}
 	}
-	var out []Document
+	var out []document
 	for _, it := range items {
 		if m, ok := it.(map[string]any); ok {
-			out = append(out, Document{Template: template, Object: m})
+			out = append(out, document{Template: template, Object: m})
 		}
 	}
 	return out

@@ -42,8 +42,8 @@ type ChartVersion struct {
 	URLs   []string `json:"urls"`
 }
 
-// ParseIndex reads an index.yaml.
-func ParseIndex(data []byte) (*Index, error) {
+// parseIndex reads an index.yaml.
+func parseIndex(data []byte) (*Index, error) {
 	var ix Index
 	if err := yaml.Unmarshal(data, &ix); err != nil {
 		return nil, fmt.Errorf("not a chart repository index: %w", err)
@@ -160,7 +160,7 @@ func (r Repository) Index(ctx context.Context) (*Index, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ix, err := ParseIndex(data)
+	ix, err := parseIndex(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", redact(loc), err)
 	}

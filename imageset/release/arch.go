@@ -8,35 +8,35 @@ import (
 // Architectures the update service publishes graphs for, in the spelling the
 // graph API's arch parameter uses.
 const (
-	ArchAMD64   = "amd64"
-	ArchARM64   = "arm64"
-	ArchPPC64LE = "ppc64le"
-	ArchS390X   = "s390x"
+	archAMD64   = "amd64"
+	archARM64   = "arm64"
+	archPPC64LE = "ppc64le"
+	archS390X   = "s390x"
 	// ArchMulti selects the multi-architecture (manifest list) payloads.
 	ArchMulti = "multi"
 )
 
 // DefaultArch is the architecture used when a configuration names none.
-const DefaultArch = ArchAMD64
+const DefaultArch = archAMD64
 
 // archAliases maps every accepted spelling to the graph API's arch value.
 var archAliases = map[string]string{
-	"amd64":   ArchAMD64,
-	"x86_64":  ArchAMD64,
-	"arm64":   ArchARM64,
-	"aarch64": ArchARM64,
-	"ppc64le": ArchPPC64LE,
-	"s390x":   ArchS390X,
+	"amd64":   archAMD64,
+	"x86_64":  archAMD64,
+	"arm64":   archARM64,
+	"aarch64": archARM64,
+	"ppc64le": archPPC64LE,
+	"s390x":   archS390X,
 	"multi":   ArchMulti,
 }
 
 // releaseTagArch maps a graph architecture to the suffix OpenShift release
 // tags use (4.18.1-x86_64).
 var releaseTagArch = map[string]string{
-	ArchAMD64:   "x86_64",
-	ArchARM64:   "aarch64",
-	ArchPPC64LE: "ppc64le",
-	ArchS390X:   "s390x",
+	archAMD64:   "x86_64",
+	archARM64:   "aarch64",
+	archPPC64LE: "ppc64le",
+	archS390X:   "s390x",
 	ArchMulti:   "multi",
 }
 

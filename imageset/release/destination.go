@@ -24,13 +24,13 @@ func tagArchOf(arch string) string {
 	return arch
 }
 
-// ReleaseTag is the tag of an OpenShift release image: <version>-<arch tag>,
+// releaseTag is the tag of an OpenShift release image: <version>-<arch tag>,
 // e.g. 4.18.1-x86_64 for amd64, 4.18.1-multi.
-func ReleaseTag(version, arch string) string {
+func releaseTag(version, arch string) string {
 	return version + "-" + tagArchOf(arch)
 }
 
-// TagVersion is the version of a release tag ReleaseTag made (4.18.1 of
+// TagVersion is the version of a release tag releaseTag made (4.18.1 of
 // 4.18.1-x86_64); a tag without an architecture suffix is returned whole.
 func TagVersion(tag string) string {
 	for _, suffix := range releaseTagArch {
@@ -45,13 +45,13 @@ func TagVersion(tag string) string {
 // root: openshift/release-images:<version>-<arch tag>, e.g.
 // openshift/release-images:4.18.1-x86_64.
 func ReleaseImageDestination(version, arch string) string {
-	return ReleaseImageRepository + ":" + ReleaseTag(version, arch)
+	return ReleaseImageRepository + ":" + releaseTag(version, arch)
 }
 
-// ComponentTag is the destination tag of a release component:
+// componentTag is the destination tag of a release component:
 // <version>-<arch tag>-<component>, e.g. 4.18.1-x86_64-etcd.
-func ComponentTag(version, arch, component string) string {
-	return ReleaseTag(version, arch) + "-" + component
+func componentTag(version, arch, component string) string {
+	return releaseTag(version, arch) + "-" + component
 }
 
 // ComponentDestination is where a release component goes under the mirror
@@ -59,7 +59,7 @@ func ComponentTag(version, arch, component string) string {
 // openshift/release:4.18.1-x86_64-etcd; the KubeVirt container disk is the
 // component KubeVirtComponentName.
 func ComponentDestination(version, arch, component string) string {
-	return ComponentRepository + ":" + ComponentTag(version, arch, component)
+	return ComponentRepository + ":" + componentTag(version, arch, component)
 }
 
 // Destination is where the release image goes under the mirror root:

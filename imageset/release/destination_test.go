@@ -2,11 +2,11 @@ package release
 
 import "testing"
 
-// TestTagVersion: TagVersion undoes ReleaseTag for every architecture.
+// TestTagVersion: TagVersion undoes releaseTag for every architecture.
 func TestTagVersion(t *testing.T) {
 	for _, arch := range []string{"amd64", "x86_64", "arm64", "ppc64le", "s390x", "multi"} {
 		for _, v := range []string{"4.18.1", "4.19.0-rc.2"} {
-			if got := TagVersion(ReleaseTag(v, arch)); got != v {
+			if got := TagVersion(releaseTag(v, arch)); got != v {
 				t.Errorf("TagVersion(ReleaseTag(%s, %s)) = %s", v, arch, got)
 			}
 		}

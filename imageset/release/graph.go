@@ -145,9 +145,9 @@ func (g *Graph) Head() (Node, bool) {
 	return nodes[len(nodes)-1].node, true
 }
 
-// Node returns the release with the given version (compared as semantic
+// node returns the release with the given version (compared as semantic
 // versions), and false when the graph does not have it.
-func (g *Graph) Node(version string) (Node, bool) {
+func (g *Graph) node(version string) (Node, bool) {
 	want, err := semver.NewVersion(version)
 	if err != nil {
 		return Node{}, false

@@ -26,8 +26,8 @@ const (
 	// DefaultGraphBaseImage is the image the graph data is layered on; it
 	// needs bash and cp for the command that hands the data to the service.
 	DefaultGraphBaseImage = "registry.access.redhat.com/ubi9/ubi:latest"
-	// GraphDataDir is where the graph-data image holds the graph data.
-	GraphDataDir = "/var/lib/cincinnati-graph-data"
+	// graphDataDir is where the graph-data image holds the graph data.
+	graphDataDir = "/var/lib/cincinnati-graph-data"
 	// graphServiceDir is where the update service's init container copies it to.
 	graphServiceDir = "/var/lib/cincinnati/graph-data"
 )
@@ -75,7 +75,7 @@ func FetchGraphData(ctx context.Context, client *http.Client, url string) ([]byt
 var graphLayerTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // graphDataLayer turns a graph data tarball (tar.gz) into a gzip layer that
-// holds its files under GraphDataDir, owned by root; it returns the layer and
+// holds its files under graphDataDir, owned by root; it returns the layer and
 // its diff ID. A tarball without a channels/ directory is refused: it is not
 // cincinnati-graph-data (an HTML error page, a wrong URL).
 func graphDataLayer(tgz []byte) ([]byte, digest.Digest, error) {
@@ -87,7 +87,7 @@ func graphDataLayer(tgz []byte) ([]byte, digest.Digest, error) {
 	var plain, out bytes.Buffer
 	zw := gzip.NewWriter(&out)
 	tw := tar.NewWriter(io.MultiWriter(zw, &plain))
-	root := strings.TrimPrefix(GraphDataDir, "/")
+	root := strings.TrimPrefix(graphDataDir, "/")
 	dirs := []string{}
 	for p := root; p != "." && p != ""; p = path.Dir(p) {
 		dirs = append([]string{p}, dirs...)
@@ -106,7 +106,7 @@ func graphDataLayer(tgz []byte) ([]byte, digest.Digest, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("not a valid tarball: %w", err)
 		}
-		// Cleaned under "/", a name cannot climb out of GraphDataDir.
+		// Cleaned under "/", a name cannot climb out of graphDataDir.
 		name := path.Clean("/" + hdr.Name)
 		if name == "/" {
 			continue
@@ -158,7 +158,7 @@ func graphDataLayer(tgz []byte) ([]byte, digest.Digest, error) {
 
 // graphCommand copies the graph data where the update service reads it
 // (what oc-mirror's graph image does, so UpdateService works the same).
-var graphCommand = []string{"/bin/bash", "-c", "exec cp -rp " + GraphDataDir + "/* " + graphServiceDir}
+var graphCommand = []string{"/bin/bash", "-c", "exec cp -rp " + graphDataDir + "/* " + graphServiceDir}
 
 // BuildGraphImage layers the graph data tarball tgz on the base image whose
 // manifest (or index) base is in blobs, stores the new image in blobs and
@@ -308,7 +308,7 @@ func (b graphBuild) image(doc map[string]json.RawMessage) (digest.Digest, int64,
 	if raw, ok := cfg["history"]; ok {
 		var history []json.RawMessage
 		if err := json.Unmarshal(raw, &history); err == nil {
-			entry, _ := json.Marshal(map[string]string{"created_by": "gapmirror: add update graph data at " + GraphDataDir})
+			entry, _ := json.Marshal(map[string]string{"created_by": "gapmirror: add update graph data at " + graphDataDir})
 			if cfg["history"], err = json.Marshal(append(history, entry)); err != nil {
 				return "", 0, err
 			}

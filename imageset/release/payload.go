@@ -25,13 +25,13 @@ import (
 
 // Files of a release image that ReadPayload reads.
 const (
-	// ReleaseMetadataFile is the release's Cincinnati metadata (JSON).
-	ReleaseMetadataFile = "release-manifests/release-metadata"
-	// ImageReferencesFile is the ImageStream listing every component image.
-	ImageReferencesFile = "release-manifests/image-references"
-	// BootImagesFile is the ConfigMap describing RHCOS boot images, among
+	// releaseMetadataFile is the release's Cincinnati metadata (JSON).
+	releaseMetadataFile = "release-manifests/release-metadata"
+	// imageReferencesFile is the ImageStream listing every component image.
+	imageReferencesFile = "release-manifests/image-references"
+	// bootImagesFile is the ConfigMap describing RHCOS boot images, among
 	// them the KubeVirt container disk.
-	BootImagesFile = "release-manifests/0000_50_installer_coreos-bootimages.yaml"
+	bootImagesFile = "release-manifests/0000_50_installer_coreos-bootimages.yaml"
 )
 
 // KubeVirtComponentName is the component name the KubeVirt container disk
@@ -101,7 +101,7 @@ type payloadOptions struct {
 }
 
 // WithKubeVirt makes ReadPayload also read the KubeVirt container disk from
-// BootImagesFile (mirror.platform.kubeVirtContainer). A release that ships
+// bootImagesFile (mirror.platform.kubeVirtContainer). A release that ships
 // none for its architecture (arm64 and ppc64le releases never do) is not an
 // error: Payload.NoKubeVirt then says so, as oc-mirror warns and mirrors the
 // release without it. A boot images file that cannot be read is an error.
@@ -156,16 +156,16 @@ func ReadPayload(ctx context.Context, r ImageReader, ref string, d digest.Digest
 	if err != nil {
 		return nil, err
 	}
-	files := []string{ReleaseMetadataFile, ImageReferencesFile}
+	files := []string{releaseMetadataFile, imageReferencesFile}
 	if o.kubeVirt {
-		files = append(files, BootImagesFile)
+		files = append(files, bootImagesFile)
 	}
 	found, err := pr.files(ctx, img.layers, files)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range files {
-		if _, ok := found[f]; !ok && f != BootImagesFile {
+		if _, ok := found[f]; !ok && f != bootImagesFile {
 			return nil, fmt.Errorf("release image %s has no %s: it is not an OpenShift release payload, or a broken one; check the image reference", label, f)
 		}
 	}
@@ -174,17 +174,17 @@ func ReadPayload(ctx context.Context, r ImageReader, ref string, d digest.Digest
 	if releaseArch == "" {
 		releaseArch = img.arch
 	}
-	if err := parseReleaseMetadata(found[ReleaseMetadataFile], p); err != nil {
-		return nil, fmt.Errorf("release image %s: %s: %w", label, ReleaseMetadataFile, err)
+	if err := parseReleaseMetadata(found[releaseMetadataFile], p); err != nil {
+		return nil, fmt.Errorf("release image %s: %s: %w", label, releaseMetadataFile, err)
 	}
-	if p.Components, err = parseImageReferences(found[ImageReferencesFile], p.Version, releaseArch); err != nil {
-		return nil, fmt.Errorf("release image %s: %s: %w", label, ImageReferencesFile, err)
+	if p.Components, err = parseImageReferences(found[imageReferencesFile], p.Version, releaseArch); err != nil {
+		return nil, fmt.Errorf("release image %s: %s: %w", label, imageReferencesFile, err)
 	}
 	if o.kubeVirt {
-		if bootImages, ok := found[BootImagesFile]; !ok {
-			p.NoKubeVirt = fmt.Sprintf("the release has no %s, so no KubeVirt container disk", BootImagesFile)
+		if bootImages, ok := found[bootImagesFile]; !ok {
+			p.NoKubeVirt = fmt.Sprintf("the release has no %s, so no KubeVirt container disk", bootImagesFile)
 		} else if p.KubeVirt, p.NoKubeVirt, err = parseBootImages(bootImages, p.Arch, releaseArch == ArchMulti); err != nil {
-			return nil, fmt.Errorf("release image %s: %s: %w", label, BootImagesFile, err)
+			return nil, fmt.Errorf("release image %s: %s: %w", label, bootImagesFile, err)
 		}
 	}
 	return p, nil
@@ -316,7 +316,7 @@ func (pr *payloadReader) image(ctx context.Context, d digest.Digest, want string
 		if err != nil {
 			continue
 		}
-		if (want != "" && ga == want) || (want == "" && ga == ArchAMD64) {
+		if (want != "" && ga == want) || (want == "" && ga == archAMD64) {
 			chosen = i
 			break
 		}
@@ -687,8 +687,8 @@ func parseImageReferences(data []byte, version, arch string) ([]Component, error
 		case !tagSafe.MatchString(t.Name):
 			errs = append(errs, fmt.Errorf("%s: name %q cannot be part of an image tag (letters, digits, _ . - only)", at, t.Name))
 			continue
-		case len(ComponentTag(version, arch, t.Name)) > maxTagLength:
-			errs = append(errs, fmt.Errorf("%s: name %q makes the destination tag %s longer than %d characters", at, t.Name, ComponentTag(version, arch, t.Name), maxTagLength))
+		case len(componentTag(version, arch, t.Name)) > maxTagLength:
+			errs = append(errs, fmt.Errorf("%s: name %q makes the destination tag %s longer than %d characters", at, t.Name, componentTag(version, arch, t.Name), maxTagLength))
 			continue
 		}
 		if j, dup := seen[t.Name]; dup {
@@ -795,25 +795,25 @@ func parseBootImages(data []byte, arch string, multi bool) ([]Component, string,
 		}
 		switch len(out) {
 		case 0:
-			return nil, fmt.Sprintf("%s data.stream has no architecture with images.kubevirt.digest-ref: the release ships no KubeVirt container disk", BootImagesFile), nil
+			return nil, fmt.Sprintf("%s data.stream has no architecture with images.kubevirt.digest-ref: the release ships no KubeVirt container disk", bootImagesFile), nil
 		case 1:
 			out[0].Name = KubeVirtComponentName
 		}
 		return out, "", nil
 	}
 	if arch == "" {
-		arch = ArchAMD64
+		arch = archAMD64
 	}
 	key := TagArch(arch)
 	if _, ok := s.Architectures[key]; !ok {
-		return nil, fmt.Sprintf("%s data.stream has no architectures.%s: the release has no boot images, so no KubeVirt container disk, for %s", BootImagesFile, key, arch), nil
+		return nil, fmt.Sprintf("%s data.stream has no architectures.%s: the release has no boot images, so no KubeVirt container disk, for %s", bootImagesFile, key, arch), nil
 	}
 	c, err := disk(key)
 	if err != nil {
 		return nil, "", err
 	}
 	if c == nil {
-		return nil, fmt.Sprintf("%s data.stream has no architectures.%s.images.kubevirt.digest-ref: the release ships no KubeVirt container disk for %s (x86_64 and s390x releases do)", BootImagesFile, key, arch), nil
+		return nil, fmt.Sprintf("%s data.stream has no architectures.%s.images.kubevirt.digest-ref: the release ships no KubeVirt container disk for %s (x86_64 and s390x releases do)", bootImagesFile, key, arch), nil
 	}
 	return []Component{*c}, "", nil
 }

@@ -86,7 +86,7 @@ func (r Release) Repository() string {
 // Tag is the conventional tag of the release image: <version>-<arch> for
 // OpenShift (4.18.1-x86_64, 4.18.1-multi), the bare version for OKD amd64.
 func (r Release) Tag() string {
-	if r.Type == TypeOKD && r.Arch == ArchAMD64 {
+	if r.Type == TypeOKD && r.Arch == archAMD64 {
 		return r.Version
 	}
 	return r.Version + "-" + TagArch(r.Arch)

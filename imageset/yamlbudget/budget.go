@@ -34,7 +34,7 @@ func New(extra int) *Budget {
 
 // Add allows the nodes n holds, counted without following aliases.
 func (b *Budget) Add(n *yaml.Node) {
-	b.held += Count(n)
+	b.held += count(n)
 }
 
 // Spend charges the visit of nodes nodes; once the budget is exceeded it
@@ -58,15 +58,15 @@ func (e *Error) Error() string {
 		e.Held+e.Extra, e.Held, e.Extra)
 }
 
-// Count returns how many nodes n holds, n included, without following aliases
+// count returns how many nodes n holds, n included, without following aliases
 // (an alias counts as one node).
-func Count(n *yaml.Node) int {
+func count(n *yaml.Node) int {
 	if n == nil {
 		return 0
 	}
 	c := 1
 	for _, child := range n.Content {
-		c += Count(child)
+		c += count(child)
 	}
 	return c
 }

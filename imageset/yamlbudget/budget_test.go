@@ -44,7 +44,7 @@ func TestBudget(t *testing.T) {
 	b := New(0)
 	b.Add(plain)
 	// document, mapping, a, list, 1, 2, mapping, b, c, d, e
-	if got := Count(plain); got != 11 {
+	if got := count(plain); got != 11 {
 		t.Errorf("Count = %d, want 11", got)
 	}
 	if err := expand(b, plain); err != nil {
@@ -73,7 +73,7 @@ func TestBudget(t *testing.T) {
 	b.Add(bomb)
 	err := expand(b, bomb)
 	var e *Error
-	if !errors.As(err, &e) || e.Extra != AliasNodes || e.Held != Count(bomb) || !strings.Contains(err.Error(), "alias bomb") {
+	if !errors.As(err, &e) || e.Extra != AliasNodes || e.Held != count(bomb) || !strings.Contains(err.Error(), "alias bomb") {
 		t.Fatalf("nine levels of nine aliases: %v", err)
 	}
 	if b.spent != e.Held+e.Extra+1 {

@@ -15,22 +15,22 @@ import (
 
 // Media and predicate types of what cosign v3 attaches.
 const (
-	// BundleMediaType is a Sigstore bundle v0.3: the artifactType of the
+	// bundleMediaType is a Sigstore bundle v0.3: the artifactType of the
 	// referrer manifest cosign pushes and the media type of its one layer.
-	BundleMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
-	// InTotoPayloadType is the DSSE payload type of an in-toto statement.
-	InTotoPayloadType = "application/vnd.in-toto+json"
+	bundleMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	// inTotoPayloadType is the DSSE payload type of an in-toto statement.
+	inTotoPayloadType = "application/vnd.in-toto+json"
 	// SignPredicateType is the predicate of the statement `cosign sign`
 	// signs (pkg/types.CosignSignPredicateType).
 	SignPredicateType = "https://sigstore.dev/cosign/sign/v1"
 	// SLSAProvenanceType is the predicate of the attestation fixture.
 	SLSAProvenanceType = "https://slsa.dev/provenance/v1"
-	// SPDXMediaType is an SPDX JSON SBOM (`oras attach --artifact-type`).
-	SPDXMediaType = "application/spdx+json"
-	// NotationSignatureType is the artifactType of a Notation signature.
-	NotationSignatureType = "application/vnd.cncf.notary.signature"
-	// NotationJWSMediaType is the media type of its signature envelope.
-	NotationJWSMediaType = "application/jose+json"
+	// spdxMediaType is an SPDX JSON SBOM (`oras attach --artifact-type`).
+	spdxMediaType = "application/spdx+json"
+	// notationSignatureType is the artifactType of a Notation signature.
+	notationSignatureType = "application/vnd.cncf.notary.signature"
+	// notationJWSMediaType is the media type of its signature envelope.
+	notationJWSMediaType = "application/jose+json"
 )
 
 // Statement is the in-toto v1 statement whose one subject is the image
@@ -55,7 +55,7 @@ func Statement(subject digest.Digest, predicateType string, predicate map[string
 // verification material and no transparency log entry or timestamp (what
 // `cosign sign --key` builds where no Rekor is reachable), as JSON.
 func SignStatement(key *Key, statement []byte) ([]byte, error) {
-	pb, err := sign.Bundle(&sign.DSSEData{Data: statement, PayloadType: InTotoPayloadType}, key, sign.BundleOptions{})
+	pb, err := sign.Bundle(&sign.DSSEData{Data: statement, PayloadType: inTotoPayloadType}, key, sign.BundleOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("signing the bundle: %w", err)
 	}

@@ -34,7 +34,7 @@ func Push(ctx context.Context, t imagebuilder.Target, repo string, r *Referrer, 
 	if !tagSchema {
 		return nil
 	}
-	tag := TagSchemaTag(r.Subject)
+	tag := tagSchemaTag(r.Subject)
 	idx, err := fetchIndex(ctx, t, repo, tag)
 	if err != nil {
 		return err
@@ -62,9 +62,9 @@ func PushAll(ctx context.Context, t imagebuilder.Target, repo string, refs []*Re
 	return nil
 }
 
-// TagSchemaTag is the tag of subject's referrers tag schema index:
+// tagSchemaTag is the tag of subject's referrers tag schema index:
 // "<alg>-<hex>".
-func TagSchemaTag(subject ocispec.Descriptor) string {
+func tagSchemaTag(subject ocispec.Descriptor) string {
 	return string(subject.Digest.Algorithm()) + "-" + subject.Digest.Encoded()
 }
 
@@ -112,10 +112,10 @@ func fetchIndex(ctx context.Context, t imagebuilder.Target, repo, tag string) (o
 	return got, nil
 }
 
-// StartReferrersRegistry starts a registry with the OCI referrers API for
+// startReferrersRegistry starts a registry with the OCI referrers API for
 // the life of the test and returns its host:port: registrytest's
 // StartReferrersAPI, kept under this name for the tests written against it.
-func StartReferrersRegistry(t testing.TB) string {
+func startReferrersRegistry(t testing.TB) string {
 	t.Helper()
 	return registrytest.StartReferrersAPI(t).Host()
 }

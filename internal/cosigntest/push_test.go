@@ -43,7 +43,7 @@ func TestPushTagSchema(t *testing.T) {
 	if err := Push(ctx, target, "apps/app", refs[0], true); err != nil {
 		t.Fatal(err)
 	}
-	data, _, err := reg.Manifest("apps/app", TagSchemaTag(subject))
+	data, _, err := reg.Manifest("apps/app", tagSchemaTag(subject))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestPushTagSchema(t *testing.T) {
 			t.Errorf("referrer %s: %v", m.Digest, err)
 		}
 	}
-	if _, _, err := reg.Manifest("apps/app", TagSchemaTag(refs[2].Descriptor())); err != nil {
+	if _, _, err := reg.Manifest("apps/app", tagSchemaTag(refs[2].Descriptor())); err != nil {
 		t.Errorf("the SBOM's referrers index: %v", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestPushReferrersAPI(t *testing.T) {
 	if len(idx.Manifests) != 4 {
 		t.Errorf("referrers API lists %d, want 4: %s", len(idx.Manifests), data)
 	}
-	if resp, err := http.Get("http://" + host + "/v2/apps/app/manifests/" + TagSchemaTag(subject)); err == nil {
+	if resp, err := http.Get("http://" + host + "/v2/apps/app/manifests/" + tagSchemaTag(subject)); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("a tag schema index was written beside the referrers API: %s", resp.Status)

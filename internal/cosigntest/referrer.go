@@ -13,9 +13,9 @@ import (
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 )
 
-// Created is the creation time the fixtures' annotations carry: fixed, so
+// created is the creation time the fixtures' annotations carry: fixed, so
 // a referrer's manifest depends on its content alone.
-var Created = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+var created = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // Referrer is an OCI 1.1 artifact manifest whose subject is an image (or
 // another referrer), with every blob it names.
@@ -44,8 +44,8 @@ func (r *Referrer) Descriptor() ocispec.Descriptor {
 	}
 }
 
-// Layer is the content of the referrer's first layer (a bundle's JSON).
-func (r *Referrer) Layer() []byte {
+// layer is the content of the referrer's first layer (a bundle's JSON).
+func (r *Referrer) layer() []byte {
 	rc := r.Blobs[1].Open()
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
@@ -57,10 +57,10 @@ func (r *Referrer) Layer() []byte {
 
 func b64(data []byte) string { return base64.RawURLEncoding.EncodeToString(data) }
 
-// NewReferrer builds the manifest cosign's WriteReferrer pushes (and oras
+// newReferrer builds the manifest cosign's WriteReferrer pushes (and oras
 // attach, for other artifact types): artifactType, the empty config, one
 // layer of layerType holding content, subject, annotations.
-func NewReferrer(subject ocispec.Descriptor, artifactType, layerType string, content []byte, annotations map[string]string) (*Referrer, error) {
+func newReferrer(subject ocispec.Descriptor, artifactType, layerType string, content []byte, annotations map[string]string) (*Referrer, error) {
 	img, err := imagebuilder.Referrer(subject, artifactType, layerType, content, annotations)
 	if err != nil {
 		return nil, err
@@ -76,8 +76,8 @@ func NewReferrer(subject ocispec.Descriptor, artifactType, layerType string, con
 // (WriteAttestationNewBundleFormat): artifactType and layer the bundle
 // media type, annotated with the statement's predicate type.
 func BundleReferrer(subject ocispec.Descriptor, bundle []byte, predicateType string) (*Referrer, error) {
-	return NewReferrer(subject, BundleMediaType, BundleMediaType, bundle, map[string]string{
-		"org.opencontainers.image.created":  Created.Format(time.RFC3339),
+	return newReferrer(subject, bundleMediaType, bundleMediaType, bundle, map[string]string{
+		"org.opencontainers.image.created":  created.Format(time.RFC3339),
 		"dev.sigstore.bundle.content":       "dsse-envelope",
 		"dev.sigstore.bundle.predicateType": predicateType,
 	})
@@ -120,7 +120,7 @@ func SBOM(subject ocispec.Descriptor, name string) (*Referrer, error) {
 		"SPDXID":            "SPDXRef-DOCUMENT",
 		"name":              name,
 		"documentNamespace": "https://gapmirror.example/spdx/" + subject.Digest.Encoded(),
-		"creationInfo":      map[string]any{"created": Created.Format(time.RFC3339), "creators": []string{"Tool: gapmirror-cosigntest"}},
+		"creationInfo":      map[string]any{"created": created.Format(time.RFC3339), "creators": []string{"Tool: gapmirror-cosigntest"}},
 		"packages": []map[string]any{{
 			"SPDXID": "SPDXRef-Package", "name": name, "downloadLocation": "NOASSERTION",
 			"checksums": []map[string]string{{"algorithm": "SHA256", "checksumValue": subject.Digest.Encoded()}},
@@ -129,17 +129,17 @@ func SBOM(subject ocispec.Descriptor, name string) (*Referrer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewReferrer(subject, SPDXMediaType, SPDXMediaType, doc, map[string]string{
-		"org.opencontainers.image.created": Created.Format(time.RFC3339),
+	return newReferrer(subject, spdxMediaType, spdxMediaType, doc, map[string]string{
+		"org.opencontainers.image.created": created.Format(time.RFC3339),
 	})
 }
 
-// NotationSignature is a referrer typed as a Notation signature of subject
+// notationSignature is a referrer typed as a Notation signature of subject
 // (artifactType application/vnd.cncf.notary.signature, a JWS layer). Its
 // envelope is a well-formed JWS whose payload names subject, but it is not
 // signed by a Notation certificate: gapmirror mirrors Notation signatures
 // and does not verify them.
-func NotationSignature(subject ocispec.Descriptor) (*Referrer, error) {
+func notationSignature(subject ocispec.Descriptor) (*Referrer, error) {
 	payload, err := json.Marshal(map[string]any{"targetArtifact": ocispec.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size}})
 	if err != nil {
 		return nil, err
@@ -153,9 +153,9 @@ func NotationSignature(subject ocispec.Descriptor) (*Referrer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewReferrer(subject, NotationSignatureType, NotationJWSMediaType, env, map[string]string{
+	return newReferrer(subject, notationSignatureType, notationJWSMediaType, env, map[string]string{
 		"io.cncf.notary.x509chain.thumbprint#S256": `[]`,
-		"org.opencontainers.image.created":         Created.Format(time.RFC3339),
+		"org.opencontainers.image.created":         created.Format(time.RFC3339),
 	})
 }
 
@@ -175,7 +175,7 @@ func All(key *Key, subject ocispec.Descriptor) ([]*Referrer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sbom: %w", err)
 	}
-	notation, err := NotationSignature(subject)
+	notation, err := notationSignature(subject)
 	if err != nil {
 		return nil, fmt.Errorf("notation: %w", err)
 	}

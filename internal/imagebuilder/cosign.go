@@ -14,8 +14,8 @@ import (
 
 // Cosign's media type and annotation for a simple-signing signature layer.
 const (
-	CosignSimpleSigningMediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
-	CosignSignatureAnnotation    = "dev.cosignproject.cosign/signature"
+	cosignSimpleSigningMediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
+	cosignSignatureAnnotation    = "dev.cosignproject.cosign/signature"
 )
 
 // CosignSignature builds the sigstore signature image cosign pushes as
@@ -40,7 +40,7 @@ func CosignSignature(key *ecdsa.PrivateKey, dockerReference string, signed diges
 	if err != nil {
 		return nil, fmt.Errorf("signing %s: %w", signed, err)
 	}
-	layer := NewBlob(CosignSimpleSigningMediaType, payload)
+	layer := newBlob(cosignSimpleSigningMediaType, payload)
 	config, err := json.Marshal(map[string]any{
 		"architecture": "", "os": "", "created": "0001-01-01T00:00:00Z", "config": map[string]any{},
 		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{layer.Digest.String()}},
@@ -49,9 +49,9 @@ func CosignSignature(key *ecdsa.PrivateKey, dockerReference string, signed diges
 	if err != nil {
 		return nil, err
 	}
-	cfg := NewBlob(ocispec.MediaTypeImageConfig, config)
+	cfg := newBlob(ocispec.MediaTypeImageConfig, config)
 	ld := layer.Descriptor()
-	ld.Annotations = map[string]string{CosignSignatureAnnotation: base64.StdEncoding.EncodeToString(sig)}
+	ld.Annotations = map[string]string{cosignSignatureAnnotation: base64.StdEncoding.EncodeToString(sig)}
 	m := ocispec.Manifest{MediaType: ocispec.MediaTypeImageManifest, Config: cfg.Descriptor(), Layers: []ocispec.Descriptor{ld}}
 	m.SchemaVersion = 2
 	data, err := json.Marshal(m)

@@ -255,10 +255,10 @@ func (c *layerCache) buildImage(spec ImageSpec) (*Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	configBlob := NewBlob(ocispec.MediaTypeImageConfig, config)
+	configBlob := newBlob(ocispec.MediaTypeImageConfig, config)
 	mediaType := ocispec.MediaTypeImageManifest
 	if spec.Format == FormatDocker {
-		configBlob.MediaType = MediaTypeDockerConfig
+		configBlob.MediaType = mediaTypeDockerConfig
 		mediaType = MediaTypeDockerManifest
 	}
 
@@ -363,7 +363,7 @@ func (c *layerCache) buildIndex(spec IndexSpec) (*Index, error) {
 func assembleIndex(format Format, images []*Image, annotations map[string]string) (*Index, error) {
 	mediaType := ocispec.MediaTypeImageIndex
 	if format == FormatDocker {
-		mediaType = MediaTypeDockerManifestList
+		mediaType = mediaTypeDockerManifestList
 	}
 	idx := ocispec.Index{
 		Versioned:   specs.Versioned{SchemaVersion: 2},

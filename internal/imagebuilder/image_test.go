@@ -41,7 +41,7 @@ func readLayer(t *testing.T, b Blob) []tarFile {
 		if raw, err = io.ReadAll(zr); err != nil {
 			t.Fatalf("gunzip layer %s: %v", b.Digest, err)
 		}
-	case ocispec.MediaTypeImageLayer, MediaTypeDockerLayer:
+	case ocispec.MediaTypeImageLayer, mediaTypeDockerLayer:
 		raw = data
 	default:
 		t.Fatalf("unexpected layer media type %q", b.MediaType)
@@ -195,7 +195,7 @@ func TestBuildImage(t *testing.T) {
 		wantLayerGzip, wantLayerTar string
 	}{
 		{"oci", FormatOCI, ocispec.MediaTypeImageManifest, ocispec.MediaTypeImageConfig, ocispec.MediaTypeImageLayerGzip, ocispec.MediaTypeImageLayer},
-		{"docker", FormatDocker, MediaTypeDockerManifest, MediaTypeDockerConfig, MediaTypeDockerLayerGzip, MediaTypeDockerLayer},
+		{"docker", FormatDocker, MediaTypeDockerManifest, mediaTypeDockerConfig, MediaTypeDockerLayerGzip, mediaTypeDockerLayer},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,7 +301,7 @@ func TestBuildIndex(t *testing.T) {
 		wantChild string
 	}{
 		{"oci index", FormatOCI, ocispec.MediaTypeImageIndex, ocispec.MediaTypeImageManifest},
-		{"docker list", FormatDocker, MediaTypeDockerManifestList, MediaTypeDockerManifest},
+		{"docker list", FormatDocker, mediaTypeDockerManifestList, MediaTypeDockerManifest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,10 +24,10 @@ var Epoch = time.Date(2024, time.January, 1, 0, 0, 0, 0, time.UTC)
 // Media types of Docker schema2 content (OCI ones come from image-spec).
 const (
 	MediaTypeDockerManifest     = "application/vnd.docker.distribution.manifest.v2+json"
-	MediaTypeDockerManifestList = "application/vnd.docker.distribution.manifest.list.v2+json"
-	MediaTypeDockerConfig       = "application/vnd.docker.container.image.v1+json"
+	mediaTypeDockerManifestList = "application/vnd.docker.distribution.manifest.list.v2+json"
+	mediaTypeDockerConfig       = "application/vnd.docker.container.image.v1+json"
 	MediaTypeDockerLayerGzip    = "application/vnd.docker.image.rootfs.diff.tar.gzip"
-	MediaTypeDockerLayer        = "application/vnd.docker.image.rootfs.diff.tar"
+	mediaTypeDockerLayer        = "application/vnd.docker.image.rootfs.diff.tar"
 )
 
 // LayerSpec says how to make one layer: either Size bytes of seeded random
@@ -77,8 +77,8 @@ type Blob struct {
 	random *LayerSpec // random layer regenerated on Open, or nil
 }
 
-// NewBlob is an in-memory blob of data.
-func NewBlob(mediaType string, data []byte) Blob {
+// newBlob is an in-memory blob of data.
+func newBlob(mediaType string, data []byte) Blob {
 	return Blob{MediaType: mediaType, Digest: digest.SHA256.FromBytes(data), Size: int64(len(data)), data: data}
 }
 
@@ -146,7 +146,7 @@ func buildLayer(spec LayerSpec, format Format) (Blob, error) {
 		if err != nil {
 			return Blob{}, err
 		}
-		b := NewBlob(mediaType, out.Bytes())
+		b := newBlob(mediaType, out.Bytes())
 		b.DiffID = diffID
 		return b, nil
 	}
@@ -217,7 +217,7 @@ func layerMediaType(format Format, gzipped bool) string {
 	case format == FormatDocker && gzipped:
 		return MediaTypeDockerLayerGzip
 	case format == FormatDocker:
-		return MediaTypeDockerLayer
+		return mediaTypeDockerLayer
 	case gzipped:
 		return ocispec.MediaTypeImageLayerGzip
 	default:

@@ -22,7 +22,7 @@ func WriteLayout(dir, refName string, img *Image) error {
 	if img == nil {
 		return fmt.Errorf("writing OCI layout %s: no image given", dir)
 	}
-	manifest := NewBlob(img.MediaType, img.Manifest)
+	manifest := newBlob(img.MediaType, img.Manifest)
 	return writeLayout(dir, refName, img.Descriptor(), append(img.Blobs(), manifest))
 }
 
@@ -34,9 +34,9 @@ func WriteIndexLayout(dir, refName string, idx *Index) error {
 	}
 	blobs := idx.Blobs()
 	for _, img := range idx.Images {
-		blobs = append(blobs, NewBlob(img.MediaType, img.Manifest))
+		blobs = append(blobs, newBlob(img.MediaType, img.Manifest))
 	}
-	blobs = append(blobs, NewBlob(idx.MediaType, idx.Manifest))
+	blobs = append(blobs, newBlob(idx.MediaType, idx.Manifest))
 	return writeLayout(dir, refName, idx.Descriptor(), blobs)
 }
 

@@ -360,7 +360,7 @@ func (p *pusher) pushManifest(ctx context.Context, repo, ref, mediaType string, 
 	if isDigest(ref) {
 		what = fmt.Sprintf("pushing manifest %s/%s@%s", p.base.Host, repo, ref)
 	}
-	body := NewBlob(mediaType, manifest)
+	body := newBlob(mediaType, manifest)
 	resp, err := p.do(ctx, http.MethodPut, p.endpoint("/v2/"+repo+"/manifests/"+ref), &body, http.Header{
 		"Content-Type": {mediaType},
 	})

@@ -25,8 +25,8 @@ func Referrer(subject ocispec.Descriptor, artifactType, layerType string, payloa
 	if layerType == "" {
 		layerType = artifactType
 	}
-	layer := NewBlob(layerType, payload)
-	cfg := NewBlob(ocispec.MediaTypeEmptyJSON, []byte("{}"))
+	layer := newBlob(layerType, payload)
+	cfg := newBlob(ocispec.MediaTypeEmptyJSON, []byte("{}"))
 	subj := ocispec.Descriptor{MediaType: subject.MediaType, Digest: subject.Digest, Size: subject.Size}
 	m := ocispec.Manifest{
 		MediaType:    ocispec.MediaTypeImageManifest,

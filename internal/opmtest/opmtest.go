@@ -79,16 +79,16 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// Required reports whether a missing opm fails the tests instead of skipping them.
-func Required() bool { return os.Getenv("GAPMIRROR_REQUIRE_OPM") == "1" }
+// required reports whether a missing opm fails the tests instead of skipping them.
+func required() bool { return os.Getenv("GAPMIRROR_REQUIRE_OPM") == "1" }
 
-// Path returns opm for a test, or skips the test with the reason when there
+// path returns opm for a test, or skips the test with the reason when there
 // is none (fails it when Required).
-func Path(t testing.TB) string {
+func path(t testing.TB) string {
 	t.Helper()
 	p, err := Find()
 	if err != nil {
-		if Required() {
+		if required() {
 			t.Fatalf("opm oracle required (GAPMIRROR_REQUIRE_OPM=1) but missing: %v", err)
 		}
 		t.Skipf("skipping the opm oracle: %v", err)
@@ -103,7 +103,7 @@ func Oracle(t testing.TB) string {
 	t.Helper()
 	opm, err := Find()
 	if err != nil {
-		if Required() {
+		if required() {
 			t.Fatalf("opm oracle required (GAPMIRROR_REQUIRE_OPM=1) but missing: %v", err)
 		}
 		oracleMissing.Do(func() { t.Logf("not checking with opm: %v", err) })
@@ -152,13 +152,13 @@ func ValidateErr(opm, dir string) error {
 // the test with opm's output when opm exits or does not get there in time.
 func Serve(t testing.TB, opm, dir string, args ...string) {
 	t.Helper()
-	if err := ServeErr(opm, dir, args...); err != nil {
+	if err := serveErr(opm, dir, args...); err != nil {
 		t.Errorf("%v", err)
 	}
 }
 
-// ServeErr is Serve returning the error.
-func ServeErr(opm, dir string, args ...string) error {
+// serveErr is Serve returning the error.
+func serveErr(opm, dir string, args ...string) error {
 	port, err := freePort()
 	if err != nil {
 		return err

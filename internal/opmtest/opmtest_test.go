@@ -27,7 +27,7 @@ func writeCatalog(t *testing.T, content string) string {
 // TestOracle checks that the oracle tells a valid catalog from a broken one
 // and that opm serve starts, with and without a prepared cache.
 func TestOracle(t *testing.T) {
-	opm := Path(t)
+	opm := path(t)
 	if v := Version(opm); !strings.Contains(v, "v1.65.0") {
 		t.Logf("opm is not the pinned release: %q", v)
 	}
@@ -43,17 +43,17 @@ func TestOracle(t *testing.T) {
 		t.Errorf("broken catalog: %v, want a complaint about p.v1.1.0", err)
 	}
 
-	if err := ServeErr(opm, good); err != nil {
+	if err := serveErr(opm, good); err != nil {
 		t.Error(err)
 	}
 	cache := t.TempDir()
 	if err := CacheOnly(opm, good, cache); err != nil {
 		t.Fatal(err)
 	}
-	if err := ServeErr(opm, good, "--cache-dir", cache); err != nil {
+	if err := serveErr(opm, good, "--cache-dir", cache); err != nil {
 		t.Error(err)
 	}
-	if err := ServeErr(opm, bad); err == nil || !strings.Contains(err.Error(), "exited before serving") {
+	if err := serveErr(opm, bad); err == nil || !strings.Contains(err.Error(), "exited before serving") {
 		t.Errorf("serving a broken catalog: %v", err)
 	}
 }

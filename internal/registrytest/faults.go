@@ -63,8 +63,8 @@ func MatchBlobUpload(r *http.Request) bool {
 	return (r.Method == http.MethodPut || r.Method == http.MethodPost) && strings.Contains(r.URL.Path, "/blobs/uploads/") && r.URL.Query().Get("digest") != ""
 }
 
-// MatchReads matches GET and HEAD requests (pulls), leaving pushes alone.
-func MatchReads(r *http.Request) bool {
+// matchReads matches GET and HEAD requests (pulls), leaving pushes alone.
+func matchReads(r *http.Request) bool {
 	return r.Method == http.MethodGet || r.Method == http.MethodHead
 }
 

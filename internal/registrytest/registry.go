@@ -308,8 +308,8 @@ func (r *Registry) startCDN() error {
 // CDNRequests is how many requests Options.BlobCDN's file server got.
 func (r *Registry) CDNRequests() int64 { return r.cdnRequests.Load() }
 
-// CDNHost is the host:port of Options.BlobCDN's file server; "" without it.
-func (r *Registry) CDNHost() string { return strings.TrimPrefix(r.cdnURL, "http://") }
+// cdnHost is the host:port of Options.BlobCDN's file server; "" without it.
+func (r *Registry) cdnHost() string { return strings.TrimPrefix(r.cdnURL, "http://") }
 
 // configuration builds the registry configuration in code, without reading the
 // environment.

@@ -22,8 +22,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
-// KeyTime is the creation time of generated keys and their signatures.
-var KeyTime = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+// keyTime is the creation time of generated keys and their signatures.
+var keyTime = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Key is a throwaway OpenPGP key (Ed25519) that signs release payloads.
 type Key struct {
@@ -35,7 +35,7 @@ type Key struct {
 func NewKey(seed string) (*Key, error) {
 	cfg := &packet.Config{
 		Rand:      &seededReader{seed: sha256.Sum256([]byte("releasetest key " + seed))},
-		Time:      func() time.Time { return KeyTime },
+		Time:      func() time.Time { return keyTime },
 		Algorithm: packet.PubKeyAlgoEdDSA,
 	}
 	e, err := openpgp.NewEntity("gapmirror test key "+sanitize(seed), "", "release-"+sanitize(seed)+"@example.invalid", cfg)
@@ -53,7 +53,7 @@ func NewKey(seed string) (*Key, error) {
 func NewRSAKey(seed string) (*Key, error) {
 	cfg := &packet.Config{
 		Rand:      &seededReader{seed: sha256.Sum256([]byte("releasetest key " + seed))},
-		Time:      func() time.Time { return KeyTime },
+		Time:      func() time.Time { return keyTime },
 		Algorithm: packet.PubKeyAlgoRSA,
 		RSABits:   2048,
 	}
@@ -128,12 +128,12 @@ func (k *Key) Sign(payload []byte) ([]byte, error) {
 // SignRelease returns a release signature: the simple-signing payload for
 // digest and dockerReference, signed with the key.
 func (k *Key) SignRelease(digest, dockerReference string) ([]byte, error) {
-	return k.Sign(SimpleSigningPayload(digest, dockerReference))
+	return k.Sign(simpleSigningPayload(digest, dockerReference))
 }
 
-// SimpleSigningPayload returns the JSON an "atomic container signature"
+// simpleSigningPayload returns the JSON an "atomic container signature"
 // signs.
-func SimpleSigningPayload(digest, dockerReference string) []byte {
+func simpleSigningPayload(digest, dockerReference string) []byte {
 	doc := map[string]any{
 		"critical": map[string]any{
 			"type":     "atomic container signature",
@@ -142,7 +142,7 @@ func SimpleSigningPayload(digest, dockerReference string) []byte {
 		},
 		"optional": map[string]any{
 			"creator":   "gapmirror releasetest",
-			"timestamp": KeyTime.Unix(),
+			"timestamp": keyTime.Unix(),
 		},
 	}
 	out, _ := json.Marshal(doc)

@@ -147,8 +147,8 @@ var componentNames = []string{
 	"openshift-apiserver", "ovn-kubernetes", "pod", "prometheus", "rhel-coreos", "tools",
 }
 
-// ComponentName is the name of the i-th component of a generated payload.
-func ComponentName(i int) string {
+// componentName is the name of the i-th component of a generated payload.
+func componentName(i int) string {
 	if i < len(componentNames) {
 		return componentNames[i]
 	}
@@ -235,7 +235,7 @@ func NewPayload(spec PayloadSpec) (*Payload, error) {
 	// Components: a shared base layer per architecture, a second shared
 	// layer on every other component, and a small layer of its own.
 	for i := 0; i < spec.Components; i++ {
-		name := ComponentName(i)
+		name := componentName(i)
 		own := name
 		if i%3 == 0 {
 			own = name + "@" + spec.Version
@@ -285,7 +285,7 @@ func NewPayload(spec PayloadSpec) (*Payload, error) {
 	p.Files = map[string][]byte{
 		ReleaseMetadataPath: ReleaseMetadata(spec.Version, spec.Arch, spec.Previous),
 		ImageReferencesPath: ImageReferences(spec.Version, p.Components),
-		BootImagesPath:      BootImages(spec.Version, arches, p.KubeVirt),
+		BootImagesPath:      bootImages(spec.Version, arches, p.KubeVirt),
 		"release-manifests/0000_00_cluster-version-operator_00_namespace.yaml": []byte(
 			"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: openshift-cluster-version\n"),
 	}
@@ -426,10 +426,10 @@ func ImageReferences(version string, components []PayloadComponent) []byte {
 	return data
 }
 
-// BootImages renders release-manifests/0000_50_installer_coreos-bootimages.yaml:
+// bootImages renders release-manifests/0000_50_installer_coreos-bootimages.yaml:
 // a ConfigMap whose data.stream JSON lists the given architectures (graph
 // spelling), with a KubeVirt disk for those in kubeVirt.
-func BootImages(version string, arches []string, kubeVirt map[string]PayloadComponent) []byte {
+func bootImages(version string, arches []string, kubeVirt map[string]PayloadComponent) []byte {
 	archDocs := map[string]any{}
 	for _, a := range arches {
 		images := map[string]any{

@@ -31,12 +31,12 @@ func (s *GraphServer) Put(channel string, g *Graph) error {
 	if err != nil {
 		return fmt.Errorf("graph of channel %s: %w", channel, err)
 	}
-	s.PutJSON(channel, g.Arch, data)
+	s.putJSON(channel, g.Arch, data)
 	return nil
 }
 
-// PutJSON serves data as channel's graph for arch.
-func (s *GraphServer) PutJSON(channel, arch string, data []byte) {
+// putJSON serves data as channel's graph for arch.
+func (s *GraphServer) putJSON(channel, arch string, data []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.graphs[[2]string{channel, arch}] = data

@@ -126,7 +126,7 @@ func GraphDataTarball(channels map[string][]string) ([]byte, error) {
 	tw := tar.NewWriter(zw)
 	for _, name := range names {
 		body := files[name]
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg, ModTime: KeyTime}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg, ModTime: keyTime}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write([]byte(body)); err != nil {
