@@ -76,6 +76,7 @@ func (c *Client) Referrers(ctx context.Context, repo string, d digest.Digest, ar
 		if err != nil {
 			return nil, false, fmt.Errorf("referrers of %s/%s@%s: the registry's answer is not an OCI index: %w", c.host, repo, d, err)
 		}
+		c.referrersAPI.Store(true) // a push to this host then needs no probe
 		refs = append(refs, idx.Manifests...)
 		if !slices.Contains(strings.Split(strings.ReplaceAll(resp.Header.Get("OCI-Filters-Applied"), " ", ""), ","), "artifactType") {
 			filtered = false
@@ -112,6 +113,12 @@ func (c *Client) sawNoReferrersAPI(resp *http.Response) {
 // HasReferrersAPI reports whether the registry serves the referrers API,
 // asking it about subject in repo unless an earlier answer told.
 func (c *Client) HasReferrersAPI(ctx context.Context, repo string, subject digest.Digest) (bool, error) {
+	switch { // known: no need to queue behind a probe
+	case c.noReferrersAPI.Load():
+		return false, nil
+	case c.referrersAPI.Load():
+		return true, nil
+	}
 	c.referrersProbe.Lock() // one probe per host, not one per referrer pushed at once
 	defer c.referrersProbe.Unlock()
 	if c.noReferrersAPI.Load() {

@@ -89,6 +89,11 @@ func testReferrers(t *testing.T, host, u string, wantFallback bool) {
 	if c.noReferrersAPI.Load() != wantFallback {
 		t.Errorf("the client took the registry to lack the referrers API: %v", c.noReferrersAPI.Load())
 	}
+	// A list the API answered tells that it is there: pushing a referrer
+	// to this host needs no probe.
+	if c.referrersAPI.Load() == wantFallback {
+		t.Errorf("after listing referrers, the client knows the API is there: %v", c.referrersAPI.Load())
+	}
 	if api, err := c.HasReferrersAPI(ctx, repo, idx.Digest); err != nil || api == wantFallback {
 		t.Errorf("HasReferrersAPI: %v, %v", api, err)
 	}
