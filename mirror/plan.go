@@ -72,9 +72,9 @@ func seenManifests(known workspace.PlatformsRecord, store *transfer.Store) func(
 // resolve works out the Plan of the configuration. It reads the workspace
 // ws (signatures and charts earlier runs kept) but writes nothing into it:
 // a dry run leaves the workspace as it was, and execution keeps the plan.
-func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (*workspace.Plan, *imageset.Resolution, error) {
+func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (*workspace.Plan, *imageset.Resolution, *attachLater, error) {
 	if t.RetryFailed != "" {
-		return nil, nil, errors.New("internal: resolve called for a retry")
+		return nil, nil, nil, errors.New("internal: resolve called for a retry")
 	}
 	start := time.Now()
 	opts := t.Copy.WithDefaults()
@@ -85,6 +85,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	for _, w := range t.Config.Warnings() {
 		t.Log.Warn(w.Error())
 	}
+	quiet := ctx // for the search beside the copy, whose phases are not its own
 	ctx = transfer.WithProgress(ctx, opts.Progress)
 	known := t.platformsOf(ws)
 	up.Seen = seenManifests(known, store)
@@ -97,32 +98,33 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: opts.ParallelImages, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
-			return nil, nil, err // located already: file:line: field: …
+			return nil, nil, nil, err // located already: file:line: field: …
 		}
-		return nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
+		return nil, nil, nil, fmt.Errorf("%s: %w", t.ConfigPath, err)
 	}
 	plan.Set = set
 	sigSearch := sigstore.Search{Upstream: up, Store: store, Parallel: opts.ParallelBlobs, Log: t.Log}
 	if !t.RemoveSignatures || t.SecurePolicy {
 		if sigSearch.RegistriesD, err = sigstore.LoadRegistriesD(up.SystemContext()); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
+	var later *attachLater
 	if choice := t.referrerChoice(); !t.RemoveSignatures || choice.Any() {
-		a := sigSearch.Attach(ctx, set, known.Platforms, !t.RemoveSignatures, choice, res)
-		if !t.RemoveSignatures {
-			st := a.Signatures
-			plan.Platforms = &workspace.PlatformsRecord{FormatVersion: workspace.Format, Platforms: a.Platforms}
-			t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", a.SignaturesTook.Round(time.Millisecond))
-		}
-		if choice.Any() {
-			st := a.Referrers
-			t.Log.Info("OCI referrers looked up", "kinds", choice.String(), "found", st.String(), "lookups", st.Lookups, "otherKinds", st.Skipped, "unreadable", st.Failed, "took", a.ReferrersTook.Round(time.Millisecond))
+		if t.DryRun || t.SecurePolicy {
+			// A dry run counts what is attached; the policy is checked
+			// before anything is copied.
+			plan.Platforms = t.logAttached(sigSearch.Attach(ctx, set, known.Platforms, !t.RemoveSignatures, choice, res), choice)
+		} else {
+			// The copy of the images does not wait for the answers (see
+			// attachLater); the platform manifests are read first, for
+			// the copy's planning pass too.
+			later = &attachLater{Lookup: sigSearch.Prepare(ctx, set, known.Platforms, !t.RemoveSignatures, choice), set: set, choice: choice}
 		}
 	}
 	if t.SecurePolicy {
 		if err := sigSearch.Verify(ctx, t.PolicyPath, set, res); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, w := range res.Warnings {
@@ -145,14 +147,18 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	if t.Config != nil {
 		cfg, err := imageset.MarshalYAML(imageset.Redacted(t.Config))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		plan.Config = string(cfg)
 		if err := t.pinPlan(plan); err != nil {
-			return nil, nil, fmt.Errorf("pinning the configuration: %w", err)
+			return nil, nil, nil, fmt.Errorf("pinning the configuration: %w", err)
 		}
 	}
-	return plan, res, nil
+	if later != nil {
+		later.set = &imageset.Set{FormatVersion: set.FormatVersion, Images: slices.Clone(set.Images)}
+		later.Start(quiet)
+	}
+	return plan, res, later, nil
 }
 
 // referrerChoice is --referrers less the signatures --remove-signatures
@@ -167,24 +173,24 @@ func (t *Trip) referrerChoice() imageset.ReferrerChoice {
 // plan is the Plan of a trip and the part of its Set to copy: all of it,
 // or with --retry-failed the images an earlier run failed, with the plan
 // that run recorded.
-func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (plan *workspace.Plan, todo *imageset.Set, res *imageset.Resolution, err error) {
+func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (plan *workspace.Plan, todo *imageset.Set, res *imageset.Resolution, later *attachLater, err error) {
 	if t.RetryFailed == "" {
-		plan, res, err = t.resolve(ctx, up, store, ws)
+		plan, res, later, err = t.resolve(ctx, up, store, ws)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		return plan, plan.Set, res, nil
+		return plan, plan.Set, res, later, nil
 	}
 	var ff workspace.FailedFile
 	data, err := os.ReadFile(t.RetryFailed)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("--retry-failed: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("--retry-failed: %w", err)
 	}
 	if err := json.Unmarshal(data, &ff); err != nil || ff.Set == nil {
-		return nil, nil, nil, fmt.Errorf("--retry-failed %s: not a gapmirror failure file (%v)", t.RetryFailed, err)
+		return nil, nil, nil, nil, fmt.Errorf("--retry-failed %s: not a gapmirror failure file (%v)", t.RetryFailed, err)
 	}
 	if ff.FormatVersion > workspace.RunFormat {
-		return nil, nil, nil, fmt.Errorf("--retry-failed %s was written by a newer gapmirror (format %d): retry with that version", t.RetryFailed, ff.FormatVersion)
+		return nil, nil, nil, nil, fmt.Errorf("--retry-failed %s was written by a newer gapmirror (format %d): retry with that version", t.RetryFailed, ff.FormatVersion)
 	}
 	plan = &workspace.Plan{Set: ff.Set}
 	fromRecord := false
@@ -199,9 +205,9 @@ func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.
 			// are copied, the plan's files are missing.
 			t.Log.Warn("the run record of the failure file is not next to it: retrying with the image set alone, so cluster resources lack what the plan's files give (catalog templates, release signatures not in this workspace)", "file", t.RetryFailed, "record", fws.Path(ff.Run))
 		case err != nil:
-			return nil, nil, nil, fmt.Errorf("--retry-failed %s: %w", t.RetryFailed, err)
+			return nil, nil, nil, nil, fmt.Errorf("--retry-failed %s: %w", t.RetryFailed, err)
 		case rec.Plan == nil || rec.Plan.Set == nil:
-			return nil, nil, nil, fmt.Errorf("--retry-failed %s: the run record %s holds no plan", t.RetryFailed, fws.Path(ff.Run))
+			return nil, nil, nil, nil, fmt.Errorf("--retry-failed %s: the run record %s holds no plan", t.RetryFailed, fws.Path(ff.Run))
 		default:
 			plan, fromRecord = rec.Plan, true
 		}
@@ -216,7 +222,7 @@ func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.
 		// An older record has no configuration: the one given with -c.
 		cfg, err := imageset.MarshalYAML(imageset.Redacted(t.Config))
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		plan.Config = string(cfg)
 	}
@@ -233,7 +239,7 @@ func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.
 	}
 	res = &imageset.Resolution{Failed: stillUnresolved(ff.Failed, failed, t.RetryFailed)}
 	t.Log.Info("retrying the failed images of an earlier run", "file", t.RetryFailed, "images", len(todo.Images), "cannotRetry", len(res.Failed))
-	return plan, todo, res, nil
+	return plan, todo, res, nil, nil
 }
 
 // planFromArchive is the Plan an archive carries: its Set (less what drop
@@ -299,11 +305,7 @@ func (r *run) keep() error {
 		}
 	}
 	r.rep.HelmCharts = charts
-	if r.plan.Platforms != nil {
-		if err := r.ws.Write(r.plan.Platforms, workspace.PlatformsFile...); err != nil {
-			r.t.Log.Warn("recording the platform manifests of the images; the next run reads them again", "error", err)
-		}
-	}
+	r.keepPlatforms()
 	// A retry's plan is its first run's, whose pinned files are written.
 	if r.plan.Pinned != "" && r.t.RetryFailed == "" {
 		if r.pinned, err = r.t.writePinned(ws, r.plan); err != nil {
@@ -312,6 +314,16 @@ func (r *run) keep() error {
 		r.t.Log.Info("pinned configuration written", "path", r.pinned)
 	}
 	return nil
+}
+
+// keepPlatforms records the platform manifests of the plan's images, when
+// the search for their signatures read them.
+func (r *run) keepPlatforms() {
+	if r.plan.Platforms != nil {
+		if err := r.ws.Write(r.plan.Platforms, workspace.PlatformsFile...); err != nil {
+			r.t.Log.Warn("recording the platform manifests of the images; the next run reads them again", "error", err)
+		}
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

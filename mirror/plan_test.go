@@ -87,7 +87,7 @@ func TestRunRecordFormat1(t *testing.T) {
 
 	tr := stampedTrip()
 	tr.RetryFailed = ws.Path("failed", name)
-	plan, todo, _, err := tr.plan(context.Background(), nil, nil, "")
+	plan, todo, _, _, err := tr.plan(context.Background(), nil, nil, "")
 	if err != nil {
 		t.Fatalf("--retry-failed with a format-1 failure file: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 
 	retry := stampedTrip()
 	retry.RetryFailed = rep.FailedFile
-	got, todo, _, err := retry.plan(context.Background(), nil, nil, "")
+	got, todo, _, _, err := retry.plan(context.Background(), nil, nil, "")
 	if err != nil {
 		t.Fatalf("--retry-failed: %v", err)
 	}
@@ -153,7 +153,7 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 	}
 	away := stampedTrip()
 	away.RetryFailed = moved
-	if p, todo, _, err := away.plan(context.Background(), nil, nil, ""); err != nil || len(todo.Images) != 1 || len(p.Files) != 0 {
+	if p, todo, _, _, err := away.plan(context.Background(), nil, nil, ""); err != nil || len(todo.Images) != 1 || len(p.Files) != 0 {
 		t.Errorf("a moved failure file: %v, todo %v", err, todo)
 	}
 
@@ -163,7 +163,7 @@ func TestRunRecordKeepsPlan(t *testing.T) {
 	if err := os.WriteFile(p, []byte("tampered"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := retry.plan(context.Background(), nil, nil, ""); err == nil || !strings.Contains(err.Error(), "does not match its digest") {
+	if _, _, _, _, err := retry.plan(context.Background(), nil, nil, ""); err == nil || !strings.Contains(err.Error(), "does not match its digest") {
 		t.Errorf("a damaged plan file: %v", err)
 	}
 
@@ -254,7 +254,7 @@ func TestGenerateReadsThePlanOnly(t *testing.T) {
 	}
 	tr := stampedTrip()
 	tr.RetryFailed = ws.Path("failed", "old.json")
-	old, todo, _, err := tr.plan(context.Background(), nil, nil, ws.Dir)
+	old, todo, _, _, err := tr.plan(context.Background(), nil, nil, ws.Dir)
 	if err != nil || len(todo.Images) != 1 {
 		t.Fatalf("--retry-failed with a format-1 failure file: %v, %v", err, todo)
 	}

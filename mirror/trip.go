@@ -191,10 +191,11 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, todo, res, err := t.plan(ctx, up, store, ws)
+	plan, todo, res, later, err := t.plan(ctx, up, store, ws)
 	if err != nil {
 		return nil, err
 	}
+	defer later.stop()
 	set := plan.Set
 	rep := &Report{Mode: "mirror-to-disk", Set: set, Resolution: res, Workspace: ws}
 	if t.DryRun {
@@ -241,7 +242,14 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	t.Log.Info("copying into the archive", "dir", dir, "manifests", store.Dir(), "images", len(set.Images))
 	copyCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	rep.Result = t.copyPlan(copyCtx, set, todo, transfer.WithStore(up, store), transfer.NewDiskDestination(store, stage, base.carried, stop))
+	src, into := transfer.WithStore(up, store), transfer.NewDiskDestination(store, stage, base.carried, stop)
+	rep.Result = t.copyPlan(copyCtx, set, todo, src, into)
+	if later != nil {
+		t.copyAttached(later, plan, rep, nil, func(added *imageset.Set) *transfer.Result {
+			return t.copyPlan(copyCtx, added, added, src, into)
+		})
+		r.keepPlatforms()
+	}
 	if err := store.SaveIndex(); err != nil {
 		return nil, err
 	}
@@ -901,10 +909,11 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	plan, todo, res, err := t.plan(ctx, up, store, ws)
+	plan, todo, res, later, err := t.plan(ctx, up, store, ws)
 	if err != nil {
 		return nil, err
 	}
+	defer later.stop()
 	whole := todo == plan.Set
 	if err := t.flatten(dst.Root(), plan); err != nil {
 		return nil, err
@@ -921,7 +930,15 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	r := &run{t: t, ws: workspace.Workspace{Dir: ws}, plan: plan, rep: rep}
 	return r.toMirror(ctx, dst, transfer.WithStore(up, store), func() *transfer.Result {
 		t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
-		return t.copyPlan(ctx, set, todo, transfer.WithStore(up, store), dst)
+		rep.Result = t.copyPlan(ctx, set, todo, transfer.WithStore(up, store), dst)
+		if later != nil {
+			flatten := func(s *imageset.Set) (*imageset.Set, error) { return flattenSet(dst.Root(), s, plan.MaxNestedPaths) }
+			t.copyAttached(later, plan, rep, flatten, func(added *imageset.Set) *transfer.Result {
+				return t.copyPlan(ctx, added, added, transfer.WithStore(up, store), dst)
+			})
+			r.keepPlatforms()
+		}
+		return rep.Result
 	}, nil)
 }
 

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/distribution/reference"
 	"github.com/opencontainers/go-digest"
@@ -59,59 +58,6 @@ type Search struct {
 	// Parallel bounds the manifest reads (the lookups run twice as many).
 	Parallel int
 	Log      *slog.Logger
-}
-
-// Attached is what Attach found and what it cost.
-type Attached struct {
-	// Platforms are the platform manifests of every image looked at, for
-	// the workspace's record.
-	Platforms                     map[digest.Digest][]digest.Digest
-	Signatures                    SignatureStats
-	Referrers                     ReferrerStats
-	SignaturesTook, ReferrersTook time.Duration
-}
-
-// Attach looks upstream for what is attached to every image of set and to
-// every platform manifest of its multi-arch images (of a sparse image,
-// those it copies): the cosign signature tags when signatures is set (see
-// lookupSignatures), and the OCI referrers of the kinds choice names (see
-// lookupReferrers), and adds what it finds to set, to be mirrored by
-// digest. The two searches ask their questions side by side: over a WAN
-// each waits a round trip per question, and neither needs the other's
-// answers. An absent signature or referrer is normal; one that cannot be
-// read is a warning in res and leaves the image itself alone. The platform
-// manifests earlier runs recorded (known) are reused.
-func (s Search) Attach(ctx context.Context, set *imageset.Set, known map[digest.Digest][]digest.Digest, signatures bool, choice imageset.ReferrerChoice, res *imageset.Resolution) Attached {
-	var out Attached
-	images := subjects(set)
-	kidsOf, platforms, reads := s.platformManifests(ctx, images, known)
-	out.Platforms = platforms
-	kidsOf = s.sparse(ctx, images, kidsOf)
-	start := time.Now()
-	var sigs *signatureSearch
-	var refs *referrerSearch
-	var wg sync.WaitGroup
-	if signatures {
-		wg.Go(func() {
-			sigs = s.lookupSignatures(ctx, images, kidsOf)
-			out.SignaturesTook = time.Since(start)
-		})
-	}
-	if choice.Any() {
-		wg.Go(func() {
-			refs = s.lookupReferrers(ctx, images, kidsOf, choice)
-			out.ReferrersTook = time.Since(start)
-		})
-	}
-	wg.Wait()
-	if sigs != nil {
-		out.Signatures = sigs.add(set, images, kidsOf, res)
-		out.Signatures.IndexReads = reads
-	}
-	if refs != nil {
-		out.Referrers = refs.add(set, images, kidsOf, res)
-	}
-	return out
 }
 
 // signatureSearch is what the signature tags of a set's images are, as

@@ -769,8 +769,8 @@ func TestFailureWording(t *testing.T) {
 		t.Errorf("the run log has no retry with its cause")
 	}
 
-	// Retries while resolving (here: signature tag lookups) count in the
-	// resolving phase.
+	// Retries of the signature tag lookups, which run beside the copy,
+	// are counted and said.
 	faults, err = registrytest.NewFaultInjector(registrytest.FaultConfig{Rate: 1, Limit: 2, Faults: []registrytest.Fault{registrytest.FaultServerError},
 		Match: func(r *http.Request) bool {
 			// The sigstore signature tag looked up for each image.
@@ -783,8 +783,8 @@ func TestFailureWording(t *testing.T) {
 	if code != 0 || faults.Injected() != 2 {
 		t.Fatalf("flaky tags: exit %d, %d faults", code, faults.Injected())
 	}
-	if !regexp.MustCompile(`INFO  resolving, took \S+, \d+ retries`).MatchString(errOut) {
-		t.Errorf("the resolving phase does not count its retries:\n%s", errOut)
+	if !regexp.MustCompile(`INFO  signatures and referrers looked up beside the copy retries=2`).MatchString(errOut) {
+		t.Errorf("the search for signatures does not count its retries:\n%s", errOut)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -536,5 +537,47 @@ func TestReferrersOfSparseImages(t *testing.T) {
 	code, out, _ = w.gapmirror("mirror", "-c", isc, "--workspace", "file://"+filepath.Join(w.dir, "ws2"), "--referrers=all", "docker://"+w.dst.Host()+"/whole-index-sigs")
 	if code != 0 || strings.Contains(out, "attestations") {
 		t.Fatalf("sparse mirror-to-mirror, --referrers=all: exit %d:\n%s", code, out)
+	}
+}
+
+// TestLookupsBesideTheCopy: the signature tag lookups do not hold up the
+// copy: with each signature tag HEAD upstream held until a blob is asked
+// for (up to 10 s), mirror-to-disk asks for blobs while the lookups are
+// still waiting, and still mirrors every signature and referrer.
+func TestLookupsBesideTheCopy(t *testing.T) {
+	t.Parallel()
+	w := newReferredWorld(t, false, false)
+	var once sync.Once
+	blobAsked := make(chan struct{})
+	var mu sync.Mutex
+	held, heldTooLong := 0, 0
+	w.src.(*registrytest.Registry).SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			switch {
+			case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:"):
+				once.Do(func() { close(blobAsked) })
+			case r.Method == http.MethodHead && strings.HasSuffix(r.URL.Path, ".sig"):
+				select {
+				case <-blobAsked:
+				case <-time.After(10 * time.Second):
+					mu.Lock()
+					heldTooLong++
+					mu.Unlock()
+				}
+				mu.Lock()
+				held++
+				mu.Unlock()
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
+	code, out, _ := w.gapmirror("mirror", "-c", w.referredISC(), "--cache-dir", filepath.Join(w.dir, "cache"), "file://"+filepath.Join(w.dir, "archive"))
+	if code != 0 || !strings.Contains(out, "signatures and referrers (") {
+		t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if held == 0 || heldTooLong > 0 {
+		t.Errorf("%d signature tag lookups, %d of them answered only after 10 s without a blob asked for: the copy waited for the lookups", held, heldTooLong)
 	}
 }

@@ -1,0 +1,107 @@
+package mirror
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/sigstore"
+	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/workspace"
+)
+
+// logAttached logs what a search for what is attached found and returns
+// the platform manifests it read, for the workspace's record, when it
+// looked for signatures.
+func (t *Trip) logAttached(a sigstore.Attached, choice imageset.ReferrerChoice) *workspace.PlatformsRecord {
+	var rec *workspace.PlatformsRecord
+	if !t.RemoveSignatures {
+		st := a.Signatures
+		rec = &workspace.PlatformsRecord{FormatVersion: workspace.Format, Platforms: a.Platforms}
+		t.Log.Info("sigstore signatures looked up", "found", st.Found, "tagLookups", st.Lookups, "offInRegistriesD", st.Off, "manifestReads", st.IndexReads, "unreadable", st.Failed, "took", a.SignaturesTook.Round(time.Millisecond))
+	}
+	if choice.Any() {
+		st := a.Referrers
+		t.Log.Info("OCI referrers looked up", "kinds", choice.String(), "found", st.String(), "lookups", st.Lookups, "otherKinds", st.Skipped, "unreadable", st.Failed, "took", a.ReferrersTook.Round(time.Millisecond))
+	}
+	if a.Retries > 0 {
+		t.Log.Info("signatures and referrers looked up beside the copy", "retries", a.Retries)
+	}
+	return rec
+}
+
+// attachLater is the lookup of what is attached to a plan's images, its
+// questions asked while the images are copied (see sigstore.Lookup); set
+// is the plan's set as resolved, which takes the answers.
+type attachLater struct {
+	*sigstore.Lookup
+	set    *imageset.Set
+	choice imageset.ReferrerChoice
+}
+
+// stop ends the lookup if it still runs (a trip failed before its copy).
+func (a *attachLater) stop() {
+	if a != nil {
+		a.Stop()
+	}
+}
+
+// copyAttached takes what the lookup beside the copy found into plan.Set
+// (flattened for the mirror by flatten, when not nil), copies it with
+// copyTo and adds that copy's result to rep's.
+func (t *Trip) copyAttached(later *attachLater, plan *workspace.Plan, rep *Report, flatten func(*imageset.Set) (*imageset.Set, error), copyTo func(*imageset.Set) *transfer.Result) {
+	full := &imageset.Set{FormatVersion: later.set.FormatVersion, Images: slices.Clone(later.set.Images)}
+	res := &imageset.Resolution{}
+	plan.Platforms = t.logAttached(later.AddTo(full, res), later.choice)
+	for _, w := range res.Warnings {
+		t.Log.Warn(w)
+	}
+	rep.Resolution.Warnings = append(rep.Resolution.Warnings, res.Warnings...)
+	var err error
+	if flatten != nil {
+		if full, err = flatten(full); err != nil {
+			for _, img := range later.set.Images {
+				rep.Result.Failed = append(rep.Result.Failed, transfer.Failure{Image: img, Err: fmt.Errorf("what is attached to the images: %w", err)})
+			}
+			return
+		}
+	}
+	in := make(map[string]bool, len(plan.Set.Images))
+	for _, img := range plan.Set.Images {
+		in[img.Destination] = true
+	}
+	added := &imageset.Set{FormatVersion: full.FormatVersion}
+	for _, img := range full.Images {
+		if !in[img.Destination] {
+			added.Images = append(added.Images, img)
+		}
+	}
+	plan.Set.Images = full.Images // the same Set: the report and the records hold it
+	if len(added.Images) > 0 {
+		t.Log.Info("copying what is attached to the images", "images", len(added.Images), "signatures", added.Signatures(), "referrers", total(added.Referrers()))
+		addResult(rep.Result, copyTo(added))
+	}
+}
+
+// addResult adds the figures of a second copy of the same trip to r.
+func addResult(r, more *transfer.Result) {
+	r.Copied = append(r.Copied, more.Copied...)
+	r.Skipped = append(r.Skipped, more.Skipped...)
+	r.Failed = append(r.Failed, more.Failed...)
+	r.Blobs, r.Bytes, r.Reused = r.Blobs+more.Blobs, r.Bytes+more.Bytes, r.Reused+more.Reused
+	r.Retries, r.Duration = r.Retries+more.Retries, r.Duration+more.Duration
+	t, u := &r.Tally, more.Tally
+	t.Blobs, t.Bytes, t.Reused, t.Unread = t.Blobs+u.Blobs, t.Bytes+u.Bytes, t.Reused+u.Reused, t.Unread+u.Unread
+	t.BlobsMoved, t.BlobsFound = t.BlobsMoved+u.BlobsMoved, t.BlobsFound+u.BlobsFound
+	t.BytesMoved, t.BytesFound = t.BytesMoved+u.BytesMoved, t.BytesFound+u.BytesFound
+	t.Known = t.Known && u.Known
+	if len(more.Locations) > 0 && r.Locations == nil {
+		r.Locations = map[digest.Digest]string{}
+	}
+	for d, repo := range more.Locations {
+		r.Locations[d] = repo
+	}
+}
