@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.bui
 GO      := CGO_ENABLED=0 go
 BIN     := bin/gapmirror
 
-.PHONY: build test test-long fuzz demo bench bench-scale bench-mixed bench-wan bench-referrers bench-serve-s3 lint clean opm dist
+.PHONY: build test test-long fuzz demo bench bench-scale bench-mixed bench-wan bench-referrers bench-serve-s3 lint clean opm dist exports
 
 build:
 	$(GO) build -tags "$(TAGS)" -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gapmirror
@@ -105,6 +105,12 @@ bench-serve-s3: build
 # About 4 minutes cold on 2 cores, seconds with a warm build cache.
 OPM         := bin/opm
 OPM_VERSION := v1.65.0
+# What each package exports and who uses it (tools/exports, its own module): bin/exports.md.
+exports:
+	@mkdir -p bin
+	cd tools/exports && $(GO) run . -dir ../.. -report ../../bin/exports.md
+	@echo "bin/exports.md"
+
 opm: $(OPM)
 
 $(OPM): tools/opm/go.mod tools/opm/go.sum tools/opm/tools.go
