@@ -55,6 +55,11 @@ const (
 	reposDir = registryDir + "/repositories"
 )
 
+// lockFile, under the root, is held by a running registry and by garbage
+// collection, which must not sweep while pushes are under way (on unix:
+// see lockRoot).
+const lockFile = "serve.lock"
+
 // rootEntries are what a gapmirror serve makes under its root (and the
 // htpasswd file serve htpasswd --root writes).
 var rootEntries = []string{"docker", "tls", lockFile, htpasswdFile}

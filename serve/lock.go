@@ -10,10 +10,6 @@ import (
 	"syscall"
 )
 
-// lockFile, under the root, is held by a running registry and by garbage
-// collection, which must not sweep while pushes are under way.
-const lockFile = "serve.lock"
-
 // lockRoot takes the root's lock or says who holds it.
 func lockRoot(root string) (unlock func(), err error) {
 	path := filepath.Join(root, lockFile)

@@ -216,3 +216,18 @@ func storeBlobs(t *testing.T, store string) map[digest.Digest]bool {
 	}
 	return out
 }
+
+// leftovers lists files under dir whose names contain any of parts.
+func leftovers(t *testing.T, dir string, parts ...string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		for _, s := range parts {
+			if err == nil && !d.IsDir() && strings.Contains(filepath.Base(p), s) {
+				out = append(out, p)
+			}
+		}
+		return nil
+	})
+	return out
+}

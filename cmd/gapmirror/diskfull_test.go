@@ -39,21 +39,6 @@ func tmpfsAt(t *testing.T, dir, size string) (resize func(size string)) {
 	}
 }
 
-// leftovers lists files under dir whose names contain any of parts.
-func leftovers(t *testing.T, dir string, parts ...string) []string {
-	t.Helper()
-	var out []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		for _, s := range parts {
-			if err == nil && !d.IsDir() && strings.Contains(filepath.Base(p), s) {
-				out = append(out, p)
-			}
-		}
-		return nil
-	})
-	return out
-}
-
 // TestFullDisk: real full disks (small tmpfs mounts; root only, skipped
 // otherwise; TestNoSpaceInjected covers the same without root) during
 // mirror-to-disk through the CLI. The store's disk has room for its
