@@ -359,39 +359,12 @@ func (a *analysis) collectInterfaceNames(all []*packages.Package) {
 			for i := 0; i < t.NumEmbeddeds(); i++ {
 				walk(t.EmbeddedType(i))
 			}
-		case *types.Pointer:
-			walk(t.Elem())
-		case *types.Slice:
-			walk(t.Elem())
-		case *types.Array:
-			walk(t.Elem())
-		case *types.Map:
-			walk(t.Key())
-			walk(t.Elem())
-		case *types.Chan:
-			walk(t.Elem())
-		case *types.Signature:
-			walk(t.Params())
-			walk(t.Results())
-			if tp := t.TypeParams(); tp != nil {
-				for i := 0; i < tp.Len(); i++ {
-					walk(tp.At(i).Constraint())
-				}
-			}
-		case *types.Tuple:
-			for i := 0; i < t.Len(); i++ {
-				walk(t.At(i).Type())
-			}
 		case *types.Struct:
 			for i := 0; i < t.NumFields(); i++ {
 				walk(t.Field(i).Type())
 			}
-		case *types.TypeParam:
-			walk(t.Constraint())
-		case *types.Union:
-			for i := 0; i < t.Len(); i++ {
-				walk(t.Term(i).Type())
-			}
+		default:
+			eachComponent(t, walk)
 		}
 	}
 	packages.Visit(all, nil, func(p *packages.Package) {
@@ -645,35 +618,8 @@ func (a *analysis) closure() {
 					walk(f.Type())
 				}
 			}
-		case *types.Pointer:
-			walk(t.Elem())
-		case *types.Slice:
-			walk(t.Elem())
-		case *types.Array:
-			walk(t.Elem())
-		case *types.Map:
-			walk(t.Key())
-			walk(t.Elem())
-		case *types.Chan:
-			walk(t.Elem())
-		case *types.Signature:
-			if tp := t.TypeParams(); tp != nil {
-				for i := 0; i < tp.Len(); i++ {
-					walk(tp.At(i).Constraint())
-				}
-			}
-			walk(t.Params())
-			walk(t.Results())
-		case *types.Tuple:
-			for i := 0; i < t.Len(); i++ {
-				walk(t.At(i).Type())
-			}
-		case *types.TypeParam:
-			walk(t.Constraint())
-		case *types.Union:
-			for i := 0; i < t.Len(); i++ {
-				walk(t.Term(i).Type())
-			}
+		default:
+			eachComponent(t, walk)
 		}
 	}
 	for len(queue) > 0 {
@@ -735,4 +681,41 @@ func sortedUsers(e *export) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// eachComponent calls visit with the types t is built of, for the kinds
+// both walks (interface names, the API of an export) treat alike:
+// pointers, containers, signatures, tuples, type parameters, unions.
+func eachComponent(t types.Type, visit func(types.Type)) {
+	switch t := t.(type) {
+	case *types.Pointer:
+		visit(t.Elem())
+	case *types.Slice:
+		visit(t.Elem())
+	case *types.Array:
+		visit(t.Elem())
+	case *types.Map:
+		visit(t.Key())
+		visit(t.Elem())
+	case *types.Chan:
+		visit(t.Elem())
+	case *types.Signature:
+		if tp := t.TypeParams(); tp != nil {
+			for i := 0; i < tp.Len(); i++ {
+				visit(tp.At(i).Constraint())
+			}
+		}
+		visit(t.Params())
+		visit(t.Results())
+	case *types.Tuple:
+		for i := 0; i < t.Len(); i++ {
+			visit(t.At(i).Type())
+		}
+	case *types.TypeParam:
+		visit(t.Constraint())
+	case *types.Union:
+		for i := 0; i < t.Len(); i++ {
+			visit(t.Term(i).Type())
+		}
+	}
 }
