@@ -125,30 +125,10 @@ func (s *Store) Link(d digest.Digest, l archive.Location) error {
 		return fmt.Errorf("linking blob %s in the store: %w", d, err)
 	}
 	data, _ := json.Marshal(l) // cannot fail: plain struct
-	return writeLink(s.linkPath(d), data)
-}
-
-// writeLink replaces path with data through a rename, without the fsyncs
-// of a record (archive.WriteFileAtomic): a mirror-to-disk writes a link
-// per blob it moved, and two fsyncs each took 3 of a 23 s run. A link a
-// crash tears (empty, cut short) fails to parse or to match its chunk's
-// size and is ignored, and what is read through one is checked against
-// its digest as it is copied: a lost link costs a download, never a wrong
-// byte.
-func writeLink(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return archive.NoSpace(err, path, int64(len(data)), false)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = archive.FileWriter(tmp).Write(data) // faults injected in tests meet it
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	return archive.NoSpace(err, path, int64(len(data)), false)
+	// No fsync (archive.ReplaceFile): a torn link fails to parse or to
+	// match its chunk's size and is ignored, and what is read through one
+	// is checked against its digest: a lost link costs a download.
+	return archive.ReplaceFile(s.linkPath(d), data)
 }
 
 // linked is blob d's link, if it points at a chunk of the recorded size.
