@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
@@ -148,10 +147,3 @@ func (r *lookupRetries) Retry(what string, err error, attempt int, wait time.Dur
 		r.log.Debug("retrying", "what", what, "attempt", attempt, "wait", wait, "cause", failure.Classify(err).Kind, "error", err)
 	}
 }
-func (*lookupRetries) Phase(string, int, transfer.Totals)                            {}
-func (*lookupRetries) Sending(ocispec.Descriptor)                                    {}
-func (*lookupRetries) Sent(ocispec.Descriptor, bool)                                 {}
-func (*lookupRetries) Add(int64)                                                     {}
-func (*lookupRetries) Blob(imageset.Image, ocispec.Descriptor, transfer.BlobOutcome) {}
-func (*lookupRetries) ImageDone(imageset.Image, bool, error)                         {}
-func (*lookupRetries) Finish()                                                       {}

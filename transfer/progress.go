@@ -10,6 +10,13 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
+// RetryReporter hears of every retry: a Progress, or whoever counts the
+// retries of requests made outside a phase (see WithProgress).
+type RetryReporter interface {
+	// Retry says an operation failed with err and is tried again after wait.
+	Retry(what string, err error, attempt int, wait time.Duration)
+}
+
 // Progress receives events while a trip runs. Implementations must be safe
 // for concurrent use.
 type Progress interface {
@@ -25,8 +32,7 @@ type Progress interface {
 	Add(n int64)
 	// Blob says how one blob reference of img reached the destination.
 	Blob(img imageset.Image, desc ocispec.Descriptor, how BlobOutcome)
-	// Retry says an operation failed with err and is tried again after wait.
-	Retry(what string, err error, attempt int, wait time.Duration)
+	RetryReporter
 	// ImageDone says img is handled (in the planning phase: planned).
 	ImageDone(img imageset.Image, skipped bool, err error)
 	// Finish ends the phase.

@@ -26,12 +26,13 @@ func (c *copier) retry(ctx context.Context, op func() error) error {
 type progressKey struct{}
 
 // WithProgress makes the retries of requests made with ctx outside a copy
-// (resolution: tags, catalogs, signatures) count in p's phase and log.
-func WithProgress(ctx context.Context, p Progress) context.Context {
+// (resolution: tags, catalogs, signatures) reported to p: a Progress's
+// phase counts and logs them.
+func WithProgress(ctx context.Context, p RetryReporter) context.Context {
 	return context.WithValue(ctx, progressKey{}, p)
 }
 
-func retryReporting(ctx context.Context, retries int, delay time.Duration, p Progress, op func() error) error {
+func retryReporting(ctx context.Context, retries int, delay time.Duration, p RetryReporter, op func() error) error {
 	return backoff.Policy{Retries: retries, Delay: delay, Max: 30 * time.Second,
 		OnRetry: func(attempt int, err error, wait time.Duration) { p.Retry("registry request", err, attempt, wait) },
 	}.Do(ctx, func() (bool, error) {
@@ -148,7 +149,7 @@ func (c *copier) trip(img imageset.Image, err error) {
 // retries are spent, backing off exponentially from delay. Each retry is
 // reported to the Progress ctx carries (WithProgress), if any.
 func Retry(ctx context.Context, retries int, delay time.Duration, op func() error) error {
-	p, ok := ctx.Value(progressKey{}).(Progress)
+	p, ok := ctx.Value(progressKey{}).(RetryReporter)
 	if !ok {
 		p = nopProgress{}
 	}
