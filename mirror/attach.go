@@ -1,8 +1,6 @@
 package mirror
 
 import (
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -35,7 +33,7 @@ func (t *Trip) logAttached(a sigstore.Attached, choice imageset.ReferrerChoice) 
 
 // attachLater is the lookup of what is attached to a plan's images, its
 // questions asked while the images are copied (see sigstore.Lookup); set
-// is the plan's set as resolved, which takes the answers.
+// is a copy of the plan's set as resolved, which takes the answers.
 type attachLater struct {
 	*sigstore.Lookup
 	set    *imageset.Set
@@ -49,40 +47,48 @@ func (a *attachLater) stop() {
 	}
 }
 
-// copyAttached takes what the lookup beside the copy found into plan.Set
-// (flattened for the mirror by flatten, when not nil), copies it with
-// copyTo and adds that copy's result to rep's.
-func (t *Trip) copyAttached(later *attachLater, plan *workspace.Plan, rep *Report, flatten func(*imageset.Set) (*imageset.Set, error), copyTo func(*imageset.Set) *transfer.Result) {
-	full := &imageset.Set{FormatVersion: later.set.FormatVersion, Images: slices.Clone(later.set.Images)}
+// copyAttached puts what the lookup beside the copy found into the plan's
+// set (flattened for the mirror by flatten, when not nil), copies it with
+// copyTo and adds that copy's figures to result, the images' copy's.
+func (r *run) copyAttached(later *attachLater, result *transfer.Result, flatten func(*imageset.Set) (*imageset.Set, error), copyTo func(*imageset.Set) *transfer.Result) {
+	t, plan := r.t, r.plan
 	res := &imageset.Resolution{}
-	plan.Platforms = t.logAttached(later.AddTo(full, res), later.choice)
+	plan.Platforms = t.logAttached(later.AddTo(later.set, res), later.choice)
+	r.keepPlatforms()
 	for _, w := range res.Warnings {
 		t.Log.Warn(w)
 	}
-	rep.Resolution.Warnings = append(rep.Resolution.Warnings, res.Warnings...)
-	var err error
+	r.rep.Resolution.Warnings = append(r.rep.Resolution.Warnings, res.Warnings...)
+	// What the lookup added, by the names images have before flattening
+	// (flattening keeps them in Unflattened).
+	had := make(map[string]bool, len(plan.Set.Images))
+	for _, img := range plan.Set.Images {
+		had[img.OriginalDestination()] = true
+	}
+	added := func(set *imageset.Set) *imageset.Set {
+		out := &imageset.Set{FormatVersion: set.FormatVersion}
+		for _, img := range set.Images {
+			if !had[img.OriginalDestination()] {
+				out.Images = append(out.Images, img)
+			}
+		}
+		return out
+	}
+	full := later.set
 	if flatten != nil {
-		if full, err = flatten(full); err != nil {
-			for _, img := range later.set.Images {
-				rep.Result.Failed = append(rep.Result.Failed, transfer.Failure{Image: img, Err: fmt.Errorf("what is attached to the images: %w", err)})
+		flat, err := flatten(full)
+		if err != nil {
+			for _, img := range added(full).Images {
+				result.Failed = append(result.Failed, transfer.Failure{Image: img, Err: err})
 			}
 			return
 		}
-	}
-	in := make(map[string]bool, len(plan.Set.Images))
-	for _, img := range plan.Set.Images {
-		in[img.Destination] = true
-	}
-	added := &imageset.Set{FormatVersion: full.FormatVersion}
-	for _, img := range full.Images {
-		if !in[img.Destination] {
-			added.Images = append(added.Images, img)
-		}
+		full = flat
 	}
 	plan.Set.Images = full.Images // the same Set: the report and the records hold it
-	if len(added.Images) > 0 {
-		t.Log.Info("copying what is attached to the images", "images", len(added.Images), "signatures", added.Signatures(), "referrers", total(added.Referrers()))
-		addResult(rep.Result, copyTo(added))
+	if more := added(full); len(more.Images) > 0 {
+		t.Log.Info("copying what is attached to the images", "images", len(more.Images), "signatures", more.Signatures(), "referrers", total(more.Referrers()))
+		addResult(result, copyTo(more))
 	}
 }
 

@@ -119,7 +119,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 			// The copy of the images does not wait for the answers (see
 			// attachLater); the platform manifests are read first, for
 			// the copy's planning pass too.
-			later = &attachLater{Lookup: sigSearch.Prepare(ctx, set, known.Platforms, !t.RemoveSignatures, choice), set: set, choice: choice}
+			later = &attachLater{Lookup: sigSearch.Prepare(ctx, set, known.Platforms, !t.RemoveSignatures, choice), choice: choice}
 		}
 	}
 	if t.SecurePolicy {
@@ -155,6 +155,7 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		}
 	}
 	if later != nil {
+		// The answers go into a copy of the set: the copy reads the set meanwhile.
 		later.set = &imageset.Set{FormatVersion: set.FormatVersion, Images: slices.Clone(set.Images)}
 		later.Start(quiet)
 	}

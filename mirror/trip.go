@@ -245,10 +245,9 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	src, into := transfer.WithStore(up, store), transfer.NewDiskDestination(store, stage, base.carried, stop)
 	rep.Result = t.copyPlan(copyCtx, set, todo, src, into)
 	if later != nil {
-		t.copyAttached(later, plan, rep, nil, func(added *imageset.Set) *transfer.Result {
+		r.copyAttached(later, rep.Result, nil, func(added *imageset.Set) *transfer.Result {
 			return t.copyPlan(copyCtx, added, added, src, into)
 		})
-		r.keepPlatforms()
 	}
 	if err := store.SaveIndex(); err != nil {
 		return nil, err
@@ -930,15 +929,14 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	r := &run{t: t, ws: workspace.Workspace{Dir: ws}, plan: plan, rep: rep}
 	return r.toMirror(ctx, dst, transfer.WithStore(up, store), func() *transfer.Result {
 		t.Log.Info("copying to the mirror", "mirror", dst.Root(), "images", len(set.Images))
-		rep.Result = t.copyPlan(ctx, set, todo, transfer.WithStore(up, store), dst)
+		result := t.copyPlan(ctx, set, todo, transfer.WithStore(up, store), dst)
 		if later != nil {
 			flatten := func(s *imageset.Set) (*imageset.Set, error) { return flattenSet(dst.Root(), s, plan.MaxNestedPaths) }
-			t.copyAttached(later, plan, rep, flatten, func(added *imageset.Set) *transfer.Result {
+			r.copyAttached(later, result, flatten, func(added *imageset.Set) *transfer.Result {
 				return t.copyPlan(ctx, added, added, transfer.WithStore(up, store), dst)
 			})
-			r.keepPlatforms()
 		}
-		return rep.Result
+		return result
 	}, nil)
 }
 

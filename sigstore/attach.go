@@ -53,6 +53,7 @@ type Lookup struct {
 	s          Search
 	images     []target
 	kidsOf     [][]digest.Digest
+	reads      int // platform manifests read upstream
 	signatures bool
 	choice     imageset.ReferrerChoice
 	out        Attached
@@ -69,7 +70,7 @@ type Lookup struct {
 func (s Search) Prepare(ctx context.Context, set *imageset.Set, known map[digest.Digest][]digest.Digest, signatures bool, choice imageset.ReferrerChoice) *Lookup {
 	l := &Lookup{s: s, images: subjects(set), signatures: signatures, choice: choice}
 	kidsOf, platforms, reads := s.platformManifests(ctx, l.images, known)
-	l.out.Platforms, l.out.Signatures.IndexReads = platforms, reads
+	l.out.Platforms, l.reads = platforms, reads
 	l.kidsOf = s.sparse(ctx, l.images, kidsOf)
 	return l
 }
@@ -124,9 +125,8 @@ func (l *Lookup) AddTo(set *imageset.Set, res *imageset.Resolution) Attached {
 	out := l.out
 	out.Retries = l.retries.Load()
 	if l.sigs != nil {
-		reads := out.Signatures.IndexReads
 		out.Signatures = l.sigs.add(set, l.images, l.kidsOf, res)
-		out.Signatures.IndexReads = reads
+		out.Signatures.IndexReads = l.reads
 	}
 	if l.refs != nil {
 		out.Referrers = l.refs.add(set, l.images, l.kidsOf, res)
