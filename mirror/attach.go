@@ -3,8 +3,6 @@ package mirror
 import (
 	"time"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/sigstore"
 	"github.com/gapmirror/gapmirror/transfer"
@@ -88,26 +86,6 @@ func (r *run) copyAttached(later *attachLater, result *transfer.Result, flatten 
 	plan.Set.Images = full.Images // the same Set: the report and the records hold it
 	if more := added(full); len(more.Images) > 0 {
 		t.Log.Info("copying what is attached to the images", "images", len(more.Images), "signatures", more.Signatures(), "referrers", total(more.Referrers()))
-		addResult(result, copyTo(more))
-	}
-}
-
-// addResult adds the figures of a second copy of the same trip to r.
-func addResult(r, more *transfer.Result) {
-	r.Copied = append(r.Copied, more.Copied...)
-	r.Skipped = append(r.Skipped, more.Skipped...)
-	r.Failed = append(r.Failed, more.Failed...)
-	r.Blobs, r.Bytes, r.Reused = r.Blobs+more.Blobs, r.Bytes+more.Bytes, r.Reused+more.Reused
-	r.Retries, r.Duration = r.Retries+more.Retries, r.Duration+more.Duration
-	t, u := &r.Tally, more.Tally
-	t.Blobs, t.Bytes, t.Reused, t.Unread = t.Blobs+u.Blobs, t.Bytes+u.Bytes, t.Reused+u.Reused, t.Unread+u.Unread
-	t.BlobsMoved, t.BlobsFound = t.BlobsMoved+u.BlobsMoved, t.BlobsFound+u.BlobsFound
-	t.BytesMoved, t.BytesFound = t.BytesMoved+u.BytesMoved, t.BytesFound+u.BytesFound
-	t.Known = t.Known && u.Known
-	if len(more.Locations) > 0 && r.Locations == nil {
-		r.Locations = map[digest.Digest]string{}
-	}
-	for d, repo := range more.Locations {
-		r.Locations[d] = repo
+		result.Add(copyTo(more))
 	}
 }

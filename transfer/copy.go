@@ -102,6 +102,27 @@ type Result struct {
 	Locations map[digest.Digest]string
 }
 
+// Add adds the figures of another copy of the same trip to r (what was
+// attached to the images, copied after them).
+func (r *Result) Add(more *Result) {
+	r.Copied = append(r.Copied, more.Copied...)
+	r.Skipped = append(r.Skipped, more.Skipped...)
+	r.Failed = append(r.Failed, more.Failed...)
+	r.Blobs, r.Bytes, r.Reused = r.Blobs+more.Blobs, r.Bytes+more.Bytes, r.Reused+more.Reused
+	r.Retries, r.Duration = r.Retries+more.Retries, r.Duration+more.Duration
+	t, u := &r.Tally, more.Tally
+	t.Blobs, t.Bytes, t.Reused, t.Unread = t.Blobs+u.Blobs, t.Bytes+u.Bytes, t.Reused+u.Reused, t.Unread+u.Unread
+	t.BlobsMoved, t.BlobsFound = t.BlobsMoved+u.BlobsMoved, t.BlobsFound+u.BlobsFound
+	t.BytesMoved, t.BytesFound = t.BytesMoved+u.BytesMoved, t.BytesFound+u.BytesFound
+	t.Known = t.Known && u.Known
+	if len(more.Locations) > 0 && r.Locations == nil {
+		r.Locations = map[digest.Digest]string{}
+	}
+	for d, repo := range more.Locations {
+		r.Locations[d] = repo
+	}
+}
+
 // Err summarises the failures, or is nil.
 func (r *Result) Err() error {
 	if len(r.Failed) == 0 {
