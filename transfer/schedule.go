@@ -13,18 +13,21 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 )
 
-// largeBlob is the size from which a blob's transfer time is its bytes
-// rather than its requests: such blobs start largest first, so the long
-// transfers do not end the run. Below it, the order of the bytes changes
-// nothing of a run's length, and blobs start in the order of their images,
-// so that images finish (their manifests pushed) one after the other.
-const largeBlob = 1 << 20
+// largeBlob is the size from which a blob's transfer is its bytes rather
+// than its round trip: at 40 ms a request and 200 Mbit/s shared by a dozen
+// transfers, 256 KiB take three round trips' time. Such blobs start
+// largest first, so the long transfers do not end the run; below it blobs
+// start in the order of their images, so that images finish one after the
+// other. At 1 MiB, the 0.5 MiB layers carrying 204 of the mixed workload's
+// 221 MiB went in image order with its 1,843 tiny blobs, which then ran
+// last, 4 s at 40 ms each, with the link idle.
+const largeBlob = 256 << 10
 
 // blobLane is the bounded queue the blob transfers between one source
 // registry and one destination wait in (see copier.lane): a bounded number
 // run at once. A free slot goes to the largest large blob waiting, up to
-// maxLarge of them at once; the slots left are kept for small blobs, which
-// start first come first served. So large blobs start first and small
+// maxLarge of them at once while small blobs wait (first come first
+// served), and beyond that when none does. So large blobs start first and small
 // images do not wait behind them, and a run's wall time approaches the
 // larger of bytes ÷ bandwidth and requests ÷ request rate. Manifests and
 // existence checks do not queue here at all.
@@ -45,7 +48,7 @@ type blobLane struct {
 }
 
 // newBlobLane is a lane of slots transfers at once, at most maxLarge of
-// them large blobs.
+// them large blobs while small ones wait.
 func newBlobLane(slots, maxLarge int) *blobLane {
 	slots = max(slots, 1)
 	return &blobLane{free: slots, maxLarge: min(max(maxLarge, 1), slots), big: laneQueue{bySize: true}}
@@ -142,7 +145,7 @@ func (l *blobLane) grant() {
 	for l.free > 0 {
 		var e *laneEntry
 		switch {
-		case l.big.Len() > 0 && l.large < l.maxLarge:
+		case l.big.Len() > 0 && (l.large < l.maxLarge || l.small.Len() == 0):
 			e = heap.Pop(&l.big).(*laneEntry)
 		case l.small.Len() > 0:
 			e = heap.Pop(&l.small).(*laneEntry)

@@ -17,9 +17,10 @@ import (
 	"github.com/gapmirror/gapmirror/internal/registrytest"
 )
 
-// TestBlobLaneOrder: a free slot goes to the largest large blob waiting,
-// but never to more large blobs at once than maxLarge: the other slots stay
-// for small blobs, which go first come first served. A goroutine blocked in
+// TestBlobLaneOrder: a free slot goes to the largest large blob waiting
+// (half a MiB is large), but never to more large blobs at once than
+// maxLarge while small blobs wait: the other slots stay for them, first
+// come first served. When none waits, large blobs take every slot. A goroutine blocked in
 // acquire goes before the transfers scheduled up front, and one whose
 // context ends leaves the queue.
 func TestBlobLaneOrder(t *testing.T) {
@@ -55,7 +56,7 @@ func TestBlobLaneOrder(t *testing.T) {
 	done := func(name string) { l.release(sizes[name]) }
 
 	add("s1", 10)
-	add("L2", 2*MiB)
+	add("L2", MiB/2)
 	add("L5", 5*MiB)
 	add("s2", 1000)
 	add("L3", 3*MiB)
@@ -79,16 +80,16 @@ func TestBlobLaneOrder(t *testing.T) {
 	if got := next(); got != "s3" {
 		t.Fatalf("slot went to %s, want s3", got)
 	}
-	done("s3")
-	quiet() // L2 waits, the slot is kept for small blobs
-	done("L5")
+	done("s3") // no small blob waits: a fourth large blob may start
 	if got := next(); got != "L2" {
-		t.Fatalf("a large blob's slot went to %s, want L2", got)
+		t.Fatalf("a small blob's slot went to %s, want L2 (no small blob waits)", got)
 	}
+	done("L5")
+	quiet()
 
 	// A goroutine blocked in acquire goes first; a cancelled one leaves.
 	ctx := context.Background()
-	if err := l.acquire(ctx, 1); err != nil { // the slot kept for small blobs
+	if err := l.acquire(ctx, 1); err != nil { // the slot L5 left
 		t.Fatal(err)
 	}
 	add("s4", 1)
