@@ -73,7 +73,7 @@ func main() {
 	size := flag.String("size", "256MiB", "scenario A: total bytes of unique blobs (at least 200MiB for the issue's figure), e.g. 256MiB or 1GiB")
 	images := flag.Int("images", 20, "scenario A: number of images")
 	small := flag.Int("small", 500, "scenario B: number of small images (0 skips scenario B)")
-	trace := flag.Bool("trace", false, "write every HTTP request the registries serve into gapmirror.log")
+	trace := flag.Bool("trace", false, "write every HTTP request the registries serve into gapmirror.log, with the time it arrived")
 	catalogs := flag.String("catalogs", "../shared/realdata/catalogs/v4.18", "scenario C: directory of real FBC catalogs (skipped when absent)")
 	genBundles := flag.Int("gen-bundles", 20000, "scenario C: bundles of the generated catalog (0 skips it)")
 	catalogRuns := flag.Int("catalog-runs", 3, "scenario C: runs per measurement (the median is printed)")
@@ -396,7 +396,7 @@ func (b *bench) count(side string, next http.Handler) http.Handler {
 		b.kindsMu.Unlock()
 		if b.trace {
 			logMu.Lock()
-			fmt.Fprintf(b.log, "request %s %s %s\n", r.Host, r.Method, r.URL.Path)
+			fmt.Fprintf(b.log, "request %s %s %s %s\n", time.Now().UTC().Format("15:04:05.000"), r.Host, r.Method, r.URL.Path)
 			logMu.Unlock()
 		}
 		next.ServeHTTP(w, r)

@@ -89,13 +89,14 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 	ctx = transfer.WithProgress(ctx, opts.Progress)
 	known := t.platformsOf(ws)
 	up.Seen = seenManifests(known, store)
-	// Contributors resolve side by side, each --parallel-images at a time.
-	// The search for what is attached to the images after them reads
-	// platform manifests, then asks for signature tags and referrers side
-	// by side, each twice the copy's parallelism at once (32 by default):
-	// over a WAN each waits a round trip, and a 429 is retried with
-	// backoff.
-	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: opts.ParallelImages, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
+	// Contributors resolve one after the other, pinning tags (and reading
+	// payloads) twice the copy's parallelism at once (32 by default; at
+	// --parallel-images, 8, the mixed workload's 100 tags took 0.6 s under
+	// a 40 ms WAN). The search for what is attached to the images after
+	// them reads platform manifests, then asks for signature tags and
+	// referrers side by side, as many at once each: over a WAN each waits
+	// a round trip, and a 429 is retried with backoff.
+	set, res, err := imageset.Resolve(ctx, t.Config, imageset.ResolveOptions{Resolver: up, Parallel: 2 * opts.ParallelBlobs, Contributors: sections.Contributors(t.env(), up, store, plan, ws)})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), t.ConfigPath+":") {
 			return nil, nil, nil, err // located already: file:line: field: …
