@@ -57,9 +57,11 @@ func (s Search) platformManifests(ctx context.Context, images []target, known ma
 	kidsOf := make([][]digest.Digest, len(images))
 	have := make([]bool, len(images))
 	var reads atomic.Int64
-	// Small reads, each a round trip over a WAN: as many at once as the
-	// lookups that follow.
-	parallelDo(len(distinct), 2*s.Parallel, func(j int) {
+	// Small reads, each a round trip over a WAN, before the copy: as many
+	// at once as the two lookups that follow have together beside it (64
+	// by default; at 32, the mixed workload's 525 top manifests took 0.8 s
+	// under a 40 ms WAN).
+	parallelDo(len(distinct), 4*s.Parallel, func(j int) {
 		i := distinct[j]
 		tg := images[i]
 		if kids, ok := known[tg.manifest]; ok {

@@ -55,7 +55,8 @@ type Search struct {
 	RegistriesD *RegistriesD
 	// Store holds manifests earlier runs or this resolution read.
 	Store *transfer.Store
-	// Parallel bounds the manifest reads (the lookups run twice as many).
+	// Parallel bounds the lookups (each kind runs twice as many, the
+	// manifest reads before them four times).
 	Parallel int
 	Log      *slog.Logger
 }
