@@ -258,8 +258,12 @@ func (b *bench) tripAs(ctx context.Context, label string, n int, rerun, mixed bo
 	}
 	// Where the wall time went: gapmirror's CPU, the registries' CPU (they
 	// run in the bench process), out of wall × CPUs.
-	fmt.Printf("      CPU: gapmirror %.2fs, registries %.2fs, of %.2fs wall × %d CPUs\n",
-		res.cpu.Seconds(), res.registryCPU.Seconds(), took.Seconds(), runtime.NumCPU())
+	rss := ""
+	if res.rss > 0 {
+		rss = "; peak RSS " + humanBytes(res.rss)
+	}
+	fmt.Printf("      CPU: gapmirror %.2fs, registries %.2fs, of %.2fs wall × %d CPUs%s\n",
+		res.cpu.Seconds(), res.registryCPU.Seconds(), took.Seconds(), runtime.NumCPU(), rss)
 	if res.wan != nil {
 		fmt.Printf("      %s\n", b.wanLines(res))
 	}
