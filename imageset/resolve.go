@@ -40,6 +40,14 @@ type Contributor interface {
 	Contribute(ctx context.Context, cfg *ImageSetConfiguration, r *Resolving) error
 }
 
+// Prefetcher is a Contributor whose slowest reads need nothing of the Set
+// (an operator catalog's image): Resolve starts them while it pins the
+// additional images' tags, and calls Contribute once they have ended. A
+// prefetch that fails leaves the work, and its report, to Contribute.
+type Prefetcher interface {
+	Prefetch(ctx context.Context, cfg *ImageSetConfiguration, r *Resolving)
+}
+
 // Resolving is what a Contributor works on.
 type Resolving struct {
 	Set        *Set
@@ -274,6 +282,16 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 	res := &Resolution{}
 	set := &Set{FormatVersion: SetFormatVersion}
 	rs := &Resolving{Set: set, Resolution: res, Resolver: opts.Resolver, Parallel: opts.Parallel, blocked: blocked, cfg: cfg}
+	// Over a WAN the catalogs' reads and the tags' pins each wait round
+	// trips: side by side, the shorter costs nothing.
+	pctx, stop := context.WithCancel(ctx)
+	var prefetch sync.WaitGroup
+	defer func() { stop(); prefetch.Wait() }()
+	for _, c := range opts.Contributors {
+		if p, ok := c.(Prefetcher); ok {
+			prefetch.Go(func() { p.Prefetch(pctx, cfg, rs) })
+		}
+	}
 	var wanted []Wanted
 	for i, ai := range cfg.Mirror.AdditionalImages {
 		path := fmt.Sprintf("mirror.additionalImages[%d]", i)
@@ -297,6 +315,7 @@ func Resolve(ctx context.Context, cfg *ImageSetConfiguration, opts ResolveOption
 	if err := rs.AddPinned(ctx, wanted); err != nil {
 		return nil, nil, err
 	}
+	prefetch.Wait()
 	for _, c := range opts.Contributors {
 		if err := c.Contribute(ctx, cfg, rs); err != nil {
 			return nil, nil, err

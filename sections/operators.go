@@ -46,6 +46,33 @@ type operators struct {
 	up    *transfer.Registry
 	store *transfer.Store
 	plan  *workspace.Plan
+	// fetched are the catalog images Prefetch put in the store, by the
+	// configuration's name for them.
+	fetched map[string]*CatalogImage
+}
+
+// Prefetch implements imageset.Prefetcher: each registry catalog is pinned
+// and copied into the store while the additional images' tags are pinned.
+// One that is blocked or cannot be fetched is left to Contribute, which
+// reports it.
+func (o *operators) Prefetch(ctx context.Context, cfg *imageset.ImageSetConfiguration, r *imageset.Resolving) {
+	if o.store == nil {
+		return
+	}
+	o.fetched = map[string]*CatalogImage{}
+	for _, oc := range cfg.Mirror.Operators {
+		if _, isLayout := oc.OCILayoutPath(); isLayout || o.fetched[oc.Catalog] != nil {
+			continue
+		}
+		named, err := reference.ParseNormalizedNamed(oc.Catalog)
+		if err != nil || r.Blocked(reference.TagNameOnly(named).String(), reference.Path(named)) != "" {
+			continue
+		}
+		o.trip.Log.Info("reading operator catalog", "catalog", oc.Catalog)
+		if ci, err := FetchCatalog(ctx, oc.Catalog, o.up, o.store, o.trip.Copy); err == nil {
+			o.fetched[oc.Catalog] = ci
+		}
+	}
 }
 
 // Sections implements imageset.Contributor.
@@ -326,10 +353,13 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		}
 	}
 
-	o.trip.Log.Info("reading operator catalog", "catalog", oc.Catalog)
-	ci, err := FetchCatalog(ctx, oc.Catalog, o.up, o.store, o.trip.Copy)
-	if err != nil {
-		return fmt.Errorf("%s.catalog: %w", path, err)
+	ci := o.fetched[oc.Catalog]
+	if ci == nil {
+		o.trip.Log.Info("reading operator catalog", "catalog", oc.Catalog)
+		var err error
+		if ci, err = FetchCatalog(ctx, oc.Catalog, o.up, o.store, o.trip.Copy); err != nil {
+			return fmt.Errorf("%s.catalog: %w", path, err)
+		}
 	}
 	o.plan.PinCatalog(path, ci.Digest.String())
 	tmp, err := os.MkdirTemp("", "gapmirror-catalog-")

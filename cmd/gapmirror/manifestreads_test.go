@@ -305,3 +305,57 @@ func TestTopManifestsReadManyAtOnce(t *testing.T) {
 		t.Errorf("at most %d manifests were read by digest at once, want %d to 64", peak, want)
 	}
 }
+
+// TestCatalogFetchedBesideThePins: an operator catalog's image is pinned
+// and copied into the store while the additional images' tags are pinned,
+// not after (over a WAN both wait round trips), and the catalog is read
+// once for it. The upstream holds every additional image's tag read until
+// a blob of the catalog has been asked for (or 10 s have passed).
+func TestCatalogFetchedBesideThePins(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, registrytest.Options{})
+	w.pushFleet(6, 4<<10)
+	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: monthSpec})
+	isc := w.isc("  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n    - name: operator-000\n")
+	var once sync.Once
+	catalogRead := make(chan struct{})
+	var mu sync.Mutex
+	held, heldTooLong, catalogTags := 0, 0, 0
+	w.up.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			catalog := strings.HasPrefix(r.URL.Path, "/v2/redhat/redhat-operator-index/")
+			switch {
+			case catalog && strings.Contains(r.URL.Path, "/blobs/sha256:"):
+				once.Do(func() { close(catalogRead) })
+			case catalog && strings.HasSuffix(r.URL.Path, "/manifests/v4.18"):
+				mu.Lock()
+				catalogTags++
+				mu.Unlock()
+			case strings.HasSuffix(r.URL.Path, "/manifests/v1"):
+				select {
+				case <-catalogRead:
+				case <-time.After(10 * time.Second):
+					mu.Lock()
+					heldTooLong++
+					mu.Unlock()
+				}
+				mu.Lock()
+				held++
+				mu.Unlock()
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
+	code, out, _ := w.gapmirror("mirror", "-c", isc, "file://"+filepath.Join(w.dir, "archive"))
+	if code != 0 {
+		t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if held == 0 || heldTooLong > 0 {
+		t.Errorf("%d tag reads, %d of them answered only after 10 s without the catalog read: the catalog waited for the pins", held, heldTooLong)
+	}
+	if catalogTags != 1 {
+		t.Errorf("the catalog's tag was read %d times, want once", catalogTags)
+	}
+}
