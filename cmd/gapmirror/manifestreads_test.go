@@ -208,6 +208,60 @@ func TestRerunResolvesTagsWithHead(t *testing.T) {
 	w.applyArchive(filepath.Join(w.dir, "archive"))
 }
 
+// heldUntil holds a request until signal is closed, 10 s at most, and
+// says whether it waited that long: what it waited for did not come.
+func heldUntil(signal <-chan struct{}) (late bool) {
+	select {
+	case <-signal:
+		return false
+	case <-time.After(10 * time.Second):
+		return true
+	}
+}
+
+// gate holds the requests of a registry that match until want of them wait
+// at once (or 2 s have passed), and tells how many waited at most.
+type gate struct {
+	mu             sync.Mutex
+	inFlight, peak int
+	enough         chan struct{}
+	once           sync.Once
+}
+
+func holdUntilMany(reg *registrytest.Registry, want int, match func(*http.Request) bool) *gate {
+	g := &gate{enough: make(chan struct{})}
+	reg.SetWrap(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if !match(r) {
+				next.ServeHTTP(rw, r)
+				return
+			}
+			g.mu.Lock()
+			g.inFlight++
+			if g.peak = max(g.peak, g.inFlight); g.peak >= want {
+				g.once.Do(func() { close(g.enough) })
+			}
+			g.mu.Unlock()
+			select {
+			case <-g.enough:
+			case <-time.After(2 * time.Second):
+			}
+			next.ServeHTTP(rw, r)
+			g.mu.Lock()
+			g.inFlight--
+			g.mu.Unlock()
+		})
+	})
+	return g
+}
+
+// most is the most requests that waited at once.
+func (g *gate) most() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.peak
+}
+
 // TestTagsPinnedManyAtOnce: resolution pins the configuration's tags as
 // many at a time as the copy moves small blobs (32 by default), not
 // --parallel-images (8): over a WAN each pin waits a round trip, and 100
@@ -217,41 +271,13 @@ func TestTagsPinnedManyAtOnce(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(40, 4<<10)
-	const want = 24
-	var mu sync.Mutex
-	inFlight, peak := 0, 0
-	enough := make(chan struct{})
-	var once sync.Once
-	w.up.SetWrap(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if !strings.HasSuffix(r.URL.Path, "/manifests/v1") {
-				next.ServeHTTP(rw, r)
-				return
-			}
-			mu.Lock()
-			inFlight++
-			if peak = max(peak, inFlight); peak >= want {
-				once.Do(func() { close(enough) })
-			}
-			mu.Unlock()
-			select {
-			case <-enough:
-			case <-time.After(2 * time.Second):
-			}
-			next.ServeHTTP(rw, r)
-			mu.Lock()
-			inFlight--
-			mu.Unlock()
-		})
-	})
+	g := holdUntilMany(w.up, 24, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/manifests/v1") })
 	code, out, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+filepath.Join(w.dir, "archive"))
 	if code != 0 {
 		t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if peak < want || peak > 32 {
-		t.Errorf("at most %d tags were read at once, want %d to 32", peak, want)
+	if n := g.most(); n < 24 || n > 32 {
+		t.Errorf("at most %d tags were read at once, want 24 to 32", n)
 	}
 }
 
@@ -268,41 +294,15 @@ func TestTopManifestsReadManyAtOnce(t *testing.T) {
 	for i := range w.images {
 		w.images[i].Ref = w.up.Host() + "/" + w.images[i].Repo + "@" + w.images[i].Digest.String()
 	}
-	const want = 48
-	var mu sync.Mutex
-	inFlight, peak := 0, 0
-	enough := make(chan struct{})
-	var once sync.Once
-	w.up.SetWrap(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/manifests/sha256:") {
-				next.ServeHTTP(rw, r)
-				return
-			}
-			mu.Lock()
-			inFlight++
-			if peak = max(peak, inFlight); peak >= want {
-				once.Do(func() { close(enough) })
-			}
-			mu.Unlock()
-			select {
-			case <-enough:
-			case <-time.After(2 * time.Second):
-			}
-			next.ServeHTTP(rw, r)
-			mu.Lock()
-			inFlight--
-			mu.Unlock()
-		})
+	g := holdUntilMany(w.up, 48, func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/sha256:")
 	})
 	code, out, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+filepath.Join(w.dir, "archive"))
 	if code != 0 {
 		t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if peak < want || peak > 64 {
-		t.Errorf("at most %d manifests were read by digest at once, want %d to 64", peak, want)
+	if n := g.most(); n < 48 || n > 64 {
+		t.Errorf("at most %d manifests were read by digest at once, want 48 to 64", n)
 	}
 }
 
@@ -332,15 +332,11 @@ func TestCatalogFetchedBesideThePins(t *testing.T) {
 				catalogTags++
 				mu.Unlock()
 			case strings.HasSuffix(r.URL.Path, "/manifests/v1"):
-				select {
-				case <-catalogRead:
-				case <-time.After(10 * time.Second):
-					mu.Lock()
-					heldTooLong++
-					mu.Unlock()
-				}
+				late := heldUntil(catalogRead)
 				mu.Lock()
-				held++
+				if held++; late {
+					heldTooLong++
+				}
 				mu.Unlock()
 			}
 			next.ServeHTTP(rw, r)

@@ -557,15 +557,11 @@ func TestLookupsBesideTheCopy(t *testing.T) {
 			case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:"):
 				once.Do(func() { close(blobAsked) })
 			case r.Method == http.MethodHead && strings.HasSuffix(r.URL.Path, ".sig"):
-				select {
-				case <-blobAsked:
-				case <-time.After(10 * time.Second):
-					mu.Lock()
-					heldTooLong++
-					mu.Unlock()
-				}
+				late := heldUntil(blobAsked)
 				mu.Lock()
-				held++
+				if held++; late {
+					heldTooLong++
+				}
 				mu.Unlock()
 			}
 			next.ServeHTTP(rw, r)
