@@ -12,8 +12,9 @@ import (
 // logAttached logs what a search for what is attached found and returns
 // the platform manifests it read, for the workspace's record, when it
 // looked for signatures.
-func (t *Trip) logAttached(a sigstore.Attached, choice imageset.ReferrerChoice) *workspace.PlatformsRecord {
+func (t *Trip) logAttached(a sigstore.Attached) *workspace.PlatformsRecord {
 	var rec *workspace.PlatformsRecord
+	choice := t.referrerChoice()
 	if !t.RemoveSignatures {
 		st := a.Signatures
 		rec = &workspace.PlatformsRecord{FormatVersion: workspace.Format, Platforms: a.Platforms}
@@ -34,8 +35,7 @@ func (t *Trip) logAttached(a sigstore.Attached, choice imageset.ReferrerChoice) 
 // is a copy of the plan's set as resolved, which takes the answers.
 type attachLater struct {
 	*sigstore.Lookup
-	set    *imageset.Set
-	choice imageset.ReferrerChoice
+	set *imageset.Set
 }
 
 // stop ends the lookup if it still runs (a trip failed before its copy).
@@ -51,7 +51,7 @@ func (a *attachLater) stop() {
 func (r *run) copyAttached(later *attachLater, result *transfer.Result, flatten func(*imageset.Set) (*imageset.Set, error), copyTo func(*imageset.Set) *transfer.Result) {
 	t, plan := r.t, r.plan
 	res := &imageset.Resolution{}
-	plan.Platforms = t.logAttached(later.AddTo(later.set, res), later.choice)
+	plan.Platforms = t.logAttached(later.AddTo(later.set, res))
 	r.keepPlatforms()
 	for _, w := range res.Warnings {
 		t.Log.Warn(w)

@@ -115,12 +115,12 @@ func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transf
 		if t.DryRun || t.SecurePolicy {
 			// A dry run counts what is attached; the policy is checked
 			// before anything is copied.
-			plan.Platforms = t.logAttached(sigSearch.Attach(ctx, set, known.Platforms, !t.RemoveSignatures, choice, res), choice)
+			plan.Platforms = t.logAttached(sigSearch.Attach(ctx, set, known.Platforms, !t.RemoveSignatures, choice, res))
 		} else {
 			// The copy of the images does not wait for the answers (see
 			// attachLater); the platform manifests are read first, for
 			// the copy's planning pass too.
-			later = &attachLater{Lookup: sigSearch.Prepare(ctx, set, known.Platforms, !t.RemoveSignatures, choice), choice: choice}
+			later = &attachLater{Lookup: sigSearch.Prepare(ctx, set, known.Platforms, !t.RemoveSignatures, choice)}
 		}
 	}
 	if t.SecurePolicy {
