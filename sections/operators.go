@@ -46,33 +46,48 @@ type operators struct {
 	up    *transfer.Registry
 	store *transfer.Store
 	plan  *workspace.Plan
-	// fetched are the catalog images Prefetch put in the store, by the
+	// fetched are the catalog images fetch put in the store, by the
 	// configuration's name for them.
 	fetched map[string]*CatalogImage
 }
 
 // Prefetch implements imageset.Prefetcher: each registry catalog is pinned
 // and copied into the store while the additional images' tags are pinned.
-// One that is blocked or cannot be fetched is left to Contribute, which
-// reports it.
+// One that is blocked is left alone, one that cannot be fetched to
+// Contribute, which reports it.
 func (o *operators) Prefetch(ctx context.Context, cfg *imageset.ImageSetConfiguration, r *imageset.Resolving) {
 	if o.store == nil {
 		return
 	}
-	o.fetched = map[string]*CatalogImage{}
 	for _, oc := range cfg.Mirror.Operators {
-		if _, isLayout := oc.OCILayoutPath(); isLayout || o.fetched[oc.Catalog] != nil {
+		if _, isLayout := oc.OCILayoutPath(); isLayout {
 			continue
 		}
 		named, err := reference.ParseNormalizedNamed(oc.Catalog)
 		if err != nil || r.Blocked(reference.TagNameOnly(named).String(), reference.Path(named)) != "" {
 			continue
 		}
-		o.trip.Log.Info("reading operator catalog", "catalog", oc.Catalog)
-		if ci, err := FetchCatalog(ctx, oc.Catalog, o.up, o.store, o.trip.Copy); err == nil {
-			o.fetched[oc.Catalog] = ci
-		}
+		_, _ = o.fetch(ctx, oc.Catalog) // an error: Contribute meets it again and reports it
 	}
+}
+
+// fetch is FetchCatalog once per catalog the configuration names: the
+// entries naming the same catalog, and Contribute after Prefetch, take
+// the first fetch's image.
+func (o *operators) fetch(ctx context.Context, ref string) (*CatalogImage, error) {
+	if ci := o.fetched[ref]; ci != nil {
+		return ci, nil
+	}
+	o.trip.Log.Info("reading operator catalog", "catalog", ref)
+	ci, err := FetchCatalog(ctx, ref, o.up, o.store, o.trip.Copy)
+	if err != nil {
+		return nil, err
+	}
+	if o.fetched == nil {
+		o.fetched = map[string]*CatalogImage{}
+	}
+	o.fetched[ref] = ci
+	return ci, nil
 }
 
 // Sections implements imageset.Contributor.
@@ -353,13 +368,9 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 		}
 	}
 
-	ci := o.fetched[oc.Catalog]
-	if ci == nil {
-		o.trip.Log.Info("reading operator catalog", "catalog", oc.Catalog)
-		var err error
-		if ci, err = FetchCatalog(ctx, oc.Catalog, o.up, o.store, o.trip.Copy); err != nil {
-			return fmt.Errorf("%s.catalog: %w", path, err)
-		}
+	ci, err := o.fetch(ctx, oc.Catalog)
+	if err != nil {
+		return fmt.Errorf("%s.catalog: %w", path, err)
 	}
 	o.plan.PinCatalog(path, ci.Digest.String())
 	tmp, err := os.MkdirTemp("", "gapmirror-catalog-")
