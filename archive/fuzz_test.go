@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/gapmirror/gapmirror/internal/fuzzguard"
 )
 
 // fuzzArchive writes a small archive (one chunk, blobs and extras) and
@@ -34,16 +35,8 @@ func fuzzArchive(f *testing.F) (chunk, index []byte) {
 	return chunk, index
 }
 
-// within fails the test when fn takes longer than 10s (a hang).
-func within(t *testing.T, fn func()) {
-	done := make(chan struct{})
-	go func() { defer close(done); fn() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("took more than 10s")
-	}
-}
+// within fails the input when fn hangs or panics.
+func within(t *testing.T, fn func()) { fuzzguard.Within(t, fn) }
 
 // FuzzDecodeIndex: any index bytes are parsed or refused, never a panic.
 func FuzzDecodeIndex(f *testing.F) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gapmirror/gapmirror/internal/fuzzguard"
 )
 
 // configSeeds adds the configuration fixtures, and inputs meant to hurt
@@ -25,6 +27,7 @@ func configSeeds(f *testing.F, pattern, kind, section string) {
 	f.Add([]byte("kind: " + kind + "\napiVersion: mirror.openshift.io/v2alpha1\n" + section + ":\n  additionalImages:\n  - name: registry.example/a:1\n"))
 	// Both refused by the decoder's alias budget (TestAliasBombRefused).
 	f.Add(aliasBomb(kind, section, 300))
+	f.Add(mistakeBomb(kind, section, 300))
 	f.Add(mergeBomb(kind, section, 24, 6))
 	f.Add([]byte(strings.Repeat("[", 5000)))
 }
@@ -47,6 +50,21 @@ func aliasBomb(kind, section string, fanout int) []byte {
 	return []byte(b.String())
 }
 
+// mistakeBomb is a configuration of kind whose packages and channels each
+// alias the first fanout times, within the alias budget (fanout 300: 90,000
+// channels), and every channel misspells its name: two errors a channel
+// (the misspelt field, the missing name), each to be checked against the
+// others' paths.
+func mistakeBomb(kind, section string, fanout int) []byte {
+	refs := func(name string) string {
+		return strings.TrimSuffix(strings.Repeat("*"+name+",", fanout), ",")
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "kind: %s\napiVersion: mirror.openshift.io/v2alpha1\n%s:\n  operators:\n", kind, section)
+	fmt.Fprintf(&b, "  - catalog: registry.example/catalog:1\n    packages: [&p {name: p, channels: [&c {nme: stable},%s]},%s]\n", refs("c"), refs("p"))
+	return []byte(b.String())
+}
+
 // mergeBomb is a configuration of kind whose release channels merge
 // mappings that merge mappings (<<: [*m0, *m0, …]), levels deep: the
 // decoder would visit fanout^levels mappings for one channel.
@@ -61,18 +79,9 @@ func mergeBomb(kind, section string, fanout, levels int) []byte {
 	return []byte(b.String())
 }
 
-// parsed runs parse on data and fails on a hang; panics fail the fuzzer.
+// parsed runs parse on data; a hang or a panic fails the input.
 func parsed(t *testing.T, data []byte, parse func([]byte) error) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = parse(data)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("parsing %d bytes took more than 10s", len(data))
-	}
+	fuzzguard.Within(t, func() { _ = parse(data) })
 }
 
 func FuzzParseImageSetConfiguration(f *testing.F) {
@@ -161,6 +170,26 @@ func TestConfigTooLargeRefusedBeforeReading(t *testing.T) {
 // of the first operator: each already stands for 300 channels); so are merge
 // keys that merge merges, and the same in a DeleteImageSetConfiguration,
 // through the files' loaders. These are the fuzz targets' seeds meant to hurt.
+// TestManyMistakesReportedBriefly: a configuration whose aliases repeat one
+// mistake 90,000 times is refused with every error found (once took
+// minutes: each validation error was compared with every decode error), and
+// its message lists the first hundred.
+func TestManyMistakesReportedBriefly(t *testing.T) {
+	_, err := ParseImageSetConfiguration(mistakeBomb(imageSetConfigurationKind, "mirror", 300), "isc.yaml")
+	var errs FieldErrors
+	// Each channel's two errors, and each package after the first is a duplicate.
+	if want := 2*301*301 + 300; !errors.As(err, &errs) || len(errs) != want {
+		t.Fatalf("want %d FieldErrors, got %d: %.300v", want, len(errs), err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != shownErrors+1 || !strings.HasPrefix(lines[0], "isc.yaml:6: mirror.operators[0].packages[0].channels[0]") {
+		t.Fatalf("want the first %d problems and a last line, got %d lines starting %q", shownErrors, len(lines), lines[0])
+	}
+	if want := fmt.Sprintf("and %d more problems: fix the ones above and run again", len(errs)-shownErrors); lines[shownErrors] != want {
+		t.Fatalf("last line %q, want %q", lines[shownErrors], want)
+	}
+}
+
 func TestAliasBombRefused(t *testing.T) {
 	cases := []struct {
 		name, kind string

@@ -49,11 +49,18 @@ func (e FieldError) Error() string {
 // FieldErrors is every problem found in a configuration, in file order.
 type FieldErrors []FieldError
 
-// Error lists the problems one per line.
+// shownErrors is how many problems Error lists: aliases can repeat one
+// mistake tens of thousands of times, and the first ones say what to fix.
+const shownErrors = 100
+
+// Error lists the problems one per line, the first shownErrors of them.
 func (es FieldErrors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
+	lines := make([]string, 0, min(len(es), shownErrors)+1)
+	for _, e := range es[:min(len(es), shownErrors)] {
+		lines = append(lines, e.Error())
+	}
+	if more := len(es) - shownErrors; more > 0 {
+		lines = append(lines, fmt.Sprintf("and %d more problems: fix the ones above and run again", more))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -610,9 +617,15 @@ func suggest(word string, candidates []string) string {
 // mergeErrors combines decode and validation errors, drops validation errors
 // at or under a path that already failed to decode, and sorts them by line.
 func mergeErrors(decodeErrs, validateErrs FieldErrors) FieldErrors {
+	failed := make(map[string]bool, len(decodeErrs))
+	for _, e := range decodeErrs {
+		if e.Path != "" {
+			failed[e.Path] = true
+		}
+	}
 	all := append(FieldErrors(nil), decodeErrs...)
 	for _, v := range validateErrs {
-		if !underAny(v.Path, decodeErrs) {
+		if !underAny(v.Path, failed) {
 			all = append(all, v)
 		}
 	}
@@ -620,12 +633,15 @@ func mergeErrors(decodeErrs, validateErrs FieldErrors) FieldErrors {
 	return all
 }
 
-func underAny(path string, errs FieldErrors) bool {
-	for _, e := range errs {
-		if e.Path == "" {
-			continue
-		}
-		if path == e.Path || strings.HasPrefix(path, e.Path+".") || strings.HasPrefix(path, e.Path+"[") {
+// underAny reports whether path, or a field or list entry it is under, is
+// in failed. It looks up path's ancestors rather than comparing every
+// failed path: aliases can make tens of thousands of both.
+func underAny(path string, failed map[string]bool) bool {
+	if len(failed) == 0 {
+		return false
+	}
+	for i := len(path); i > 0; i-- {
+		if (i == len(path) || path[i] == '.' || path[i] == '[') && failed[path[:i]] {
 			return true
 		}
 	}

@@ -5,7 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/fstest"
-	"time"
+
+	"github.com/gapmirror/gapmirror/internal/fuzzguard"
 
 	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/fbctest"
@@ -36,18 +37,11 @@ func FuzzLoadFS(f *testing.F) {
 			name = "catalog.json"
 		}
 		fsys := fstest.MapFS{"configs/" + name: {Data: data}}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
+		fuzzguard.Within(t, func() {
 			if c, err := fbc.LoadFS(fsys, "/configs"); err == nil {
 				_ = c.WriteFiles(func(string, []byte) error { return nil })
 			}
-		}()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("loading %d bytes took more than 10s", len(data))
-		}
+		})
 	})
 }
 

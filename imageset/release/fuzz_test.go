@@ -3,22 +3,15 @@ package release_test
 import (
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/gapmirror/gapmirror/internal/fuzzguard"
 
 	"github.com/gapmirror/gapmirror/imageset/release"
 	"github.com/gapmirror/gapmirror/internal/releasetest"
 )
 
-// within fails the test when fn takes longer than 10s (a hang).
-func within(t *testing.T, fn func()) {
-	done := make(chan struct{})
-	go func() { defer close(done); fn() }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("took more than 10s")
-	}
-}
+// within fails the input when fn hangs or panics.
+func within(t *testing.T, fn func()) { fuzzguard.Within(t, fn) }
 
 // FuzzParseGraph: any update-graph document parses or is refused, never a
 // panic or a hang. Seeded with built graphs and the real channel lists.
