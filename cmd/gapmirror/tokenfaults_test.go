@@ -238,7 +238,12 @@ func tokensFor(t *testing.T, issued []string, repo string) int {
 // are renewed ahead of their expiry; and one blob request of each side is
 // held on its way until its token expired, so each side refuses it and
 // the run must get a new token and send again (a read at once, an upload
-// by retrying the blob).
+// by retrying the blob). Twelve images of a 128 KiB layer each: with
+// --parallel-images 2 a side moves at most 8 blobs at once, all sharing the
+// throttle, so the first layers end after about half the trip and the last
+// ones only start then, long after the first token's 2 s (with six images
+// every request could start within the first second, and no token needed
+// renewing).
 //
 // What each side covers: both go through gapmirror's own registry client
 // (registryapi), which renews a token ahead of its expiry and again on a
@@ -254,7 +259,7 @@ func tokensFor(t *testing.T, issued []string, repo string) int {
 func TestExpiringTokensFast(t *testing.T) {
 	t.Parallel()
 	ttl := 2 * time.Second
-	w := expiryWorld(t, ttl, 6, 128<<10)
+	w := expiryWorld(t, ttl, 12, 128<<10)
 	isc := w.isc("")
 	out := "file://" + filepath.Join(w.dir, "out")
 	if code, _, _ := w.gapmirror("mirror", "-c", isc, out); code != 0 {
