@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/registryapi"
 	"github.com/gapmirror/gapmirror/transfer"
@@ -121,12 +122,12 @@ func (r *run) dryRunToMirror(ctx context.Context, dst *transfer.Registry, src tr
 // the archive it would write. An image needs no download when its manifests
 // are stored and each blob is stored, linked in an archive still in place,
 // or carried by an earlier archive of the workspace (see diskDestination).
-func (t *Trip) dryRunToDisk(ctx context.Context, src transfer.Source, store *transfer.Store, set *imageset.Set, carried map[digest.Digest]bool, rep *Report) {
+func (t *Trip) dryRunToDisk(ctx context.Context, src transfer.Source, store *ocistore.Store, set *imageset.Set, carried map[digest.Digest]bool, rep *Report) {
 	fig := &DryRunFigures{}
 	var missing []imageset.Image
 	present := func(d digest.Digest) bool { return carried[d] || store.Has(d) }
 	for _, img := range set.Images {
-		if _, err := store.BlobsWalk(img, digest.Digest(img.Digest), present); err == nil {
+		if _, err := transfer.StoreBlobsWalk(store, img, digest.Digest(img.Digest), present); err == nil {
 			fig.Present++
 		} else {
 			missing = append(missing, img)

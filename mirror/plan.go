@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/sigstore"
 	"github.com/gapmirror/gapmirror/transfer"
@@ -57,7 +58,7 @@ func (t *Trip) platformsOf(ws string) workspace.PlatformsRecord {
 // the top manifests whose platform manifests earlier runs recorded for the
 // signature lookup, and those in the store; nil when no earlier run
 // recorded any (a first run reads each tag's manifest with one GET).
-func seenManifests(known workspace.PlatformsRecord, store *transfer.Store) func(digest.Digest) bool {
+func seenManifests(known workspace.PlatformsRecord, store *ocistore.Store) func(digest.Digest) bool {
 	if len(known.Platforms) == 0 {
 		return nil
 	}
@@ -72,7 +73,7 @@ func seenManifests(known workspace.PlatformsRecord, store *transfer.Store) func(
 // resolve works out the Plan of the configuration. It reads the workspace
 // ws (signatures and charts earlier runs kept) but writes nothing into it:
 // a dry run leaves the workspace as it was, and execution keeps the plan.
-func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (*workspace.Plan, *imageset.Resolution, *attachLater, error) {
+func (t *Trip) resolve(ctx context.Context, up *transfer.Registry, store *ocistore.Store, ws string) (*workspace.Plan, *imageset.Resolution, *attachLater, error) {
 	if t.RetryFailed != "" {
 		return nil, nil, nil, errors.New("internal: resolve called for a retry")
 	}
@@ -175,7 +176,7 @@ func (t *Trip) referrerChoice() imageset.ReferrerChoice {
 // plan is the Plan of a trip and the part of its Set to copy: all of it,
 // or with --retry-failed the images an earlier run failed, with the plan
 // that run recorded.
-func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *transfer.Store, ws string) (plan *workspace.Plan, todo *imageset.Set, res *imageset.Resolution, later *attachLater, err error) {
+func (t *Trip) plan(ctx context.Context, up *transfer.Registry, store *ocistore.Store, ws string) (plan *workspace.Plan, todo *imageset.Set, res *imageset.Resolution, later *attachLater, err error) {
 	if t.RetryFailed == "" {
 		plan, res, later, err = t.resolve(ctx, up, store, ws)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/archivesign"
 	"github.com/gapmirror/gapmirror/generate"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/progress"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
@@ -187,7 +188,7 @@ func (t *Trip) MirrorToDisk(ctx context.Context, dir string) (*Report, error) {
 	defer release()
 	up := transfer.NewUpstream(t.Upstream)
 	defer up.Close()
-	store, err := transfer.OpenStore(t.StoreDir)
+	store, err := ocistore.Open(t.StoreDir)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +386,7 @@ func (r *run) adoptOrphan(ctx context.Context, dir string, base archiveBaseline)
 // failed) and the plan's files; leftOut and the plan's blocked list name
 // the images of the configuration the archive does not carry. Blobs not
 // staged by this run's copy come from the store.
-func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Store, stage *archive.Staging, base archiveBaseline, set *imageset.Set, leftOut []string) ([]string, error) {
+func (r *run) writeArchive(ctx context.Context, dir string, store *ocistore.Store, stage *archive.Staging, base archiveBaseline, set *imageset.Set, leftOut []string) ([]string, error) {
 	t, ws := r.t, r.ws
 	carried, basedOn, seq := base.carried, base.basedOn, base.seq
 	present := func(d digest.Digest) bool { return carried[d] || stage.Has(d) || store.Has(d) }
@@ -394,7 +395,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 	var refs []string
 	var bytes int64
 	for _, img := range set.Images {
-		descs, err := store.BlobsWalk(img, digest.Digest(img.Digest), present)
+		descs, err := transfer.StoreBlobsWalk(store, img, digest.Digest(img.Digest), present)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", img.Destination, err)
 		}
@@ -486,7 +487,7 @@ func (r *run) writeArchive(ctx context.Context, dir string, store *transfer.Stor
 // linkStaged links the store to the blobs this run streamed into the
 // archive (see Store.Link). A link is a shortcut, not a record: failing to
 // write one costs a later run a download, so it is logged, not returned.
-func (r *run) linkStaged(dir string, written *archive.Index, store *transfer.Store, stage *archive.Staging) {
+func (r *run) linkStaged(dir string, written *archive.Index, store *ocistore.Store, stage *archive.Staging) {
 	abs, err := filepath.Abs(dir)
 	if err == nil {
 		var ar *archive.Reader
@@ -521,7 +522,7 @@ const salvageDir = "salvage"
 
 // recoverKilled links the store to the blobs a killed mirror-to-disk had
 // staged whole in dir (archive.Recover checks each against its digest).
-func (r *run) recoverKilled(dir string, store *transfer.Store) {
+func (r *run) recoverKilled(dir string, store *ocistore.Store) {
 	n := r.keepBlobs(store, "some blobs of a killed run could not be kept", func(into string) ([]archive.Salvaged, error) {
 		return archive.Recover(dir, into)
 	})
@@ -534,13 +535,13 @@ func (r *run) recoverKilled(dir string, store *transfer.Store) {
 // chunk files move into the workspace and the store links to them, so the
 // next run reads them instead of downloading them again (verified against
 // their digests as it reads). It returns how many it kept.
-func (r *run) salvage(stage *archive.Staging, store *transfer.Store) int {
+func (r *run) salvage(stage *archive.Staging, store *ocistore.Store) int {
 	return r.keepBlobs(store, "some downloaded blobs could not be kept for the next run", stage.Salvage)
 }
 
 // keepBlobs has move put kept blobs into the workspace's salvage directory and
 // links the store to each; it returns how many it linked.
-func (r *run) keepBlobs(store *transfer.Store, warning string, move func(into string) ([]archive.Salvaged, error)) int {
+func (r *run) keepBlobs(store *ocistore.Store, warning string, move func(into string) ([]archive.Salvaged, error)) int {
 	into, err := filepath.Abs(r.ws.Path(salvageDir))
 	if err != nil {
 		r.t.Log.Warn(warning, "err", err)
@@ -904,7 +905,7 @@ func (t *Trip) MirrorToMirror(ctx context.Context, dir, root string) (*Report, e
 	defer up.Close()
 	// The store holds what gapmirror builds (filtered catalogs) and the
 	// catalog images it reads, so reruns reuse them.
-	store, err := transfer.OpenStore(t.StoreDir)
+	store, err := ocistore.Open(t.StoreDir)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/fbc"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
@@ -343,13 +344,13 @@ func LatestSet(w workspace.Workspace, root string, images []workspace.MirroredIm
 
 // catalogStore opens the local store delete reads catalogs from: the
 // configured one, or a temporary one when none is configured.
-func (d *Delete) catalogStore(ctx context.Context) (*transfer.Store, func(), error) {
+func (d *Delete) catalogStore(ctx context.Context) (*ocistore.Store, func(), error) {
 	if d.StoreDir != "" {
 		lock, err := workspace.LockStore(ctx, d.StoreDir, nil) // takes its turn with the runs using it
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := transfer.OpenStore(d.StoreDir)
+		s, err := ocistore.Open(d.StoreDir)
 		if err != nil {
 			lock.Release()
 		}
@@ -359,14 +360,14 @@ func (d *Delete) catalogStore(ctx context.Context) (*transfer.Store, func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := transfer.OpenStore(dir)
+	s, err := ocistore.Open(dir)
 	return s, func() { os.RemoveAll(dir) }, err
 }
 
 // loadMirroredCatalog loads the FBC of the catalog image m recorded at the
 // root: from the store when it holds it (the run built or copied it there),
 // else pulled from the mirror by its recorded digest.
-func (d *Delete) loadMirroredCatalog(ctx context.Context, store *transfer.Store, root string, m workspace.MirroredImage, tmp string) (*fbc.Catalog, error) {
+func (d *Delete) loadMirroredCatalog(ctx context.Context, store *ocistore.Store, root string, m workspace.MirroredImage, tmp string) (*fbc.Catalog, error) {
 	dg, err := digest.Parse(m.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("the workspace records catalog %s with a bad digest %q: %w", m.Destination, m.Digest, err)

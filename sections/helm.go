@@ -22,7 +22,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
-	"github.com/gapmirror/gapmirror/transfer"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/workspace"
 )
 
@@ -37,7 +37,7 @@ type helmCharts struct {
 	ws string
 	// store receives each chart as an OCI artifact (nil: charts are not
 	// served from the mirror).
-	store *transfer.Store
+	store *ocistore.Store
 }
 
 func (h *helmCharts) Sections() []string { return []string{"mirror.helm"} }

@@ -13,6 +13,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -23,7 +24,7 @@ import (
 // in IDMS/ITMS since no cluster pulls it by its path on disk).
 type layoutImages struct {
 	t     *Env
-	store *transfer.Store
+	store *ocistore.Store
 }
 
 func (l *layoutImages) Sections() []string { return []string{imageset.SectionLayoutImages} }
@@ -58,7 +59,7 @@ func (l *layoutImages) Contribute(ctx context.Context, cfg *imageset.ImageSetCon
 		if l.store != nil {
 			// Planned, with its own planning and copying lines: a layout
 			// image may be large.
-			res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, &transfer.ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, l.store.Destination(), l.t.Copy)
+			res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, &transfer.ArchiveSource{Archive: layoutBlobs{dir: abs}, Name: "OCI layout " + abs}, transfer.StoreDestination(l.store), l.t.Copy)
 			if len(res.Failed) > 0 {
 				err := res.Failed[0].Err
 				if missing := (*transfer.MissingBlobError)(nil); errors.As(err, &missing) {

@@ -32,6 +32,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/imageset/fbc"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -44,7 +45,7 @@ const CatalogSourcesRepo = "gapmirror-catalog-sources/"
 type operators struct {
 	trip  *Env
 	up    *transfer.Registry
-	store *transfer.Store
+	store *ocistore.Store
 	plan  *workspace.Plan
 	// fetched are the catalog images fetch put in the store, by the
 	// configuration's name for them.
@@ -147,7 +148,7 @@ func (ci *CatalogImage) Load(tmp string) (*fbc.Catalog, error) {
 // FetchCatalog pins the catalog ref (an image reference or an oci: layout
 // path) to a digest and makes sure the image is in store, copying it there
 // if needed; a catalog already in the store is not fetched again.
-func FetchCatalog(ctx context.Context, ref string, up *transfer.Registry, store *transfer.Store, opts transfer.Options) (*CatalogImage, error) {
+func FetchCatalog(ctx context.Context, ref string, up *transfer.Registry, store *ocistore.Store, opts transfer.Options) (*CatalogImage, error) {
 	if layout, ok := (imageset.OperatorCatalog{Catalog: ref}).OCILayoutPath(); ok {
 		return fetchLayoutCatalog(ctx, ref, layout, store, opts)
 	}
@@ -177,8 +178,8 @@ func FetchCatalog(ctx context.Context, ref string, up *transfer.Registry, store 
 // planned: a catalog image can take minutes, so it shows its planning and
 // copying lines (nested in the resolving phase), the total fixed from the
 // first.
-func CopyIntoStore(ctx context.Context, img imageset.Image, src transfer.Source, store *transfer.Store, opts transfer.Options) error {
-	res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, src, store.Destination(), opts)
+func CopyIntoStore(ctx context.Context, img imageset.Image, src transfer.Source, store *ocistore.Store, opts transfer.Options) error {
+	res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{img}}, src, transfer.StoreDestination(store), opts)
 	if len(res.Failed) > 0 {
 		return fmt.Errorf("cannot copy catalog %s into the local store %s: %w", img.Origin, store.Dir(), res.Failed[0].Err)
 	}
@@ -189,7 +190,7 @@ func CopyIntoStore(ctx context.Context, img imageset.Image, src transfer.Source,
 // store. A layout naming one manifest uses it; a layout naming several
 // platform images (as some tools write a multi-arch catalog) is gathered
 // into one index.
-func fetchLayoutCatalog(ctx context.Context, ref, dir string, store *transfer.Store, opts transfer.Options) (*CatalogImage, error) {
+func fetchLayoutCatalog(ctx context.Context, ref, dir string, store *ocistore.Store, opts transfer.Options) (*CatalogImage, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("catalog %s: %w", ref, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
 	"github.com/gapmirror/gapmirror/imageset/fbc"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -59,7 +60,7 @@ func TestLayoutWithSeveralPlatformImages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store, err := transfer.OpenStore(filepath.Join(t.TempDir(), "store"))
+	store, err := ocistore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestLayoutWithSeveralPlatformImages(t *testing.T) {
 	}
 	// The gathered index is a blob of the store like any other: an archive
 	// of the rebuilt catalog carries it.
-	if _, err := store.Blobs(imageset.Image{Digest: ci.Digest.String()}); err != nil {
+	if _, err := transfer.StoreBlobs(store, imageset.Image{Digest: ci.Digest.String()}); err != nil {
 		t.Errorf("store cannot walk the gathered index: %v", err)
 	}
 }
@@ -134,7 +135,7 @@ func TestRealCatalogContribution(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store, err := transfer.OpenStore(filepath.Join(t.TempDir(), "store"))
+	store, err := ocistore.Open(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

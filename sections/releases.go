@@ -19,6 +19,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -61,7 +62,7 @@ const ocpReleaseRepository = "quay.io/openshift-release-dev/ocp-release"
 type releaseContributor struct {
 	t     *Env
 	up    *transfer.Registry
-	store *transfer.Store
+	store *ocistore.Store
 	// out is the plan being made.
 	out *workspace.Plan
 	// ws holds the signatures earlier runs verified (read only).
@@ -494,7 +495,7 @@ func (c *releaseContributor) graphImage(ctx context.Context, r *imageset.Resolvi
 	base := imageset.Image{Source: reference.TrimNamed(named).String() + "@" + bd.String(), Origin: named.String(), Digest: bd.String(),
 		Destination: "gapmirror-graph-base:" + imageset.DigestTag(bd), Kind: imageset.KindReleaseGraph}
 	// Planned, so its progress has its total from the first frame.
-	res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{base}}, c.up, c.store.Destination(), c.t.Copy)
+	res := transfer.CopyPlanned(ctx, &imageset.Set{Images: []imageset.Image{base}}, c.up, transfer.StoreDestination(c.store), c.t.Copy)
 	if err := res.Err(); err != nil {
 		return fmt.Errorf("mirror.platform.graph: copying the graph image base %s into the local store: %w", baseRef, err)
 	}
@@ -533,7 +534,7 @@ func (c *releaseContributor) builtGraphImage() (imageset.Image, bool) {
 		return imageset.Image{}, false
 	}
 	img := graphImageOf(desc.Digest, "mirror.platform.graph: the graph image an earlier run built ("+release.EnvUpdateURLOverride+" is set)")
-	if _, err := c.store.Blobs(img); err != nil {
+	if _, err := transfer.StoreBlobs(c.store, img); err != nil {
 		return imageset.Image{}, false
 	}
 	return img, true

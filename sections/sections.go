@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -11,7 +12,7 @@ import (
 // Contributors resolve the configuration sections that need more than a
 // tag lookup: operator catalogs, release payloads and helm charts, into
 // plan; ws is read for what earlier runs kept, never written.
-func Contributors(t *Env, up *transfer.Registry, store *transfer.Store, plan *workspace.Plan, ws string) []imageset.Contributor {
+func Contributors(t *Env, up *transfer.Registry, store *ocistore.Store, plan *workspace.Plan, ws string) []imageset.Contributor {
 	return []imageset.Contributor{
 		&operators{trip: t, up: up, store: store, plan: plan},
 		&releaseContributor{t: t, up: up, store: store, out: plan, ws: ws},

@@ -17,6 +17,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/catalogimage"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/transfer"
 	"github.com/gapmirror/gapmirror/workspace"
 )
@@ -28,7 +29,7 @@ import (
 // Rebuilt are the catalogs a subset filtered again: the new images in a
 // store of their own and the bundle and related images they keep.
 type Rebuilt struct {
-	store *transfer.Store
+	store *ocistore.Store
 	// catalogs maps the digest of an archive catalog image to its rebuilt
 	// Set entry.
 	catalogs map[string]imageset.Image
@@ -93,7 +94,7 @@ func Refilter(ctx context.Context, set *imageset.Set, ar transfer.BlobReader, s 
 	if err != nil {
 		return nil, err
 	}
-	store, err := transfer.OpenStore(tmp)
+	store, err := ocistore.Open(tmp)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -101,7 +102,7 @@ func Refilter(ctx context.Context, set *imageset.Set, ar transfer.BlobReader, s 
 	rb := &Rebuilt{store: store, catalogs: map[string]imageset.Image{}, images: map[string]map[string]bool{}}
 	// The catalog images read for root, kept from run to run: an
 	// incremental archive lacks their unchanged blobs.
-	kept, err := transfer.OpenStore(filepath.Join(ws, subsetCatalogs, strings.TrimSuffix(workspace.LocationFile(root), ".json")))
+	kept, err := ocistore.Open(filepath.Join(ws, subsetCatalogs, strings.TrimSuffix(workspace.LocationFile(root), ".json")))
 	if err != nil {
 		rb.Close()
 		return nil, err
@@ -172,7 +173,7 @@ const subsetCatalogs = "subset-catalogs"
 // an archive's image. With save, what it reads from the archive is kept.
 type overlayBlobs struct {
 	read        transfer.BlobReader
-	store, kept *transfer.Store
+	store, kept *ocistore.Store
 	save        bool
 	// used are the blobs read from kept or the archive.
 	used map[digest.Digest]bool
@@ -223,19 +224,19 @@ func (o *overlayBlobs) prune() {
 // storeFirst reads what store holds from there, the rest from Source.
 type storeFirst struct {
 	transfer.Source
-	store *transfer.Store
+	store *ocistore.Store
 }
 
 func (s storeFirst) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
 	if s.store.Has(d) {
-		return s.store.Source().Manifest(ctx, img, d)
+		return transfer.StoreSource(s.store).Manifest(ctx, img, d)
 	}
 	return s.Source.Manifest(ctx, img, d)
 }
 
 func (s storeFirst) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
 	if s.store.Has(desc.Digest) {
-		return s.store.Source().Blob(ctx, img, desc)
+		return transfer.StoreSource(s.store).Blob(ctx, img, desc)
 	}
 	return s.Source.Blob(ctx, img, desc)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -54,7 +55,7 @@ type Search struct {
 	// RegistriesD says which repositories get sigstore lookups (nil: all).
 	RegistriesD *RegistriesD
 	// Store holds manifests earlier runs or this resolution read.
-	Store *transfer.Store
+	Store *ocistore.Store
 	// Parallel bounds the lookups (each kind runs twice as many, the
 	// manifest reads before them four times).
 	Parallel int
@@ -163,7 +164,7 @@ func (sr *signatureSearch) add(set *imageset.Set, images []target, kidsOf [][]di
 }
 
 // signatureManifest reads manifest d of img, from the store if it is there.
-func signatureManifest(ctx context.Context, up *transfer.Registry, store *transfer.Store, img imageset.Image, d digest.Digest, reads *atomic.Int64) ([]byte, error) {
+func signatureManifest(ctx context.Context, up *transfer.Registry, store *ocistore.Store, img imageset.Image, d digest.Digest, reads *atomic.Int64) ([]byte, error) {
 	if store != nil && store.Has(d) {
 		return store.ReadBlob(d)
 	}

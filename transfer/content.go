@@ -8,6 +8,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/ocistore"
 )
 
 // builtSource reads the images gapmirror built (imageset.Image.Built) from
@@ -16,7 +17,7 @@ import (
 // to read their FBC, so they are not downloaded twice.
 type builtSource struct {
 	Source
-	store *Store
+	store *ocistore.Store
 }
 
 // local reports whether img is read from the store. A manifest in the store
@@ -27,18 +28,18 @@ func (b builtSource) local(img imageset.Image) bool {
 
 func (b builtSource) Manifest(ctx context.Context, img imageset.Image, d digest.Digest) ([]byte, string, error) {
 	if b.local(img) {
-		return b.store.Source().Manifest(ctx, img, d)
+		return StoreSource(b.store).Manifest(ctx, img, d)
 	}
 	return b.Source.Manifest(ctx, img, d)
 }
 
 func (b builtSource) Blob(ctx context.Context, img imageset.Image, desc ocispec.Descriptor) (io.ReadCloser, error) {
 	if b.local(img) {
-		return b.store.Source().Blob(ctx, img, desc)
+		return StoreSource(b.store).Blob(ctx, img, desc)
 	}
 	return b.Source.Blob(ctx, img, desc)
 }
 
 // WithStore reads the images gapmirror built, and the operator catalogs the
 // store holds, from store, and every other image from up (see builtSource).
-func WithStore(up Source, store *Store) Source { return builtSource{up, store} }
+func WithStore(up Source, store *ocistore.Store) Source { return builtSource{up, store} }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +21,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/ocistore"
 )
 
 func testOptions(t *testing.T) RegistryOptions {
@@ -71,44 +70,6 @@ func TestSharedLayerIsMounted(t *testing.T) {
 	}
 	if d, n := u.MaxPut(); n > 1 {
 		t.Errorf("blob %s uploaded %d times", d, n)
-	}
-}
-
-// TestStoreRefusesCorruptBlobs: a blob whose bytes or size do not match its
-// digest never appears in the store, and a good one appears whole.
-func TestStoreRefusesCorruptBlobs(t *testing.T) {
-	s, err := OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := []byte("layer bytes")
-	d := digest.FromBytes(good)
-	for _, c := range []struct {
-		name string
-		data []byte
-		size int64
-	}{
-		{"flipped", []byte("layer byteS"), int64(len(good))},
-		{"short", good[:5], int64(len(good))},
-		{"wrong size", good, 3},
-	} {
-		err := s.Put(d, c.size, bytes.NewReader(c.data))
-		var de *failure.DigestError
-		if !errors.As(err, &de) {
-			t.Errorf("%s: got %v, want a DigestError", c.name, err)
-		}
-		if s.Has(d) {
-			t.Fatalf("%s: corrupt blob stored", c.name)
-		}
-	}
-	if err := s.Put(d, int64(len(good)), bytes.NewReader(good)); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.ReadBlob(d); err != nil || !bytes.Equal(got, good) {
-		t.Errorf("ReadBlob = %q, %v", got, err)
-	}
-	if entries, _ := os.ReadDir(filepath.Join(s.Dir(), storeIngest)); len(entries) != 0 {
-		t.Errorf("ingest not cleaned: %v", entries)
 	}
 }
 
@@ -207,13 +168,13 @@ func sharedBlobSurvivesOtherImageFailure(t *testing.T, copyAll func(context.Cont
 			next.ServeHTTP(w, r)
 		})
 	})
-	store, err := OpenStore(t.TempDir())
+	store, err := ocistore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := NewUpstream(testOptions(t))
 	defer src.Close()
-	res := copyAll(context.Background(), set, src, store.Destination(), Options{ParallelImages: 2, Retries: -1})
+	res := copyAll(context.Background(), set, src, StoreDestination(store), Options{ParallelImages: 2, Retries: -1})
 	if len(res.Failed) != 1 || res.Failed[0].Image.Destination != "ns/a:v1" {
 		t.Fatalf("failed = %v, want only ns/a:v1", res.Failed)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gapmirror/gapmirror/archive"
 	"github.com/gapmirror/gapmirror/failure"
 	"github.com/gapmirror/gapmirror/imageset"
+	"github.com/gapmirror/gapmirror/ocistore"
 )
 
 // diskDestination is mirror-to-disk's destination. Manifests go into the
@@ -33,7 +34,7 @@ type diskDestination struct {
 // NewDiskDestination is mirror-to-disk's destination: manifests into store,
 // other blobs into stage; carried are the blobs earlier archives carried;
 // stop ends the run when a blob cannot fit any chunk.
-func NewDiskDestination(store *Store, stage *archive.Staging, carried map[digest.Digest]bool, stop context.CancelCauseFunc) Destination {
+func NewDiskDestination(store *ocistore.Store, stage *archive.Staging, carried map[digest.Digest]bool, stop context.CancelCauseFunc) Destination {
 	return diskDestination{storeEndpoint{store}, stage, carried, stop}
 }
 
@@ -45,7 +46,7 @@ func (e diskDestination) has(d digest.Digest) bool {
 // HasManifest reports whether img is whole: its manifests in the store and
 // each blob they name stored, staged or carried earlier.
 func (e diskDestination) HasManifest(_ context.Context, img imageset.Image, d digest.Digest) (bool, error) {
-	descs, err := e.s.BlobsWalk(img, d, e.has)
+	descs, err := StoreBlobsWalk(e.s, img, d, e.has)
 	if err != nil || len(descs) == 0 {
 		return false, nil // missing or damaged: the copy fetches it again
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/registryapi"
 )
 
@@ -110,11 +111,11 @@ func TestLostBlobIsSentAgain(t *testing.T) {
 	if err := dst.DeleteBlob("m/ns/a", baseDigest); err != nil {
 		t.Fatal(err)
 	}
-	store, err := OpenStore(t.TempDir())
+	store, err := ocistore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := Copy(ctx, sets[2], NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
+	if res := Copy(ctx, sets[2], NewUpstream(testOptions(t)), StoreDestination(store), Options{}); res.Err() != nil {
 		t.Fatal(res.Err())
 	}
 	incremental := onlyManifests{store: store, has: map[digest.Digest]bool{imgs[2].Digest: true}}

@@ -14,6 +14,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/ocistore"
 )
 
 // TestPushRequestFloor: a first push sends the distribution API's minimum
@@ -93,11 +94,11 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 	}
 
 	// The local store as the source, as disk-to-mirror reads the archive.
-	store, err := OpenStore(t.TempDir())
+	store, err := ocistore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := copyAll(ctx, set, NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
+	if res := copyAll(ctx, set, NewUpstream(testOptions(t)), StoreDestination(store), Options{}); res.Err() != nil {
 		t.Fatal(res.Err())
 	}
 	d2m := registrytest.Start(t, registrytest.Options{})
@@ -125,7 +126,7 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 	}
 	locs := map[digest.Digest]string{}
 	for _, img := range set.Images {
-		descs, err := store.Blobs(img)
+		descs, err := StoreBlobs(store, img)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 	}
 	added := imageset.Image{Source: up.Host() + "/" + known + "@" + newer.Digest.String(), Origin: up.Host() + "/" + known + ":v9",
 		Digest: newer.Digest.String(), Destination: known + ":v9", Kind: imageset.KindAdditional}
-	if res := copyAll(ctx, &imageset.Set{Images: []imageset.Image{added}}, NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
+	if res := copyAll(ctx, &imageset.Set{Images: []imageset.Image{added}}, NewUpstream(testOptions(t)), StoreDestination(store), Options{}); res.Err() != nil {
 		t.Fatal(res.Err())
 	}
 	mir5, err := NewMirror(d2m.Host()+"/m", testOptions(t))
@@ -197,7 +198,7 @@ func pushRequestFloor(t *testing.T, copyAll func(context.Context, *imageset.Set,
 // onlyManifests is an incremental archive that carries the image manifests
 // and none of their blobs.
 type onlyManifests struct {
-	store *Store
+	store *ocistore.Store
 	has   map[digest.Digest]bool
 }
 
@@ -242,12 +243,12 @@ func TestPlannedCopyAsksForBlobsAnArchiveLeftOut(t *testing.T) {
 			Digest: img.Digest.String(), Destination: "ns/a:" + tag, Kind: imageset.KindAdditional}}}
 		second = img
 	}
-	store, err := OpenStore(t.TempDir())
+	store, err := ocistore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range set {
-		if res := Copy(ctx, s, NewUpstream(testOptions(t)), store.Destination(), Options{}); res.Err() != nil {
+		if res := Copy(ctx, s, NewUpstream(testOptions(t)), StoreDestination(store), Options{}); res.Err() != nil {
 			t.Fatal(res.Err())
 		}
 	}

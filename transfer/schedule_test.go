@@ -15,6 +15,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/internal/imagebuilder"
 	"github.com/gapmirror/gapmirror/internal/registrytest"
+	"github.com/gapmirror/gapmirror/ocistore"
 )
 
 // TestBlobLaneOrder: a free slot goes to the largest large blob waiting
@@ -314,11 +315,11 @@ func TestScheduledTransferFailsItsOwnerOnly(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	})
-	store, err := OpenStore(t.TempDir())
+	store, err := ocistore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := CopyPlanned(ctx, set, NewUpstream(testOptions(t)), store.Destination(), Options{Retries: -1})
+	res := CopyPlanned(ctx, set, NewUpstream(testOptions(t)), StoreDestination(store), Options{Retries: -1})
 	if len(res.Failed) != 1 || res.Failed[0].Image.Destination != "ns/app-0:v1" || !strings.Contains(res.Failed[0].Err.Error(), baseDigest.String()) {
 		t.Fatalf("failed: %v; want ns/app-0:v1 alone, for the shared layer", res.Failed)
 	}

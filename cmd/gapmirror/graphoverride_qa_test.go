@@ -8,6 +8,7 @@ import (
 
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
@@ -57,14 +58,14 @@ func TestGraphOverrideQACarried(t *testing.T) {
 	for _, c := range chunks {
 		must(t, os.Rename(c, filepath.Join(carried, filepath.Base(c))))
 	}
-	store, err := transfer.OpenStore(filepath.Join(w.dir, "cache", ".gapmirror", "store"))
+	store, err := ocistore.Open(filepath.Join(w.dir, "cache", ".gapmirror", "store"))
 	must(t, err)
 	desc, ok := store.Resolve(release.GraphImageDestination)
 	if !ok || desc.Digest != gd {
 		t.Fatalf("the store names graph image %v (%v), want %s", desc.Digest, ok, gd)
 	}
 	img := imageset.Image{Digest: string(gd), Kind: imageset.KindReleaseGraph}
-	if _, err := store.Blobs(img); err != nil {
+	if _, err := transfer.StoreBlobs(store, img); err != nil {
 		t.Errorf("once the archive is carried away the store no longer holds the graph image, so UPDATE_URL_OVERRIDE runs cannot reuse it: %v", err)
 	}
 }

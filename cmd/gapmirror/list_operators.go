@@ -16,6 +16,7 @@ import (
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/catalog"
 	"github.com/gapmirror/gapmirror/imageset/release"
+	"github.com/gapmirror/gapmirror/ocistore"
 	"github.com/gapmirror/gapmirror/sections"
 	"github.com/gapmirror/gapmirror/transfer"
 )
@@ -211,7 +212,7 @@ func (f *listOperatorsFlags) open(ctx context.Context, g *globalFlags) (ci *sect
 	if err != nil {
 		return nil, "", err
 	}
-	store, err := transfer.OpenStore(storeDir)
+	store, err := ocistore.Open(storeDir)
 	if err != nil {
 		return nil, "", err
 	}

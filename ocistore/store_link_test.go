@@ -1,4 +1,4 @@
-package transfer
+package ocistore
 
 import (
 	"io"
@@ -15,7 +15,7 @@ import (
 // and reads from there; once the chunk is gone, or replaced by a file of
 // another size, the blob is not in the store and the link is dropped.
 func TestStoreLinks(t *testing.T) {
-	s, err := OpenStore(t.TempDir())
+	s, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
