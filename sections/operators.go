@@ -50,6 +50,9 @@ type operators struct {
 	// fetched are the catalog images fetch put in the store, by the
 	// configuration's name for them.
 	fetched map[string]*CatalogImage
+	// failed are the errors of the fetches that failed (a Prefetch's), by
+	// the same name: the next fetch says it reads the catalog again.
+	failed map[string]error
 }
 
 // Prefetch implements imageset.Prefetcher: each registry catalog is pinned
@@ -79,9 +82,17 @@ func (o *operators) fetch(ctx context.Context, ref string) (*CatalogImage, error
 	if ci := o.fetched[ref]; ci != nil {
 		return ci, nil
 	}
-	o.trip.Log.Info("reading operator catalog", "catalog", ref)
+	if first := o.failed[ref]; first != nil {
+		o.trip.Log.Info("reading operator catalog again", "catalog", ref, "firstTry", first.Error())
+	} else {
+		o.trip.Log.Info("reading operator catalog", "catalog", ref)
+	}
 	ci, err := FetchCatalog(ctx, ref, o.up, o.store, o.trip.Copy)
 	if err != nil {
+		if o.failed == nil {
+			o.failed = map[string]error{}
+		}
+		o.failed[ref] = err
 		return nil, err
 	}
 	if o.fetched == nil {

@@ -110,11 +110,7 @@ func (r *Result) Add(more *Result) {
 	r.Failed = append(r.Failed, more.Failed...)
 	r.Blobs, r.Bytes, r.Reused = r.Blobs+more.Blobs, r.Bytes+more.Bytes, r.Reused+more.Reused
 	r.Retries, r.Duration = r.Retries+more.Retries, r.Duration+more.Duration
-	t, u := &r.Tally, more.Tally
-	t.Blobs, t.Bytes, t.Reused, t.Unread = t.Blobs+u.Blobs, t.Bytes+u.Bytes, t.Reused+u.Reused, t.Unread+u.Unread
-	t.BlobsMoved, t.BlobsFound = t.BlobsMoved+u.BlobsMoved, t.BlobsFound+u.BlobsFound
-	t.BytesMoved, t.BytesFound = t.BytesMoved+u.BytesMoved, t.BytesFound+u.BytesFound
-	t.Known = t.Known && u.Known
+	r.Tally.Add(more.Tally)
 	if len(more.Locations) > 0 && r.Locations == nil {
 		r.Locations = map[digest.Digest]string{}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,6 +214,42 @@ func TestInstances(t *testing.T) {
 		}
 		if err != nil || len(got) != c.want {
 			t.Errorf("%v: %d instances (%v), want %d", c.platforms, len(got), err, c.want)
+		}
+	}
+}
+
+// TestBlobTallyAdd: adding two tallies sums every count (a field added to
+// BlobTally and left out of Add fails here) and keeps Known only when both
+// were known.
+func TestBlobTallyAdd(t *testing.T) {
+	var a, b BlobTally
+	va, vb := reflect.ValueOf(&a).Elem(), reflect.ValueOf(&b).Elem()
+	for i := range va.NumField() {
+		switch va.Field(i).Kind() {
+		case reflect.Int, reflect.Int64:
+			va.Field(i).SetInt(int64(i + 1))
+			vb.Field(i).SetInt(int64(100 * (i + 1)))
+		case reflect.Bool:
+			va.Field(i).SetBool(true)
+			vb.Field(i).SetBool(false)
+		default:
+			t.Fatalf("BlobTally.%s is a %s: teach Add and this test how to sum it", va.Type().Field(i).Name, va.Field(i).Kind())
+		}
+	}
+	sum := a
+	sum.Add(b)
+	vs := reflect.ValueOf(sum)
+	for i := range vs.NumField() {
+		name := vs.Type().Field(i).Name
+		switch vs.Field(i).Kind() {
+		case reflect.Int, reflect.Int64:
+			if got, want := vs.Field(i).Int(), int64(101*(i+1)); got != want {
+				t.Errorf("%s: %d, want %d", name, got, want)
+			}
+		case reflect.Bool:
+			if vs.Field(i).Bool() {
+				t.Errorf("%s: known after adding an unknown tally", name)
+			}
 		}
 	}
 }

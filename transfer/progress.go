@@ -143,6 +143,14 @@ type BlobTally struct {
 	Unread int
 }
 
+// Add sums u into t: the tally of two copies as one.
+func (t *BlobTally) Add(u BlobTally) {
+	t.Blobs, t.Bytes, t.Reused, t.Unread = t.Blobs+u.Blobs, t.Bytes+u.Bytes, t.Reused+u.Reused, t.Unread+u.Unread
+	t.BlobsMoved, t.BlobsFound = t.BlobsMoved+u.BlobsMoved, t.BlobsFound+u.BlobsFound
+	t.BytesMoved, t.BytesFound = t.BytesMoved+u.BytesMoved, t.BytesFound+u.BytesFound
+	t.Known = t.Known && u.Known
+}
+
 // Planned reports whether the totals came from a plan, before the copy.
 func (t *Tally) Planned() bool { return t.planned }
 

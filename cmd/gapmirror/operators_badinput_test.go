@@ -79,7 +79,10 @@ func TestOperatorBadInput(t *testing.T) {
     targetCatalogSourceTemplate: ` + badTemplate + "\n",
 			[]string{"mirror.operators[0].targetCatalogSourceTemplate", badTemplate, "spec.configMap is set"}},
 		{"catalog missing upstream", `  - catalog: ` + w.up.Host() + `/catalogs/nothere:v1
-`, []string{"mirror.operators[0].catalog", "catalogs/nothere:v1", "does not exist"}},
+`, []string{"mirror.operators[0].catalog", "catalogs/nothere:v1", "does not exist",
+			// Fetched beside the pins first, then again by the operators
+			// section, which reports it: the log says so.
+			"reading operator catalog again catalog=" + w.up.Host() + "/catalogs/nothere:v1 firstTry="}},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
