@@ -65,6 +65,28 @@ func openRedisCache(cfg *configuration.Configuration) (*redisCache, error) {
 	return &redisCache{c: redis.NewUniversalClient(&opts), addrs: addrs}, nil
 }
 
+// checkCache checks, before serving, that the Redis of a blob-descriptor
+// cache answers: distribution starts without it and then logs a failed
+// lookup for every blob it is asked about, falling back to the storage
+// each time, so a mistyped address would go unnoticed but for the logs.
+// source names the configuration (as Server.source does).
+func checkCache(ctx context.Context, cfg *configuration.Configuration, source string) error {
+	if !usesRedisCache(cfg) {
+		return nil
+	}
+	cache, err := openRedisCache(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	defer cache.c.Close()
+	pctx, cancel := context.WithTimeout(ctx, storageProbeTimeout)
+	defer cancel()
+	if err := cache.ping(pctx); err != nil {
+		return fmt.Errorf("%w (%s): start Redis there, or correct redis.addrs", err, source)
+	}
+	return nil
+}
+
 func (r *redisCache) ping(ctx context.Context) error {
 	if err := r.c.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("the Redis of the blob-descriptor cache (redis.addrs %s) does not answer: %w", r.addrs, err)

@@ -125,6 +125,11 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		_ = ln.Close()
 		return nil, err
 	}
+	if err := checkCache(ctx, cfg, s.source); err != nil {
+		_ = ln.Close()
+		s.unlock()
+		return nil, err
+	}
 	if err := s.checkStorage(ctx, cfg); err != nil {
 		_ = ln.Close()
 		s.unlock()

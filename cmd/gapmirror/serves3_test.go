@@ -307,7 +307,8 @@ func onHost(t *testing.T, loc, host string) string {
 // TestServeS3BadStorage: gapmirror serve on object storage it cannot use
 // exits 1 at start, before printing anything, with an error naming the
 // bucket and endpoint and what to check: a bucket that does not exist,
-// credentials the store refuses, an endpoint nobody answers at.
+// credentials the store refuses, an endpoint nobody answers at; and so
+// does a blob-descriptor cache whose Redis nobody answers at.
 func TestServeS3BadStorage(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
@@ -323,6 +324,8 @@ func TestServeS3BadStorage(t *testing.T) {
 		{"wrong secret key", "secretkey: " + p.store.SecretKey, "secretkey: wrong", []string{"SignatureDoesNotMatch", "the store refused the credentials: check the access key and secret key"}},
 		{"unknown access key", "accesskey: " + p.store.AccessKey, "accesskey: NOBODY", []string{"InvalidAccessKeyId", "the store refused the credentials"}},
 		{"unreachable endpoint", "regionendpoint: " + p.store.Endpoint, "regionendpoint: " + nobody, []string{`s3 bucket "mirror" at ` + nobody, "connection refused", "cannot be reached: check regionendpoint"}},
+		{"unreachable Redis", "addrs: [" + p.redis.Addr() + "]", "addrs: [" + strings.TrimPrefix(nobody, "http://") + "]",
+			[]string{"the Redis of the blob-descriptor cache (redis.addrs " + strings.TrimPrefix(nobody, "http://"), "does not answer", "connection refused"}},
 	} {
 		conf := filepath.Join(w.dir, strings.ReplaceAll(c.name, " ", "-")+".yml")
 		must(t, os.WriteFile(conf, []byte(strings.Replace(string(good), c.from, c.to, 1)), 0o644))
