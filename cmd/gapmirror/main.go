@@ -9,28 +9,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/gapmirror/gapmirror/audit"
 	"github.com/gapmirror/gapmirror/mirror"
 )
 
-// gcPercent is the garbage collector's target when GOGC is not set. A
-// run's heap is mostly buffers and manifests that live for one transfer:
-// collecting when it grows by half, not by all of it, keeps the peak about
-// 8 MiB lower at no measured cost in time (docs/benchmarks.md).
-const gcPercent = 50
-
-// tuneGC sets gcPercent unless the user set GOGC (lookup is os.LookupEnv).
-func tuneGC(lookup func(string) (string, bool)) {
-	if _, set := lookup("GOGC"); !set {
-		debug.SetGCPercent(gcPercent)
-	}
-}
-
 func main() {
-	tuneGC(os.LookupEnv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stopProfile := startProfile()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
