@@ -64,15 +64,27 @@ func (o *operators) Prefetch(ctx context.Context, cfg *imageset.ImageSetConfigur
 		return
 	}
 	for _, oc := range cfg.Mirror.Operators {
-		if _, isLayout := oc.OCILayoutPath(); isLayout {
-			continue
-		}
-		named, err := reference.ParseNormalizedNamed(oc.Catalog)
-		if err != nil || r.Blocked(reference.TagNameOnly(named).String(), reference.Path(named)) != "" {
+		if _, isLayout := oc.OCILayoutPath(); isLayout || readable(oc, r) != nil {
 			continue
 		}
 		_, _ = o.fetch(ctx, oc.Catalog) // an error: Contribute meets it again and reports it
 	}
+}
+
+// readable says why the catalog of oc may not be read: not an image
+// reference, or blocked by mirror.blockedImages (an OCI layout always may).
+func readable(oc imageset.OperatorCatalog, r *imageset.Resolving) error {
+	if _, isLayout := oc.OCILayoutPath(); isLayout {
+		return nil
+	}
+	named, err := reference.ParseNormalizedNamed(oc.Catalog)
+	if err != nil {
+		return fmt.Errorf("%q is not an image reference: %w", oc.Catalog, err)
+	}
+	if b := r.Blocked(reference.TagNameOnly(named).String(), reference.Path(named)); b != "" {
+		return fmt.Errorf("%s is blocked by %s: remove the catalog or the blocking rule", oc.Catalog, b)
+	}
+	return nil
 }
 
 // fetch is FetchCatalog once per catalog the configuration names: the
@@ -356,15 +368,8 @@ func LocateFilterError(path string, oc imageset.OperatorCatalog, msg string) str
 // contribute resolves one catalog entry at path into r.
 func (o *operators) contribute(ctx context.Context, path string, oc imageset.OperatorCatalog, r *imageset.Resolving) error {
 	label := fmt.Sprintf("%s (catalog %s)", path, oc.Catalog)
-	_, isLayout := oc.OCILayoutPath()
-	if !isLayout {
-		named, err := reference.ParseNormalizedNamed(oc.Catalog)
-		if err != nil {
-			return fmt.Errorf("%s.catalog: %q is not an image reference: %w", path, oc.Catalog, err)
-		}
-		if b := r.Blocked(reference.TagNameOnly(named).String(), reference.Path(named)); b != "" {
-			return fmt.Errorf("%s.catalog: %s is blocked by %s: remove the catalog or the blocking rule", path, oc.Catalog, b)
-		}
+	if err := readable(oc, r); err != nil {
+		return fmt.Errorf("%s.catalog: %w", path, err)
 	}
 	var template []byte
 	if oc.TargetCatalogSourceTemplate != "" {
@@ -410,6 +415,7 @@ func (o *operators) contribute(ctx context.Context, path string, oc imageset.Ope
 
 	// The catalog image: the original when kept whole, else rebuilt.
 	rebuild := !(oc.Full && len(oc.Packages) == 0)
+	_, isLayout := oc.OCILayoutPath()
 	final, built := ci.Digest, isLayout || rebuild
 	// A rebuilt catalog holds only the listed platforms (a new image has no
 	// digest to keep); everything else is copied sparse.
