@@ -66,6 +66,14 @@ func (e diskDestination) HasBlob(_ context.Context, _ imageset.Image, desc ocisp
 // rose 8 MiB), 256 KiB for larger ones (fewer system calls on a fast link).
 var copyBuffers = [2]sync.Pool{{New: func() any { b := make([]byte, 64<<10); return &b }}, {New: func() any { b := make([]byte, 256<<10); return &b }}}
 
+// copyBuffersFor is the pool of copyBuffers for a blob of size bytes.
+func copyBuffersFor(size int64) *sync.Pool {
+	if size >= 1<<20 {
+		return &copyBuffers[1]
+	}
+	return &copyBuffers[0]
+}
+
 // PutBlob streams the blob into its place in the staged archive. The copy
 // hands a verifyingReader, which fails instead of ending when the content
 // does not match the digest; any other reader is verified here. Only a
@@ -90,7 +98,7 @@ func (e diskDestination) PutBlob(_ context.Context, _ imageset.Image, desc ocisp
 		v = desc.Digest.Verifier()
 		r = io.TeeReader(r, v)
 	}
-	pool := &copyBuffers[max(min(desc.Size>>20, 1), 0)]
+	pool := copyBuffersFor(desc.Size)
 	buf := pool.Get().(*[]byte)
 	n, err := io.CopyBuffer(slot.Writer(), r, *buf)
 	pool.Put(buf)
