@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,15 +209,41 @@ func TestRerunResolvesTagsWithHead(t *testing.T) {
 	w.applyArchive(filepath.Join(w.dir, "archive"))
 }
 
-// heldUntil holds a request until signal is closed, 10 s at most, and
-// says whether it waited that long: what it waited for did not come.
-func heldUntil(signal <-chan struct{}) (late bool) {
+// signalHold holds requests until fire is called, 10 s at most each, and
+// counts those it held and those whose wait ran out: what they waited for
+// did not come.
+type signalHold struct {
+	once       sync.Once
+	fired      chan struct{}
+	mu         sync.Mutex
+	held, late int
+}
+
+func newSignalHold() *signalHold { return &signalHold{fired: make(chan struct{})} }
+
+// fire lets every held request go on, and the next ones through at once.
+func (h *signalHold) fire() { h.once.Do(func() { close(h.fired) }) }
+
+// hold waits for fire, 10 s at most.
+func (h *signalHold) hold() {
+	late := false
 	select {
-	case <-signal:
-		return false
+	case <-h.fired:
 	case <-time.After(10 * time.Second):
-		return true
+		late = true
 	}
+	h.mu.Lock()
+	if h.held++; late {
+		h.late++
+	}
+	h.mu.Unlock()
+}
+
+// counts are the requests held so far and how many of them waited 10 s.
+func (h *signalHold) counts() (held, late int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held, h.late
 }
 
 // gate holds the requests of a registry that match until want of them wait
@@ -271,14 +298,23 @@ func TestTagsPinnedManyAtOnce(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
 	w.pushFleet(40, 4<<10)
-	g := holdUntilMany(w.up, 24, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/manifests/v1") })
+	n := mostAtOnce(t, w, 24, func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/manifests/v1") })
+	if n < 24 || n > 32 {
+		t.Errorf("at most %d tags were read at once, want 24 to 32", n)
+	}
+}
+
+// mostAtOnce runs a mirror-to-disk of w's configuration with the upstream
+// requests that match held until want of them wait at once (see
+// holdUntilMany), and returns how many waited at most.
+func mostAtOnce(t *testing.T, w *world, want int, match func(*http.Request) bool) int {
+	t.Helper()
+	g := holdUntilMany(w.up, want, match)
 	code, out, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+filepath.Join(w.dir, "archive"))
 	if code != 0 {
 		t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
 	}
-	if n := g.most(); n < 24 || n > 32 {
-		t.Errorf("at most %d tags were read at once, want 24 to 32", n)
-	}
+	return g.most()
 }
 
 // TestTopManifestsReadManyAtOnce: the top manifests of images named by
@@ -294,14 +330,10 @@ func TestTopManifestsReadManyAtOnce(t *testing.T) {
 	for i := range w.images {
 		w.images[i].Ref = w.up.Host() + "/" + w.images[i].Repo + "@" + w.images[i].Digest.String()
 	}
-	g := holdUntilMany(w.up, 48, func(r *http.Request) bool {
+	n := mostAtOnce(t, w, 48, func(r *http.Request) bool {
 		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/sha256:")
 	})
-	code, out, _ := w.gapmirror("mirror", "-c", w.isc(""), "file://"+filepath.Join(w.dir, "archive"))
-	if code != 0 {
-		t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
-	}
-	if n := g.most(); n < 48 || n > 64 {
+	if n < 48 || n > 64 {
 		t.Errorf("at most %d manifests were read by digest at once, want 48 to 64", n)
 	}
 }
@@ -317,27 +349,18 @@ func TestCatalogFetchedBesideThePins(t *testing.T) {
 	w.pushFleet(6, 4<<10)
 	oc := w.pushCatalog("redhat/redhat-operator-index", "v4.18", catalogOptions{Spec: monthSpec})
 	isc := w.isc("  operators:\n  - catalog: " + oc.Ref + "\n    packages:\n    - name: operator-000\n")
-	var once sync.Once
-	catalogRead := make(chan struct{})
-	var mu sync.Mutex
-	held, heldTooLong, catalogTags := 0, 0, 0
+	pins := newSignalHold()
+	var catalogTags atomic.Int32
 	w.up.SetWrap(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			catalog := strings.HasPrefix(r.URL.Path, "/v2/redhat/redhat-operator-index/")
 			switch {
 			case catalog && strings.Contains(r.URL.Path, "/blobs/sha256:"):
-				once.Do(func() { close(catalogRead) })
+				pins.fire()
 			case catalog && strings.HasSuffix(r.URL.Path, "/manifests/v4.18"):
-				mu.Lock()
-				catalogTags++
-				mu.Unlock()
+				catalogTags.Add(1)
 			case strings.HasSuffix(r.URL.Path, "/manifests/v1"):
-				late := heldUntil(catalogRead)
-				mu.Lock()
-				if held++; late {
-					heldTooLong++
-				}
-				mu.Unlock()
+				pins.hold()
 			}
 			next.ServeHTTP(rw, r)
 		})
@@ -346,12 +369,10 @@ func TestCatalogFetchedBesideThePins(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if held == 0 || heldTooLong > 0 {
+	if held, heldTooLong := pins.counts(); held == 0 || heldTooLong > 0 {
 		t.Errorf("%d tag reads, %d of them answered only after 10 s without the catalog read: the catalog waited for the pins", held, heldTooLong)
 	}
-	if catalogTags != 1 {
-		t.Errorf("the catalog's tag was read %d times, want once", catalogTags)
+	if n := catalogTags.Load(); n != 1 {
+		t.Errorf("the catalog's tag was read %d times, want once", n)
 	}
 }

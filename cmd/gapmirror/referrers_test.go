@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -547,22 +546,14 @@ func TestReferrersOfSparseImages(t *testing.T) {
 func TestLookupsBesideTheCopy(t *testing.T) {
 	t.Parallel()
 	w := newReferredWorld(t, false, false)
-	var once sync.Once
-	blobAsked := make(chan struct{})
-	var mu sync.Mutex
-	held, heldTooLong := 0, 0
+	lookups := newSignalHold()
 	w.src.(*registrytest.Registry).SetWrap(func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			switch {
 			case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:"):
-				once.Do(func() { close(blobAsked) })
+				lookups.fire()
 			case r.Method == http.MethodHead && strings.HasSuffix(r.URL.Path, ".sig"):
-				late := heldUntil(blobAsked)
-				mu.Lock()
-				if held++; late {
-					heldTooLong++
-				}
-				mu.Unlock()
+				lookups.hold()
 			}
 			next.ServeHTTP(rw, r)
 		})
@@ -571,9 +562,7 @@ func TestLookupsBesideTheCopy(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "signatures and referrers (") {
 		t.Fatalf("mirror-to-disk: exit %d:\n%s", code, out)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if held == 0 || heldTooLong > 0 {
+	if held, heldTooLong := lookups.counts(); held == 0 || heldTooLong > 0 {
 		t.Errorf("%d signature tag lookups, %d of them answered only after 10 s without a blob asked for: the copy waited for the lookups", held, heldTooLong)
 	}
 }
