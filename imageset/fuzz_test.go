@@ -39,13 +39,10 @@ func configSeeds(f *testing.F, pattern, kind, section string) {
 // first of them anchored and the others aliases of it; each "- *o" that
 // follows is on a line of its own.
 func aliasBomb(kind, section string, fanout int) []byte {
-	refs := func(name string) string {
-		return strings.TrimSuffix(strings.Repeat("*"+name+",", fanout), ",")
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "kind: %s\napiVersion: mirror.openshift.io/v2alpha1\n%s:\n  operators:\n", kind, section)
 	fmt.Fprintf(&b, "  - &o\n    catalog: registry.example/catalog:1\n")
-	fmt.Fprintf(&b, "    packages: [&p {name: p, channels: [&c {name: stable},%s]},%s]\n", refs("c"), refs("p"))
+	fmt.Fprintf(&b, "    packages: [&p {name: p, channels: [&c {name: stable},%s]},%s]\n", aliases("c", fanout), aliases("p", fanout))
 	b.WriteString(strings.Repeat("  - *o\n", fanout))
 	return []byte(b.String())
 }
@@ -56,13 +53,15 @@ func aliasBomb(kind, section string, fanout int) []byte {
 // (the misspelt field, the missing name), each to be checked against the
 // others' paths.
 func mistakeBomb(kind, section string, fanout int) []byte {
-	refs := func(name string) string {
-		return strings.TrimSuffix(strings.Repeat("*"+name+",", fanout), ",")
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "kind: %s\napiVersion: mirror.openshift.io/v2alpha1\n%s:\n  operators:\n", kind, section)
-	fmt.Fprintf(&b, "  - catalog: registry.example/catalog:1\n    packages: [&p {name: p, channels: [&c {nme: stable},%s]},%s]\n", refs("c"), refs("p"))
+	fmt.Fprintf(&b, "  - catalog: registry.example/catalog:1\n    packages: [&p {name: p, channels: [&c {nme: stable},%s]},%s]\n", aliases("c", fanout), aliases("p", fanout))
 	return []byte(b.String())
+}
+
+// aliases is n aliases of anchor name, comma-separated: "*c,*c,…".
+func aliases(name string, n int) string {
+	return strings.TrimSuffix(strings.Repeat("*"+name+",", n), ",")
 }
 
 // mergeBomb is a configuration of kind whose release channels merge
