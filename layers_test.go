@@ -17,6 +17,7 @@ const module = "github.com/gapmirror/gapmirror/"
 // each production package may import.
 var allowedImports = map[string][]string{
 	"backoff":               nil,
+	"gctarget":              nil,
 	"imageset/spelling":     nil,
 	"imageset/yamlbudget":   nil,
 	"imageset/fbc":          {"imageset/yamlbudget"},
@@ -41,7 +42,7 @@ var allowedImports = map[string][]string{
 	"mirror":                {"archive", "archivesign", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/release", "ocistore", "progress", "prune", "registryapi", "sections", "sigstore", "transfer", "workspace"},
 	"serve":                 nil,
 	"audit":                 {"failure", "generate", "imageset", "imageset/catalogimage", "imageset/fbc", "registryapi", "transfer", "workspace"},
-	"cmd/gapmirror":         {"archive", "archivesign", "audit", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "mirror", "ocistore", "progress", "prune", "sections", "serve", "transfer", "workspace"},
+	"cmd/gapmirror":         {"archive", "archivesign", "audit", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "gctarget", "mirror", "ocistore", "progress", "prune", "sections", "serve", "transfer", "workspace"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

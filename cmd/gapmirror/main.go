@@ -12,14 +12,17 @@ import (
 	"syscall"
 
 	"github.com/gapmirror/gapmirror/audit"
+	"github.com/gapmirror/gapmirror/gctarget"
 	"github.com/gapmirror/gapmirror/mirror"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopGC := gctarget.Start(gctarget.Default)
 	stopProfile := startProfile()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stopProfile()
+	stopGC()
 	stop()
 	os.Exit(code)
 }
