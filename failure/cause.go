@@ -363,10 +363,6 @@ func (e *MissingError) Cause() Cause {
 // MANIFEST_UNKNOWN or NAME_UNKNOWN in its error body. Some registries
 // answer NAME_UNKNOWN for a tag that does not exist.
 func IsNotFound(err error) bool {
-	// containers/image reports a bodiless 404 (HEAD) only as text.
-	if strings.Contains(err.Error(), "StatusCode: 404,") {
-		return true
-	}
 	var status docker.UnexpectedHTTPStatusError
 	if errors.As(err, &status) && status.StatusCode == http.StatusNotFound {
 		return true
@@ -375,8 +371,8 @@ func IsNotFound(err error) bool {
 		return true
 	}
 	var ec errcode.Error
-	if errors.As(err, &ec) {
-		return ec.Code == v2.ErrorCodeManifestUnknown || ec.Code == v2.ErrorCodeNameUnknown
+	if errors.As(err, &ec) && (ec.Code == v2.ErrorCodeManifestUnknown || ec.Code == v2.ErrorCodeNameUnknown) {
+		return true
 	}
 	var ecs errcode.Errors
 	if errors.As(err, &ecs) {
@@ -386,7 +382,10 @@ func IsNotFound(err error) bool {
 			}
 		}
 	}
-	return false
+	// containers/image reports a bodiless 404 (HEAD) only as text: looked
+	// for last, since formatting an error costs more than the checks above
+	// (a no-change rerun asks here once per signature tag not found).
+	return strings.Contains(err.Error(), "StatusCode: 404,")
 }
 
 // StoppedError is an image not tried because its registry already failed

@@ -101,8 +101,11 @@ func (c *Client) Head(ctx context.Context, repo, ref string) (digest.Digest, str
 	}
 	desc, err := remote.Head(r, c.options(ctx)...)
 	if err != nil {
-		if strings.Contains(err.Error(), "Docker-Content-Digest") {
-			// Some registries leave the header out of HEAD: ask for the content.
+		// Some registries leave the header out of HEAD: ask for the content.
+		// An answer with a status (a 404 for every signature tag looked up)
+		// is not that, and is not formatted to find out.
+		var status *transport.Error
+		if !errors.As(err, &status) && strings.Contains(err.Error(), "Docker-Content-Digest") {
 			data, mt, gerr := c.Manifest(ctx, repo, ref)
 			if gerr != nil {
 				return "", "", gerr
