@@ -50,17 +50,19 @@ func Start(p Policy) (stop func()) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return func() {}
 	}
-	t := &tuner{policy: p, current: p.Low}
-	t.samples = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	t := &tuner{policy: p, samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	t.current.Store(int32(p.Low))
 	debug.SetGCPercent(p.Low)
 	t.arm()
 	return func() { t.stopped.Store(true) }
 }
 
+// tuner has one cleanup pending at a time, so its steps never overlap; they
+// may run on different goroutines, hence the atomics.
 type tuner struct {
 	policy  Policy
-	current int // only the cleanup goroutine touches it after Start
 	samples []metrics.Sample
+	current atomic.Int32
 	stopped atomic.Bool
 }
 
@@ -84,9 +86,10 @@ func (t *tuner) step() {
 	}
 	metrics.Read(t.samples)
 	if t.samples[0].Value.Kind() == metrics.KindUint64 {
-		if next := t.policy.Next(t.current, t.samples[0].Value.Uint64()); next != t.current {
+		current := int(t.current.Load())
+		if next := t.policy.Next(current, t.samples[0].Value.Uint64()); next != current {
 			debug.SetGCPercent(next)
-			t.current = next
+			t.current.Store(int32(next))
 		}
 	}
 	t.arm()
