@@ -125,12 +125,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	if err := checkCache(ctx, cfg, s.source); err != nil {
-		_ = ln.Close()
-		s.unlock()
-		return nil, err
-	}
-	if err := s.checkStorage(ctx, cfg); err != nil {
+	if err := s.preflight(ctx, cfg); err != nil {
 		_ = ln.Close()
 		s.unlock()
 		return nil, err
@@ -142,6 +137,15 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// preflight checks, before serving, what distribution would start without
+// and fail on later: the blob-descriptor cache's Redis, then the storage.
+func (s *Server) preflight(ctx context.Context, cfg *configuration.Configuration) error {
+	if err := checkCache(ctx, cfg, s.source); err != nil {
+		return err
+	}
+	return s.checkStorage(ctx, cfg)
 }
 
 // checkStorage checks, before serving, that storage other than the
