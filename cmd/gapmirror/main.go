@@ -18,13 +18,17 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	stopGC := gctarget.Start(gctarget.Default)
-	stopProfile := startProfile()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stopProfile()
-	stopGC()
+	code := runProcess(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// runProcess is run with what belongs to the process rather than to one
+// command: the collector's target (gctarget) and the profiles.
+func runProcess(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	defer gctarget.Start(gctarget.Default)()
+	defer startProfile()()
+	return run(ctx, args, stdout, stderr)
 }
 
 // run executes gapmirror with args and returns the exit code.
