@@ -11,21 +11,28 @@ DATE    ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(DATE)
 GO      := CGO_ENABLED=0 go
 BIN     := bin/gapmirror
+# The release's two executables (companion/companion.go): gapmirror without
+# the registry server and Helm's engine (half the memory at start), and
+# gapmirror-full, the whole program, which gapmirror runs for serve and to
+# render charts.
+LEAN    := gapmirror_lean
 
 .PHONY: build test test-long fuzz demo bench bench-scale bench-mixed bench-wan bench-referrers bench-serve-s3 lint clean opm dist exports
 
 build:
-	$(GO) build -tags "$(TAGS)" -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gapmirror
+	$(GO) build -tags "$(TAGS) $(LEAN)" -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/gapmirror
+	$(GO) build -tags "$(TAGS)" -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)-full ./cmd/gapmirror
 
-# Release archives: dist/gapmirror-<version>-<os>-<arch>.tar.gz (a static
-# binary, README and docs) and dist/SHA256SUMS for `sha256sum -c`.
+# Release archives: dist/gapmirror-<version>-<os>-<arch>.tar.gz (the two
+# static executables, README and docs) and dist/SHA256SUMS for `sha256sum -c`.
 DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/arm64
 dist:
 	rm -rf dist && mkdir -p dist
 	set -e; for p in $(DIST_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; name=gapmirror-$(VERSION)-$$os-$$arch; \
 		mkdir -p dist/$$name; \
-		GOOS=$$os GOARCH=$$arch $(GO) build -tags "$(TAGS)" -trimpath -ldflags "$(LDFLAGS)" -o dist/$$name/gapmirror ./cmd/gapmirror; \
+		GOOS=$$os GOARCH=$$arch $(GO) build -tags "$(TAGS) $(LEAN)" -trimpath -ldflags "$(LDFLAGS)" -o dist/$$name/gapmirror ./cmd/gapmirror; \
+		GOOS=$$os GOARCH=$$arch $(GO) build -tags "$(TAGS)" -trimpath -ldflags "$(LDFLAGS)" -o dist/$$name/gapmirror-full ./cmd/gapmirror; \
 		cp -r README.md docs dist/$$name/; \
 		TZ=UTC tar -C dist --sort=name --owner=0 --group=0 --numeric-owner --mtime='$(DATE)' -cf - $$name | gzip -n > dist/$$name.tar.gz; \
 		rm -rf dist/$$name; \
@@ -123,6 +130,7 @@ $(OPM): tools/opm/go.mod tools/opm/go.sum tools/opm/tools.go
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags "$(TAGS)" ./...
+	$(GO) vet -tags "$(TAGS) $(LEAN)" ./cmd/gapmirror ./companion ./imageset/helm ./sections
 
 clean:
 	rm -rf bin dist

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -20,6 +21,7 @@ import (
 	"github.com/distribution/reference"
 	"go.podman.io/image/v5/pkg/tlsclientconfig"
 
+	"github.com/gapmirror/gapmirror/companion"
 	"github.com/gapmirror/gapmirror/imageset"
 	"github.com/gapmirror/gapmirror/imageset/helm"
 	"github.com/gapmirror/gapmirror/ocistore"
@@ -112,7 +114,7 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 		charts = append(charts, list...)
 	}
 	for i, lc := range hc.Local {
-		c, err := h.local(fmt.Sprintf("mirror.helm.local[%d]", i), lc, r)
+		c, err := h.local(ctx, fmt.Sprintf("mirror.helm.local[%d]", i), lc, r)
 		if err != nil {
 			return err
 		}
@@ -125,7 +127,7 @@ func (h *helmCharts) Contribute(ctx context.Context, cfg *imageset.ImageSetConfi
 	var records []ChartRecord
 	kept := map[string]string{} // file → digest
 	for _, c := range charts {
-		images, ok := h.images(c, wanted, r)
+		images, ok := h.images(ctx, c, wanted, r)
 		if !ok {
 			continue
 		}
@@ -243,7 +245,7 @@ func (h *helmCharts) download(ctx context.Context, hr helm.Repository, c *helmCh
 }
 
 // local loads a chart directory or .tgz from disk.
-func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Resolving) (*helmChart, error) {
+func (h *helmCharts) local(ctx context.Context, lp string, lc imageset.LocalHelmChart, r *imageset.Resolving) (*helmChart, error) {
 	c := &helmChart{path: lp, label: fmt.Sprintf("helm chart %s (local, %s)", lc.Name, lc.Path), repo: "local", url: lc.Path, platforms: imageset.PlatformNames(lc.Platforms)}
 	for k, e := range lc.ImagePaths {
 		p, err := helm.CompileImagePath(e)
@@ -253,7 +255,10 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 		c.paths = append(c.paths, p)
 	}
 	fail := func(err error) (*helmChart, error) {
-		r.Fail(chartFailure(c, fmt.Errorf("%w: fix %s.path", err, lp)))
+		if !errors.As(err, new(*companion.UnavailableError)) {
+			err = fmt.Errorf("%w: fix %s.path", err, lp)
+		}
+		r.Fail(chartFailure(c, err))
 		return nil, nil
 	}
 	fi, err := os.Stat(lc.Path)
@@ -266,12 +271,7 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 	}
 	c.name, c.ver = ch.Name(), ch.Metadata.Version
 	if fi.IsDir() {
-		tmp, err := os.MkdirTemp("", "gapmirror-helm-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		if c.data, err = helm.Package(ch, tmp); err != nil {
+		if c.data, err = helm.Package(ctx, lc.Path); err != nil {
 			return fail(err)
 		}
 	} else if c.data, err = os.ReadFile(lc.Path); err != nil {
@@ -282,7 +282,7 @@ func (h *helmCharts) local(lp string, lc imageset.LocalHelmChart, r *imageset.Re
 
 // images renders a chart and adds what it names to wanted; false when the
 // chart could not be loaded or rendered (reported in r).
-func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r *imageset.Resolving) ([]string, bool) {
+func (h *helmCharts) images(ctx context.Context, c *helmChart, wanted map[string]*wantedHelmImage, r *imageset.Resolving) ([]string, bool) {
 	ch, err := helm.LoadArchive(c.data)
 	if err != nil {
 		r.Fail(chartFailure(c, err))
@@ -291,9 +291,12 @@ func (h *helmCharts) images(c *helmChart, wanted map[string]*wantedHelmImage, r 
 	if c.name == "" {
 		c.name, c.ver = ch.Name(), ch.Metadata.Version
 	}
-	found, err := helm.Images(ch, c.paths)
+	found, err := helm.Images(ctx, c.data, c.paths)
 	if err != nil {
-		r.Fail(chartFailure(c, fmt.Errorf("%w; gapmirror renders charts with their default values only: mirror such a chart's images as mirror.additionalImages", err)))
+		if !errors.As(err, new(*companion.UnavailableError)) {
+			err = fmt.Errorf("%w; gapmirror renders charts with their default values only: mirror such a chart's images as mirror.additionalImages", err)
+		}
+		r.Fail(chartFailure(c, err))
 		return nil, false
 	}
 	var images []string

@@ -1,3 +1,5 @@
+//go:build !gapmirror_lean
+
 package main
 
 import (

@@ -154,7 +154,8 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	addMirrorFlags(root.Flags(), f)
 	root.AddCommand(newMirrorCommand(g), newDescribeCommand(g), newVerifyCommand(g), newVersionCommand())
 	root.AddCommand(newListCommand(g), newDeleteCommand(g))
-	root.AddCommand(newServeCommand(g), newGenerateKeyPairCommand())
+	root.AddCommand(newGenerateKeyPairCommand())
+	root.AddCommand(newBuildCommands(g)...)
 	refuseFirst(root)
 	return root
 }

@@ -6,8 +6,11 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,10 +22,6 @@ import (
 
 func images(t *testing.T, c helmtest.Chart, paths ...string) []string {
 	t.Helper()
-	ch, err := helm.LoadArchive(c.Archive())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var extra []helm.ImagePath
 	for _, p := range paths {
 		ip, err := helm.CompileImagePath(p)
@@ -31,7 +30,7 @@ func images(t *testing.T, c helmtest.Chart, paths ...string) []string {
 		}
 		extra = append(extra, ip)
 	}
-	found, err := helm.Images(ch, extra)
+	found, err := helm.Images(t.Context(), c.Archive(), extra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +69,7 @@ func TestImagesCronJobAndPod(t *testing.T) {
 }
 
 func TestRenderErrorNamesTemplate(t *testing.T) {
-	ch, err := helm.LoadArchive(helmtest.NeedsValues("bad", "0.1.0").Archive())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = helm.Images(ch, nil)
+	_, err := helm.Images(t.Context(), helmtest.NeedsValues("bad", "0.1.0").Archive(), nil)
 	if err == nil || !strings.Contains(err.Error(), "templates/pod.yaml") || !strings.Contains(err.Error(), "set image.tag") {
 		t.Errorf("want the template and its message, got %v", err)
 	}
@@ -198,17 +193,24 @@ func TestImagesPackagedAliasedSubChart(t *testing.T) {
 // TestPackageIsStable: a chart directory packs into the same bytes on every
 // run, whatever the file times, and the result loads as the same chart.
 func TestPackageIsStable(t *testing.T) {
-	src := helmtest.Pod("mine", "0.3.0", "quay.io/org/app:v1").Archive()
-	ch, err := helm.LoadArchive(src)
+	chart := helmtest.Pod("mine", "0.3.0", "quay.io/org/app:v1")
+	src := chart.Archive()
+	dir := chart.WriteDir(t, t.TempDir())
+	a, err := helm.Package(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := helm.Package(ch, t.TempDir())
-	if err != nil {
+	// helm's own packaging stamps the time of day; and the files are touched later.
+	now := time.Now().Add(time.Hour)
+	if err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(p, now, now)
+	}); err != nil {
 		t.Fatal(err)
 	}
-	// helm's own packaging stamps the time of day: an hour later, the same files.
-	later, err := helm.Package(ch, t.TempDir())
+	later, err := helm.Package(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

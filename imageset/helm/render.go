@@ -4,11 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"reflect"
 	"regexp"
 	"slices"
@@ -19,8 +19,6 @@ import (
 	"github.com/distribution/reference"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
 )
@@ -52,22 +50,6 @@ func LoadArchive(data []byte) (*chart.Chart, error) {
 		return nil, fmt.Errorf("not a helm chart archive: %w", err)
 	}
 	return ch, nil
-}
-
-// Package returns the .tgz of a loaded chart, as `helm package` writes it
-// (into tmp, then read back), but with fixed file times: the same chart
-// directory packs into the same bytes on every run, so the chart keeps its
-// digest (and its OCI artifact its manifest digest) at the mirror.
-func Package(ch *chart.Chart, tmp string) ([]byte, error) {
-	p, err := chartutil.Save(ch, tmp)
-	if err != nil {
-		return nil, fmt.Errorf("cannot package chart %s: %w", ch.Name(), err)
-	}
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, fmt.Errorf("reading packaged chart: %w", err)
-	}
-	return Repack(data)
 }
 
 // Repack rewrites a chart archive with every time zeroed (tar entries and
@@ -145,12 +127,13 @@ type Found struct {
 	Template string
 }
 
-// Images renders the chart with its default values (no cluster access, as
-// `helm template` does) and returns every image its objects name under the
-// built-in paths and the extra ones, each once, in a stable order. A value
-// at an extra path counts only if it looks like an image reference.
-func Images(ch *chart.Chart, extra []ImagePath) ([]Found, error) {
-	docs, err := render(ch)
+// Images renders the chart archive (.tgz) with its default values (no
+// cluster access, as `helm template` does) and returns every image its
+// objects name under the built-in paths and the extra ones, each once, in a
+// stable order. A value at an extra path counts only if it looks like an
+// image reference.
+func Images(ctx context.Context, tgz []byte, extra []ImagePath) ([]Found, error) {
+	docs, err := render(ctx, tgz)
 	if err != nil {
 		return nil, err
 	}
@@ -244,22 +227,11 @@ func (d document) Name() string {
 var docSep = regexp.MustCompile(`(?m)^---[ \t]*(?:#.*)?$`)
 
 // render renders the chart with its default values, as `helm template`
-// would for a first install, and parses every object it produces (hooks and
-// sub-charts, aliased ones included, as helm resolves them).
-func render(ch *chart.Chart) ([]document, error) {
-	vals := map[string]any{}
-	// Conditions, tags, aliases and import-values of dependencies, as helm install applies them.
-	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
-		return nil, fmt.Errorf("cannot resolve the chart's dependencies: %w", err)
-	}
-	opts := chartutil.ReleaseOptions{Name: ch.Name(), Namespace: "default", Revision: 1, IsInstall: true}
-	rv, err := chartutil.ToRenderValues(ch, vals, opts, chartutil.DefaultCapabilities.Copy())
+// would for a first install (Template), and parses every object it produces.
+func render(ctx context.Context, tgz []byte) ([]document, error) {
+	files, err := Template(ctx, tgz)
 	if err != nil {
-		return nil, fmt.Errorf("cannot compute the default values: %w", err)
-	}
-	files, err := engine.Render(ch, rv)
-	if err != nil {
-		return nil, fmt.Errorf("cannot render the templates with the default values: %w", err)
+		return nil, err
 	}
 	var docs []document
 	for _, n := range slices.Sorted(maps.Keys(files)) {
