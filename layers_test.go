@@ -17,6 +17,7 @@ const module = "github.com/gapmirror/gapmirror/"
 // each production package may import.
 var allowedImports = map[string][]string{
 	"backoff":               nil,
+	"companion":             nil,
 	"gctarget":              nil,
 	"imageset/spelling":     nil,
 	"imageset/yamlbudget":   nil,
@@ -25,7 +26,7 @@ var allowedImports = map[string][]string{
 	"imageset/layer":        nil,
 	"imageset/catalogimage": {"imageset/layer"},
 	"imageset/release":      {"backoff", "imageset/layer", "imageset/spelling"},
-	"imageset/helm":         nil,
+	"imageset/helm":         {"companion"},
 	"imageset":              {"imageset/helm", "imageset/release", "imageset/spelling", "imageset/yamlbudget"},
 	"registryapi":           nil,
 	"archive":               {"imageset"},
@@ -38,11 +39,11 @@ var allowedImports = map[string][]string{
 	"progress":              {"failure", "imageset", "transfer"},
 	"sigstore":              {"failure", "imageset", "ocistore", "transfer"},
 	"workspace":             {"archive", "imageset", "imageset/release"},
-	"sections":              {"archive", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/fbc", "imageset/helm", "imageset/release", "ocistore", "registryapi", "transfer", "workspace"},
+	"sections":              {"archive", "companion", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/fbc", "imageset/helm", "imageset/release", "ocistore", "registryapi", "transfer", "workspace"},
 	"mirror":                {"archive", "archivesign", "failure", "generate", "imageset", "imageset/catalog", "imageset/catalogimage", "imageset/release", "ocistore", "progress", "prune", "registryapi", "sections", "sigstore", "transfer", "workspace"},
 	"serve":                 nil,
 	"audit":                 {"failure", "generate", "imageset", "imageset/catalogimage", "imageset/fbc", "registryapi", "transfer", "workspace"},
-	"cmd/gapmirror":         {"archive", "archivesign", "audit", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "gctarget", "mirror", "ocistore", "progress", "prune", "sections", "serve", "transfer", "workspace"},
+	"cmd/gapmirror":         {"archive", "archivesign", "audit", "companion", "imageset", "imageset/catalog", "imageset/helm", "imageset/release", "failure", "gctarget", "mirror", "ocistore", "progress", "prune", "sections", "serve", "transfer", "workspace"},
 }
 
 // productionImports returns the gapmirror packages the non-test Go files

@@ -20,12 +20,9 @@ import (
 	"github.com/gapmirror/gapmirror/transfer"
 )
 
-// TestMain lets the test binary play the launcher and the filter child, as
-// the bench binary does, so the smoke test below measures real processes.
+// TestMain lets the test binary play the filter child, as the bench binary
+// does, so the smoke test below measures real processes.
 func TestMain(m *testing.M) {
-	if os.Getenv(launchEnv) != "" {
-		os.Exit(runLauncher())
-	}
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}

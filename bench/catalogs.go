@@ -10,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gapmirror/gapmirror/imageset/catalog"
@@ -122,15 +122,15 @@ type childRun struct {
 }
 
 // measure runs name args once, with extra environment, and returns its wall
-// time and max RSS. It starts the command through a launcher (this binary
-// in launcher mode) rather than directly: Go starts children with
-// CLONE_VM|CLONE_VFORK, and Linux then carries the parent's peak RSS into
-// the child's maxrss at exec, so a child of the bench process would report
-// at least the bench's own peak. The launcher is a fresh small process; its
-// child's maxrss is the child's own peak unless that is below the
-// launcher's few MiB.
+// time and max RSS. It starts the command through a launcher (bench/launch)
+// rather than directly: Go starts children with CLONE_VM|CLONE_VFORK, and
+// Linux then carries the parent's peak RSS into the child's maxrss at exec,
+// so a child of the bench process would report at least the bench's own
+// peak. The launcher is a small program of its own (about 2 MiB): until
+// 2026-11-29 it was this binary in a launcher mode, which starts at about
+// 70 MiB (it links the registries), so no peak under that could be seen.
 func (b *bench) measure(ctx context.Context, label, name string, args, env []string) (childRun, error) {
-	self, err := os.Executable()
+	launch, err := b.launcher()
 	if err != nil {
 		return childRun{}, err
 	}
@@ -140,7 +140,7 @@ func (b *bench) measure(ctx context.Context, label, name string, args, env []str
 	}
 	result.Close()
 	defer os.Remove(result.Name())
-	cmd := exec.CommandContext(ctx, self, append([]string{name}, args...)...)
+	cmd := exec.CommandContext(ctx, launch, append([]string{name}, args...)...)
 	cmd.Env = append(os.Environ(), append(env, launchEnv+"="+result.Name())...)
 	var stdout bytes.Buffer
 	var stderr bytes.Buffer
@@ -184,36 +184,28 @@ func (b *bench) measure(ctx context.Context, label, name string, args, env []str
 	return r, nil
 }
 
-// launchEnv puts this binary in launcher mode: run os.Args[1:] with the same
-// stdio, then write "<wall ns> <maxrss KiB>" of that child to the named file
-// and exit with its code.
+// launchEnv names, for bench/launch, the file that receives "<wall ns>
+// <maxrss KiB>" of the command it runs (launch.Env).
 const launchEnv = "GAPMIRROR_BENCH_LAUNCH"
 
-func runLauncher() int {
-	result := os.Getenv(launchEnv)
-	os.Unsetenv(launchEnv)
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "bench launcher: no command")
-		return 2
-	}
-	cmd := exec.Command(os.Args[1], os.Args[2:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	start := time.Now()
-	err := cmd.Run()
-	wall := time.Since(start)
-	if cmd.ProcessState == nil {
-		fmt.Fprintf(os.Stderr, "bench launcher: %v\n", err)
-		return 1
-	}
-	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss // KiB on Linux
-	}
-	if werr := os.WriteFile(result, fmt.Appendf(nil, "%d %d\n", wall.Nanoseconds(), rss), 0o644); werr != nil {
-		fmt.Fprintf(os.Stderr, "bench launcher: %v\n", werr)
-		return 1
-	}
-	return cmd.ProcessState.ExitCode()
+// launcher returns bench/launch, built into the work directory on first
+// use (see measure for why it is a program of its own).
+func (b *bench) launcher() (string, error) {
+	b.launchOnce.Do(func() {
+		out := filepath.Join(b.dir, "launch")
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		cmd := exec.Command(gobin, "build", "-o", out, "github.com/gapmirror/gapmirror/bench/launch")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			b.launchErr = fmt.Errorf("building the launcher bench/launch (run the bench from the repository, as make bench does): %v\n%s", err, msg)
+			return
+		}
+		b.launchPath = out
+	})
+	return b.launchPath, b.launchErr
 }
 
 func tailBytes(b []byte, n int) []byte {

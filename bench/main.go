@@ -61,11 +61,7 @@ import (
 )
 
 func main() {
-	// The bench re-executes itself to launch measured commands and as the
-	// measured catalog filter (scenario C).
-	if os.Getenv(launchEnv) != "" {
-		os.Exit(runLauncher())
-	}
+	// The bench re-executes itself as the measured catalog filter (scenario C).
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
@@ -182,9 +178,13 @@ type bench struct {
 	referrersOnly int
 	dir           string
 	log           *os.File
-	regsConf      string
-	authFile      string
-	registries    map[string]*registrytest.Registry // by name
+	// launchPath is bench/launch, built once (launcher).
+	launchOnce sync.Once
+	launchPath string
+	launchErr  error
+	regsConf   string
+	authFile   string
+	registries map[string]*registrytest.Registry // by name
 	// requests counts the HTTP requests all the registries served.
 	requests atomic.Int64
 	// kinds counts them by side ("upstream", "mirror"), method and endpoint
@@ -523,7 +523,7 @@ func (b *bench) command(ctx context.Context, label string, out *bytes.Buffer, na
 	var result string
 	if b.measureRSS && name == b.bin {
 		// Through the launcher, for the peak RSS (see measure).
-		self, err := os.Executable()
+		launch, err := b.launcher()
 		if err != nil {
 			return 0, err
 		}
@@ -535,7 +535,7 @@ func (b *bench) command(ctx context.Context, label string, out *bytes.Buffer, na
 		result = f.Name()
 		defer os.Remove(result)
 		args = append([]string{name}, args...)
-		name = self
+		name = launch
 		env = append(env, launchEnv+"="+result)
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
