@@ -188,6 +188,16 @@ func (b *bench) measure(ctx context.Context, label, name string, args, env []str
 // <maxrss KiB>" of the command it runs (launch.Env).
 const launchEnv = "GAPMIRROR_BENCH_LAUNCH"
 
+// printLauncherFloor prints the floor under every peak RSS the bench
+// reports: what a child that does nothing reports through the launcher.
+func (b *bench) printLauncherFloor(ctx context.Context) {
+	if t, err := exec.LookPath("true"); err == nil {
+		if r, err := b.measure(ctx, "launcher floor", t, nil, nil); err == nil {
+			fmt.Printf("  launcher floor: a child that does nothing reports %s peak RSS\n", humanBytes(r.maxRSS))
+		}
+	}
+}
+
 // launcher returns bench/launch, built into the work directory on first
 // use (see measure for why it is a program of its own).
 func (b *bench) launcher() (string, error) {
@@ -256,13 +266,7 @@ func (b *bench) catalogScenario(ctx context.Context, realDir string, genBundles,
 		fmt.Printf("opm: %s (%s)\n", opmVersion(opm), opm)
 	}
 
-	// The floor under every peak RSS below: what a child that does nothing
-	// reports through the launcher.
-	if t, err := exec.LookPath("true"); err == nil {
-		if r, err := b.measure(ctx, "launcher floor", t, nil, nil); err == nil {
-			fmt.Printf("launcher floor: a child that does nothing reports %s peak RSS\n", humanBytes(r.maxRSS))
-		}
-	}
+	b.printLauncherFloor(ctx)
 
 	var cases []catalogCase
 	if _, err := os.Stat(realDir); err != nil {

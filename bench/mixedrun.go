@@ -50,6 +50,7 @@ func (b *bench) mixedScenario(ctx context.Context, spec mixedSpec) error {
 	// Peak memory is measured on every trip (the launcher, see measure).
 	b.measureRSS = true
 	defer func() { b.measureRSS = false }()
+	b.printLauncherFloor(ctx)
 	set := tripSet{isc: isc, upstreamArgs: m.flags, mixed: true}
 	if b.wan != nil {
 		set.wanUpstream = up.Host()

@@ -26,6 +26,7 @@ func (b *bench) scale(ctx context.Context, n int) error {
 	}
 	b.measureRSS = true
 	defer func() { b.measureRSS = false }()
+	b.printLauncherFloor(ctx)
 	var per1000 [2]float64
 	for i, count := range []int{n / 10, n} {
 		res, err := b.scaleRun(ctx, count)

@@ -59,3 +59,6 @@ func newBuildCommands(g *globalFlags) []*cobra.Command {
 	})
 	return []*cobra.Command{newServeCommand(g), comp}
 }
+
+// companionInfo: this build is the whole program.
+func companionInfo() string { return "" }

@@ -71,7 +71,13 @@ func TestLeanBuildRunsCompanion(t *testing.T) {
 	}
 	t.Parallel()
 	w := newWorld(t, registrytest.Options{})
-	lean, _ := buildRelease(t, filepath.Join(w.dir, "release"))
+	lean, full := buildRelease(t, filepath.Join(w.dir, "release"))
+	if code, out, _ := w.binary(t.Context(), lean, "version"); code != 0 || !strings.Contains(out, "serve and helm charts: "+full+"\n") {
+		t.Errorf("version of the lean build does not name %s: exit %d\n%s", full, code, out)
+	}
+	if code, out, _ := w.binary(t.Context(), full, "version"); code != 0 || strings.Contains(out, "serve and helm charts") {
+		t.Errorf("version of the whole program names a companion: exit %d\n%s", code, out)
+	}
 
 	// Charts: a repository chart (rendered by gapmirror-full) and a local
 	// chart directory (packaged and rendered by gapmirror-full).
@@ -143,6 +149,9 @@ func TestLeanBuildRunsCompanion(t *testing.T) {
 	must(t, err)
 	must(t, os.WriteFile(alone, data, 0o755))
 	want := "gapmirror-full is neither beside gapmirror (in " + filepath.Dir(alone) + ") nor on PATH: install the two executables of the same release archive side by side"
+	if code, out, _ := w.binary(ctx, alone, "version"); code != 0 || !strings.Contains(out, "serve and helm charts: not available: "+want) {
+		t.Errorf("version of a lean build alone: exit %d\n%s", code, out)
+	}
 	code, _, stderr := w.binary(ctx, alone, "serve", "--root", filepath.Join(w.dir, "srv"))
 	if code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("serve without gapmirror-full: exit %d, want 1 and %q", code, want)

@@ -26,3 +26,12 @@ See docs/serve.md.`,
 		},
 	}}
 }
+
+// companionInfo is the gapmirror-full this build runs, or why there is none.
+func companionInfo() string {
+	p, err := companion.Path()
+	if err != nil {
+		return "not available: " + err.Error()
+	}
+	return p
+}

@@ -48,6 +48,9 @@ type versionInfo struct {
 	BuildDate string `json:"buildDate,omitempty"`
 	GoVersion string `json:"goVersion,omitempty"`
 	Platform  string `json:"platform,omitempty"`
+	// Companion is, in the lean build, the gapmirror-full it runs for serve
+	// and helm charts (or why there is none); empty in the whole program.
+	Companion string `json:"companion,omitempty"`
 }
 
 func newVersionCommand() *cobra.Command {
@@ -58,7 +61,7 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the gapmirror version, commit and build date",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := versionInfo{Version: version, Commit: commit, BuildDate: buildDate, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+			v := versionInfo{Version: version, Commit: commit, BuildDate: buildDate, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, Companion: companionInfo()}
 			if short {
 				v = versionInfo{Version: v.Version}
 			}
@@ -80,6 +83,9 @@ func newVersionCommand() *cobra.Command {
 				fmt.Fprint(out, string(data))
 			case output == "":
 				fmt.Fprintf(out, "gapmirror %s\ncommit: %s\nbuilt: %s\ngo: %s %s\n", v.Version, orUnknown(v.Commit), orUnknown(v.BuildDate), v.GoVersion, v.Platform)
+				if v.Companion != "" {
+					fmt.Fprintf(out, "serve and helm charts: %s\n", v.Companion)
+				}
 			default:
 				return fmt.Errorf("--output %q: use json or yaml", output)
 			}
