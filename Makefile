@@ -88,14 +88,16 @@ bench-scale: build
 
 # Scenario E alone: the issue's mixed workload of 735 images (operators from the real
 # catalogs in ../shared/realdata, releases, additional images), 2 to 3 minutes on 2 quiet cores.
+# MIRROR_STORAGE=memory keeps the mirror registries' storage in memory (docs/benchmarks.md, "Under a WAN").
+MIRROR_STORAGE ?= disk
 bench-mixed: build
-	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only
+	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only -mirror-storage $(MIRROR_STORAGE)
 
 # Scenario E with its upstream behind a WAN of 40 ms per request and 200 Mbit/s shared, for
 # the trips that read it (and skopeo): each trip's floors under it, and mirror-to-disk from a
 # registries.conf insecure source next to the same with --src-tls-verify=false.
 bench-wan: build
-	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only -wan 40ms:200mbit
+	$(GO) run -tags "$(TAGS)" ./bench -gapmirror $(BIN) -mixed-only -wan 40ms:200mbit -mirror-storage $(MIRROR_STORAGE)
 
 # Scenario R alone: what OCI referrers cost upstream and at the mirror (under a minute).
 bench-referrers: build

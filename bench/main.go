@@ -83,6 +83,7 @@ func main() {
 	serveS3 := flag.Bool("serve-s3", false, "run only scenario F: disk-to-mirror of -images images (-size) into one gapmirror serve on the filesystem and into two replicas on S3-compatible object storage (gofakes3) with a Redis cache (miniredis) behind a round-robin balancer, same run, as a ratio")
 	wan := flag.String("wan", "", "put the upstream of scenarios A, B and E behind a WAN for the trips that read it and print their floors under it: DELAY:RATE, a delay per request and one link shared by every response body, e.g. 40ms:200mbit or 20ms:1gbit")
 	referrers := flag.Int("referrers", 0, "run only scenario R: what OCI referrers cost, on this many small images (every other one with three referrers); 0 leaves it out")
+	mirrorStorage := flag.String("mirror-storage", "disk", "storage of the mirror-side registries: disk (the filesystem driver under the work directory) or memory (distribution's inmemory driver: on these 2 CPUs the mirror registry's file system calls take as much CPU as gapmirror, which a mirror on a machine of its own does not; see docs/benchmarks.md)")
 	ocMirror := flag.String("oc-mirror", "", "scenario E: also run oc-mirror v2 (this binary; build it with ../shared/tools/build-oc-mirror.sh) through the same trips on the same upstream, and print time and peak memory ratios against it")
 	keep := flag.Bool("keep", false, "keep the work directory (registries, stores, archives, gapmirror.log) and print where it is")
 	flag.Parse()
@@ -153,6 +154,13 @@ func main() {
 		}
 		b.wan, b.wanSpec = registrytest.NewWAN(delay, int64(rate)), *wan
 	}
+	switch *mirrorStorage {
+	case "disk":
+	case "memory":
+		b.mirrorInMemory = true
+	default:
+		fail("-mirror-storage %q: disk or memory", *mirrorStorage)
+	}
 	err = b.run(ctx, total, *images, *small)
 	b.close(*keep)
 	if err != nil {
@@ -178,6 +186,8 @@ type bench struct {
 	referrersOnly int
 	dir           string
 	log           *os.File
+	// mirrorInMemory keeps the mirror-side registries' storage in memory (-mirror-storage).
+	mirrorInMemory bool
 	// launchPath is bench/launch, built once (launcher).
 	launchOnce sync.Once
 	launchPath string
@@ -321,7 +331,11 @@ func (b *bench) header() {
 		// Other work on the machine shows up in every figure.
 		fmt.Printf("load:      %s (1, 5, 15 min averages before the run)\n", strings.Join(strings.Fields(string(la))[:3], " "))
 	}
-	fmt.Println("Registries run in this process on 127.0.0.1 with filesystem storage; every figure is wall time of the command, start to exit.")
+	storage := "filesystem storage"
+	if b.mirrorInMemory {
+		storage = "filesystem storage upstream, in-memory storage at the mirror (-mirror-storage memory)"
+	}
+	fmt.Printf("Registries run in this process on 127.0.0.1 with %s; every figure is wall time of the command, start to exit.\n", storage)
 }
 
 // cpuModel is ", <model name>" from /proc/cpuinfo, or "" where there is none.
@@ -360,6 +374,9 @@ func (b *bench) startRegistry(ctx context.Context, name string, opts registrytes
 		side = "upstream"
 	}
 	opts.Dir = filepath.Join(b.dir, "registries", name)
+	if side == "mirror" && b.mirrorInMemory {
+		opts.Dir = ""
+	}
 	wan := b.wan != nil && side == "upstream"
 	if wan {
 		opts.ConnState = b.wan.ConnState

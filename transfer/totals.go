@@ -73,11 +73,11 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 		}
 	}
 	read := PlanReader(src, img)
-	var walk func(d digest.Digest, top bool) bool
-	walk = func(d digest.Digest, top bool) bool {
+	var walk func(d digest.Digest, top bool) ([]ocispec.Descriptor, bool)
+	walk = func(d digest.Digest, top bool) ([]ocispec.Descriptor, bool) {
 		m, err := ps.read(ctx, img, d, read)
 		if err != nil {
-			return false
+			return nil, false
 		}
 		data, mt := m.data, m.mt
 		ps.remember(img, d, data, mt)
@@ -87,32 +87,48 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 		if IsIndex(mt) {
 			kids, err := Children(data)
 			if err != nil {
-				return false
+				return nil, false
 			}
 			if top {
 				if kids, err = instances(img, d, kids); err != nil {
-					return false
+					return nil, false
 				}
 			}
-			for _, k := range kids {
-				if !walk(k.Digest, false) {
-					return false
-				}
+			// The platforms side by side: one round trip for all of them,
+			// not one each (a failure leaves the others to finish: their
+			// reads are shared with other images).
+			parts, failed := make([][]ocispec.Descriptor, len(kids)), make([]bool, len(kids))
+			var g errgroup.Group
+			g.SetLimit(maxPlatformReads)
+			for i, k := range kids {
+				g.Go(func() error {
+					bs, read := walk(k.Digest, false)
+					parts[i], failed[i] = bs, !read
+					return nil
+				})
 			}
-			return true
+			g.Wait()
+			var all []ocispec.Descriptor
+			for i := range kids {
+				if failed[i] {
+					return nil, false
+				}
+				all = append(all, parts[i]...)
+			}
+			return all, true
 		}
 		bs, err := blobsOf(data)
 		if err != nil {
-			return false
+			return nil, false
 		}
-		blobs = append(blobs, bs...)
-		return true
+		return bs, true
 	}
-	if !walk(d, true) {
-		return nil, false
-	}
-	return blobs, true
+	return walk(d, true)
 }
+
+// maxPlatformReads bounds the platform manifests of one index the planning
+// pass reads at once (beside the images it plans at once).
+const maxPlatformReads = 8
 
 // PlanReader is how the planning pass reads img's manifests: from local
 // sources directly; from a registry through the run's one client for its

@@ -108,6 +108,14 @@ func TestLeanBuildRunsCompanion(t *testing.T) {
 	w.assertMirrored(w.dst, "lean")
 	assertCharts(t, filepath.Join(w.dir, "ws", "working-dir"), map[string][]byte{"demo/web-1.2.0.tgz": helmtest.Web("1.2.0", reg, "v1").Archive(), "local/mine-0.3.0.tgz": nil})
 
+	// A chart that does not render: gapmirror-full's message, as the whole program gives it.
+	bad := helmtest.NeedsValues("bad", "0.1.0").WriteDir(t, filepath.Join(w.dir, "charts"))
+	badISC := w.writeISC("bad.yaml", fmt.Sprintf("  helm:\n    local:\n    - name: bad\n      path: %s\n", bad))
+	code, out, _ = w.binary(ctx, lean, "mirror", "-c", badISC, "--workspace", "file://"+filepath.Join(w.dir, "ws-bad"), "docker://"+w.dst.Host()+"/bad")
+	if code != 16 || !strings.Contains(out, "cannot render the templates with the default values: ") || !strings.Contains(out, "set image.tag; gapmirror renders charts with their default values only") {
+		t.Errorf("a chart that does not render, through gapmirror-full: exit %d, want 16 and the template's message", code)
+	}
+
 	// serve: the registry answers (as itself), and SIGTERM to the process started as
 	// gapmirror stops it cleanly.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
