@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/opencontainers/go-digest"
@@ -73,57 +74,46 @@ func planImage(ctx context.Context, img imageset.Image, src Source, dst Destinat
 		}
 	}
 	read := PlanReader(src, img)
-	var walk func(d digest.Digest, top bool) ([]ocispec.Descriptor, bool)
-	walk = func(d digest.Digest, top bool) ([]ocispec.Descriptor, bool) {
+	var walk func(d digest.Digest, top bool) ([]ocispec.Descriptor, error)
+	walk = func(d digest.Digest, top bool) ([]ocispec.Descriptor, error) {
 		m, err := ps.read(ctx, img, d, read)
 		if err != nil {
-			return nil, false
+			return nil, err
 		}
 		data, mt := m.data, m.mt
 		ps.remember(img, d, data, mt)
 		if guessed := MediaTypeOf(data); guessed != "" {
 			mt = guessed
 		}
-		if IsIndex(mt) {
-			kids, err := Children(data)
-			if err != nil {
-				return nil, false
-			}
-			if top {
-				if kids, err = instances(img, d, kids); err != nil {
-					return nil, false
-				}
-			}
-			// The platforms side by side: one round trip for all of them,
-			// not one each (a failure leaves the others to finish: their
-			// reads are shared with other images).
-			parts, failed := make([][]ocispec.Descriptor, len(kids)), make([]bool, len(kids))
-			var g errgroup.Group
-			g.SetLimit(maxPlatformReads)
-			for i, k := range kids {
-				g.Go(func() error {
-					bs, read := walk(k.Digest, false)
-					parts[i], failed[i] = bs, !read
-					return nil
-				})
-			}
-			g.Wait()
-			var all []ocispec.Descriptor
-			for i := range kids {
-				if failed[i] {
-					return nil, false
-				}
-				all = append(all, parts[i]...)
-			}
-			return all, true
+		if !IsIndex(mt) {
+			return blobsOf(data)
 		}
-		bs, err := blobsOf(data)
+		kids, err := Children(data)
+		if err == nil && top {
+			kids, err = instances(img, d, kids)
+		}
 		if err != nil {
-			return nil, false
+			return nil, err
 		}
-		return bs, true
+		// The platforms side by side: one round trip for all of them, not
+		// one each. No context to cancel: a failure leaves the others to
+		// finish, as their reads are shared with other images.
+		parts := make([][]ocispec.Descriptor, len(kids))
+		var g errgroup.Group
+		g.SetLimit(maxPlatformReads)
+		for i, k := range kids {
+			g.Go(func() (err error) {
+				parts[i], err = walk(k.Digest, false)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		return slices.Concat(parts...), nil
 	}
-	return walk(d, true)
+	blobs, err := walk(d, true)
+	return blobs, err == nil
 }
 
 // maxPlatformReads bounds the platform manifests of one index the planning
