@@ -44,9 +44,7 @@ func buildRelease(t *testing.T, dir string) (lean, full string) {
 // gapmirrorCtx runs the CLI in-process, and PATH without a gapmirror-full.
 func (w *world) binary(ctx context.Context, bin string, args ...string) (code int, stdout, stderr string) {
 	w.t.Helper()
-	full := append([]string{args[0], "--src-tls-verify=false", "--dest-tls-verify=false", "--no-progress",
-		"--registries-conf", w.regsConf, "--registries-conf-dir", w.regsConfDir, "--authfile", w.authFile,
-		"--cache-dir", filepath.Join(w.dir, "cache")}, args[1:]...)
+	full := append(append([]string{args[0]}, w.isolation()...), args[1:]...)
 	cmd := exec.CommandContext(ctx, bin, full...)
 	cmd.Env = append(os.Environ(), "PATH=/usr/bin:/bin")
 	var out, errb bytes.Buffer

@@ -150,19 +150,24 @@ func (w *world) gapmirror(args ...string) (code int, stdout, stderr string) {
 func (w *world) gapmirrorCtx(ctx context.Context, args ...string) (code int, stdout, stderr string) {
 	w.t.Helper()
 	var out, errb bytes.Buffer
-	full := []string{args[0]}
-	if !w.srcTLSByConfig {
-		full = append(full, "--src-tls-verify=false")
-	}
-	full = append(full, "--dest-tls-verify=false", "--no-progress",
-		"--registries-conf", w.regsConf, "--registries-conf-dir", w.regsConfDir, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"))
-	full = append(full, args[1:]...)
+	full := append(append([]string{args[0]}, w.isolation()...), args[1:]...)
 	if args[0] == "mirror" {
 		full = append(full[:1], append([]string{"--retry-delay", "20ms"}, full[1:]...)...)
 	}
 	code = run(ctx, full, &out, &errb)
 	w.t.Logf("gapmirror %s → exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out.String(), errb.String())
 	return code, out.String(), errb.String()
+}
+
+// isolation are the flags that keep a run to the world: its TLS settings,
+// its (empty) containers configuration, credentials and cache.
+func (w *world) isolation() []string {
+	var flags []string
+	if !w.srcTLSByConfig {
+		flags = append(flags, "--src-tls-verify=false")
+	}
+	return append(flags, "--dest-tls-verify=false", "--no-progress",
+		"--registries-conf", w.regsConf, "--registries-conf-dir", w.regsConfDir, "--authfile", w.authFile, "--cache-dir", filepath.Join(w.dir, "cache"))
 }
 
 // applyArchive pushes the archives in dir to the mirror under a prefix named
