@@ -14,8 +14,8 @@ import (
 // (companion/companion.go says why the registry server is not in here).
 func newBuildCommands(*globalFlags) []*cobra.Command {
 	return []*cobra.Command{{
-		Use:   "serve --root DIR [--from file://ARCHIVE_DIR] [--address HOST:PORT]",
-		Short: "Run a registry for the air gap (the CNCF distribution registry), optionally filled from an archive first",
+		Use:   serveUse,
+		Short: serveShort,
 		Long: `gapmirror serve runs gapmirror-full serve, with the same arguments: the registry server is
 in gapmirror-full, installed beside gapmirror. 'gapmirror serve --help' lists its flags.
 See docs/serve.md.`,

@@ -160,6 +160,13 @@ set no longer holds; gapmirror delete removes images a DeleteImageSetConfigurati
 	return root
 }
 
+// serveUse and serveShort are the serve command's in both builds: the
+// whole program's (serve.go) and the lean one's, which runs it (build_lean.go).
+const (
+	serveUse   = "serve --root DIR [--from file://ARCHIVE_DIR] [--address HOST:PORT]"
+	serveShort = "Run a registry for the air gap (the CNCF distribution registry), optionally filled from an archive first"
+)
+
 // onlyV2 reports whether no flag but --v2 was given ("gapmirror --v2").
 func onlyV2(cmd *cobra.Command) bool {
 	n := 0

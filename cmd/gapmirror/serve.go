@@ -41,8 +41,8 @@ type serveFlags struct {
 func newServeCommand(g *globalFlags) *cobra.Command {
 	f := &serveFlags{}
 	cmd := &cobra.Command{
-		Use:   "serve --root DIR [--from file://ARCHIVE_DIR] [--address HOST:PORT]",
-		Short: "Run a registry for the air gap (the CNCF distribution registry), optionally filled from an archive first",
+		Use:   serveUse,
+		Short: serveShort,
 		Long: `gapmirror serve runs the CNCF distribution registry with its storage under --root DIR until
 SIGINT or SIGTERM. With --from it first pushes the archive in that directory into itself exactly
 as disk-to-mirror does (records, predecessor checks and cluster resources in the archive
