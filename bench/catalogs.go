@@ -158,12 +158,7 @@ func (b *bench) measure(ctx context.Context, label, name string, args, env []str
 	start := time.Now()
 	err = cmd.Run()
 	var r childRun
-	if data, rerr := os.ReadFile(result.Name()); rerr == nil {
-		var wallNS, rssKiB int64
-		if _, serr := fmt.Sscanf(string(data), "%d %d", &wallNS, &rssKiB); serr == nil {
-			r.wall, r.maxRSS = time.Duration(wallNS), rssKiB<<10
-		}
-	}
+	r.wall, r.maxRSS = launched(result.Name())
 	b.logRun(label, name, args, time.Since(start), err, append(tailBytes(stdout.Bytes(), 2000), stderr.Bytes()...))
 	if err != nil {
 		return r, fmt.Errorf("%s: %s %s: %w\n%s", label, name, strings.Join(args, " "), err, tail(stderr.String(), 20))
@@ -187,6 +182,20 @@ func (b *bench) measure(ctx context.Context, label, name string, args, env []str
 // launchEnv names, for bench/launch, the file that receives "<wall ns>
 // <maxrss KiB>" of the command it runs (launch.Env).
 const launchEnv = "GAPMIRROR_BENCH_LAUNCH"
+
+// launched reads what bench/launch wrote to result: the child's wall time
+// and peak RSS in bytes (zeros when it wrote nothing).
+func launched(result string) (wall time.Duration, maxRSS int64) {
+	data, err := os.ReadFile(result)
+	if err != nil {
+		return 0, 0
+	}
+	var wallNS, rssKiB int64
+	if _, err := fmt.Sscanf(string(data), "%d %d", &wallNS, &rssKiB); err != nil {
+		return 0, 0
+	}
+	return time.Duration(wallNS), rssKiB << 10
+}
 
 // printLauncherFloor prints the floor under every peak RSS the bench
 // reports: what a child that does nothing reports through the launcher.

@@ -571,11 +571,8 @@ func (b *bench) command(ctx context.Context, label string, out *bytes.Buffer, na
 		// launcher's child).
 		b.lastCPU = ps.UserTime() + ps.SystemTime()
 	}
-	if data, rerr := os.ReadFile(result); result != "" && rerr == nil {
-		var wallNS, rssKiB int64
-		if _, serr := fmt.Sscanf(string(data), "%d %d", &wallNS, &rssKiB); serr == nil {
-			b.lastRSS = rssKiB << 10
-		}
+	if result != "" {
+		_, b.lastRSS = launched(result)
 	}
 	b.logRun(label, name, args, took, err, out.Bytes())
 	return took, err
